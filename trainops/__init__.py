@@ -1,0 +1,7 @@
+"""trainops: declarative GitOps for large-model training and inference.
+
+This module stays import-light: `trainops --help` must start fast, so nothing heavy
+(pydantic models, boto3, docker, git) is imported here.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,84 @@
+"""The `trainops` console script: the command group and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from trainops import __version__
+from trainops.cli import manifest_cmds, project_cmds
+from trainops.errors import TrainopsError
+
+DEBUG_ENV = "TRAINOPS_DEBUG"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="trainops")
+@click.option("-v", "--verbose", count=True, help="Say more (repeat for debug logs).")
+def cli(verbose: int) -> None:
+    """Declarative GitOps for large-model training and inference.
+
+    One trainops.yaml describes code → image → train → checkpoint → eval → release →
+    rollout; trainops carries it out on registries, S3, git and clusters.
+    """
+    level = logging.WARNING - 10 * verbose if verbose else logging.WARNING
+    logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")
+
+
+for _command in (*manifest_cmds.COMMANDS, *project_cmds.COMMANDS):
+    cli.add_command(_command)
+
+
+def _debug() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0", "false", "no")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; map every error to a one-line message and a documented exit code."""
+    try:
+        cli.main(args=argv, prog_name="trainops", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 130
+    except click.exceptions.Exit as stop:
+        return int(stop.exit_code)
+    except click.ClickException as err:
+        err.show()
+        return err.exit_code
+    except TrainopsError as err:
+        if _debug():
+            raise
+        from trainops.errors import ManifestError
+
+        if isinstance(err, ManifestError) and len(err.problems) > 1:
+            for problem in err.problems:
+                click.echo(str(problem), err=True)
+        click.echo(f"Error: {err}", err=True)
+        return err.exit_code
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+    except Exception as err:  # a bug, not a user mistake
+        if _debug():
+            raise
+        click.echo(
+            f"Error: internal error: {type(err).__name__}: {err}; rerun with {DEBUG_ENV}=1 "
+            "for the traceback and report it",
+            err=True,
+        )
+        return 1
+    return 0
+
+
+def entrypoint() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entrypoint()

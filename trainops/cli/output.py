@@ -1,0 +1,49 @@
+"""Shared CLI options and printing: `--output json` everywhere a command reports data."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+output_option = click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Human text, or JSON for scripts.",
+)
+
+
+def manifest_options(func: F) -> F:
+    """-f FILE and --env ENV, the two options of every command that reads trainops.yaml."""
+    func = click.option(
+        "--env", "env", metavar="ENV", default=None, help="Apply this environment's overlay."
+    )(func)
+    func = click.option(
+        "-f",
+        "--file",
+        "file",
+        type=click.Path(dir_okay=False, path_type=str),
+        default="trainops.yaml",
+        show_default=True,
+        help="The manifest.",
+    )(func)
+    return func
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def console() -> Any:
+    """A rich console for human output (imported only when a command prints a table)."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)

@@ -1,0 +1,1 @@
+"""The pipeline: stage plan, inputs digests, caching and executors."""

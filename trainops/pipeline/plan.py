@@ -1,0 +1,153 @@
+"""What a manifest will do: its stages, what each consumes and produces, and where it runs."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trainops.spec import Manifest
+from trainops.spec.pipeline import PipelineSpec
+from trainops.spec.serving import RolloutSpec
+from trainops.spec.stages import TrainSpec
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    name: str
+    consumes: list[str]
+    produces: list[str]
+    runs_on: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    pipeline: str
+    manifest: str
+    env: str | None
+    registry: str
+    gitops: str
+    stages: list[StagePlan]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def repository(spec: PipelineSpec, pipeline: str, kind: str, override: str | None = None) -> str:
+    """The repository a stage writes to: the manifest's override or <registry>/<pipeline>/<kind>."""
+    return override or f"{spec.registry.rstrip('/')}/{pipeline}/{kind}"
+
+
+def _train_runs_on(train: TrainSpec) -> str:
+    shape = f"{train.nodes} node{'s' if train.nodes != 1 else ''} × {train.gpus_per_node} GPU"
+    queue = f" queue {train.queue}" if train.queue else ""
+    where = {
+        "volcano": f"Volcano Job{queue}",
+        "kueue": f"Kueue {train.kueue.workload if train.kueue else 'jobset'}{queue}",
+        "pytorchjob": f"Kubeflow PyTorchJob{queue}",
+        "slurm": f"Slurm sbatch{' partition ' + train.queue if train.queue else ''}",
+        "local": "local subprocess",
+    }[train.scheduler]
+    return f"{where}, {shape}"
+
+
+def _rollout_runs_on(rollout: RolloutSpec) -> str:
+    traffic = {
+        "argo-rollouts": "Argo Rollouts",
+        "gateway-api": "Gateway API HTTPRoute",
+        "kserve": "KServe InferenceService",
+    }[rollout.traffic]
+    steps = ""
+    if rollout.canary:
+        steps = ", canary " + " → ".join(f"{s.weight}%" for s in rollout.canary.steps)
+    ab = ", A/B by header" if rollout.ab_test else ""
+    return f"{rollout.engine} × {rollout.replicas} behind {traffic}{steps}{ab}"
+
+
+def plan_pipeline(*, manifest: Manifest) -> Plan:
+    """The stages the manifest defines, in flow order, each with its inputs and outputs."""
+    pipeline = manifest.pipeline
+    spec, name = pipeline.spec, pipeline.metadata.name
+    gitops = f"{spec.gitops.repo} ({spec.gitops.branch}:{spec.gitops.path})"
+    stages: list[StagePlan] = []
+    image_ref = spec.train.image if spec.train and spec.train.image else None
+    if spec.image is not None and image_ref is None:
+        image = spec.image
+        image_ref = repository(spec, name, "image", image.repository)
+        base = image.base or f"template {image.template} default base"
+        stages.append(
+            StagePlan(
+                name="image",
+                consumes=[f"context {image.context}", f"base {base}"],
+                produces=[f"{image_ref}:<commit>, :<inputs-digest>"],
+                runs_on="Docker API engine (DOCKER_HOST)" if image.builder == "docker" else "layer builder (no engine)",
+                details={"template": image.template, "builder": image.builder},
+            )
+        )
+    checkpoints = None
+    if spec.train is not None:
+        train = spec.train
+        checkpoints = repository(spec, name, "checkpoints", train.checkpoint.repository)
+        consumes = [f"image {image_ref}"] + [f"dataset {d.name} {d.ref}" for d in train.datasets]
+        if train.checkpoint.resume != "none":
+            consumes.append(f"resume {train.checkpoint.resume} checkpoint")
+        stages.append(
+            StagePlan(
+                name="train",
+                consumes=consumes,
+                produces=[f"checkpoints {checkpoints} (keep last {train.checkpoint.keep.last})"],
+                runs_on=_train_runs_on(train),
+                details={
+                    "scheduler": train.scheduler,
+                    "nodes": train.nodes,
+                    "gpusPerNode": train.gpus_per_node,
+                    "maxRetry": train.fault_tolerance.max_retry,
+                },
+            )
+        )
+    if spec.eval is not None:
+        ev = spec.eval
+        source = ev.checkpoint if ev.checkpoint not in ("latest", "best") else f"{ev.checkpoint} of {checkpoints}"
+        stages.append(
+            StagePlan(
+                name="eval",
+                consumes=[f"checkpoint {source}"],
+                produces=[f"eval report {repository(spec, name, 'evals')} (subject: the checkpoint)"],
+                runs_on="same place as train" if spec.train else "local subprocess",
+                details={"gates": [f"{g.metric} {g.op} {g.value:g}" for g in ev.gates]},
+            )
+        )
+    model = None
+    if spec.release is not None:
+        rel = spec.release
+        model = repository(spec, name, "model", rel.repository)
+        source = rel.source if rel.source not in ("latest", "best") else f"{rel.source} of {checkpoints}"
+        gated = " that passed every gate" if rel.require_gates and spec.eval and spec.eval.gates else ""
+        stages.append(
+            StagePlan(
+                name="release",
+                consumes=[f"checkpoint {source}{gated}"],
+                produces=[f"model {model}:{rel.tag}"],
+                runs_on="trainops (registry, no compute)",
+                details={"tag": rel.tag, "requireGates": rel.require_gates},
+            )
+        )
+    if spec.rollout is not None:
+        ro = spec.rollout
+        stages.append(
+            StagePlan(
+                name="rollout",
+                consumes=[f"model {ro.model or model}"],
+                produces=[f"serving manifests → {gitops}"],
+                runs_on=_rollout_runs_on(ro),
+                details={"engine": ro.engine, "traffic": ro.traffic},
+            )
+        )
+    return Plan(
+        pipeline=name,
+        manifest=str(manifest.path),
+        env=manifest.env,
+        registry=spec.registry,
+        gitops=gitops,
+        stages=stages,
+    )

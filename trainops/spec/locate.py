@@ -1,0 +1,157 @@
+"""Turn pydantic validation errors into located, readable problems with did-you-mean hints."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from pydantic.alias_generators import to_camel
+
+from trainops.errors import Problem
+from trainops.spec.common import PATTERN_NAMES
+from trainops.spec.yamlsafe import Mark, YMap, YSeq
+
+
+def format_path(parts: Sequence[str | int]) -> str:
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+def _walk(root: YMap, loc: Sequence[str | int]) -> tuple[list[str | int], Mark, Mark, Any, bool]:
+    """Follow loc through the data as far as it goes.
+
+    Returns the path that exists (union tags dropped), the key mark and value mark of the
+    deepest node found, that node, and whether the whole loc was found.
+    """
+    node: Any = root
+    found: list[str | int] = []
+    key_mark = value_mark = root.mark
+    complete = True
+    for i, part in enumerate(loc):
+        if isinstance(node, YMap) and isinstance(part, str) and part in node:
+            found.append(part)
+            key_mark, value_mark = node.key_marks[part], node.value_marks[part]
+            node = node[part]
+        elif isinstance(node, YSeq) and isinstance(part, int) and 0 <= part < len(node):
+            found.append(part)
+            key_mark = value_mark = node.item_marks[part]
+            node = node[part]
+        elif isinstance(node, (YMap, YSeq)) and i == len(loc) - 1:
+            complete = False  # a missing key: the last part names it
+        # otherwise: a union tag pydantic adds to loc; it names no data, skip it
+    return found, key_mark, value_mark, node, complete
+
+
+def _unwrap(tp: Any) -> list[Any]:
+    """The concrete types an annotation may hold (Annotated, Optional and unions opened)."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(tp)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [t for arg in typing.get_args(tp) for t in _unwrap(arg)]
+    return [tp]
+
+
+def _allowed_keys(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
+    """The keys the model at loc accepts (by YAML alias)."""
+    candidates: list[Any] = [model]
+    for part in loc:
+        stepped: list[Any] = []
+        for tp in candidates:
+            origin = typing.get_origin(tp)
+            if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(part, str):
+                for name, field in tp.model_fields.items():
+                    if (field.alias or name) == part:
+                        stepped.extend(_unwrap(field.annotation))
+            elif origin is list and isinstance(part, int):
+                stepped.extend(_unwrap(typing.get_args(tp)[0]))
+            elif origin is dict and isinstance(part, str):
+                stepped.extend(_unwrap(typing.get_args(tp)[1]))
+        if stepped:
+            candidates = stepped
+    keys: list[str] = []
+    for tp in candidates:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            keys.extend(f.alias or n for n, f in tp.model_fields.items())
+    return keys
+
+
+def unknown_key_message(key: str, allowed: Iterable[str]) -> str:
+    allowed = list(allowed)
+    camel = to_camel(key)
+    if camel != key and camel in allowed:
+        return f"unknown field {key!r}; did you mean {camel!r}? (keys are camelCase)"
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if close:
+        return f"unknown field {key!r}; did you mean {close[0]!r}?"
+    if allowed and len(allowed) <= 16:
+        return f"unknown field {key!r}; allowed: {', '.join(sorted(allowed))}"
+    return f"unknown field {key!r}"
+
+
+_TIDY = (
+    (re.compile(r"^(Value error|Assertion failed), "), ""),
+    (re.compile(r"^(Input|String|List|Dictionary|Value) should"), "should"),
+    (re.compile(r" after validation, not \d+$"), ""),
+    (re.compile(r", unable to parse string as an? \w+$"), ""),
+)
+
+
+def _message(error: dict[str, Any]) -> tuple[str, str]:
+    """The readable message of one error, and the offending value shown as `(got …)`."""
+    kind, msg = error["type"], str(error["msg"])
+    pattern = (error.get("ctx") or {}).get("pattern")
+    if kind == "string_pattern_mismatch" and pattern in PATTERN_NAMES:
+        msg = f"should be {PATTERN_NAMES[pattern]}"
+    for regex, replacement in _TIDY:
+        msg = regex.sub(replacement, msg)
+    value = error.get("input")
+    got = ""
+    if kind not in ("value_error", "assertion_error", "missing") and isinstance(
+        value, (str, int, float, bool)
+    ):
+        shown = repr(value)
+        got = f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+    return msg, got
+
+
+def problems_from_validation(
+    err: ValidationError, *, root: YMap, file: str, model: type[BaseModel], env: str | None = None
+) -> list[Problem]:
+    """One Problem per located error; union alternatives at one place are joined."""
+    merged: dict[tuple[str, int, int], tuple[list[str], str]] = {}
+    for error in err.errors(include_url=False):
+        loc = tuple(error["loc"])
+        found, key_mark, value_mark, node, complete = _walk(root, loc)
+        kind = error["type"]
+        got = ""
+        if kind == "extra_forbidden":
+            key = str(loc[-1])
+            msg = unknown_key_message(key, _allowed_keys(model, loc[:-1]))
+            mark, path = key_mark, format_path(found)
+        elif kind == "missing" and not complete:
+            msg = f"missing required field {loc[-1]!r}"
+            mark, path = key_mark, format_path([*found, loc[-1]])
+        else:
+            msg, got = _message(error)
+            container = isinstance(node, (YMap, YSeq))
+            mark = key_mark if container else value_mark
+            path = format_path(found)
+        slot = (path, mark.line, mark.column)
+        msgs, _ = merged.setdefault(slot, ([], got))
+        if msg not in msgs:
+            msgs.append(msg)
+    return [
+        Problem(file=file, line=line, column=col, path=path, message=" or ".join(msgs) + got, env=env)
+        for (path, line, col), (msgs, got) in merged.items()
+    ]
