@@ -28,9 +28,11 @@ from services import (
 def _start(service: DistributionRegistry | MotoS3 | PodmanService) -> None:
     try:
         service.start()
+        return
     except ServiceError as exc:  # includes MissingDependency: fail, with the fix named
-        service.stop()
-        pytest.fail(str(exc), pytrace=False)
+        error = str(exc)
+    service.stop()
+    pytest.fail(error, pytrace=False)  # outside the except: no chained traceback
 
 
 @pytest.fixture(scope="session")
@@ -82,9 +84,10 @@ def busybox_image(podman: PodmanService, tmp_path_factory: pytest.TempPathFactor
     try:
         return build_busybox_image(client, context_dir=tmp_path_factory.mktemp("busybox-ctx"))
     except ServiceError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        error = str(exc)
     finally:
         client.close()
+    pytest.fail(error, pytrace=False)
 
 
 @pytest.fixture
@@ -93,4 +96,5 @@ def git_remote(tmp_path: Path) -> Path:
     try:
         return bare_git_repo(tmp_path / "remote.git")
     except ServiceError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        error = str(exc)
+    pytest.fail(error, pytrace=False)

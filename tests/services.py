@@ -33,7 +33,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 __all__ = [
     "INSTALL_SCRIPT",
@@ -57,6 +57,7 @@ __all__ = [
 
 INSTALL_SCRIPT = "scripts/install-test-deps.sh"
 LOOPBACK = "127.0.0.1"
+_Service = TypeVar("_Service", bound="_ManagedProcess")
 
 
 class ServiceError(RuntimeError):
@@ -222,7 +223,7 @@ class _ManagedProcess:
         """The tail of this service's log."""
         return log_tail(self.log_path, lines)
 
-    def __enter__(self) -> _ManagedProcess:
+    def __enter__(self: _Service) -> _Service:
         self.start()
         return self
 

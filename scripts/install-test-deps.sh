@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Install the system packages trainops' test suite needs (Debian 12 / Ubuntu 24.04).
+# Run as root: `sudo scripts/install-test-deps.sh`.  Idempotent: re-running is a no-op
+# apart from `apt-get update`.  Python packages come from `pip install -e '.[dev]'`.
+#
+# What each package is for:
+#   podman, conmon, runc      container engine + its Docker-compatible API (tests use runc:
+#                             crun rejects hybrid cgroup hosts; podman's Depends would pick crun)
+#   golang-github-containers-common  /etc/containers/policy.json, seccomp.json, defaults
+#   golang-github-containers-image   /etc/containers/registries.conf (skopeo/podman need it)
+#   netavark                  podman's network backend (its Depends is a virtual package)
+#   catatonit                 init for `podman run --init` (a Recommends, skipped otherwise)
+#   skopeo, umoci             independent readers of registries and OCI layouts
+#   docker-registry           CNCF Distribution, the OCI registry the tests run
+#   busybox-static            static /bin/busybox: base image built FROM scratch, no pulls
+#   git                       bare repositories as real remotes
+# Not needed: fuse-overlayfs/slirp4netns/uidmap (tests run as root with the vfs driver and
+# host networking; see tests/services.py for the containers.conf they use).
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "install-test-deps.sh: must run as root (try: sudo $0)" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+
+apt-get update
+
+packages=(
+    podman conmon runc
+    golang-github-containers-common golang-github-containers-image
+    skopeo umoci docker-registry busybox-static git
+)
+# Optional or differently named across releases: take what this release has.
+for optional in netavark catatonit; do
+    if apt-cache show "$optional" >/dev/null 2>&1; then
+        packages+=("$optional")
+    fi
+done
+if ! apt-cache show netavark >/dev/null 2>&1; then
+    packages+=(containernetworking-plugins)  # older releases: CNI instead of netavark
+fi
+
+apt-get install -y --no-install-recommends "${packages[@]}"
+
+# The Debian package may start a registry on :5000 where an init system runs; the tests
+# start their own on free ports and do not need it.
+missing=0
+for binary in podman conmon runc skopeo umoci docker-registry busybox git; do
+    if ! command -v "$binary" >/dev/null 2>&1; then
+        echo "install-test-deps.sh: $binary still missing after install" >&2
+        missing=1
+    fi
+done
+if [ ! -f /etc/containers/policy.json ]; then
+    echo "install-test-deps.sh: /etc/containers/policy.json missing" >&2
+    missing=1
+fi
+exit "$missing"

@@ -1,0 +1,220 @@
+"""The one interface every registry backend implements, and the helpers they share.
+
+A backend stores, per repository, content-addressed blobs and manifests, and tags that
+point at manifests. It knows nothing of artifacts, lineage or files: that is the Store's
+job (trainops/registry/store.py). Every backend passes the same contract test suite
+(tests/registry/test_backend_contract.py).
+
+Rules every backend keeps:
+- A blob becomes visible only when complete and verified against its digest.
+- `put_manifest` is called only after every blob the manifest names is present.
+- Tags move atomically: a reader sees the old manifest or the new one, never a mix.
+- Errors are TrainopsErrors: NotFoundError for a missing blob/manifest/tag/repository,
+  IntegrityError for content that does not match its digest, RemoteError for a service
+  that failed after retries, ExistsError for a lost compare-and-swap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from trainops.errors import IntegrityError
+from trainops.registry.reference import RegistryRoot
+
+CHUNK = 1024 * 1024
+Progress = Callable[[int], None]
+
+
+def no_progress(_: int) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """An OCI content descriptor."""
+
+    media_type: str
+    digest: str
+    size: int
+    annotations: dict[str, str] = field(default_factory=dict)
+    artifact_type: str | None = None
+
+    def as_oci(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+        if self.artifact_type:
+            out["artifactType"] = self.artifact_type
+        if self.annotations:
+            out["annotations"] = dict(self.annotations)
+        return out
+
+    @classmethod
+    def from_oci(cls, data: dict[str, Any]) -> Descriptor:
+        return cls(
+            media_type=str(data["mediaType"]),
+            digest=str(data["digest"]),
+            size=int(data["size"]),
+            annotations=dict(data.get("annotations") or {}),
+            artifact_type=data.get("artifactType"),
+        )
+
+
+@dataclass(frozen=True)
+class BlobSource:
+    """Where the bytes of a blob to upload come from: a local file, or an opener of a stream."""
+
+    digest: str
+    size: int
+    path: Path | None = None
+    opener: Callable[[], AbstractContextManager[BinaryIO]] | None = None
+
+    def open(self) -> AbstractContextManager[BinaryIO]:
+        if self.path is not None:
+            return self.path.open("rb")
+        assert self.opener is not None, "a BlobSource needs a path or an opener"
+        return self.opener()
+
+
+@dataclass(frozen=True)
+class ManifestData:
+    """A manifest as stored: its exact bytes, media type and digest."""
+
+    data: bytes
+    media_type: str
+    digest: str
+
+
+def sha256_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class DigestWriter:
+    """Hash bytes as they are written to a file; check the digest and size at the end."""
+
+    def __init__(self, fh: BinaryIO, expected_digest: str, expected_size: int | None) -> None:
+        self.fh = fh
+        self.hash = hashlib.sha256()
+        self.expected_digest = expected_digest
+        self.expected_size = expected_size
+        self.written = 0
+
+    def write(self, chunk: bytes) -> None:
+        self.hash.update(chunk)
+        self.fh.write(chunk)
+        self.written += len(chunk)
+
+    def verify(self, what: str) -> None:
+        actual = "sha256:" + self.hash.hexdigest()
+        if self.expected_size is not None and self.written != self.expected_size:
+            raise IntegrityError(
+                f"{what}: received {self.written} bytes, expected {self.expected_size}",
+                hint="the source is damaged or changed; nothing was kept",
+            )
+        if actual != self.expected_digest:
+            raise IntegrityError(
+                f"{what}: content has digest {actual}, expected {self.expected_digest}",
+                hint="the stored blob is corrupt or was tampered with; nothing was kept",
+            )
+
+
+class Backend(ABC):
+    """Blobs, manifests and tags in repositories under one registry root."""
+
+    scheme: str
+
+    def __init__(self, root: RegistryRoot) -> None:
+        self.root = root
+
+    # -- blobs -------------------------------------------------------------------------
+    @abstractmethod
+    def blob_size(self, repo: str, digest: str) -> int | None:
+        """Size of a present blob, or None when the repository does not have it."""
+
+    @abstractmethod
+    def upload_blob(self, repo: str, source: BlobSource, progress: Progress = no_progress) -> None:
+        """Store a blob; verify it against source.digest before it becomes visible.
+
+        An interrupted upload is resumed where the backend can (OCI upload sessions,
+        S3 multipart uploads); on success the blob is complete, on error nothing is visible.
+        """
+
+    @abstractmethod
+    def download_blob(self, repo: str, digest: str, dest: Path, progress: Progress = no_progress) -> None:
+        """Write a blob to dest (a temporary file of the caller's), verifying its digest.
+
+        Raises IntegrityError when the content does not match; dest is then removed.
+        """
+
+    @abstractmethod
+    def open_blob(self, repo: str, digest: str) -> AbstractContextManager[BinaryIO]:
+        """A readable stream of a blob (not verified: callers that copy verify on write)."""
+
+    def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
+        """Make a blob of another repository of this registry present without copying it.
+
+        Returns False when the backend cannot (the caller then uploads it).
+        """
+        return False
+
+    @abstractmethod
+    def delete_blob(self, repo: str, digest: str) -> None:
+        """Remove a blob (gc only). A missing blob is not an error."""
+
+    @abstractmethod
+    def list_blobs(self, repo: str) -> list[str] | None:
+        """Digests of every blob in the repository, or None if the backend cannot list them."""
+
+    # -- manifests and tags ------------------------------------------------------------
+    @abstractmethod
+    def put_manifest(self, repo: str, manifest: ManifestData, tag: str | None = None) -> None:
+        """Store a manifest (its blobs are already present) and, if given, point tag at it.
+
+        If the manifest has a `subject`, record it so that referrers() of the subject lists
+        this manifest (OCI: the referrers API, or the referrers tag schema `sha256-<hex>` on
+        registries without it, such as Distribution 2.8).
+        """
+
+    @abstractmethod
+    def get_manifest(self, repo: str, reference: str) -> ManifestData:
+        """The manifest a tag or digest names. NotFoundError if there is none."""
+
+    @abstractmethod
+    def list_tags(self, repo: str) -> list[str]:
+        """Tags of a repository, sorted. NotFoundError if the repository does not exist."""
+
+    @abstractmethod
+    def delete_tag(self, repo: str, tag: str) -> None:
+        """Remove a tag (the manifest stays). NotFoundError if absent."""
+
+    @abstractmethod
+    def delete_manifest(self, repo: str, digest: str) -> None:
+        """Remove a manifest and every tag pointing at it. NotFoundError if absent."""
+
+    @abstractmethod
+    def list_manifests(self, repo: str) -> list[str]:
+        """Digests of every manifest the repository holds (tagged or not) that can be listed."""
+
+    @abstractmethod
+    def list_repositories(self) -> list[str]:
+        """Repositories under the root (and its prefix), sorted."""
+
+    # -- referrers (OCI 1.1 subject) ---------------------------------------------------
+    @abstractmethod
+    def referrers(self, repo: str, digest: str) -> list[Descriptor]:
+        """Manifests whose subject is digest (with their artifactType and annotations)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+def iter_file(fh: BinaryIO, chunk: int = CHUNK) -> Iterator[bytes]:
+    while True:
+        data = fh.read(chunk)
+        if not data:
+            return
+        yield data

@@ -1,0 +1,76 @@
+"""Media types, artifact types and annotation keys of trainops artifacts (see registry/SPEC.md)."""
+
+from __future__ import annotations
+
+from fnmatch import fnmatch
+from typing import Literal
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_EMPTY = "application/vnd.oci.empty.v1+json"
+OCI_LAYOUT_VERSION = "1.0.0"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+MANIFEST_TYPES = (OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_MANIFEST_LIST)
+
+# CNCF ModelPack
+MODEL_ARTIFACT = "application/vnd.cncf.model.manifest.v1+json"
+MODEL_CONFIG = "application/vnd.cncf.model.config.v1+json"
+WEIGHT_RAW = "application/vnd.cncf.model.weight.v1.raw"
+WEIGHT_CONFIG_RAW = "application/vnd.cncf.model.weight.config.v1.raw"
+DOC_RAW = "application/vnd.cncf.model.doc.v1.raw"
+CODE_RAW = "application/vnd.cncf.model.code.v1.raw"
+DATASET_RAW = "application/vnd.cncf.model.dataset.v1.raw"
+MODELPACK_LAYER_TYPES = (WEIGHT_RAW, WEIGHT_CONFIG_RAW, DOC_RAW, CODE_RAW, DATASET_RAW)
+
+# trainops
+CONFIG = "application/vnd.trainops.config.v1+json"
+Kind = Literal["checkpoint", "model", "dataset", "eval", "image", "other"]
+KINDS: tuple[Kind, ...] = ("checkpoint", "model", "dataset", "eval", "image", "other")
+ARTIFACT_TYPES: dict[str, str] = {
+    "checkpoint": "application/vnd.trainops.checkpoint.v1",
+    "model": MODEL_ARTIFACT,
+    "dataset": "application/vnd.trainops.dataset.v1",
+    "eval": "application/vnd.trainops.eval.v1",
+    "other": "application/vnd.trainops.artifact.v1",
+}
+
+# Annotations
+A_FILEPATH = "org.cncf.model.filepath"
+A_TITLE = "org.opencontainers.image.title"
+A_CREATED = "org.opencontainers.image.created"
+A_REVISION = "org.opencontainers.image.revision"
+A_SOURCE = "org.opencontainers.image.source"
+A_REF_NAME = "org.opencontainers.image.ref.name"
+A_KIND = "dev.trainops.kind"
+A_LINEAGE = "dev.trainops.lineage"
+A_FILE_MODE = "dev.trainops.file.mode"
+
+_WEIGHTS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt", "*.gguf", "*.onnx", "*.npy",
+            "*.npz", "*.h5", "*.msgpack", "*.distcp", "*.tflite", "*.mlmodel")
+_DOCS = ("README*", "*.md", "LICENSE*", "NOTICE*", "*.rst")
+_CODE = ("*.py", "*.sh", "*.ipynb")
+_DATA = ("*.parquet", "*.arrow", "*.jsonl", "*.tfrecord", "*.csv", "*.tar", "*.idx")
+
+
+def layer_media_type(relpath: str, kind: str) -> str:
+    """The ModelPack layer media type of a file, by its name (and the artifact kind)."""
+    name = relpath.rsplit("/", 1)[-1]
+    if kind == "dataset":
+        return DATASET_RAW
+    for patterns, media in ((_WEIGHTS, WEIGHT_RAW), (_DOCS, DOC_RAW), (_CODE, CODE_RAW)):
+        if any(fnmatch(name, p) for p in patterns):
+            return media
+    if any(fnmatch(name, p) for p in _DATA):
+        return DATASET_RAW
+    return WEIGHT_CONFIG_RAW
+
+
+def kind_of(artifact_type: str | None, annotations: dict[str, str] | None) -> str:
+    """The trainops kind of a manifest, also for artifacts other tools pushed."""
+    if annotations and annotations.get(A_KIND) in KINDS:
+        return annotations[A_KIND]
+    for kind, atype in ARTIFACT_TYPES.items():
+        if atype == artifact_type:
+            return kind
+    return "image" if artifact_type is None else "other"
