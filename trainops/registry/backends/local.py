@@ -1,0 +1,319 @@
+"""file:// backend: every repository is an OCI image layout directory (skopeo and umoci read it).
+
+    <repo>/oci-layout                 {"imageLayoutVersion": "1.0.0"}
+    <repo>/index.json                 tagged manifests carry org.opencontainers.image.ref.name
+    <repo>/blobs/sha256/<hex>         blobs and manifests
+    <repo>/.trainops/                 lock file and in-progress uploads (ignored by OCI tools)
+
+Blobs are written to .trainops/tmp, verified, then renamed into blobs/ (atomic on one
+filesystem); index.json is replaced atomically under an exclusive lock, so concurrent
+writers in other processes never lose a tag or see a torn index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from trainops.errors import IntegrityError, NotFoundError
+from trainops.registry import media
+from trainops.registry.backends.base import (
+    Backend,
+    BlobSource,
+    Descriptor,
+    DigestWriter,
+    ManifestData,
+    Progress,
+    iter_file,
+    no_progress,
+    sha256_digest,
+)
+from trainops.registry.reference import DIGEST_RE
+
+COPY_CHUNK = 8 * 1024 * 1024
+
+
+def _hex(digest: str) -> str:
+    if not DIGEST_RE.match(digest):
+        raise IntegrityError(f"{digest!r} is not a sha256 digest")
+    return digest.split(":", 1)[1]
+
+
+class LocalBackend(Backend):
+    scheme = "file"
+
+    # -- layout helpers ------------------------------------------------------------------
+    @staticmethod
+    def _dir(repo: str) -> Path:
+        return Path(repo)
+
+    def _blob(self, repo: str, digest: str) -> Path:
+        return self._dir(repo) / "blobs" / "sha256" / _hex(digest)
+
+    def _require(self, repo: str) -> Path:
+        path = self._dir(repo)
+        if not (path / "oci-layout").is_file():
+            raise NotFoundError(
+                f"no repository at {path} (no OCI image layout there)",
+                hint="check the reference, or push to it first",
+            )
+        return path
+
+    def _ensure(self, repo: str) -> Path:
+        path = self._dir(repo)
+        if (path / "oci-layout").is_file():
+            return path
+        (path / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
+        (path / ".trainops" / "tmp").mkdir(parents=True, exist_ok=True)
+        with self._locked(path):
+            if not (path / "index.json").exists():
+                self._write_index(path, [])
+            if not (path / "oci-layout").exists():
+                _atomic_write(path / "oci-layout", json.dumps({"imageLayoutVersion": media.OCI_LAYOUT_VERSION}).encode())
+        return path
+
+    @contextlib.contextmanager
+    def _locked(self, path: Path) -> Iterator[None]:
+        lock_dir = path / ".trainops"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with (lock_dir / "lock").open("a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+    def _tmp(self, repo: str) -> Path:
+        tmp = self._ensure(repo) / ".trainops" / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        return tmp / f"{uuid.uuid4().hex}.part"
+
+    @staticmethod
+    def _read_index(path: Path) -> list[dict[str, Any]]:
+        try:
+            data = json.loads((path / "index.json").read_bytes())
+        except FileNotFoundError:
+            return []
+        return list(data.get("manifests") or [])
+
+    @staticmethod
+    def _write_index(path: Path, entries: list[dict[str, Any]]) -> None:
+        body = {"schemaVersion": 2, "mediaType": media.OCI_INDEX, "manifests": entries}
+        _atomic_write(path / "index.json", json.dumps(body, indent=2).encode() + b"\n")
+
+    # -- blobs -----------------------------------------------------------------------------
+    def blob_size(self, repo: str, digest: str) -> int | None:
+        try:
+            return self._blob(repo, digest).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def upload_blob(self, repo: str, source: BlobSource, progress: Progress = no_progress) -> None:
+        final = self._blob(repo, source.digest)
+        if final.exists() and final.stat().st_size == source.size:
+            progress(source.size)
+            return
+        tmp = self._tmp(repo)
+        try:
+            with source.open() as src, tmp.open("wb") as out:
+                writer = DigestWriter(out, source.digest, source.size)  # type: ignore[arg-type]
+                for chunk in iter_file(src, COPY_CHUNK):
+                    writer.write(chunk)
+                    progress(len(chunk))
+                out.flush()
+                os.fsync(out.fileno())
+            writer.verify(f"blob {source.digest[:19]} for {repo}")
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def download_blob(self, repo: str, digest: str, dest: Path, progress: Progress = no_progress) -> None:
+        path = self._blob(repo, digest)
+        try:
+            src = path.open("rb")
+        except FileNotFoundError:
+            raise NotFoundError(f"blob {digest} is not in {repo}") from None
+        try:
+            with src, dest.open("wb") as out:
+                writer = DigestWriter(out, digest, None)  # type: ignore[arg-type]
+                for chunk in iter_file(src, COPY_CHUNK):
+                    writer.write(chunk)
+                    progress(len(chunk))
+            writer.verify(f"blob {digest[:19]} in {repo}")
+        except BaseException:
+            dest.unlink(missing_ok=True)
+            raise
+
+    def open_blob(self, repo: str, digest: str) -> AbstractContextManager[BinaryIO]:
+        try:
+            return self._blob(repo, digest).open("rb")
+        except FileNotFoundError:
+            raise NotFoundError(f"blob {digest} is not in {repo}") from None
+
+    def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
+        source = self._blob(from_repo, digest)
+        if not source.is_file():
+            return False
+        target = self._blob(repo, digest)
+        self._ensure(repo)
+        tmp = self._tmp(repo)
+        try:
+            os.link(source, tmp)  # same filesystem: share the bytes (blobs are read-only)
+        except OSError:
+            return False
+        os.replace(tmp, target)
+        return True
+
+    def delete_blob(self, repo: str, digest: str) -> None:
+        self._blob(repo, digest).unlink(missing_ok=True)
+
+    def list_blobs(self, repo: str) -> list[str] | None:
+        root = self._require(repo) / "blobs" / "sha256"
+        return sorted(f"sha256:{p.name}" for p in root.iterdir() if p.is_file())
+
+    # -- manifests and tags ------------------------------------------------------------
+    def put_manifest(self, repo: str, manifest: ManifestData, tag: str | None = None) -> None:
+        if sha256_digest(manifest.data) != manifest.digest:
+            raise IntegrityError(f"manifest bytes do not match {manifest.digest}")
+        path = self._ensure(repo)
+        final = self._blob(repo, manifest.digest)
+        if not final.exists():
+            tmp = self._tmp(repo)
+            tmp.write_bytes(manifest.data)
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, final)
+        parsed = json.loads(manifest.data)
+        entry: dict[str, Any] = {
+            "mediaType": manifest.media_type,
+            "digest": manifest.digest,
+            "size": len(manifest.data),
+        }
+        if parsed.get("artifactType"):
+            entry["artifactType"] = parsed["artifactType"]
+        with self._locked(path):
+            entries = self._read_index(path)
+            if tag is not None:
+                entries = self._untag(entries, tag)
+            same = [e for e in entries if e["digest"] == manifest.digest]
+            if tag is None and same:
+                return
+            entries = [e for e in entries if not (e["digest"] == manifest.digest and _tag_of(e) is None)]
+            if tag is not None:
+                entry["annotations"] = {media.A_REF_NAME: tag}
+            entries.append(entry)
+            self._write_index(path, entries)
+
+    @staticmethod
+    def _untag(entries: list[dict[str, Any]], tag: str) -> list[dict[str, Any]]:
+        """Entries with tag removed; a manifest that loses its last tag stays, untagged."""
+        kept = [e for e in entries if _tag_of(e) != tag]
+        for old in (e for e in entries if _tag_of(e) == tag):
+            if not any(e["digest"] == old["digest"] for e in kept):
+                bare = {k: v for k, v in old.items() if k != "annotations"}
+                kept.append(bare)
+        return kept
+
+    def get_manifest(self, repo: str, reference: str) -> ManifestData:
+        path = self._require(repo)
+        entries = self._read_index(path)
+        if DIGEST_RE.match(reference):
+            digest = reference
+            known = [e for e in entries if e["digest"] == digest]
+        else:
+            known = [e for e in entries if _tag_of(e) == reference]
+            if not known:
+                raise NotFoundError(f"no tag {reference!r} in {repo}", hint="`trainops registry ls` lists the tags")
+            digest = known[0]["digest"]
+        try:
+            data = self._blob(repo, digest).read_bytes()
+        except FileNotFoundError:
+            raise NotFoundError(f"no manifest {digest} in {repo}") from None
+        if sha256_digest(data) != digest:
+            raise IntegrityError(f"manifest {digest} in {repo} is corrupt (its bytes hash differently)")
+        media_type = known[0]["mediaType"] if known else str(json.loads(data).get("mediaType") or media.OCI_MANIFEST)
+        return ManifestData(data=data, media_type=media_type, digest=digest)
+
+    def list_tags(self, repo: str) -> list[str]:
+        path = self._require(repo)
+        return sorted({t for e in self._read_index(path) if (t := _tag_of(e)) is not None})
+
+    def delete_tag(self, repo: str, tag: str) -> None:
+        path = self._require(repo)
+        with self._locked(path):
+            entries = self._read_index(path)
+            if not any(_tag_of(e) == tag for e in entries):
+                raise NotFoundError(f"no tag {tag!r} in {repo}")
+            self._write_index(path, self._untag(entries, tag))
+
+    def delete_manifest(self, repo: str, digest: str) -> None:
+        path = self._require(repo)
+        with self._locked(path):
+            entries = self._read_index(path)
+            if not any(e["digest"] == digest for e in entries):
+                raise NotFoundError(f"no manifest {digest} in {repo}")
+            self._write_index(path, [e for e in entries if e["digest"] != digest])
+        self._blob(repo, digest).unlink(missing_ok=True)
+
+    def list_manifests(self, repo: str) -> list[str]:
+        path = self._require(repo)
+        return sorted({e["digest"] for e in self._read_index(path)})
+
+    def list_repositories(self) -> list[str]:
+        top = Path(self.root.prefix)
+        if not top.is_dir():
+            return []
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(top):
+            if "oci-layout" in filenames:
+                found.append(os.path.normpath(dirpath))
+                dirnames[:] = []  # a layout's blobs/ holds no repositories
+            else:
+                dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        return sorted(found)
+
+    def referrers(self, repo: str, digest: str) -> list[Descriptor]:
+        path = self._require(repo)
+        found: list[Descriptor] = []
+        for entry in self._read_index(path):
+            try:
+                parsed = json.loads(self._blob(repo, entry["digest"]).read_bytes())
+            except (FileNotFoundError, ValueError):
+                continue
+            subject = parsed.get("subject") or {}
+            if subject.get("digest") == digest:
+                found.append(
+                    Descriptor(
+                        media_type=entry["mediaType"],
+                        digest=entry["digest"],
+                        size=int(entry["size"]),
+                        annotations=dict(parsed.get("annotations") or {}),
+                        artifact_type=parsed.get("artifactType") or (parsed.get("config") or {}).get("mediaType"),
+                    )
+                )
+        unique = {d.digest: d for d in found}
+        return [unique[k] for k in sorted(unique)]
+
+
+def _tag_of(entry: dict[str, Any]) -> str | None:
+    tag = (entry.get("annotations") or {}).get(media.A_REF_NAME)
+    return str(tag) if tag is not None else None
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    try:
+        with tmp.open("wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
