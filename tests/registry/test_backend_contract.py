@@ -50,8 +50,8 @@ def _file_subject(tmp_path: Path) -> Subject:
 
 def _oci_subject(request: pytest.FixtureRequest) -> Subject:
     registry = request.getfixturevalue("registry")
-    root = RegistryRoot("oci", registry.host, "")
     ns = f"contract-{uuid.uuid4().hex[:8]}"
+    root = RegistryRoot("oci", registry.host, ns)
 
     def tamper(repo: str, digest: str, data: bytes) -> None:
         blob = (
@@ -70,10 +70,11 @@ def _s3_subject(request: pytest.FixtureRequest) -> Subject:
     def tamper(repo: str, digest: str, data: bytes) -> None:
         import boto3
 
-        key = f"reg/{repo}/blobs/sha256/{digest[7:]}"
+        key = f"{repo}/blobs/sha256/{digest[7:]}"
         boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=data)
 
-    return Subject(backend, "team/model", tamper)
+    # Repositories are full paths from the bucket; the root's prefix only narrows listing.
+    return Subject(backend, "reg/team/model", tamper)
 
 
 @pytest.fixture(params=["file", "oci", "s3"])

@@ -78,11 +78,27 @@ def loss(params: Params, x: IntArray, y: IntArray, chunk: int = 4096) -> float:
     return total / len(x)
 
 
-def loss_and_grads(params: Params, x: IntArray, y: IntArray) -> tuple[float, Params]:
+def dropout_mask(
+    rng: np.random.Generator, batch: int, hidden: int, rate: float
+) -> Array | None:
+    """Inverted-dropout mask for the hidden layer (``None`` when ``rate`` is 0)."""
+    if rate <= 0:
+        return None
+    keep = rng.random((batch, hidden), dtype=np.float32) >= rate
+    mask: Array = keep.astype(np.float32) / np.float32(1.0 - rate)
+    return mask
+
+
+def loss_and_grads(
+    params: Params, x: IntArray, y: IntArray, mask: Array | None = None
+) -> tuple[float, Params]:
+    """Batch loss and gradients; ``mask`` (from :func:`dropout_mask`) scales the hidden
+    activations during training."""
     batch = x.shape[0]
     emb = params["embed.weight"][x].reshape(batch, -1)
     h = np.tanh(emb @ params["fc1.weight"] + params["fc1.bias"])
-    z = h @ params["head.weight"] + params["head.bias"]
+    hd = h if mask is None else h * mask
+    z = hd @ params["head.weight"] + params["head.bias"]
     logp = _log_softmax(z)
     rows = np.arange(batch)
     value = float(-logp[rows, y].astype(np.float64).mean())
@@ -91,10 +107,13 @@ def loss_and_grads(params: Params, x: IntArray, y: IntArray) -> tuple[float, Par
     dz[rows, y] -= 1.0
     dz /= batch
     grads: Params = {
-        "head.weight": h.T @ dz,
+        "head.weight": hd.T @ dz,
         "head.bias": dz.sum(axis=0),
     }
-    dpre = (dz @ params["head.weight"].T) * (1.0 - h * h)
+    dh = dz @ params["head.weight"].T
+    if mask is not None:
+        dh *= mask
+    dpre = dh * (1.0 - h * h)
     grads["fc1.weight"] = emb.T @ dpre
     grads["fc1.bias"] = dpre.sum(axis=0)
     demb = (dpre @ params["fc1.weight"].T).reshape(-1, params["embed.weight"].shape[1])

@@ -5,6 +5,10 @@ point at manifests. It knows nothing of artifacts, lineage or files: that is the
 job (trainops/registry/store.py). Every backend passes the same contract test suite
 (tests/registry/test_backend_contract.py).
 
+Repository arguments are full paths from the registry's top (the host, the bucket, or the
+filesystem root for file://); the root's prefix only narrows list_repositories, which
+returns full paths too.
+
 Rules every backend keeps:
 - A blob becomes visible only when complete and verified against its digest.
 - `put_manifest` is called only after every blob the manifest names is present.
@@ -201,7 +205,7 @@ class Backend(ABC):
 
     @abstractmethod
     def list_repositories(self) -> list[str]:
-        """Repositories under the root (and its prefix), sorted."""
+        """Full paths of the repositories under the root's prefix, sorted."""
 
     # -- referrers (OCI 1.1 subject) ---------------------------------------------------
     @abstractmethod

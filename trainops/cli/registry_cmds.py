@@ -1,0 +1,338 @@
+"""Registry commands: push, pull, lineage, and the `registry` group (ls, show, tag, diff, copy, rm, gc)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainops.cli.output import echo_json, output_option
+
+KINDS = ("checkpoint", "model", "dataset", "eval", "other")
+
+
+def _registry_options(func: Any) -> Any:
+    func = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")(func)
+    func = click.option("--env", "env", metavar="ENV", default=None, help="Environment overlay of trainops.yaml.")(func)
+    func = click.option(
+        "-f", "--file", "file", default=None, metavar="FILE",
+        help="trainops.yaml whose spec.registry completes short references (default: ./trainops.yaml if present).",
+    )(func)
+    return func
+
+
+def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
+    from trainops.registry.context import Registries
+    from trainops.spec import load_manifest
+
+    path = Path(file) if file else Path("trainops.yaml")
+    if file is None and not path.is_file():
+        return Registries(insecure=insecure)
+    manifest = load_manifest(path, env=env)
+    spec = manifest.pipeline.spec
+    return Registries(
+        default_registry=spec.registry,
+        base_dir=manifest.root,
+        insecure=insecure,
+        insecure_registries=tuple(spec.insecure_registries),
+    )
+
+
+def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
+    from trainops.errors import UsageError
+
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{what} {item!r} must be KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+@click.command()
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.argument("ref")
+@click.option("--kind", type=click.Choice(KINDS), default="other", show_default=True)
+@click.option("--parent", "parents", multiple=True, metavar="REF", help="An artifact this one came from (repeatable).")
+@click.option("--annotation", "annotations", multiple=True, metavar="K=V", help="A manifest annotation (repeatable).")
+@click.option("--step", type=int, default=None, help="Training step (lineage).")
+@click.option("--metric", "metrics", multiple=True, metavar="K=V", help="A metric (lineage, repeatable).")
+@click.option("--run-id", default=None, help="Run id (lineage).")
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@_registry_options
+@output_option
+def push(
+    path: Path, ref: str, kind: str, parents: tuple[str, ...], annotations: tuple[str, ...],
+    step: int | None, metrics: tuple[str, ...], run_id: str | None, jobs: int | None,
+    file: str | None, env: str | None, insecure: bool, output: str,
+) -> None:
+    """Push PATH (a file or a directory tree) as an artifact to REF; print its digest."""
+    from trainops.cli.progress import transfer_progress
+    from trainops.errors import UsageError
+    from trainops.gitinfo import git_state
+    from trainops.registry import store
+    from trainops.registry.artifact import Lineage
+
+    try:
+        metric_values = {k: float(v) for k, v in _pairs(metrics, "--metric").items()}
+    except ValueError:
+        raise UsageError("--metric values must be numbers, as in --metric val_loss=1.93") from None
+    with _registries(file, env, insecure) as registries:
+        git = git_state(path if path.is_dir() else path.parent)
+        lineage = Lineage(
+            gitCommit=git.commit if git else None,
+            gitRepo=git.remote if git else None,
+            runId=run_id,
+            step=step,
+            metrics=metric_values,
+            parents=store.resolve_parents(registries, [(p, "parent") for p in parents]),
+        )
+        with transfer_progress(output == "text") as progress:
+            result = store.push(
+                registries, source=path, ref=registries.ref(ref), kind=kind, lineage=lineage,
+                annotations=_pairs(annotations, "--annotation"), jobs=jobs, progress=progress,
+            )
+    if output == "json":
+        echo_json({
+            "ref": str(result.ref), "digest": result.digest, "files": result.files,
+            "bytesTotal": result.bytes_total, "bytesSent": result.bytes_sent,
+            "blobsSkipped": result.blobs_skipped, "seconds": round(result.seconds, 3),
+        })
+        return
+    click.echo(
+        f"pushed {result.files} file(s), {_size(result.bytes_total)} "
+        f"({_size(result.bytes_sent)} sent, {result.blobs_skipped} blob(s) already there) "
+        f"in {result.seconds:.2f}s",
+        err=True,
+    )
+    click.echo(result.digest)
+
+
+@click.command()
+@click.argument("ref")
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@_registry_options
+@output_option
+def pull(ref: str, dest: Path, jobs: int | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """Pull the artifact REF into DEST; every file is verified before it appears."""
+    from trainops.cli.progress import transfer_progress
+    from trainops.registry import store
+
+    with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
+        result = store.pull(registries, ref=registries.ref(ref), dest=dest, jobs=jobs, progress=progress)
+    if output == "json":
+        echo_json({
+            "ref": str(result.ref), "digest": result.digest, "dest": str(result.dest), "files": result.files,
+            "bytesTotal": result.bytes_total, "bytesReceived": result.bytes_received,
+            "seconds": round(result.seconds, 3),
+        })
+        return
+    click.echo(f"pulled {len(result.files)} file(s), {_size(result.bytes_total)} into {dest} in {result.seconds:.2f}s")
+
+
+@click.command()
+@click.argument("ref")
+@click.option("--up", "direction", flag_value="up", default=True, help="What REF came from (default).")
+@click.option("--down", "direction", flag_value="down", help="What came from REF.")
+@click.option("--both", "direction", flag_value="both", help="Both directions.")
+@click.option("--format", "fmt", type=click.Choice(["tree", "json", "mermaid", "dot"]), default="tree", show_default=True)
+@click.option("--registry", "scan", default=None, metavar="URL", help="Registry to search for descendants.")
+@_registry_options
+def lineage(ref: str, direction: str, fmt: str, scan: str | None, file: str | None, env: str | None, insecure: bool) -> None:
+    """Walk the lineage graph of REF, up to its origins or down to what came from it."""
+    from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
+
+    with _registries(file, env, insecure) as registries:
+        graph = lineage_graph(
+            registries, ref=registries.ref(ref), direction=direction,  # type: ignore[arg-type]
+            scan=registries.root(scan) if scan else None,
+        )
+    if fmt == "json":
+        echo_json(graph.as_dict())
+    else:
+        click.echo({"tree": to_tree, "mermaid": to_mermaid, "dot": to_dot}[fmt](graph))
+
+
+@click.group()
+def registry() -> None:
+    """Browse and manage artifacts: ls, show, tag, diff, copy, rm, gc."""
+
+
+@registry.command("ls")
+@click.argument("target", required=False)
+@_registry_options
+@output_option
+def ls(target: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """List repositories of a registry (URL, default: the manifest's), or the tags of REPO."""
+    from trainops.registry import store
+
+    with _registries(file, env, insecure) as registries:
+        listing = store.ls(registries, target=target)
+    if output == "json":
+        from dataclasses import asdict
+
+        echo_json(asdict(listing))
+        return
+    if listing.repository is None:
+        for repo in listing.repositories:
+            click.echo(repo)
+        return
+    from rich.table import Table
+
+    from trainops.cli.output import console
+
+    table = Table(title=listing.repository)
+    for column in ("tag", "kind", "created", "size", "digest"):
+        table.add_column(column)
+    for t in listing.tags:
+        table.add_row(t.tag, t.kind, t.created or "", _size(t.size), t.digest[:19])
+    console().print(table)
+
+
+@registry.command("show")
+@click.argument("ref")
+@_registry_options
+@output_option
+def show(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """Show an artifact: files, sizes, digests, kind, annotations, lineage and referrers."""
+    from trainops.registry.inspect import show as show_artifact
+
+    with _registries(file, env, insecure) as registries:
+        info = show_artifact(registries, ref=registries.ref(ref))
+    if output == "json":
+        echo_json(info.as_dict())
+        return
+    out = [f"{info.ref}", f"  kind:     {info.kind} ({info.artifact_type or info.media_type})",
+           f"  created:  {info.created or '-'}", f"  size:     {_size(info.size)} in {len(info.files)} file(s)"]
+    for key, value in info.lineage.items():
+        if value not in ({}, [], None):
+            out.append(f"  {key + ':':<9} {value}")
+    for parent in info.parents:
+        out.append(f"  parent:   {parent['relation']} {parent['ref']}@{parent['digest'][:19]}")
+    if info.subject:
+        out.append(f"  subject:  {info.subject}")
+    for key, value in info.annotations.items():
+        out.append(f"  @{key}={value}")
+    out.append("  files:")
+    for f in info.files:
+        out.append(f"    {f.digest[:19]}  {_size(f.size):>10}  {f.path}")
+    for r in info.referrers:
+        out.append(f"  referrer: {r['kind']} {r['digest'][:19]}")
+    click.echo("\n".join(out))
+
+
+@registry.command("tag")
+@click.argument("src")
+@click.argument("dst")
+@_registry_options
+@output_option
+def tag(src: str, dst: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """Point tag DST at the artifact SRC (copying it if DST is another repository)."""
+    from trainops.registry import store
+
+    with _registries(file, env, insecure) as registries:
+        result = store.tag(registries, src=registries.ref(src), dst=registries.ref(dst))
+    if output == "json":
+        echo_json({"src": str(result.src), "dst": str(result.dst), "digest": result.digest})
+    else:
+        click.echo(f"{result.dst}")
+
+
+@registry.command("copy")
+@click.argument("src")
+@click.argument("dst")
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@_registry_options
+@output_option
+def copy(src: str, dst: str, jobs: int | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """Copy an artifact between any two registries (file, oci, s3); its digest is unchanged."""
+    from trainops.cli.progress import transfer_progress
+    from trainops.registry import store
+
+    with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
+        result = store.copy(registries, src=registries.ref(src), dst=registries.ref(dst), jobs=jobs, progress=progress)
+    if output == "json":
+        echo_json({"src": str(result.src), "dst": str(result.dst), "digest": result.digest,
+                   "blobsCopied": result.blobs_copied, "blobsSkipped": result.blobs_skipped,
+                   "bytesCopied": result.bytes_copied})
+        return
+    click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there)")
+
+
+@registry.command("diff")
+@click.argument("a")
+@click.argument("b")
+@_registry_options
+@output_option
+def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """Files added, removed and modified between artifacts A and B."""
+    from trainops.registry.inspect import diff as diff_artifacts
+
+    with _registries(file, env, insecure) as registries:
+        result = diff_artifacts(registries, a=registries.ref(a), b=registries.ref(b))
+    if output == "json":
+        echo_json(result.as_dict())
+        return
+    for change in result.added:
+        click.echo(f"+ {change.path} ({_size(change.new.size if change.new else 0)})")
+    for change in result.removed:
+        click.echo(f"- {change.path}")
+    for change in result.modified:
+        click.echo(f"M {change.path}")
+    click.echo(f"{len(result.added)} added, {len(result.removed)} removed, {len(result.modified)} modified, "
+               f"{result.unchanged} unchanged ({_size(result.bytes_shared)} shared)")
+
+
+@registry.command("rm")
+@click.argument("ref")
+@_registry_options
+@output_option
+def rm(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """Remove a tag (REPO:TAG) or a manifest with its tags (REPO@sha256:…)."""
+    from trainops.registry import store
+
+    with _registries(file, env, insecure) as registries:
+        result = store.remove(registries, ref=registries.ref(ref))
+    if output == "json":
+        echo_json({"ref": str(result.ref), "removed": result.removed})
+    else:
+        click.echo(f"removed {result.removed} {result.ref}")
+
+
+@registry.command("gc")
+@click.argument("url", required=False)
+@click.option("--keep-last", type=click.IntRange(0), default=None, help="Keep only the newest N tagged artifacts per repository.")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@_registry_options
+@output_option
+def gc(url: str | None, keep_last: int | None, dry_run: bool, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """Remove artifacts and blobs that no kept artifact needs (parents are always kept)."""
+    from trainops.registry.gc import collect
+
+    with _registries(file, env, insecure) as registries:
+        result = collect(registries, root=registries.root(url), keep_last=keep_last, dry_run=dry_run)
+    if output == "json":
+        echo_json(result.as_dict())
+        return
+    verb = "would remove" if dry_run else "removed"
+    for name in result.removed_manifests:
+        click.echo(f"{verb} {name}")
+    for note in result.notes:
+        click.echo(f"note: {note}")
+    click.echo(f"{verb} {len(result.removed_manifests)} artifact(s), {result.removed_blobs} blob(s), "
+               f"{_size(result.bytes_freed)}; kept {result.kept}")
+
+
+COMMANDS = (push, pull, lineage, registry)

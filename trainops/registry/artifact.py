@@ -1,0 +1,243 @@
+"""The trainops artifact format: files → layers, lineage → config blob and annotations.
+
+A checkpoint, model or dataset is an OCI image manifest with one uncompressed layer per
+file (ModelPack media types, the relative path in `org.cncf.model.filepath`). Lineage
+travels inside the artifact: the config blob (application/vnd.trainops.config.v1+json)
+for trainops kinds, and the `dev.trainops.lineage` annotation on every kind — models
+keep a ModelPack config blob, which admits no extra fields. See registry/SPEC.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from trainops.errors import InputError, IntegrityError
+from trainops.registry import media
+from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
+
+Relation = Literal["parent", "resumed-from", "derived-from", "dataset", "image", "evaluated"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class Parent(_Model):
+    """An artifact this one came from."""
+
+    digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    ref: str = Field(description="Where the parent lives (repository URL, with tag if it had one).")
+    relation: Relation = "parent"
+
+
+class Lineage(_Model):
+    """What an artifact came from: code, image, run, data and parent artifacts."""
+
+    pipeline: str | None = None
+    git_commit: str | None = Field(None, alias="gitCommit", pattern=r"^[0-9a-f]{7,64}(-dirty)?$")
+    git_repo: str | None = Field(None, alias="gitRepo")
+    image_digest: str | None = Field(None, alias="imageDigest", pattern=r"^sha256:[0-9a-f]{64}$")
+    run_id: str | None = Field(None, alias="runId")
+    step: int | None = Field(None, ge=0)
+    metrics: dict[str, float] = Field(default_factory=dict)
+    parents: list[Parent] = Field(default_factory=list)
+
+
+class ArtifactConfig(_Model):
+    """The config blob of trainops kinds (application/vnd.trainops.config.v1+json)."""
+
+    schema_version: Literal[1] = Field(1, alias="schemaVersion")
+    kind: media.Kind
+    created: str = Field(description="RFC 3339 UTC time the content was made.")
+    lineage: Lineage = Field(default_factory=Lineage)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A file of an artifact: its path inside the artifact and where it is on disk."""
+
+    relpath: str
+    path: Path
+    size: int
+    mtime: float
+    executable: bool
+
+
+def scan_tree(source: Path) -> list[FileEntry]:
+    """The regular files under source (or source itself), sorted by relative path.
+
+    Symlinks to files are followed (a Hugging Face snapshot is all symlinks); symlinked
+    directories are not entered, so a loop cannot trap the walk.
+    """
+    if not source.exists():
+        raise InputError(f"{source} does not exist", hint="pass a file or a directory to push")
+    if source.is_file():
+        st = source.stat()
+        return [FileEntry(source.name, source, st.st_size, st.st_mtime, bool(st.st_mode & 0o111))]
+    entries: list[FileEntry] = []
+    for dirpath, dirnames, filenames in os.walk(source):
+        dirnames.sort()
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            if not full.is_file():
+                continue  # sockets, fifos, dangling links
+            st = full.stat()
+            rel = full.relative_to(source).as_posix()
+            entries.append(FileEntry(rel, full, st.st_size, st.st_mtime, bool(st.st_mode & 0o111)))
+    if not entries:
+        raise InputError(f"{source} holds no files", hint="push a directory with at least one file")
+    return sorted(entries, key=lambda e: e.relpath)
+
+
+def safe_relpath(relpath: str, where: str) -> str:
+    """Refuse a file path from an artifact that could escape the destination."""
+    bad = (
+        not relpath
+        or "\x00" in relpath
+        or "\\" in relpath
+        or relpath.startswith("/")
+        or (len(relpath) > 1 and relpath[1] == ":")
+        or any(part in ("", ".", "..") for part in relpath.split("/"))
+        or posixpath.normpath(relpath) != relpath
+    )
+    if bad:
+        raise IntegrityError(
+            f"{where}: file path {relpath!r} would escape the destination",
+            hint="the artifact is malformed or hostile; nothing was written",
+        )
+    return relpath
+
+
+def created_time(files: list[FileEntry]) -> str:
+    """SOURCE_DATE_EPOCH if set, else the newest file's mtime: same content, same digest."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    stamp = float(epoch) if epoch else max(f.mtime for f in files)
+    return datetime.fromtimestamp(int(stamp), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def canonical_json(data: Any) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def config_blob(kind: str, created: str, lineage: Lineage, layers: list[Descriptor]) -> tuple[bytes, str]:
+    """The config blob bytes and media type for an artifact of kind."""
+    if kind == "model":
+        body = {
+            "descriptor": {"createdAt": created, **({"revision": lineage.git_commit} if lineage.git_commit else {})},
+            "config": {"format": "safetensors"} if any(
+                layer.annotations.get(media.A_FILEPATH, "").endswith(".safetensors") for layer in layers
+            ) else {},
+            "modelfs": {"type": "layers", "diffIds": [layer.digest for layer in layers]},
+        }
+        return canonical_json(body), media.MODEL_CONFIG
+    config = ArtifactConfig(kind=kind, created=created, lineage=lineage)  # type: ignore[arg-type]
+    return canonical_json(config.model_dump(by_alias=True, exclude_none=True)), media.CONFIG
+
+
+def layer_descriptor(entry: FileEntry, digest: str, kind: str) -> Descriptor:
+    annotations = {media.A_FILEPATH: entry.relpath, media.A_TITLE: entry.relpath}
+    if entry.executable:
+        annotations[media.A_FILE_MODE] = "0755"
+    return Descriptor(media.layer_media_type(entry.relpath, kind), digest, entry.size, annotations)
+
+
+def build_manifest(
+    *,
+    kind: str,
+    config: Descriptor,
+    layers: list[Descriptor],
+    created: str,
+    lineage: Lineage,
+    annotations: dict[str, str],
+    subject: Descriptor | None = None,
+) -> ManifestData:
+    notes = {
+        media.A_CREATED: created,
+        media.A_KIND: kind,
+        media.A_LINEAGE: canonical_json(lineage.model_dump(by_alias=True, exclude_none=True)).decode(),
+    }
+    if lineage.git_commit:
+        notes[media.A_REVISION] = lineage.git_commit
+    notes.update(annotations)
+    body: dict[str, Any] = {
+        "schemaVersion": 2,
+        "mediaType": media.OCI_MANIFEST,
+        "artifactType": media.ARTIFACT_TYPES.get(kind, media.ARTIFACT_TYPES["other"]),
+        "config": config.as_oci(),
+        "layers": [layer.as_oci() for layer in layers],
+        "annotations": notes,
+    }
+    if subject is not None:
+        body["subject"] = subject.as_oci()
+    data = canonical_json(body)
+    return ManifestData(data=data, media_type=media.OCI_MANIFEST, digest=sha256_digest(data))
+
+
+@dataclass(frozen=True)
+class ParsedManifest:
+    """A manifest read back: what trainops needs of it, from any tool's artifact."""
+
+    digest: str
+    media_type: str
+    size: int
+    artifact_type: str | None
+    config: Descriptor | None
+    layers: list[Descriptor]
+    annotations: dict[str, str]
+    subject: Descriptor | None
+    children: list[Descriptor]  # for an image index
+
+    @property
+    def kind(self) -> str:
+        return media.kind_of(self.artifact_type or (self.config.media_type if self.config else None), self.annotations)
+
+    @property
+    def created(self) -> str | None:
+        return self.annotations.get(media.A_CREATED)
+
+    def lineage(self) -> Lineage:
+        raw = self.annotations.get(media.A_LINEAGE)
+        if not raw:
+            return Lineage()
+        try:
+            return Lineage.model_validate_json(raw)
+        except ValueError:
+            return Lineage()
+
+    def file_path(self, layer: Descriptor, index: int) -> str:
+        """The path of a layer's file: ModelPack's filepath, the OCI title, or a fallback."""
+        return (
+            layer.annotations.get(media.A_FILEPATH)
+            or layer.annotations.get(media.A_TITLE)
+            or f"layer-{index:04d}-{layer.digest[7:19]}"
+        )
+
+
+def parse_manifest(manifest: ManifestData) -> ParsedManifest:
+    try:
+        body = json.loads(manifest.data)
+        config = Descriptor.from_oci(body["config"]) if body.get("config") else None
+        layers = [Descriptor.from_oci(d) for d in body.get("layers") or []]
+        children = [Descriptor.from_oci(d) for d in body.get("manifests") or []]
+        subject = Descriptor.from_oci(body["subject"]) if body.get("subject") else None
+    except (ValueError, KeyError, TypeError) as err:
+        raise IntegrityError(f"manifest {manifest.digest} is not a valid OCI manifest: {err}") from None
+    return ParsedManifest(
+        digest=manifest.digest,
+        media_type=manifest.media_type,
+        size=len(manifest.data),
+        artifact_type=body.get("artifactType"),
+        config=config,
+        layers=layers,
+        annotations={str(k): str(v) for k, v in (body.get("annotations") or {}).items()},
+        subject=subject,
+        children=children,
+    )

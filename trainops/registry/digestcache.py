@@ -1,0 +1,88 @@
+"""A cache of file digests keyed on (device, inode, path, size, mtime), as modctl and DVC keep.
+
+Re-pushing an unchanged multi-GiB checkpoint then costs a stat per file instead of a full
+read. Any change to the file's size, mtime (nanoseconds), inode or path misses the cache.
+The cache is a small SQLite database in $XDG_CACHE_HOME/trainops (or TRAINOPS_CACHE_DIR);
+if it cannot be opened, digests are simply computed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+HASH_CHUNK = 4 * 1024 * 1024
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("TRAINOPS_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "trainops"
+
+
+def hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(HASH_CHUNK):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
+class DigestCache:
+    """Thread-safe; one SQLite connection per thread."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or cache_dir() / "digests.sqlite"
+        self._local = threading.local()
+        self.hits = 0
+        self.misses = 0
+
+    def _db(self) -> sqlite3.Connection | None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            return db  # type: ignore[no-any-return]
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS digests (dev INTEGER, ino INTEGER, path TEXT, "
+                "size INTEGER, mtime_ns INTEGER, digest TEXT, PRIMARY KEY (dev, ino, path))"
+            )
+        except sqlite3.Error:
+            return None
+        self._local.db = db
+        return db
+
+    def digest(self, path: Path) -> tuple[str, int]:
+        """(sha256 digest, size) of a file, from the cache when the file is unchanged."""
+        st = path.stat()
+        key = (st.st_dev, st.st_ino, str(path.resolve()))
+        db = self._db()
+        if db is not None:
+            try:
+                row = db.execute(
+                    "SELECT size, mtime_ns, digest FROM digests WHERE dev=? AND ino=? AND path=?", key
+                ).fetchone()
+            except sqlite3.Error:
+                row = None
+            if row and row[0] == st.st_size and row[1] == st.st_mtime_ns:
+                self.hits += 1
+                return str(row[2]), st.st_size
+        self.misses += 1
+        digest = hash_file(path)
+        after = path.stat()
+        if db is not None and (after.st_size, after.st_mtime_ns) == (st.st_size, st.st_mtime_ns):
+            try:
+                db.execute(
+                    "INSERT OR REPLACE INTO digests VALUES (?, ?, ?, ?, ?, ?)",
+                    (*key, st.st_size, st.st_mtime_ns, digest),
+                )
+            except sqlite3.Error:
+                pass
+        return digest, st.st_size

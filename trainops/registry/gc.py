@@ -1,0 +1,113 @@
+"""Garbage collection: remove what no kept artifact needs.
+
+Kept: every tagged artifact (or, with keep_last, the newest N tagged artifacts of each
+repository), and — transitively — everything a kept artifact needs: its blobs, the parents
+its lineage names (in any repository of the registry), its subject, the manifests of an
+index, and the records (eval reports, attestations) whose subject it is. Everything else
+goes: tags first, then manifests, then blobs no remaining manifest references (on backends
+that can list blobs; an OCI registry reclaims blobs with its own garbage collector).
+
+Run gc when no push to the same registry is in flight: blobs of a push whose manifest is
+not yet written are unreferenced by definition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trainops.registry.artifact import ParsedManifest
+from trainops.registry.context import Registries
+from trainops.registry.lineage import scan_registry
+from trainops.registry.reference import Reference, RegistryRoot
+
+
+@dataclass
+class GcResult:
+    dry_run: bool
+    kept: int = 0
+    removed_tags: list[str] = field(default_factory=list)
+    removed_manifests: list[str] = field(default_factory=list)
+    removed_blobs: int = 0
+    bytes_freed: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def collect(
+    registries: Registries, *, root: RegistryRoot, keep_last: int | None = None, dry_run: bool = False
+) -> GcResult:
+    result = GcResult(dry_run=dry_run)
+    scanned = scan_registry(registries, root)
+    by_digest: dict[str, tuple[Reference, ParsedManifest]] = {}
+    tags: dict[tuple[str, str], list[str]] = {}  # (repo, digest) -> tags
+    for ref, parsed, _ in scanned:
+        by_digest.setdefault(parsed.digest, (ref, parsed))
+    for ref, parsed, _ in scanned:
+        backend = registries.backend(ref)
+        for name in backend.list_tags(ref.repository):
+            if backend.get_manifest(ref.repository, name).digest == parsed.digest:
+                tags.setdefault((ref.repository, parsed.digest), []).append(name)
+    roots: set[str] = set()
+    repos = sorted({ref.repository for ref, _, _ in scanned})
+    for repo in repos:
+        tagged = [(p, tags[(repo, p.digest)]) for r, p, _ in scanned if r.repository == repo and (repo, p.digest) in tags]
+        tagged.sort(key=lambda item: (item[0].created or "", max(item[1])), reverse=True)
+        keep = tagged if keep_last is None else tagged[:keep_last]
+        roots.update(p.digest for p, _ in keep)
+    referrers: dict[str, list[str]] = {}
+    for _, parsed, _ in scanned:
+        if parsed.subject is not None:
+            referrers.setdefault(parsed.subject.digest, []).append(parsed.digest)
+    kept: set[str] = set()
+    stack = list(roots)
+    while stack:
+        digest = stack.pop()
+        if digest in kept:
+            continue
+        kept.add(digest)
+        entry = by_digest.get(digest)
+        if entry is None:
+            continue  # a parent in another registry, or already gone
+        parsed = entry[1]
+        needs = [p.digest for p in parsed.lineage().parents]
+        needs += [c.digest for c in parsed.children]
+        needs += [parsed.subject.digest] if parsed.subject else []
+        needs += referrers.get(digest, [])
+        stack.extend(needs)
+    result.kept = len(kept & by_digest.keys())
+    for ref, parsed, _ in scanned:
+        if parsed.digest in kept:
+            continue
+        backend = registries.backend(ref)
+        for name in sorted(tags.get((ref.repository, parsed.digest), [])):
+            result.removed_tags.append(f"{ref.repo_url}:{name}")
+        result.removed_manifests.append(f"{ref.repo_url}@{parsed.digest}")
+        if not dry_run:
+            backend.delete_manifest(ref.repository, parsed.digest)
+    for repo in repos:
+        ref = Reference(root.scheme, root.location, repo)
+        backend = registries.backend(ref)
+        blobs = backend.list_blobs(repo)
+        if blobs is None:
+            result.notes.append(f"{ref.repo_url}: blobs are reclaimed by the registry's own garbage collector")
+            continue
+        needed: set[str] = set()
+        for r, parsed, _ in scanned:
+            if r.repository == repo and parsed.digest in kept:
+                needed.add(parsed.digest)
+                needed.update(layer.digest for layer in parsed.layers)
+                if parsed.config:
+                    needed.add(parsed.config.digest)
+                needed.update(c.digest for c in parsed.children)
+        for digest in blobs:
+            if digest in needed:
+                continue
+            size = backend.blob_size(repo, digest) or 0
+            result.removed_blobs += 1
+            result.bytes_freed += size
+            if not dry_run:
+                backend.delete_blob(repo, digest)
+    return result

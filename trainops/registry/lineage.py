@@ -1,0 +1,245 @@
+"""The lineage graph: walk up (what an artifact came from) or down (what came from it).
+
+Lineage lives in the artifacts themselves (the `dev.trainops.lineage` annotation and the
+OCI `subject` of records such as eval reports), so the graph is rebuilt from any backend.
+Walking down needs every artifact of the registry: manifests are read once and cached on
+disk by digest (they are immutable), so later walks cost a listing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from trainops.errors import NotFoundError
+from trainops.registry.artifact import ParsedManifest, parse_manifest
+from trainops.registry.backends.base import ManifestData, sha256_digest
+from trainops.registry.context import Registries
+from trainops.registry.digestcache import cache_dir
+from trainops.registry.reference import Reference, RegistryRoot
+from trainops.registry.store import resolve
+
+Direction = Literal["up", "down", "both"]
+
+
+@dataclass
+class Node:
+    digest: str
+    ref: str
+    kind: str
+    created: str | None = None
+    step: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    git_commit: str | None = None
+    missing: bool = False  # named as a parent but not found
+
+
+@dataclass(frozen=True)
+class Edge:
+    child: str
+    parent: str
+    relation: str
+
+
+@dataclass
+class Graph:
+    root: str
+    direction: Direction
+    nodes: dict[str, Node] = field(default_factory=dict)
+    edges: list[Edge] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "direction": self.direction,
+            "nodes": [asdict(n) for n in self.nodes.values()],
+            "edges": [asdict(e) for e in self.edges],
+        }
+
+
+def _cached_manifest(registries: Registries, ref: Reference, digest: str) -> ManifestData:
+    path = cache_dir() / "manifests" / digest[7:]
+    try:
+        data = path.read_bytes()
+        if sha256_digest(data) == digest:
+            return ManifestData(data, json.loads(data).get("mediaType", ""), digest)
+    except (OSError, ValueError):
+        pass
+    manifest = registries.backend(ref).get_manifest(ref.repository, digest)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(manifest.data)
+        tmp.replace(path)
+    except OSError:
+        pass
+    return manifest
+
+
+def _node(parsed: ParsedManifest, shown: str) -> Node:
+    lineage = parsed.lineage()
+    return Node(
+        digest=parsed.digest, ref=shown, kind=parsed.kind, created=parsed.created,
+        step=lineage.step, metrics=dict(lineage.metrics), git_commit=lineage.git_commit,
+    )
+
+
+def _parents(parsed: ParsedManifest) -> list[tuple[str, str, str]]:
+    """(digest, ref text, relation) of everything this artifact names as its origin."""
+    out = [(p.digest, p.ref, p.relation) for p in parsed.lineage().parents]
+    if parsed.subject is not None:
+        out.append((parsed.subject.digest, "", "describes"))
+    return out
+
+
+def _walk_up(registries: Registries, graph: Graph, start: Reference, parsed: ParsedManifest) -> None:
+    queue = deque([(start, parsed)])
+    while queue:
+        ref, current = queue.popleft()
+        for digest, text, relation in _parents(current):
+            graph.edges.append(Edge(current.digest, digest, relation))
+            if digest in graph.nodes:
+                continue
+            parent_ref = registries.ref(text).with_tag(None).with_digest(digest) if text else ref.with_tag(None).with_digest(digest)
+            try:
+                manifest = _cached_manifest(registries, parent_ref, digest)
+            except NotFoundError:
+                graph.nodes[digest] = Node(digest, text or parent_ref.repo_url, "unknown", missing=True)
+                continue
+            found = parse_manifest(manifest)
+            graph.nodes[digest] = _node(found, text or parent_ref.repo_url)
+            queue.append((parent_ref, found))
+
+
+def scan_registry(registries: Registries, root: RegistryRoot) -> list[tuple[Reference, ParsedManifest, str]]:
+    """Every manifest in every repository under root: (repo ref, parsed, shown name)."""
+    from trainops.registry.backends import open_backend
+
+    lister = open_backend(root, insecure=registries.insecure, insecure_registries=registries.insecure_registries)
+    try:
+        repos = lister.list_repositories()
+    finally:
+        lister.close()
+    found: list[tuple[Reference, ParsedManifest, str]] = []
+    for repo in repos:
+        ref = Reference(root.scheme, root.location, repo)
+        backend = registries.backend(ref)
+        tags: dict[str, str] = {}
+        try:
+            for name in backend.list_tags(repo):
+                tags.setdefault(backend.get_manifest(repo, name).digest, name)
+            digests = backend.list_manifests(repo)
+        except NotFoundError:
+            continue
+        for digest in digests:
+            try:
+                parsed = parse_manifest(_cached_manifest(registries, ref, digest))
+            except NotFoundError:
+                continue
+            shown = ref.repo_url + (f":{tags[digest]}" if digest in tags else f"@{digest[:19]}")
+            found.append((ref, parsed, shown))
+    return found
+
+
+def _scan_root(registries: Registries, ref: Reference) -> RegistryRoot:
+    if registries.default_registry:
+        root = registries.root()
+        if (root.scheme, root.location) == (ref.scheme, ref.location):
+            return root
+    if ref.scheme == "file":
+        from pathlib import Path
+
+        return RegistryRoot("file", "", str(Path(ref.repository).parent))
+    return RegistryRoot(ref.scheme, ref.location, "")
+
+
+def lineage_graph(
+    registries: Registries, *, ref: Reference, direction: Direction = "up", scan: RegistryRoot | None = None
+) -> Graph:
+    """The lineage of ref: its ancestors (up), descendants (down), or both."""
+    found = resolve(registries, ref=ref)
+    graph = Graph(root=found.manifest.digest, direction=direction)
+    graph.nodes[found.manifest.digest] = _node(found.parsed, str(found.ref.with_digest(None)))
+    if direction in ("up", "both"):
+        _walk_up(registries, graph, found.ref, found.parsed)
+    if direction in ("down", "both"):
+        children: dict[str, list[tuple[str, str]]] = {}
+        nodes: dict[str, Node] = {}
+        for _, parsed, shown in scan_registry(registries, scan or _scan_root(registries, found.ref)):
+            nodes.setdefault(parsed.digest, _node(parsed, shown))
+            for digest, _text, relation in _parents(parsed):
+                children.setdefault(digest, []).append((parsed.digest, relation))
+        queue = deque([found.manifest.digest])
+        seen = {found.manifest.digest}
+        while queue:
+            current = queue.popleft()
+            for child, relation in sorted(children.get(current, [])):
+                graph.edges.append(Edge(child, current, relation))
+                graph.nodes.setdefault(child, nodes[child])
+                if child not in seen:
+                    seen.add(child)
+                    queue.append(child)
+    return graph
+
+
+# -- formats -------------------------------------------------------------------------------
+
+
+def _label(node: Node) -> str:
+    bits = [node.kind, node.ref]
+    if node.step is not None:
+        bits.append(f"step {node.step}")
+    bits.extend(f"{k}={v:g}" for k, v in sorted(node.metrics.items()))
+    if node.missing:
+        bits.append("(missing)")
+    return " ".join(bits) + f" [{node.digest[7:19]}]"
+
+
+def to_tree(graph: Graph) -> str:
+    """An indented text tree from the root, following the chosen direction."""
+    links: dict[str, list[tuple[str, str]]] = {}
+    for edge in graph.edges:
+        if graph.direction == "down":
+            links.setdefault(edge.parent, []).append((edge.child, edge.relation))
+        else:
+            links.setdefault(edge.child, []).append((edge.parent, edge.relation))
+    lines = [_label(graph.nodes[graph.root])]
+
+    def walk(digest: str, prefix: str, seen: frozenset[str]) -> None:
+        items = links.get(digest, [])
+        for i, (other, relation) in enumerate(items):
+            last = i == len(items) - 1
+            repeat = " (see above)" if other in seen else ""
+            lines.append(f"{prefix}{'└── ' if last else '├── '}{relation}: {_label(graph.nodes[other])}{repeat}")
+            if not repeat:
+                walk(other, prefix + ("    " if last else "│   "), seen | {other})
+
+    walk(graph.root, "", frozenset({graph.root}))
+    return "\n".join(lines)
+
+
+def _short(digest: str) -> str:
+    return "n" + digest[7:19]
+
+
+def to_mermaid(graph: Graph) -> str:
+    lines = ["graph BT"]
+    for node in graph.nodes.values():
+        text = _label(node).replace('"', "'")
+        lines.append(f'  {_short(node.digest)}["{text}"]')
+    for edge in graph.edges:
+        lines.append(f"  {_short(edge.child)} -->|{edge.relation}| {_short(edge.parent)}")
+    return "\n".join(lines)
+
+
+def to_dot(graph: Graph) -> str:
+    lines = ["digraph lineage {", "  rankdir=BT;", "  node [shape=box];"]
+    for node in graph.nodes.values():
+        label = _label(node).replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'  "{node.digest}" [label="{label}"];')
+    for edge in graph.edges:
+        lines.append(f'  "{edge.child}" -> "{edge.parent}" [label="{edge.relation}"];')
+    lines.append("}")
+    return "\n".join(lines)

@@ -1,0 +1,473 @@
+"""The Store API: push, pull, resolve, tag, copy and remove artifacts on any backend.
+
+Every function is keyword-only and returns a result object; none prints. Transfers run
+in parallel threads, skip blobs the destination has, verify every byte against its digest,
+and publish a manifest only after all of its blobs are in place.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from trainops.errors import ExistsError, InputError, IntegrityError, NotFoundError
+from trainops.registry import media
+from trainops.registry.artifact import (
+    FileEntry,
+    Lineage,
+    Parent,
+    ParsedManifest,
+    build_manifest,
+    config_blob,
+    created_time,
+    layer_descriptor,
+    parse_manifest,
+    safe_relpath,
+    scan_tree,
+)
+from trainops.registry.backends.base import Backend, BlobSource, Descriptor, ManifestData, sha256_digest
+from trainops.registry.context import NullProgress, ProgressSink, Registries
+from trainops.registry.digestcache import DigestCache, cache_dir
+from trainops.registry.reference import Reference
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def default_jobs(ref: Reference) -> int:
+    return 2 if ref.scheme == "file" else 8
+
+
+def _parallel(func: Callable[[T], R], items: Iterable[T], jobs: int) -> list[R]:
+    items = list(items)
+    if jobs <= 1 or len(items) <= 1:
+        return [func(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(jobs, len(items))) as pool:
+        return list(pool.map(func, items))
+
+
+@dataclass(frozen=True)
+class Resolved:
+    ref: Reference  # pinned: carries the digest
+    manifest: ManifestData
+    parsed: ParsedManifest
+
+
+def resolve(registries: Registries, *, ref: Reference) -> Resolved:
+    """The manifest a reference names (by digest if pinned, else by tag, else `latest`)."""
+    target = ref.target or "latest"
+    manifest = registries.backend(ref).get_manifest(ref.repository, target)
+    if ref.digest and manifest.digest != ref.digest:
+        raise IntegrityError(f"{ref}: registry returned manifest {manifest.digest}")
+    tag = ref.tag or (None if ref.digest else "latest")
+    return Resolved(ref.with_tag(tag).with_digest(manifest.digest), manifest, parse_manifest(manifest))
+
+
+# -- push --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PushResult:
+    ref: Reference
+    digest: str
+    files: int
+    bytes_total: int
+    bytes_sent: int
+    blobs_skipped: int
+    cache_hits: int
+    seconds: float
+
+
+def _upload_missing(
+    backend: Backend, repo: str, sources: list[BlobSource], names: dict[str, str],
+    progress: ProgressSink, jobs: int,
+) -> tuple[int, int]:
+    """Upload the blobs the repository lacks. Returns (bytes sent, blobs skipped)."""
+
+    def one(source: BlobSource) -> tuple[int, int]:
+        if backend.blob_size(repo, source.digest) == source.size:
+            return 0, 1
+        advance = progress.add(names.get(source.digest, source.digest[:19]), source.size)
+        backend.upload_blob(repo, source, advance)
+        return source.size, 0
+
+    results = _parallel(one, sources, jobs)
+    return sum(r[0] for r in results), sum(r[1] for r in results)
+
+
+def _bytes_source(data: bytes) -> BlobSource:
+    return BlobSource(digest=sha256_digest(data), size=len(data), opener=lambda: io.BytesIO(data))
+
+
+def resolve_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[Parent]:
+    """(reference text, relation) pairs → Parents pinned to digests (each must exist)."""
+    out: list[Parent] = []
+    for text, relation in parents:
+        ref = registries.ref(text)
+        found = resolve(registries, ref=ref)
+        shown = ref.repo_url + (f":{found.ref.tag}" if found.ref.tag else "")
+        out.append(Parent(digest=found.manifest.digest, ref=shown, relation=relation))  # type: ignore[arg-type]
+    return out
+
+
+def push(
+    registries: Registries,
+    *,
+    source: Path,
+    ref: Reference,
+    kind: str = "other",
+    lineage: Lineage | None = None,
+    annotations: dict[str, str] | None = None,
+    subject: Descriptor | None = None,
+    jobs: int | None = None,
+    progress: ProgressSink | None = None,
+    cache: DigestCache | None = None,
+) -> PushResult:
+    """Push a file or directory tree as one artifact; tag it if ref has a tag."""
+    started = time.monotonic()
+    if ref.digest:
+        raise InputError(f"cannot push to a digest ({ref})", hint="push to a tag; the digest is computed")
+    if kind not in media.KINDS or kind == "image":
+        raise InputError(f"unknown artifact kind {kind!r}", hint="use checkpoint, model, dataset, eval or other")
+    progress = progress or NullProgress()
+    cache = cache or DigestCache()
+    jobs = jobs or default_jobs(ref)
+    files = scan_tree(source)
+    digests = _parallel(lambda f: cache.digest(f.path), files, max(2, min(jobs, os.cpu_count() or 2)))
+    layers: list[Descriptor] = []
+    sources: dict[str, BlobSource] = {}
+    names: dict[str, str] = {}
+    for entry, (digest, size) in zip(files, digests):
+        layers.append(layer_descriptor(_sized(entry, size), digest, kind))
+        sources.setdefault(digest, BlobSource(digest=digest, size=size, path=entry.path))
+        names.setdefault(digest, entry.relpath)
+    created = created_time(files)
+    lineage = lineage or Lineage()
+    config_bytes, config_type = config_blob(kind, created, lineage, layers)
+    config_src = _bytes_source(config_bytes)
+    manifest = build_manifest(
+        kind=kind,
+        config=Descriptor(config_type, config_src.digest, config_src.size),
+        layers=layers,
+        created=created,
+        lineage=lineage,
+        annotations=annotations or {},
+        subject=subject,
+    )
+    backend = registries.backend(ref)
+    sent, skipped = _upload_missing(
+        backend, ref.repository, [config_src, *sources.values()], names, progress, jobs
+    )
+    _check_unchanged(files, digests)
+    backend.put_manifest(ref.repository, manifest, tag=ref.tag)
+    return PushResult(
+        ref=ref.with_digest(manifest.digest),
+        digest=manifest.digest,
+        files=len(files),
+        bytes_total=sum(size for _, size in digests),
+        bytes_sent=sent,
+        blobs_skipped=skipped,
+        cache_hits=cache.hits,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _sized(entry: FileEntry, size: int) -> FileEntry:
+    return entry if entry.size == size else FileEntry(entry.relpath, entry.path, size, entry.mtime, entry.executable)
+
+
+def _check_unchanged(files: list[FileEntry], digests: list[tuple[str, int]]) -> None:
+    """A file that changed while it was pushed would make the manifest lie: refuse."""
+    for entry, (_, size) in zip(files, digests):
+        st = entry.path.stat()
+        if st.st_size != size or st.st_mtime != entry.mtime:
+            raise InputError(
+                f"{entry.path} changed while it was being pushed",
+                hint="push a checkpoint only once it is complete; nothing was published",
+            )
+
+
+# -- pull --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PullResult:
+    ref: Reference
+    digest: str
+    dest: Path
+    files: list[str]
+    bytes_total: int
+    bytes_received: int
+    seconds: float
+
+
+def _check_no_symlink(dest: Path, target: Path, ref: Reference) -> None:
+    """No directory between dest and target may be a symlink (it could point anywhere)."""
+    current = dest
+    for part in target.relative_to(dest).parts[:-1]:
+        current = current / part
+        if current.is_symlink():
+            raise IntegrityError(
+                f"{ref}: {current} is a symlink; pulling through it could write outside {dest}",
+                hint="remove the symlink or pull into an empty directory; nothing was written",
+            )
+    if target.is_symlink():
+        raise IntegrityError(f"{ref}: {target} is a symlink; refusing to write through it")
+
+
+def pull(
+    registries: Registries,
+    *,
+    ref: Reference,
+    dest: Path,
+    jobs: int | None = None,
+    progress: ProgressSink | None = None,
+) -> PullResult:
+    """Pull an artifact's files into dest. Only verified files ever appear in dest.
+
+    Blobs are downloaded into a staging directory inside dest and verified; only when all
+    are verified are they moved into place. An interrupted pull resumes: verified blobs
+    already staged are not fetched again.
+    """
+    started = time.monotonic()
+    progress = progress or NullProgress()
+    jobs = jobs or default_jobs(ref)
+    found = resolve(registries, ref=ref)
+    parsed = found.parsed
+    if parsed.children:
+        raise InputError(f"{ref} is an image index", hint="pull one of its manifests by digest")
+    plan: list[tuple[str, Descriptor]] = []
+    seen: set[str] = set()
+    for i, layer in enumerate(parsed.layers):
+        rel = safe_relpath(parsed.file_path(layer, i), str(found.ref))
+        if rel in seen:
+            raise IntegrityError(f"{found.ref}: two layers claim the file {rel!r}")
+        seen.add(rel)
+        plan.append((rel, layer))
+    dest = dest.absolute()
+    if dest.exists() and not dest.is_dir():
+        raise ExistsError(f"{dest} exists and is not a directory")
+    for rel, _ in plan:
+        _check_no_symlink(dest, dest / rel, found.ref)
+    dest.mkdir(parents=True, exist_ok=True)
+    staging = dest / f".trainops-pull-{found.manifest.digest[7:23]}"
+    staging.mkdir(exist_ok=True)
+    backend = registries.backend(found.ref)
+    unique = {layer.digest: (rel, layer) for rel, layer in plan}
+
+    def fetch(item: tuple[str, tuple[str, Descriptor]]) -> int:
+        digest, (rel, layer) = item
+        final = staging / digest[7:]
+        if final.is_file() and final.stat().st_size == layer.size:
+            return 0
+        part = staging / f"{digest[7:]}.part"
+        backend.download_blob(found.ref.repository, digest, part, progress.add(rel, layer.size))
+        if part.stat().st_size != layer.size:
+            part.unlink(missing_ok=True)
+            raise IntegrityError(f"{found.ref}: {rel} has {part.stat().st_size} bytes, expected {layer.size}")
+        os.replace(part, final)
+        return layer.size
+
+    try:
+        received = sum(_parallel(fetch, unique.items(), jobs))
+    except BaseException:
+        # Keep verified blobs for a resumed pull, but never a partial one.
+        for leftover in staging.glob("*.part"):
+            leftover.unlink(missing_ok=True)
+        if not any(staging.iterdir()):
+            staging.rmdir()
+        raise
+    users: dict[str, int] = {}
+    for _, layer in plan:
+        users[layer.digest] = users.get(layer.digest, 0) + 1
+    for rel, layer in plan:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        blob = staging / layer.digest[7:]
+        users[layer.digest] -= 1
+        if users[layer.digest]:
+            shutil.copyfile(blob, target)
+        else:
+            os.replace(blob, target)
+        mode = 0o755 if layer.annotations.get(media.A_FILE_MODE) == "0755" else 0o644
+        os.chmod(target, mode)
+    shutil.rmtree(staging, ignore_errors=True)
+    return PullResult(
+        ref=found.ref,
+        digest=found.manifest.digest,
+        dest=dest,
+        files=[rel for rel, _ in plan],
+        bytes_total=sum(layer.size for _, layer in plan),
+        bytes_received=received,
+        seconds=time.monotonic() - started,
+    )
+
+
+# -- tag, copy, remove ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CopyResult:
+    src: Reference
+    dst: Reference
+    digest: str
+    blobs_copied: int
+    blobs_skipped: int
+    bytes_copied: int
+
+
+def _blobs_of(parsed: ParsedManifest) -> list[Descriptor]:
+    out = [parsed.config] if parsed.config else []
+    unique = {d.digest: d for d in [*out, *parsed.layers]}
+    return list(unique.values())
+
+
+def _copy_manifest(
+    registries: Registries, src: Reference, dst: Reference, manifest: ManifestData,
+    progress: ProgressSink, jobs: int, tag: str | None,
+) -> tuple[int, int, int]:
+    parsed = parse_manifest(manifest)
+    copied = skipped = nbytes = 0
+    for child in parsed.children:  # an index: copy its manifests first, untagged
+        child_manifest = registries.backend(src).get_manifest(src.repository, child.digest)
+        c, s, n = _copy_manifest(registries, src, dst, child_manifest, progress, jobs, None)
+        copied, skipped, nbytes = copied + c, skipped + s, nbytes + n
+    source, target = registries.backend(src), registries.backend(dst)
+    same_root = src.root == dst.root
+
+    def one(blob: Descriptor) -> tuple[int, int, int]:
+        if target.blob_size(dst.repository, blob.digest) == blob.size:
+            return 0, 1, 0
+        if same_root and target.mount_blob(dst.repository, blob.digest, src.repository):
+            return 1, 0, 0
+        stage = cache_dir() / "copy"
+        stage.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=stage, prefix=blob.digest[7:19])
+        os.close(fd)
+        tmp = Path(name)
+        try:
+            advance = progress.add(blob.digest[:19], blob.size * 2)
+            source.download_blob(src.repository, blob.digest, tmp, advance)
+            target.upload_blob(dst.repository, BlobSource(blob.digest, blob.size, path=tmp), advance)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return 1, 0, blob.size
+
+    for c, s, n in _parallel(one, _blobs_of(parsed), jobs):
+        copied, skipped, nbytes = copied + c, skipped + s, nbytes + n
+    target.put_manifest(dst.repository, manifest, tag=tag)
+    return copied, skipped, nbytes
+
+
+def copy(
+    registries: Registries,
+    *,
+    src: Reference,
+    dst: Reference,
+    jobs: int | None = None,
+    progress: ProgressSink | None = None,
+) -> CopyResult:
+    """Copy an artifact between any two backends; its digest is unchanged."""
+    if dst.digest:
+        raise InputError(f"cannot copy to a digest ({dst})", hint="name a repository and optionally a tag")
+    found = resolve(registries, ref=src)
+    tag = dst.tag or found.ref.tag
+    copied, skipped, nbytes = _copy_manifest(
+        registries, found.ref, dst, found.manifest, progress or NullProgress(), jobs or default_jobs(dst), tag
+    )
+    return CopyResult(found.ref, dst.with_tag(tag).with_digest(found.manifest.digest), found.manifest.digest,
+                      copied, skipped, nbytes)
+
+
+def tag(registries: Registries, *, src: Reference, dst: Reference) -> CopyResult:
+    """Point dst's tag at src's manifest (copying it first if dst is another repository)."""
+    if not dst.tag:
+        raise InputError(f"{dst} names no tag", hint="write the destination as REPO:TAG")
+    return copy(registries, src=src, dst=dst)
+
+
+@dataclass(frozen=True)
+class RemoveResult:
+    ref: Reference
+    removed: str  # "tag" or "manifest"
+
+
+def remove(registries: Registries, *, ref: Reference) -> RemoveResult:
+    """Remove a tag (REPO:TAG) or a manifest and its tags (REPO@DIGEST)."""
+    backend = registries.backend(ref)
+    if ref.digest:
+        backend.delete_manifest(ref.repository, ref.digest)
+        return RemoveResult(ref, "manifest")
+    if ref.tag:
+        backend.delete_tag(ref.repository, ref.tag)
+        return RemoveResult(ref, "tag")
+    raise InputError(f"{ref} names neither a tag nor a digest", hint="write REPO:TAG or REPO@sha256:…")
+
+
+@dataclass
+class ListedTag:
+    tag: str
+    digest: str
+    kind: str
+    created: str | None
+    size: int
+
+
+@dataclass
+class Listing:
+    repository: str | None
+    repositories: list[str] = field(default_factory=list)
+    tags: list[ListedTag] = field(default_factory=list)
+
+
+def list_repository(registries: Registries, *, ref: Reference) -> Listing:
+    """Tags of a repository with what each points at."""
+    backend = registries.backend(ref)
+    listing = Listing(repository=ref.repo_url)
+    for name in backend.list_tags(ref.repository):
+        try:
+            parsed = parse_manifest(backend.get_manifest(ref.repository, name))
+        except NotFoundError:
+            continue  # moved or removed while listing
+        listing.tags.append(
+            ListedTag(name, parsed.digest, parsed.kind, parsed.created, sum(layer.size for layer in parsed.layers))
+        )
+    return listing
+
+
+def list_registry(registries: Registries, *, url: str | None = None) -> Listing:
+    """Repositories under a registry URL (default: the manifest's registry)."""
+    from trainops.registry.backends import open_backend
+
+    root = registries.root(url)
+    backend = open_backend(root, insecure=registries.insecure, insecure_registries=registries.insecure_registries)
+    try:
+        repos = backend.list_repositories()
+    finally:
+        backend.close()
+    prefix = "file://" if root.scheme == "file" else f"{root.scheme}://{root.location}/"
+    return Listing(repository=None, repositories=[prefix + r for r in repos])
+
+
+def ls(registries: Registries, *, target: str | None) -> Listing:
+    """The tags of a repository, or (for a registry URL or prefix) its repositories."""
+    if target is None:
+        return list_registry(registries)
+    ref = registries.ref(target)
+    if ref.tag or ref.digest:
+        raise InputError(f"{target} names a tag or digest", hint="list a repository or a registry")
+    try:
+        return list_repository(registries, ref=ref)
+    except NotFoundError:
+        listing = list_registry(registries, url=ref.repo_url)
+    if not listing.repositories:
+        raise NotFoundError(f"nothing at {ref.repo_url}: no such repository, and no repositories under it")
+    return listing
