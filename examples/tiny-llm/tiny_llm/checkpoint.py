@@ -74,6 +74,12 @@ def remove_stale_temp_dirs(ckpt_dir: Path) -> list[str]:
     return removed
 
 
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _fsync_path(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -124,7 +130,9 @@ def save_checkpoint(
         with open(tmp / STATE_FILE, "w", encoding="utf-8") as fh:
             json.dump(state, fh, indent=2, sort_keys=True)
             fh.write("\n")
+        file_mode = 0o666 & ~_current_umask()  # safetensors creates its files 0600
         for name in REQUIRED_FILES:
+            os.chmod(tmp / name, file_mode)
             _fsync_path(tmp / name)
         _fsync_path(tmp)
         if final.exists():

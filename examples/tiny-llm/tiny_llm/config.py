@@ -36,7 +36,10 @@ TRAJECTORY_KEYS = (
     "batch_size",
     "lr",
     "warmup_steps",
+    "lr_decay_steps",
+    "min_lr_ratio",
     "weight_decay",
+    "dropout",
     "grad_clip",
     "seed",
 )
@@ -48,20 +51,23 @@ class TrainConfig:
     data: str | None = None  # path to a UTF-8 text file; None = the shipped corpus
     val_fraction: float = 0.1
     # model
-    context: int = 16
+    context: int = 8
     embed: int = 24
-    hidden: int = 256
+    hidden: int = 192
+    dropout: float = 0.4
     # optimisation
-    batch_size: int = 128
-    lr: float = 3e-3
+    batch_size: int = 256
+    lr: float = 5e-3
     warmup_steps: int = 100
-    weight_decay: float = 0.05
+    lr_decay_steps: int = 5000
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1
     grad_clip: float = 1.0
     seed: int = 1337
     # run control
-    max_steps: int = 3000
+    max_steps: int = 5000
     ckpt_every: int = 500
-    log_every: int = 100
+    log_every: int = 200
     ckpt_dir: str = "./checkpoints"
     run_id: str | None = None
     rank: int = 0
@@ -94,6 +100,20 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _unit_interval(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"must be in [0, 1), got {text!r}")
+    return value
+
+
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"must be in [0, 1], got {text!r}")
+    return value
+
+
 def _non_negative_float(text: str) -> float:
     value = float(text)
     if value < 0.0:
@@ -107,9 +127,17 @@ TRAIN_OPTIONS: tuple[Option, ...] = (
     Option("context", "TINY_LLM_CONTEXT", _positive_int, "context window in characters"),
     Option("embed", "TINY_LLM_EMBED", _positive_int, "character embedding size"),
     Option("hidden", "TINY_LLM_HIDDEN", _positive_int, "hidden layer width"),
+    Option("dropout", "TINY_LLM_DROPOUT", _unit_interval, "dropout rate on the hidden layer"),
     Option("batch_size", "TINY_LLM_BATCH_SIZE", _positive_int, "examples per step"),
     Option("lr", "TINY_LLM_LR", _non_negative_float, "peak Adam learning rate"),
     Option("warmup_steps", "TINY_LLM_WARMUP_STEPS", _non_negative_int, "linear LR warmup"),
+    Option(
+        "lr_decay_steps",
+        "TINY_LLM_LR_DECAY_STEPS",
+        _non_negative_int,
+        "cosine LR decay ends here, independent of max_steps (0=no decay)",
+    ),
+    Option("min_lr_ratio", "TINY_LLM_MIN_LR_RATIO", _ratio, "final LR as a share of --lr"),
     Option("weight_decay", "TINY_LLM_WEIGHT_DECAY", _non_negative_float, "AdamW decay"),
     Option("grad_clip", "TINY_LLM_GRAD_CLIP", _non_negative_float, "global norm clip (0=off)"),
     Option("seed", "TINY_LLM_SEED", int, "random seed"),

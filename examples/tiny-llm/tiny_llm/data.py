@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,7 @@ class BatchSampler:
         self.rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 1])))
         self.epoch = -1
         self.cursor = 0
-        self._epoch_state: dict[str, Any] = {}
+        self._epoch_state: Mapping[str, Any] = {}
         self._perm: IntArray = np.empty(0, dtype=np.int64)
         self._new_epoch()
 
@@ -159,7 +160,7 @@ class BatchSampler:
         self.cursor = int(state["cursor"])
 
 
-def encode_bit_generator_state(state: dict[str, Any]) -> dict[str, Any]:
+def encode_bit_generator_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """PCG64 state as JSON-safe values (its 128-bit integers become hex strings)."""
     if state.get("bit_generator") != "PCG64":
         raise ValueError(f"unsupported bit generator {state.get('bit_generator')!r}")

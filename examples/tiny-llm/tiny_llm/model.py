@@ -78,9 +78,7 @@ def loss(params: Params, x: IntArray, y: IntArray, chunk: int = 4096) -> float:
     return total / len(x)
 
 
-def dropout_mask(
-    rng: np.random.Generator, batch: int, hidden: int, rate: float
-) -> Array | None:
+def dropout_mask(rng: np.random.Generator, batch: int, hidden: int, rate: float) -> Array | None:
     """Inverted-dropout mask for the hidden layer (``None`` when ``rate`` is 0)."""
     if rate <= 0:
         return None
@@ -183,12 +181,17 @@ class AdamW:
         self.t = t
 
 
-def lr_at(step: int, peak: float, warmup_steps: int) -> float:
-    """Linear warmup to ``peak`` then constant. Deliberately independent of max_steps, so
-    a run stopped at K and resumed to N follows the same schedule as a run straight to N."""
-    if warmup_steps <= 0:
+def lr_at(step: int, peak: float, warmup_steps: int, decay_steps: int, min_ratio: float) -> float:
+    """Learning rate for update number ``step`` (0-based): linear warmup to ``peak``, cosine
+    decay to ``peak * min_ratio`` at ``decay_steps``, then constant (``decay_steps <= 0``
+    disables the decay). Deliberately independent of max_steps, so a run stopped at K and
+    resumed to N follows the same schedule as a run straight to N."""
+    if warmup_steps > 0 and step < warmup_steps:
+        return peak * (step + 1) / warmup_steps
+    if decay_steps <= warmup_steps:
         return peak
-    return peak * min(1.0, (step + 1) / warmup_steps)
+    progress = min(1.0, (step - warmup_steps) / (decay_steps - warmup_steps))
+    return peak * (min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
 def sample(

@@ -30,8 +30,25 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .config import TRAJECTORY_KEYS, ConfigError, TrainConfig, train_config
-from .data import BatchSampler, Dataset, load_dataset, resolve_corpus
-from .model import AdamW, ModelShape, Params, clip_grads, init_params, loss, loss_and_grads, lr_at
+from .data import (
+    BatchSampler,
+    Dataset,
+    decode_bit_generator_state,
+    encode_bit_generator_state,
+    load_dataset,
+    resolve_corpus,
+)
+from .model import (
+    AdamW,
+    ModelShape,
+    Params,
+    clip_grads,
+    dropout_mask,
+    init_params,
+    loss,
+    loss_and_grads,
+    lr_at,
+)
 
 
 class _StopFlag:
@@ -49,6 +66,9 @@ class _StopFlag:
 def _adopt_checkpoint_config(cfg: TrainConfig, ckpt: Checkpoint) -> TrainConfig:
     """Keep run-control settings from ``cfg`` but the trajectory from the checkpoint."""
     saved: dict[str, Any] = ckpt.state["config"]
+    missing = [key for key in TRAJECTORY_KEYS if key not in saved]
+    if missing:
+        raise ValueError(f"{ckpt.name} was not written by this trainer (no {', '.join(missing)})")
     for key in TRAJECTORY_KEYS:
         ours = getattr(cfg, key)
         if key != "data_sha256" and ours != saved[key]:
@@ -123,12 +143,14 @@ def run(cfg: TrainConfig) -> int:
     params: Params = init_params(shape, cfg.seed)
     optimizer = AdamW(params, weight_decay=cfg.weight_decay)
     sampler = BatchSampler(len(dataset.train_y), cfg.batch_size, cfg.seed)
+    dropout_rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([cfg.seed, 2])))
     step = 0
     last_metrics: dict[str, float | None] = {"train_loss": None, "val_loss": None}
     if ckpt is not None:
         params = ckpt.params
         optimizer.load_state_tensors(ckpt.optimizer, t=ckpt.step)
         sampler.restore(ckpt.state["rng"]["data_sampler"])
+        dropout_rng.bit_generator.state = decode_bit_generator_state(ckpt.state["rng"]["dropout"])
         step = ckpt.step
         last_metrics = dict(ckpt.state.get("metrics", last_metrics))
 
@@ -159,7 +181,10 @@ def run(cfg: TrainConfig) -> int:
             "run_id": cfg.run_id,
             "resumed_from": resumed_from,
             "config": cfg.to_dict(),
-            "rng": {"data_sampler": sampler.state()},
+            "rng": {
+                "data_sampler": sampler.state(),
+                "dropout": encode_bit_generator_state(dropout_rng.bit_generator.state),
+            },
         }
         path = save_checkpoint(
             ckpt_dir,
@@ -174,14 +199,18 @@ def run(cfg: TrainConfig) -> int:
 
     try:
         if step >= cfg.max_steps:
-            log.info("checkpoint step %d >= max_steps %d, nothing to do", step, cfg.max_steps)
+            log.info("already at step %d >= max_steps %d, nothing to do", step, cfg.max_steps)
         while step < cfg.max_steps and stop.signum is None:
             idx = sampler.next()
-            batch_loss, grads = loss_and_grads(params, dataset.train_x[idx], dataset.train_y[idx])
+            mask = dropout_mask(dropout_rng, len(idx), cfg.hidden, cfg.dropout)
+            batch_loss, grads = loss_and_grads(
+                params, dataset.train_x[idx], dataset.train_y[idx], mask
+            )
             if not np.isfinite(batch_loss):
                 return fail(f"non-finite training loss at step {step + 1}; not checkpointing")
             clip_grads(grads, cfg.grad_clip)
-            optimizer.step(params, grads, lr_at(step, cfg.lr, cfg.warmup_steps))
+            lr = lr_at(step, cfg.lr, cfg.warmup_steps, cfg.lr_decay_steps, cfg.min_lr_ratio)
+            optimizer.step(params, grads, lr)
             step += 1
             log_losses.append(batch_loss)
             ckpt_losses.append(batch_loss)
