@@ -44,6 +44,10 @@ def echo_json(data: Any) -> None:
 
 def console() -> Any:
     """A rich console for human output (imported only when a command prints a table)."""
+    import sys
+
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    # Piped output (CI logs, files) gets a wide fixed width instead of rich's 80 columns.
+    width = None if sys.stdout.isatty() else 160
+    return Console(highlight=False, soft_wrap=False, width=width)
