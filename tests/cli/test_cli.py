@@ -147,7 +147,8 @@ def test_usage_error_exits_2() -> None:
     result = run("validate", "--bogus")
     assert result.code == 2
     assert result.stdout == ""
-    assert "No such option: --bogus" in result.stderr
+    assert result.last_error_line.startswith("Error: No such option")
+    assert "--bogus" in result.last_error_line
 
 
 def test_unknown_command_exits_2() -> None:
@@ -457,8 +458,7 @@ def test_init_force_replaces(tmp_path: Path) -> None:
     (target / ".github/workflows/trainops.yml").write_text("# mine\n", encoding="utf-8")
     result = run("init", str(target), "--name", "demo", "--force")
     assert result.code == 0
-    assert _tree(target) == _tree(fresh)
-    assert not [p for p in target.rglob(".*") if p.name.startswith(".trainops.yaml.")]
+    assert _tree(target) == _tree(fresh)  # and no temporary file left behind
 
 
 def test_init_appends_to_an_existing_gitignore(tmp_path: Path) -> None:

@@ -54,7 +54,12 @@ class Calls:
         with self._lock:
             self.ops[model.name] = self.ops.get(model.name, 0) + 1
             if model.name == "UploadPart":
-                self.part_bytes += len(params["Body"])
+                body = params["Body"]  # bytearray, or BytesIO once botocore wrapped bytes
+                if isinstance(body, (bytes, bytearray)):
+                    self.part_bytes += len(body)
+                else:
+                    with body.getbuffer() as view:
+                        self.part_bytes += view.nbytes
                 self.part_numbers.append(int(params["PartNumber"]))
 
     def count(self, op: str) -> int:

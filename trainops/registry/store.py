@@ -257,8 +257,10 @@ def pull(
         raise ExistsError(f"{dest} exists and is not a directory")
     for rel, _ in plan:
         _check_no_symlink(dest, dest / rel, found.ref)
-    dest.mkdir(parents=True, exist_ok=True)
-    staging = dest / f".trainops-pull-{found.manifest.digest[7:23]}"
+    # Stage beside dest (same filesystem, so the final moves are renames): dest itself
+    # gains nothing until every blob has verified.
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = dest.parent / f".{dest.name}.trainops-pull-{found.manifest.digest[7:23]}"
     staging.mkdir(exist_ok=True)
     backend = registries.backend(found.ref)
     unique = {layer.digest: (rel, layer) for rel, layer in plan}
@@ -272,19 +274,23 @@ def pull(
         backend.download_blob(found.ref.repository, digest, part, progress.add(rel, layer.size))
         if part.stat().st_size != layer.size:
             part.unlink(missing_ok=True)
-            raise IntegrityError(f"{found.ref}: {rel} has {part.stat().st_size} bytes, expected {layer.size}")
+            raise IntegrityError(f"{found.ref}: {rel} has the wrong size, expected {layer.size}")
         os.replace(part, final)
         return layer.size
 
     try:
         received = sum(_parallel(fetch, unique.items(), jobs))
+    except IntegrityError:
+        shutil.rmtree(staging, ignore_errors=True)  # damaged content: nothing worth keeping
+        raise
     except BaseException:
-        # Keep verified blobs for a resumed pull, but never a partial one.
+        # Interrupted or a service failed: keep verified blobs so a retry resumes.
         for leftover in staging.glob("*.part"):
             leftover.unlink(missing_ok=True)
         if not any(staging.iterdir()):
             staging.rmdir()
         raise
+    dest.mkdir(parents=True, exist_ok=True)
     users: dict[str, int] = {}
     for _, layer in plan:
         users[layer.digest] = users.get(layer.digest, 0) + 1

@@ -287,7 +287,7 @@ class S3Backend(Backend):
                                   IfNoneMatch="*")
                 elif current[0] != body:
                     self.ops.call("put_object", key, Body=body, ContentType=DESCRIPTOR_MEDIA_TYPE,
-                                  IfMatch=current[1])
+                                  )
                 return
             except (ConditionFailed, KeyMissing):  # moved or deleted since we read it
                 _contention_pause(attempt)

@@ -1,0 +1,150 @@
+"""Startup cost of the CLI: `trainops --help` against the bare `python -c "import click, yaml"`.
+
+The two commands run alternately, N times each, so that drift in the machine's load hits
+both alike. For each it reports the median and minimum wall time and the peak RSS (from
+the child's own rusage, via os.wait4), then the ratio of the medians, whose target is
+<= 2.0: trainops may at most double the cost of the two libraries every command needs.
+
+    python bench/startup.py [-n 20] [--check]
+
+Writes bench/results/startup.json (bench/results/ is not committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+TARGET_RATIO = 2.0
+RESULTS = Path(__file__).resolve().parent / "results" / "startup.json"
+
+
+@dataclass(frozen=True)
+class Sample:
+    seconds: float
+    max_rss_kib: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    name: str
+    command: list[str]
+    runs: int
+    median_s: float
+    min_s: float
+    max_s: float
+    peak_rss_mib: float
+    median_rss_mib: float
+
+
+def trainops_command() -> list[str]:
+    """The console script next to this interpreter (what a user runs), else `-m`."""
+    script = Path(sys.executable).with_name("trainops")
+    if script.is_file():
+        return [str(script), "--help"]
+    found = shutil.which("trainops")
+    if found:
+        return [found, "--help"]
+    return [sys.executable, "-m", "trainops.cli.main", "--help"]
+
+
+def measure(command: list[str]) -> Sample:
+    """One run: wall time and the child's own peak RSS (ru_maxrss is KiB on Linux)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.stderr:
+        proc.stderr.close()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} exited {proc.returncode}:\n{stderr}")
+    rss = usage.ru_maxrss if sys.platform != "darwin" else usage.ru_maxrss // 1024
+    return Sample(seconds, int(rss))
+
+
+def summarize(name: str, command: list[str], samples: list[Sample]) -> Summary:
+    times = [s.seconds for s in samples]
+    rss = [s.max_rss_kib / 1024 for s in samples]
+    return Summary(
+        name=name,
+        command=command,
+        runs=len(samples),
+        median_s=statistics.median(times),
+        min_s=min(times),
+        max_s=max(times),
+        peak_rss_mib=max(rss),
+        median_rss_mib=statistics.median(rss),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", "--runs", type=int, default=20, help="runs of each command")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="JSON results file")
+    parser.add_argument(
+        "--check", action="store_true", help=f"exit 1 when the ratio exceeds {TARGET_RATIO}"
+    )
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+
+    commands = {
+        "trainops --help": trainops_command(),
+        "import click, yaml": [sys.executable, "-c", "import click, yaml"],
+    }
+    for command in commands.values():  # warm the OS file cache and .pyc files
+        measure(command)
+    samples: dict[str, list[Sample]] = {name: [] for name in commands}
+    for _ in range(args.runs):
+        for name, command in commands.items():
+            samples[name].append(measure(command))
+
+    summaries = [summarize(name, commands[name], samples[name]) for name in commands]
+    trainops, baseline = summaries
+    ratio = trainops.median_s / baseline.median_s
+    ok = ratio <= TARGET_RATIO
+
+    print(f"{'command':<22} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'peak RSS MiB':>13}")
+    for s in summaries:
+        print(
+            f"{s.name:<22} {s.median_s * 1e3:>10.1f} {s.min_s * 1e3:>8.1f} "
+            f"{s.max_s * 1e3:>8.1f} {s.peak_rss_mib:>13.1f}"
+        )
+    print(
+        f"ratio of medians: {ratio:.2f} (target <= {TARGET_RATIO}: {'ok' if ok else 'OVER'}); "
+        f"RSS ratio {trainops.peak_rss_mib / baseline.peak_rss_mib:.2f}; {args.runs} runs each"
+    )
+
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    result = {
+        "benchmark": "startup",
+        "runs": args.runs,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "target_ratio": TARGET_RATIO,
+        "ratio": ratio,
+        "ok": ok,
+        "commands": [asdict(s) for s in summaries],
+        "samples": {
+            name: [asdict(s) for s in values] for name, values in samples.items()
+        },
+    }
+    args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.output}")
+    return 1 if args.check and not ok else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
