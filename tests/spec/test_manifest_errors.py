@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from inspect import signature
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -178,12 +179,18 @@ CASES = [
     Case(
         "secret-without-source",
         "spec:\n  image:\n    secrets: [{id: tok}]\n",
-        ("7:15: spec.image.secrets[0]: set exactly one of env or file as the source of the secret",),
+        (
+            "7:15: spec.image.secrets[0]: set exactly one of env or file as the source of the "
+            "secret",
+        ),
     ),
     Case(
         "secret-with-two-sources",
         "spec:\n  image:\n    secrets: [{id: tok, env: TOK, file: /t}]\n",
-        ("7:15: spec.image.secrets[0]: set exactly one of env or file as the source of the secret",),
+        (
+            "7:15: spec.image.secrets[0]: set exactly one of env or file as the source of the "
+            "secret",
+        ),
     ),
     Case(
         "build-arg-and-secret",
@@ -255,7 +262,8 @@ CASES = [
     ),
     Case(
         "canary-weights-decreasing",
-        "spec:\n  rollout:\n    model: m:1\n    canary:\n      steps: [{weight: 50}, {weight: 10}]\n",
+        "spec:\n  rollout:\n    model: m:1\n    canary:\n"
+        "      steps: [{weight: 50}, {weight: 10}]\n",
         ("8:5: spec.rollout.canary: canary weights must not decrease: [50, 10]",),
     ),
     Case(
@@ -397,14 +405,20 @@ CASES = [
 ]
 
 
-def _run_validate(path: Path) -> tuple[int, str, str]:
-    kwargs = {"mix_stderr": False} if "mix_stderr" in signature(CliRunner).parameters else {}
-    runner = CliRunner(**kwargs)
-    with runner.isolation() as streams:
-        code = main(["validate", "-f", str(path)])
+def _run_cli(*args: str) -> tuple[int, str, str]:
+    """`trainops ARGS` in click's isolation: exit code, stdout, stderr."""
+    kwargs: dict[str, Any] = {}
+    if "mix_stderr" in signature(CliRunner).parameters:
+        kwargs["mix_stderr"] = False
+    with CliRunner(**kwargs).isolation() as streams:
+        code = main(list(args))
         sys.stdout.flush()
         sys.stderr.flush()
     return code, streams[0].getvalue().decode(), streams[1].getvalue().decode()
+
+
+def _run_validate(path: Path) -> tuple[int, str, str]:
+    return _run_cli("validate", "-f", str(path))
 
 
 def _expected_stderr(problems: Sequence[str]) -> list[str]:
@@ -516,7 +530,8 @@ def test_check_without_env_checks_the_base_and_every_environment(manifest: Write
 
 
 def test_error_in_an_overlay_points_at_the_overlay_line(manifest: WriteManifest) -> None:
-    path = manifest(OVERLAID.replace("      nodes: 8\n", "      nodes: eight\n      gpusPerNod: 8\n"))
+    typos = "      nodes: eight\n      gpusPerNod: 8\n"
+    path = manifest(OVERLAID.replace("      nodes: 8\n", typos))
     expected = [
         f"{path}:18:14: spec.train.nodes: should be a valid integer (got 'eight') "
         "(with --env prod)",
@@ -581,7 +596,9 @@ def test_unknown_env_is_not_found_with_did_you_mean(manifest: WriteManifest) -> 
         assert caught.value.exit_code == 4
     with pytest.raises(NotFoundError) as caught:
         check_manifest(path, env="staging")
-    assert str(caught.value) == f"environment 'staging' is not defined in {path}; defined: prod, dev"
+    assert str(caught.value) == (
+        f"environment 'staging' is not defined in {path}; defined: prod, dev"
+    )
     with pytest.raises(NotFoundError) as caught:
         check_manifest(manifest("spec: {}\n"), env="prod")
     assert caught.value.hint == "this manifest defines no environments"
@@ -595,9 +612,5 @@ def test_env_overlay_error_reaches_trainops_validate_with_env(manifest: WriteMan
         "(with --env prod)"
     )
     assert (code, out, err.splitlines()) == (3, "", [f"Error: {message}{AGAIN}"])
-    kwargs = {"mix_stderr": False} if "mix_stderr" in signature(CliRunner).parameters else {}
-    with CliRunner(**kwargs).isolation() as streams:
-        code = main(["validate", "-f", str(path), "--env", "dev"])
-        sys.stdout.flush()
-    assert code == 0
-    assert streams[0].getvalue().decode() == f"{path} is valid; environments checked: dev\n"
+    code, out, err = _run_cli("validate", "-f", str(path), "--env", "dev")
+    assert (code, out, err) == (0, f"{path} is valid; environments checked: dev\n", "")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped,unused-ignore]
 
 from trainops.cli.main import main
 from trainops.spec import check_manifest
@@ -22,7 +22,9 @@ EXAMPLES = sorted(REPO.glob("examples/*/trainops.yaml"))
 
 
 def _run(args: list[str]) -> tuple[int, str]:
-    kwargs = {"mix_stderr": False} if "mix_stderr" in signature(CliRunner).parameters else {}
+    kwargs: dict[str, Any] = {}
+    if "mix_stderr" in signature(CliRunner).parameters:
+        kwargs["mix_stderr"] = False
     with CliRunner(**kwargs).isolation() as streams:
         code = main(args)
         sys.stdout.flush()

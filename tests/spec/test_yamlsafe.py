@@ -6,6 +6,7 @@ pure-Python one a PyYAML without its C extension falls back to.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
@@ -35,6 +36,7 @@ from trainops.spec.yamlsafe import (
 
 T = TypeVar("T")
 MB = 1_000_000
+CORE = "tag:yaml.org,2002:"
 
 
 def load(text: str | bytes) -> LoadResult:
@@ -63,10 +65,8 @@ def peak_memory(call: Callable[[], object]) -> int:
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
-        try:
+        with contextlib.suppress(Exception):
             call()
-        except Exception:
-            pass
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -294,12 +294,12 @@ def test_scalar_roots_are_refused(text: str) -> None:
     ("text", "mark", "tag"),
     [
         ("a: !foo 1\n", Mark(1, 4), "!foo"),
-        ("a: !!python/object:os.system x\n", Mark(1, 4), "tag:yaml.org,2002:python/object:os.system"),
-        ("a: !!python/name:os.system ''\n", Mark(1, 4), "tag:yaml.org,2002:python/name:os.system"),
-        ("a: !!binary aGVsbG8=\n", Mark(1, 4), "tag:yaml.org,2002:binary"),
-        ("a: !!timestamp 2020-01-01\n", Mark(1, 4), "tag:yaml.org,2002:timestamp"),
-        ("a: !!set {x: null}\n", Mark(1, 4), "tag:yaml.org,2002:set"),
-        ("a:\n  b: !!omap [x: 1]\n", Mark(2, 6), "tag:yaml.org,2002:omap"),
+        ("a: !!python/object:os.system x\n", Mark(1, 4), f"{CORE}python/object:os.system"),
+        ("a: !!python/name:os.system ''\n", Mark(1, 4), f"{CORE}python/name:os.system"),
+        ("a: !!binary aGVsbG8=\n", Mark(1, 4), f"{CORE}binary"),
+        ("a: !!timestamp 2020-01-01\n", Mark(1, 4), f"{CORE}timestamp"),
+        ("a: !!set {x: null}\n", Mark(1, 4), f"{CORE}set"),
+        ("a:\n  b: !!omap [x: 1]\n", Mark(2, 6), f"{CORE}omap"),
         ("a: !local [1]\n", Mark(1, 4), "!local"),
         ("a: !<tag:example.com,2000:app/foo> x\n", Mark(1, 4), "tag:example.com,2000:app/foo"),
     ],
@@ -400,7 +400,11 @@ def test_unknown_alias_is_located() -> None:
 
 @pytest.mark.parametrize(
     ("text", "mark"),
-    [("? [a]\n: 1\n", Mark(1, 3)), ("? {a: 1}\n: 1\n", Mark(1, 3)), ("a: &x {b: 1}\n*x : 2\n", Mark(2, 1))],
+    [
+        ("? [a]\n: 1\n", Mark(1, 3)),
+        ("? {a: 1}\n: 1\n", Mark(1, 3)),
+        ("a: &x {b: 1}\n*x : 2\n", Mark(2, 1)),
+    ],
 )
 def test_keys_must_be_strings(text: str, mark: Mark) -> None:
     err = problem(text)
@@ -461,7 +465,9 @@ def test_plain_scalars_resolve_by_the_yaml_1_2_core_schema(written: str, expecte
     assert type(value) is type(expected), f"{written!r} resolved to {value!r}"
 
 
-@pytest.mark.parametrize(("written", "sign"), [(".inf", 1), ("+.inf", 1), ("-.Inf", -1), (".INF", 1)])
+@pytest.mark.parametrize(
+    ("written", "sign"), [(".inf", 1), ("+.inf", 1), ("-.Inf", -1), (".INF", 1)]
+)
 def test_infinities(written: str, sign: int) -> None:
     value = load(f"a: {written}\n").data["a"]
     assert isinstance(value, float)
@@ -611,7 +617,7 @@ documents = st.dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(documents)
 def test_safe_dump_output_loads_back_equal(data: dict[str, Any]) -> None:
     for flow in (False, True):

@@ -73,4 +73,6 @@ def kind_of(artifact_type: str | None, annotations: dict[str, str] | None) -> st
     for kind, atype in ARTIFACT_TYPES.items():
         if atype == artifact_type:
             return kind
+    if artifact_type == MODEL_CONFIG:  # a ModelPack model pushed without artifactType
+        return "model"
     return "image" if artifact_type is None else "other"

@@ -287,7 +287,7 @@ class S3Backend(Backend):
                                   IfNoneMatch="*")
                 elif current[0] != body:
                     self.ops.call("put_object", key, Body=body, ContentType=DESCRIPTOR_MEDIA_TYPE,
-                                  )
+                                  IfMatch=current[1])
                 return
             except (ConditionFailed, KeyMissing):  # moved or deleted since we read it
                 _contention_pause(attempt)
@@ -419,7 +419,7 @@ class S3Backend(Backend):
             if is_repo and prefix:
                 found.append(prefix.rstrip("/"))
             for sub in subdirs:
-                if not (is_repo and sub[len(prefix):].rstrip("/") in RESERVED):
+                if not is_repo:
                     queue.append(sub)
         return sorted(found)
 
