@@ -314,8 +314,17 @@ def test_plan_json_from_another_cwd_is_the_same(monkeypatch: pytest.MonkeyPatch)
     assert [s["name"] for s in plan["stages"]] == ["image", "train", "eval", "release", "rollout"]
 
 
+# Terminal settings of the developer's shell that would change how rich prints.
+PLAIN_TERMINAL: dict[str, str | None] = {
+    "FORCE_COLOR": None,
+    "TTY_COMPATIBLE": None,
+    "TTY_INTERACTIVE": None,
+    "COLUMNS": None,
+}
+
+
 def test_plan_table() -> None:
-    result = run("plan", "-f", str(EXAMPLE))
+    result = run("plan", "-f", str(EXAMPLE), env=PLAIN_TERMINAL)
     assert (result.code, result.stderr) == (0, "")
     out = result.stdout
     assert "\x1b[" not in out, "no colour codes when stdout is not a terminal"
@@ -343,7 +352,7 @@ def test_plan_with_env_dev() -> None:
     assert train["details"]["scheduler"] == "local"
     assert (train["details"]["nodes"], train["details"]["gpusPerNode"]) == (1, 0)
 
-    table = run("plan", "-f", str(EXAMPLE), "--env", "dev")
+    table = run("plan", "-f", str(EXAMPLE), "--env", "dev", env=PLAIN_TERMINAL)
     assert table.code == 0
     assert table.stdout.splitlines()[0].strip() == "tiny-llm (env dev)"
 
@@ -501,11 +510,13 @@ def test_init_bad_name_exits_3_and_writes_nothing(tmp_path: Path, name: str) -> 
     assert not target.exists()
 
 
-def test_init_into_a_file_exits_2_or_3(tmp_path: Path) -> None:
+def test_init_into_a_file_is_a_usage_error(tmp_path: Path) -> None:
     target = write(tmp_path / "file", "x")
     result = run("init", str(target))
-    assert result.code in (2, 3)
-    assert result.last_error_line.startswith("Error: ")
+    assert result.code == 2
+    assert result.last_error_line == (
+        f"Error: Invalid value for '[DIRECTORY]': Directory '{target}' is a file."
+    )
     assert target.read_text(encoding="utf-8") == "x"
 
 

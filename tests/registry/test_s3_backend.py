@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from services import MotoS3, free_port
+
 from trainops.errors import IntegrityError, NotFoundError, RemoteError
 from trainops.registry import media
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
@@ -92,7 +92,9 @@ def _pending(raw: Any, bucket: str, key: str) -> list[dict[str, Any]]:
 
 def _parts(raw: Any, bucket: str, key: str) -> list[dict[str, Any]]:
     (upload,) = _pending(raw, bucket, key)
-    return list(raw.list_parts(Bucket=bucket, Key=key, UploadId=upload["UploadId"]).get("Parts") or [])
+    return list(
+        raw.list_parts(Bucket=bucket, Key=key, UploadId=upload["UploadId"]).get("Parts") or []
+    )
 
 
 def _blob_key(digest: str, repo: str = REPO) -> str:
@@ -105,14 +107,18 @@ def _manifest(layers: list[BlobSource], **extra: object) -> ManifestData:
         "mediaType": media.OCI_MANIFEST,
         "artifactType": media.ARTIFACT_TYPES["checkpoint"],
         "config": {"mediaType": media.OCI_EMPTY, "digest": sha256_digest(b"{}"), "size": 2},
-        "layers": [{"mediaType": media.WEIGHT_RAW, "digest": b.digest, "size": b.size} for b in layers],
+        "layers": [
+            {"mediaType": media.WEIGHT_RAW, "digest": b.digest, "size": b.size} for b in layers
+        ],
         **extra,
     }
     data = json.dumps(body, sort_keys=True).encode()
     return ManifestData(data=data, media_type=media.OCI_MANIFEST, digest=sha256_digest(data))
 
 
-def _push(backend: S3Backend, tmp_path: Path, payload: bytes, tag: str | None, **extra: object) -> ManifestData:
+def _push(
+    backend: S3Backend, tmp_path: Path, payload: bytes, tag: str | None, **extra: object
+) -> ManifestData:
     layer = _file(tmp_path, payload)
     backend.upload_blob(REPO, layer)
     manifest = _manifest([layer], **extra)
@@ -138,7 +144,9 @@ def _stop_after(parts: int) -> Callable[[int], None]:
 # -- blobs -----------------------------------------------------------------------------------
 
 
-def test_small_blob_is_one_put_and_round_trips(backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path) -> None:
+def test_small_blob_is_one_put_and_round_trips(
+    backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path
+) -> None:
     data = os.urandom(PART - 1)
     src = _file(tmp_path, data)
     calls = Calls(backend)
@@ -160,8 +168,12 @@ def test_small_blob_is_one_put_and_round_trips(backend: S3Backend, raw: Any, s3_
 def test_multipart_blob_round_trips(
     s3_bucket: str, raw: Any, tmp_path: Path, download_concurrency: int
 ) -> None:
-    backend = S3Backend(RegistryRoot("s3", s3_bucket, "reg"), part_size=PART, max_concurrency=3,
-                        download_concurrency=download_concurrency)
+    backend = S3Backend(
+        RegistryRoot("s3", s3_bucket, "reg"),
+        part_size=PART,
+        max_concurrency=3,
+        download_concurrency=download_concurrency,
+    )
     data = os.urandom(3 * PART + 12345)  # three full parts and a short last one
     src = _file(tmp_path, data)
     calls = Calls(backend)
@@ -254,8 +266,9 @@ def test_resume_resends_a_kept_part_whose_bytes_differ(
     (upload,) = _pending(raw, s3_bucket, key)
     numbers = {p["PartNumber"] for p in _parts(raw, s3_bucket, key)}
     assert 1 in numbers
-    raw.upload_part(Bucket=s3_bucket, Key=key, UploadId=upload["UploadId"], PartNumber=1,
-                    Body=b"\0" * PART)  # same size, other bytes
+    raw.upload_part(
+        Bucket=s3_bucket, Key=key, UploadId=upload["UploadId"], PartNumber=1, Body=b"\0" * PART
+    )  # same size, other bytes
     calls = Calls(backend)
     backend.upload_blob(REPO, src)
     assert 1 in calls.part_numbers
@@ -292,7 +305,9 @@ def test_upload_killed_with_sigkill_resumes(
     key = _blob_key(src.digest)
     args = [s3_bucket, REPO, str(src.path), src.digest, str(src.size), str(PART), "3"]
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, "-c", _CHILD, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         cwd=Path(__file__).resolve().parents[2],
     )
     try:
@@ -321,8 +336,11 @@ def test_upload_killed_with_sigkill_resumes(
 def test_tampered_blob_fails_download_and_dest_is_removed(
     s3_bucket: str, raw: Any, tmp_path: Path, download_concurrency: int
 ) -> None:
-    backend = S3Backend(RegistryRoot("s3", s3_bucket, "reg"), part_size=PART,
-                        download_concurrency=download_concurrency)
+    backend = S3Backend(
+        RegistryRoot("s3", s3_bucket, "reg"),
+        part_size=PART,
+        download_concurrency=download_concurrency,
+    )
     data = os.urandom(2 * PART + 5)
     src = _file(tmp_path, data)
     backend.upload_blob(REPO, src)
@@ -373,8 +391,14 @@ def test_layout_in_the_bucket(backend: S3Backend, raw: Any, s3_bucket: str, tmp_
     stored = raw.get_object(Bucket=s3_bucket, Key=f"{REPO}/manifests/sha256/{manifest.digest[7:]}")
     assert stored["ContentType"] == media.OCI_MANIFEST and stored["Body"].read() == manifest.data
     tag = json.loads(raw.get_object(Bucket=s3_bucket, Key=f"{REPO}/tags/v1")["Body"].read())
-    assert tag == {"mediaType": media.OCI_MANIFEST, "digest": manifest.digest, "size": len(manifest.data)}
-    marker = json.loads(raw.get_object(Bucket=s3_bucket, Key=f"{REPO}/repository.json")["Body"].read())
+    assert tag == {
+        "mediaType": media.OCI_MANIFEST,
+        "digest": manifest.digest,
+        "size": len(manifest.data),
+    }
+    marker = json.loads(
+        raw.get_object(Bucket=s3_bucket, Key=f"{REPO}/repository.json")["Body"].read()
+    )
     assert marker["mediaType"] == "application/vnd.trainops.s3.repository.v1+json"
 
 
@@ -402,8 +426,9 @@ def test_tag_move_that_loses_a_race_rereads_and_retries(
     first = _push(backend, tmp_path, b"first", "hot")
     rival = _push(backend, tmp_path, b"rival", None)
     mine = _push(backend, tmp_path, b"mine", None)
-    rival_tag = json.dumps({"mediaType": media.OCI_MANIFEST, "digest": rival.digest,
-                            "size": len(rival.data)}).encode()
+    rival_tag = json.dumps(
+        {"mediaType": media.OCI_MANIFEST, "digest": rival.digest, "size": len(rival.data)}
+    ).encode()
     conditional: list[str] = []
 
     def race(params: dict[str, Any], **_: Any) -> None:
@@ -485,22 +510,44 @@ def test_tag_pagination_with_a_small_page(s3_bucket: str, tmp_path: Path) -> Non
 def test_list_repositories_under_the_prefix(s3_bucket: str, tmp_path: Path) -> None:
     backend = S3Backend(RegistryRoot("s3", s3_bucket, "reg"), page_size=1)
     src = _file(tmp_path, b"x")
-    for repo in ("reg/a", "reg/a/nested", "reg/team/model", "reg/team/deep/er", "other/z", "region/q"):
+    for repo in (
+        "reg/a",
+        "reg/a/nested",
+        "reg/team/model",
+        "reg/team/deep/er",
+        "other/z",
+        "region/q",
+    ):
         backend.upload_blob(repo, src)
-    assert backend.list_repositories() == ["reg/a", "reg/a/nested", "reg/team/deep/er", "reg/team/model"]
+    assert backend.list_repositories() == [
+        "reg/a",
+        "reg/a/nested",
+        "reg/team/deep/er",
+        "reg/team/model",
+    ]
     everything = S3Backend(RegistryRoot("s3", s3_bucket, ""))
-    assert "other/z" in everything.list_repositories() and "region/q" in everything.list_repositories()
+    assert (
+        "other/z" in everything.list_repositories() and "region/q" in everything.list_repositories()
+    )
     backend.close()
     everything.close()
 
 
-def test_referrers_and_their_removal(backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path) -> None:
+def test_referrers_and_their_removal(
+    backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path
+) -> None:
     target = _push(backend, tmp_path, b"checkpoint", "ckpt")
     assert backend.referrers(REPO, target.digest) == []
     subject = {"mediaType": media.OCI_MANIFEST, "digest": target.digest, "size": len(target.data)}
     reports = [
-        _push(backend, tmp_path, f"eval {i}".encode(), None, subject=subject,
-              annotations={"dev.trainops.kind": "eval", "n": str(i)})
+        _push(
+            backend,
+            tmp_path,
+            f"eval {i}".encode(),
+            None,
+            subject=subject,
+            annotations={"dev.trainops.kind": "eval", "n": str(i)},
+        )
         for i in range(2)
     ]
     found = backend.referrers(REPO, target.digest)
@@ -514,7 +561,9 @@ def test_referrers_and_their_removal(backend: S3Backend, raw: Any, s3_bucket: st
     assert "Contents" not in raw.list_objects_v2(Bucket=s3_bucket, Prefix=entry)
 
 
-def test_delete_manifest_removes_only_tags_that_point_at_it(backend: S3Backend, tmp_path: Path) -> None:
+def test_delete_manifest_removes_only_tags_that_point_at_it(
+    backend: S3Backend, tmp_path: Path
+) -> None:
     gone = _push(backend, tmp_path, b"gone", "a")
     backend.put_manifest(REPO, gone, tag="b")
     keep = _push(backend, tmp_path, b"keep", "c")
@@ -526,16 +575,22 @@ def test_delete_manifest_removes_only_tags_that_point_at_it(backend: S3Backend, 
         backend.delete_manifest(REPO, gone.digest)
 
 
-def test_corrupt_manifest_is_refused(backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path) -> None:
+def test_corrupt_manifest_is_refused(
+    backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path
+) -> None:
     manifest = _push(backend, tmp_path, b"w", "v1")
-    raw.put_object(Bucket=s3_bucket, Key=f"{REPO}/manifests/sha256/{manifest.digest[7:]}", Body=b"{}")
+    raw.put_object(
+        Bucket=s3_bucket, Key=f"{REPO}/manifests/sha256/{manifest.digest[7:]}", Body=b"{}"
+    )
     with pytest.raises(IntegrityError):
         backend.get_manifest(REPO, "v1")
     with pytest.raises(IntegrityError):
         backend.put_manifest(REPO, ManifestData(b"{}", media.OCI_MANIFEST, manifest.digest))
 
 
-def test_tag_pointing_at_a_deleted_manifest(backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path) -> None:
+def test_tag_pointing_at_a_deleted_manifest(
+    backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path
+) -> None:
     manifest = _push(backend, tmp_path, b"w", "v1")
     raw.delete_object(Bucket=s3_bucket, Key=f"{REPO}/manifests/sha256/{manifest.digest[7:]}")
     with pytest.raises(NotFoundError, match="points at"):
@@ -617,4 +672,3 @@ def test_bad_digest_and_tag_are_input_errors(backend: S3Backend) -> None:
         backend.blob_size(REPO, "sha256:nothex")
     with pytest.raises(InputError):
         backend.get_manifest(REPO, "../../etc")
-

@@ -617,7 +617,7 @@ documents = st.dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=300, deadline=None)
 @given(documents)
 def test_safe_dump_output_loads_back_equal(data: dict[str, Any]) -> None:
     for flow in (False, True):

@@ -59,30 +59,47 @@ class DigestCache:
         self._local.db = db
         return db
 
+    def lookup(self, path: Path) -> tuple[str, int] | None:
+        """The cached (digest, size) of an unchanged file, or None."""
+        st = path.stat()
+        db = self._db()
+        if db is None:
+            return None
+        try:
+            row = db.execute(
+                "SELECT size, mtime_ns, digest FROM digests WHERE dev=? AND ino=? AND path=?",
+                (st.st_dev, st.st_ino, str(path.resolve())),
+            ).fetchone()
+        except sqlite3.Error:
+            return None
+        if row and row[0] == st.st_size and row[1] == st.st_mtime_ns:
+            self.hits += 1
+            return str(row[2]), st.st_size
+        return None
+
+    def remember(self, path: Path, digest: str, before: os.stat_result) -> None:
+        """Record a digest computed from the file as it was at `before` (if still unchanged)."""
+        after = path.stat()
+        db = self._db()
+        if db is None or (after.st_size, after.st_mtime_ns, after.st_ino) != (
+            before.st_size, before.st_mtime_ns, before.st_ino
+        ):
+            return
+        try:
+            db.execute(
+                "INSERT OR REPLACE INTO digests VALUES (?, ?, ?, ?, ?, ?)",
+                (before.st_dev, before.st_ino, str(path.resolve()), before.st_size, before.st_mtime_ns, digest),
+            )
+        except sqlite3.Error:
+            pass
+
     def digest(self, path: Path) -> tuple[str, int]:
         """(sha256 digest, size) of a file, from the cache when the file is unchanged."""
-        st = path.stat()
-        key = (st.st_dev, st.st_ino, str(path.resolve()))
-        db = self._db()
-        if db is not None:
-            try:
-                row = db.execute(
-                    "SELECT size, mtime_ns, digest FROM digests WHERE dev=? AND ino=? AND path=?", key
-                ).fetchone()
-            except sqlite3.Error:
-                row = None
-            if row and row[0] == st.st_size and row[1] == st.st_mtime_ns:
-                self.hits += 1
-                return str(row[2]), st.st_size
+        cached = self.lookup(path)
+        if cached is not None:
+            return cached
         self.misses += 1
+        before = path.stat()
         digest = hash_file(path)
-        after = path.stat()
-        if db is not None and (after.st_size, after.st_mtime_ns) == (st.st_size, st.st_mtime_ns):
-            try:
-                db.execute(
-                    "INSERT OR REPLACE INTO digests VALUES (?, ?, ?, ?, ?, ?)",
-                    (*key, st.st_size, st.st_mtime_ns, digest),
-                )
-            except sqlite3.Error:
-                pass
-        return digest, st.st_size
+        self.remember(path, digest, before)
+        return digest, before.st_size

@@ -141,7 +141,27 @@ def push(
     cache = cache or DigestCache()
     jobs = jobs or default_jobs(ref)
     files = scan_tree(source)
-    digests = _parallel(lambda f: cache.digest(f.path), files, max(2, min(jobs, os.cpu_count() or 2)))
+    backend = registries.backend(ref)
+    sent = 0
+    ingested_digests: set[str] = set()
+
+    def digest_of(entry: FileEntry) -> tuple[str, int]:
+        """From the cache; else, where the backend can, store while hashing (one read)."""
+        nonlocal sent
+        cached = cache.lookup(entry.path)
+        if cached is not None:
+            return cached
+        before = entry.path.stat()
+        ingested = backend.ingest_file(ref.repository, entry.path, progress.add(entry.relpath, before.st_size))
+        if ingested is None:
+            return cache.digest(entry.path)
+        cache.misses += 1
+        cache.remember(entry.path, ingested[0], before)
+        sent += ingested[1]
+        ingested_digests.add(ingested[0])
+        return ingested
+
+    digests = _parallel(digest_of, files, max(2, min(jobs, os.cpu_count() or 2)))
     layers: list[Descriptor] = []
     sources: dict[str, BlobSource] = {}
     names: dict[str, str] = {}
@@ -162,10 +182,9 @@ def push(
         annotations=annotations or {},
         subject=subject,
     )
-    backend = registries.backend(ref)
-    sent, skipped = _upload_missing(
-        backend, ref.repository, [config_src, *sources.values()], names, progress, jobs
-    )
+    pending = [config_src, *(src for d, src in sources.items() if d not in ingested_digests)]
+    uploaded, skipped = _upload_missing(backend, ref.repository, pending, names, progress, jobs)
+    sent += uploaded
     _check_unchanged(files, digests)
     backend.put_manifest(ref.repository, manifest, tag=ref.tag)
     return PushResult(

@@ -158,6 +158,15 @@ class Backend(ABC):
     def open_blob(self, repo: str, digest: str) -> AbstractContextManager[BinaryIO]:
         """A readable stream of a blob (not verified: callers that copy verify on write)."""
 
+    def ingest_file(self, repo: str, path: Path, progress: Progress = no_progress) -> tuple[str, int] | None:
+        """Store a local file whose digest is not known yet, hashing it in the same pass.
+
+        Returns (digest, size), or None when the backend cannot (it needs the digest first:
+        the caller then hashes the file and calls upload_blob). Saves a full read of every
+        file on a cold digest cache for backends that can.
+        """
+        return None
+
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
         """Make a blob of another repository of this registry present without copying it.
 

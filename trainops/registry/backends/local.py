@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
+import queue
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -38,6 +41,7 @@ from trainops.registry.backends.base import (
 from trainops.registry.reference import DIGEST_RE
 
 COPY_CHUNK = 8 * 1024 * 1024
+INGEST_CHUNK = 1024 * 1024
 
 
 def _hex(digest: str) -> str:
@@ -132,6 +136,22 @@ class LocalBackend(Backend):
             writer.verify(f"blob {source.digest[:19]} for {repo}")
             os.chmod(tmp, 0o444)
             os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def ingest_file(self, repo: str, path: Path, progress: Progress = no_progress) -> tuple[str, int] | None:
+        """Copy and hash in one pass (hashing on a second thread), then rename into place."""
+        tmp = self._tmp(repo)
+        try:
+            with path.open("rb") as src, tmp.open("wb") as out:
+                digest, size = _copy_hashing(src, out, progress)
+                out.flush()
+                os.fsync(out.fileno())
+            final = self._blob(repo, digest)
+            if not final.exists():
+                os.chmod(tmp, 0o444)
+                os.replace(tmp, final)
+            return digest, size
         finally:
             tmp.unlink(missing_ok=True)
 
@@ -300,6 +320,30 @@ class LocalBackend(Backend):
                 )
         unique = {d.digest: d for d in found}
         return [unique[k] for k in sorted(unique)]
+
+
+def _copy_hashing(src: BinaryIO, out: BinaryIO, progress: Progress) -> tuple[str, int]:
+    """Copy src to out while a second thread hashes the same chunks (both release the GIL)."""
+    digest = hashlib.sha256()
+    chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+
+    def hasher() -> None:
+        while (chunk := chunks.get()) is not None:
+            digest.update(chunk)
+
+    thread = threading.Thread(target=hasher, daemon=True)
+    thread.start()
+    size = 0
+    try:
+        for chunk in iter_file(src, INGEST_CHUNK):
+            chunks.put(chunk)
+            out.write(chunk)
+            size += len(chunk)
+            progress(len(chunk))
+    finally:
+        chunks.put(None)
+        thread.join()
+    return "sha256:" + digest.hexdigest(), size
 
 
 def _tag_of(entry: dict[str, Any]) -> str | None:

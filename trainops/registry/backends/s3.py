@@ -13,7 +13,7 @@ The layout mirrors the OCI image layout, so that a synced copy is recognisable
 Tags move with conditional writes (If-None-Match: * to create, If-Match: <ETag> to
 replace), re-read and retried when another writer got there first: the last writer wins,
 and a tag always holds one complete descriptor of a manifest already stored. Blob
-transfers (verified multipart uploads that resume, verified downloads) are in s3_transfer.
+transfers are in s3_transfer (verified multipart uploads that resume) and s3_download.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from trainops.registry.backends.s3_client import (
     make_client,
     sha256_b64,
 )
+from trainops.registry.backends.s3_download import Downloads
 from trainops.registry.backends.s3_transfer import (
     DEFAULT_CONCURRENCY,
     DEFAULT_PART_SIZE,
@@ -112,10 +113,13 @@ class S3Backend(Backend):
             max_attempts=max_attempts,
         )
         self.ops = S3Ops(self.client, self.bucket)
-        self.transfers = Transfers(self.ops, TransferSettings(
-            part_size=part_size, max_concurrency=max_concurrency,
+        settings = TransferSettings(
+            part_size=part_size,
+            max_concurrency=max_concurrency,
             download_concurrency=download_concurrency,
-        ))
+        )
+        self.transfers = Transfers(self.ops, settings)
+        self.downloads = Downloads(self.ops, settings, self.transfers.pool)
         self._repos: set[str] = set()
         self._lock = threading.Lock()
 
@@ -147,11 +151,21 @@ class S3Backend(Backend):
         with self._lock:
             if repo in self._repos:
                 return
-        marker = _json({"mediaType": MARKER_MEDIA_TYPE, "layoutVersion": 1,
-                        "imageLayoutVersion": media.OCI_LAYOUT_VERSION})
+        marker = _json(
+            {
+                "mediaType": MARKER_MEDIA_TYPE,
+                "layoutVersion": 1,
+                "imageLayoutVersion": media.OCI_LAYOUT_VERSION,
+            }
+        )
         with suppress(ConditionFailed):
-            self.ops.call("put_object", self._key(repo, MARKER), Body=marker,
-                          ContentType="application/json", IfNoneMatch="*")
+            self.ops.call(
+                "put_object",
+                self._key(repo, MARKER),
+                Body=marker,
+                ContentType="application/json",
+                IfNoneMatch="*",
+            )
         with self._lock:
             self._repos.add(repo)
 
@@ -174,7 +188,7 @@ class S3Backend(Backend):
         )
 
     def _names(self, prefix: str) -> list[str]:
-        return sorted(key[len(prefix):] for key in self.ops.keys(prefix, page_size=self.page_size))
+        return sorted(key[len(prefix) :] for key in self.ops.keys(prefix, page_size=self.page_size))
 
     # -- blobs -----------------------------------------------------------------------------
     def blob_size(self, repo: str, digest: str) -> int | None:
@@ -195,7 +209,7 @@ class S3Backend(Backend):
         try:
             with dest.open("wb") as out:
                 writer = DigestWriter(out, digest, None)
-                self.transfers.download(key, writer, progress)
+                self.downloads.download(key, writer, progress)
             writer.verify(f"blob {digest[:19]} in {self._url(repo)}")
         except KeyMissing:
             dest.unlink(missing_ok=True)
@@ -239,14 +253,23 @@ class S3Backend(Backend):
         if tag is not None:
             _check_tag(tag)
         self._ensure_repo(repo)
-        self.ops.call("put_object", key, Body=manifest.data, ContentType=manifest.media_type,
-                      ChecksumSHA256=sha256_b64(manifest.digest))
+        self.ops.call(
+            "put_object",
+            key,
+            Body=manifest.data,
+            ContentType=manifest.media_type,
+            ChecksumSHA256=sha256_b64(manifest.digest),
+        )
         descriptor = Descriptor(manifest.media_type, manifest.digest, len(manifest.data))
         referrer = self._referrer_of(manifest)
         if referrer is not None:
             subject, entry = referrer
-            self.ops.call("put_object", self.referrer_key(repo, subject, manifest.digest),
-                          Body=_json(entry.as_oci()), ContentType=DESCRIPTOR_MEDIA_TYPE)
+            self.ops.call(
+                "put_object",
+                self.referrer_key(repo, subject, manifest.digest),
+                Body=_json(entry.as_oci()),
+                ContentType=DESCRIPTOR_MEDIA_TYPE,
+            )
         if tag is not None:
             self._set_tag(repo, tag, descriptor)
 
@@ -263,7 +286,9 @@ class S3Backend(Backend):
             return None
         artifact_type = parsed.get("artifactType") or (parsed.get("config") or {}).get("mediaType")
         return digest, Descriptor(
-            media_type=manifest.media_type, digest=manifest.digest, size=len(manifest.data),
+            media_type=manifest.media_type,
+            digest=manifest.digest,
+            size=len(manifest.data),
             annotations={str(k): str(v) for k, v in (parsed.get("annotations") or {}).items()},
             artifact_type=artifact_type,
         )
@@ -283,11 +308,21 @@ class S3Backend(Backend):
             current = self._read_tag(key)
             try:
                 if current is None:
-                    self.ops.call("put_object", key, Body=body, ContentType=DESCRIPTOR_MEDIA_TYPE,
-                                  IfNoneMatch="*")
+                    self.ops.call(
+                        "put_object",
+                        key,
+                        Body=body,
+                        ContentType=DESCRIPTOR_MEDIA_TYPE,
+                        IfNoneMatch="*",
+                    )
                 elif current[0] != body:
-                    self.ops.call("put_object", key, Body=body, ContentType=DESCRIPTOR_MEDIA_TYPE,
-                                  IfMatch=current[1])
+                    self.ops.call(
+                        "put_object",
+                        key,
+                        Body=body,
+                        ContentType=DESCRIPTOR_MEDIA_TYPE,
+                        IfMatch=current[1],
+                    )
                 return
             except (ConditionFailed, KeyMissing):  # moved or deleted since we read it
                 _contention_pause(attempt)
@@ -317,8 +352,10 @@ class S3Backend(Backend):
             tagged = self._read_tag(self.tag_key(repo, reference))
             if tagged is None:
                 self._require_repo(repo)
-                raise NotFoundError(f"no tag {reference!r} in {self._url(repo)}",
-                                    hint="`trainops registry ls` lists the tags")
+                raise NotFoundError(
+                    f"no tag {reference!r} in {self._url(repo)}",
+                    hint="`trainops registry ls` lists the tags",
+                )
             target = self._tag_target(repo, reference, tagged[0])
             digest, media_type = target.digest, target.media_type
         try:
@@ -419,15 +456,16 @@ class S3Backend(Backend):
             if is_repo and prefix:
                 found.append(prefix.rstrip("/"))
             for sub in subdirs:
-                if not is_repo:
+                if not (is_repo and sub[len(prefix) :].rstrip("/") in RESERVED):
                     queue.append(sub)
         return sorted(found)
 
     # -- referrers -------------------------------------------------------------------------
     def referrers(self, repo: str, digest: str) -> list[Descriptor]:
         found: dict[str, Descriptor] = {}
-        for key in self.ops.keys(self._key(repo, "referrers", _hex(digest), ""),
-                                 page_size=self.page_size):
+        for key in self.ops.keys(
+            self._key(repo, "referrers", _hex(digest), ""), page_size=self.page_size
+        ):
             try:
                 data, _, _ = self.ops.get_bytes(key)
             except KeyMissing:  # deleted meanwhile

@@ -21,11 +21,23 @@ DEFAULT_MAX_ATTEMPTS = 6  # botocore "standard" retries: throttling, 5xx, droppe
 
 # S3 error codes that mean "these credentials may not do this" (never echo the server text:
 # it can carry the access key id or the string that was signed).
-_CREDENTIAL_CODES = frozenset({
-    "AccessDenied", "AllAccessDisabled", "AccountProblem", "ExpiredToken", "InvalidAccessKeyId",
-    "InvalidToken", "InvalidSecurity", "SignatureDoesNotMatch", "TokenRefreshRequired",
-    "InvalidClientTokenId", "UnrecognizedClientException", "Forbidden", "403",
-})
+_CREDENTIAL_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AllAccessDisabled",
+        "AccountProblem",
+        "ExpiredToken",
+        "InvalidAccessKeyId",
+        "InvalidToken",
+        "InvalidSecurity",
+        "SignatureDoesNotMatch",
+        "TokenRefreshRequired",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "Forbidden",
+        "403",
+    }
+)
 _MISSING_CODES = frozenset({"NoSuchKey", "NotFound", "404"})
 _CONDITION_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412"})
 

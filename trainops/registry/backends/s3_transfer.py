@@ -1,24 +1,18 @@
-"""Blob transfers of the s3:// backend: verified, resumable uploads and verified downloads.
+"""Blob uploads of the s3:// backend: verified multipart uploads that resume.
 
-Uploads: a blob up to one part size is hashed in memory and sent with one PutObject that
-carries its SHA-256 (S3 checks it). A larger blob is a multipart upload that trainops drives
-itself, so it controls when the object becomes visible: the calling thread reads the source
-once, in order, hashing every byte it hands to the part threads; CompleteMultipartUpload is
-called only when that digest and size match the BlobSource. On a mismatch the upload is
-aborted. On any other failure (a crash, a network error, an exception from progress) the
-upload is left pending, and the next upload of the same blob lists it (ListMultipartUploads,
-ListParts) and sends only the parts S3 does not already hold with the same bytes (the part
-size is a function of the blob size, so every part's offset is known; a kept part must match
-the local bytes by CRC-32 or MD5 ETag, otherwise it is sent again).
+A blob up to one part size is hashed in memory and sent with one PutObject that carries its
+SHA-256 (S3 checks it too). A larger blob is a multipart upload that trainops drives itself,
+so it controls when the object becomes visible: the calling thread reads the source once, in
+order, hashing every byte it hands to the part threads; CompleteMultipartUpload is called
+only when that digest and size match the BlobSource. On a mismatch the upload is aborted. On
+any other failure (a crash, a network error, an exception from progress) the upload is left
+pending, and the next upload of the same blob finds it (ListMultipartUploads, ListParts) and
+sends only the parts S3 does not already hold with the same bytes: the part size is a
+function of the blob size, so every part's offset is known, and a kept part must match the
+local bytes by CRC-32 (or its MD5 ETag), otherwise it is sent again.
 
-Downloads: one streaming GET, hashed as it is written; a dropped connection continues with a
-ranged GET from the last byte received (If-Match the first ETag). Optionally
-(download_concurrency > 1) ranged GETs run in parallel and are hashed and written in order.
-On moto's server the single stream is about ten times faster than parallel ranges, so it is
-the default; against AWS, parallel ranges pay off for big blobs.
-
-Memory stays flat: at most max_concurrency + 1 parts are held, across all uploads of one
-backend.
+Memory stays flat: parts live in at most max_concurrency + 1 reused buffers, shared by all
+uploads of one backend. Downloads are in s3_download.
 """
 
 from __future__ import annotations
@@ -28,20 +22,17 @@ import hashlib
 import random
 import threading
 import time
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from trainops.errors import IntegrityError, RemoteError
-from trainops.registry.backends.base import BlobSource, DigestWriter, Progress
+from trainops.errors import IntegrityError
+from trainops.registry.backends.base import BlobSource, Progress
 from trainops.registry.backends.s3_client import (
-    ConditionFailed,
     KeyMissing,
     S3Ops,
     UploadMissing,
     crc32_b64,
-    is_stream_error,
     sha256_b64,
 )
 
@@ -52,7 +43,6 @@ MAX_COPY_OBJECT = 5 * 1024 * MiB  # CopyObject's limit; larger blobs copy part b
 COPY_PART_SIZE = 512 * MiB
 DEFAULT_PART_SIZE = 8 * MiB
 DEFAULT_CONCURRENCY = 8
-STREAM_CHUNK = 1 * MiB
 STREAM_RETRIES = 5
 BLOB_CONTENT_TYPE = "application/octet-stream"
 
@@ -121,7 +111,7 @@ def _read_into(fh: BinaryIO, buf: bytearray, size: int) -> int:
             else:
                 chunk = fh.read(size - got)
                 n = len(chunk)
-                view[got:got + n] = chunk
+                view[got : got + n] = chunk
             if not n:
                 break
             got += n
@@ -179,8 +169,7 @@ class Transfers:
             raise ValueError(f"S3 part size must be at least {MIN_PART_SIZE} bytes")
         self.ops = ops
         self.settings = settings
-        self._buffers = PartBuffers(settings.max_concurrency + 1)  # uploads: one read ahead
-        self._budget = threading.Semaphore(settings.max_concurrency + 2)  # ranged downloads
+        self._buffers = PartBuffers(settings.max_concurrency + 1)  # one read ahead
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -227,7 +216,10 @@ class Transfers:
         actual = "sha256:" + hashlib.sha256(data).hexdigest()
         _integrity(what, source.digest, source.size, actual, len(data) + extra)
         self.ops.call(
-            "put_object", key, Body=data, ContentType=BLOB_CONTENT_TYPE,
+            "put_object",
+            key,
+            Body=data,
+            ContentType=BLOB_CONTENT_TYPE,
             ChecksumSHA256=sha256_b64(source.digest),
         )
         progress(len(data))
@@ -273,7 +265,9 @@ class Transfers:
         upload_id, remote = self.pending(key) if resume else (None, {})
         if upload_id is None:
             created = self.ops.call(
-                "create_multipart_upload", key, ContentType=BLOB_CONTENT_TYPE,
+                "create_multipart_upload",
+                key,
+                ContentType=BLOB_CONTENT_TYPE,
                 ChecksumAlgorithm="CRC32",
             )
             upload_id = str(created["UploadId"])
@@ -283,7 +277,9 @@ class Transfers:
             self.abort(key, upload_id)
             raise
         self.ops.call(
-            "complete_multipart_upload", key, UploadId=upload_id,
+            "complete_multipart_upload",
+            key,
+            UploadId=upload_id,
             MultipartUpload={"Parts": parts},
         )
         self._abort_others(key, upload_id)
@@ -300,8 +296,13 @@ class Transfers:
                 self.abort(key, str(upload["UploadId"]))
 
     def _send_parts(
-        self, key: str, upload_id: str, source: BlobSource, remote: dict[int, RemotePart],
-        progress: Progress, what: str,
+        self,
+        key: str,
+        upload_id: str,
+        source: BlobSource,
+        remote: dict[int, RemotePart],
+        progress: Progress,
+        what: str,
     ) -> list[dict[str, Any]]:
         size = source.size
         part_size = part_size_for(size, self.settings.part_size)
@@ -314,7 +315,7 @@ class Transfers:
 
         def drain(limit: int) -> None:
             while len(inflight) > limit:
-                finished, _ = wait(list(inflight), return_when="FIRST_COMPLETED")
+                finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
                 for fut in finished:
                     length, _buf = inflight.pop(fut)
                     part = fut.result()
@@ -338,8 +339,11 @@ class Transfers:
                             crc = crc32_b64(view)
                             kept = remote.get(number)
                             if kept is not None and kept.holds(view, crc):
-                                done[number] = {"PartNumber": number, "ETag": kept.etag,
-                                                "ChecksumCRC32": crc}
+                                done[number] = {
+                                    "PartNumber": number,
+                                    "ETag": kept.etag,
+                                    "ChecksumCRC32": crc,
+                                }
                                 progress(expected)
                                 continue
                             # botocore takes bytes or bytearray, not views: copy a short last part
@@ -367,12 +371,21 @@ class Transfers:
         wait(list(inflight))
 
     def _put_part(
-        self, key: str, upload_id: str, number: int, body: bytes | bytearray, buf: bytearray,
+        self,
+        key: str,
+        upload_id: str,
+        number: int,
+        body: bytes | bytearray,
+        buf: bytearray,
         crc: str,
     ) -> dict[str, Any]:
         try:
             resp = self.ops.call(
-                "upload_part", key, UploadId=upload_id, PartNumber=number, Body=body,
+                "upload_part",
+                key,
+                UploadId=upload_id,
+                PartNumber=number,
+                Body=body,
                 ChecksumCRC32=crc,
             )
             return {"PartNumber": number, "ETag": str(resp["ETag"]), "ChecksumCRC32": crc}
@@ -385,146 +398,39 @@ class Transfers:
         source = {"Bucket": self.ops.bucket, "Key": src}
         if size <= MAX_COPY_OBJECT:
             self.ops.call(
-                "copy_object", dst, CopySource=source, ContentType=BLOB_CONTENT_TYPE,
+                "copy_object",
+                dst,
+                CopySource=source,
+                ContentType=BLOB_CONTENT_TYPE,
                 MetadataDirective="REPLACE",
             )
             return
         part_size = part_size_for(size, COPY_PART_SIZE)
-        upload_id = str(self.ops.call(
-            "create_multipart_upload", dst, ContentType=BLOB_CONTENT_TYPE
-        )["UploadId"])
+        upload_id = str(
+            self.ops.call("create_multipart_upload", dst, ContentType=BLOB_CONTENT_TYPE)["UploadId"]
+        )
 
         def one(number: int) -> dict[str, Any]:
             start = (number - 1) * part_size
             end = min(start + part_size, size) - 1
             resp = self.ops.call(
-                "upload_part_copy", dst, UploadId=upload_id, PartNumber=number,
-                CopySource=source, CopySourceRange=f"bytes={start}-{end}",
+                "upload_part_copy",
+                dst,
+                UploadId=upload_id,
+                PartNumber=number,
+                CopySource=source,
+                CopySourceRange=f"bytes={start}-{end}",
             )
             return {"PartNumber": number, "ETag": str(resp["CopyPartResult"]["ETag"])}
 
         try:
             parts = list(self.pool().map(one, range(1, -(-size // part_size) + 1)))
             self.ops.call(
-                "complete_multipart_upload", dst, UploadId=upload_id,
+                "complete_multipart_upload",
+                dst,
+                UploadId=upload_id,
                 MultipartUpload={"Parts": parts},
             )
         except BaseException:
             self.abort(dst, upload_id)
             raise
-
-    # -- downloads -------------------------------------------------------------------------
-    def download(self, key: str, writer: DigestWriter, progress: Progress) -> None:
-        """Write the object to writer (which hashes); the caller verifies and cleans up."""
-        if self.settings.download_concurrency > 1:
-            head = self.ops.call("head_object", key)
-            size = int(head["ContentLength"])
-            if size > self.settings.part_size:
-                writer.expected_size = size
-                self._ranged(key, str(head["ETag"]), size, writer, progress)
-                return
-        self._stream(key, writer, progress)
-
-    def _stream(self, key: str, writer: DigestWriter, progress: Progress) -> None:
-        etag: str | None = None
-        failures = 0
-        while True:
-            extra: dict[str, Any] = {}
-            if etag is not None:
-                if writer.written >= (writer.expected_size or 0):
-                    return
-                extra = {"Range": f"bytes={writer.written}-", "IfMatch": etag}
-            try:
-                resp = self.ops.call("get_object", key, **extra)
-            except ConditionFailed:
-                raise RemoteError(
-                    f"s3://{self.ops.bucket}/{key} was replaced while it was being downloaded",
-                    hint="run the command again",
-                ) from None
-            if etag is None:
-                etag = str(resp["ETag"])
-                writer.expected_size = int(resp["ContentLength"])
-            body = resp["Body"]
-            try:
-                for chunk in body.iter_chunks(STREAM_CHUNK):
-                    writer.write(chunk)
-                    progress(len(chunk))
-                return
-            except Exception as exc:
-                if not is_stream_error(exc):
-                    raise
-                failures += 1
-                if failures > self.settings.stream_retries:
-                    raise self._dropped(key, exc) from exc
-            finally:
-                body.close()
-            backoff(failures)
-
-    def _dropped(self, key: str, exc: BaseException) -> RemoteError:
-        return RemoteError(
-            f"the connection to {self.ops.endpoint} kept dropping while reading "
-            f"s3://{self.ops.bucket}/{key} ({type(exc).__name__})",
-            hint="check the network or the S3 service and run the command again",
-        )
-
-    def _get_range(self, key: str, etag: str, start: int, end: int) -> bytes:
-        failures = 0
-        while True:
-            resp = self.ops.call("get_object", key, Range=f"bytes={start}-{end - 1}", IfMatch=etag)
-            try:
-                with resp["Body"] as body:
-                    data: bytes = body.read()
-                return data
-            except Exception as exc:
-                if not is_stream_error(exc):
-                    raise
-                failures += 1
-                if failures > self.settings.stream_retries:
-                    raise self._dropped(key, exc) from exc
-            backoff(failures)
-
-    def _ranged(
-        self, key: str, etag: str, size: int, writer: DigestWriter, progress: Progress
-    ) -> None:
-        part_size = part_size_for(size, self.settings.part_size)
-        pool = self.pool()
-        window: deque[Future[bytes]] = deque()
-
-        def write_next() -> None:
-            fut = window.popleft()
-            try:
-                data = fut.result()
-            finally:
-                self._budget.release()
-            writer.write(data)
-            progress(len(data))
-
-        def acquire() -> None:
-            # Never wait for memory while holding parts only this thread can release.
-            while window:
-                if self._budget.acquire(blocking=False):
-                    return
-                write_next()
-            self._budget.acquire()
-
-        try:
-            for start in range(0, size, part_size):
-                while len(window) >= self.settings.download_concurrency:
-                    write_next()
-                acquire()
-                try:
-                    window.append(pool.submit(
-                        self._get_range, key, etag, start, min(start + part_size, size)
-                    ))
-                except BaseException:
-                    self._budget.release()
-                    raise
-            while window:
-                write_next()
-        except BaseException:
-            for fut in window:
-                if not fut.cancel():
-                    wait([fut])
-                self._budget.release()
-            raise
-

@@ -1,0 +1,214 @@
+"""Registry transfers: trainops against curl, oras-py, boto3 and cp+sha256, same data, one run.
+
+Starts its own Distribution registry and moto S3 server on free loopback ports (the same
+helpers the tests use), makes the data, and runs each side as a separate process so its
+time and peak RSS (os.wait4) are its own. Prints a table and writes bench/results/registry.json.
+
+    python bench/registry.py                 # 1 GiB file, 64 x 16 MiB checkpoint, 256 MiB S3
+    python bench/registry.py --size-mib 256  # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.services import DistributionRegistry, MotoS3  # noqa: E402
+
+PY = sys.executable
+
+
+@dataclass
+class Run:
+    seconds: float
+    peak_rss_mb: float
+
+
+@dataclass
+class Row:
+    name: str
+    trainops: Run
+    peer_name: str
+    peer: Run
+    target: str
+
+    @property
+    def ratio(self) -> float:
+        return self.trainops.seconds / self.peer.seconds if self.peer.seconds else float("inf")
+
+
+def run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> Run:
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - started
+    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:4])}… failed ({proc.returncode}):\n{out.decode()}\n{err.decode()}")
+    return Run(round(elapsed, 3), round(usage.ru_maxrss / 1024, 1))
+
+
+def total(*runs: Run) -> Run:
+    return Run(round(sum(r.seconds for r in runs), 3), max(r.peak_rss_mb for r in runs))
+
+
+def make_file(path: Path, size: int) -> str:
+    digest = hashlib.sha256()
+    chunk = os.urandom(16 * 1024 * 1024)
+    with path.open("wb") as fh:
+        left = size
+        while left:
+            piece = chunk[: min(left, len(chunk))]
+            # vary the bytes so no two chunks (or files) are alike
+            piece = hashlib.sha256(os.urandom(16)).digest() + piece[32:]
+            fh.write(piece)
+            digest.update(piece)
+            left -= len(piece)
+    return "sha256:" + digest.hexdigest()
+
+
+def trainops(*args: str, env: dict[str, str]) -> list[str]:
+    return [PY, "-m", "trainops.cli.main", *args]
+
+
+def oras(code: str) -> list[str]:
+    return [PY, "-c", "import oras.client\n" + code]
+
+
+def bench_oci(reg: DistributionRegistry, work: Path, size_mib: int, env: dict[str, str]) -> list[Row]:
+    import requests
+
+    host = reg.host
+    big = work / "big.bin"
+    digest = make_file(big, size_mib * 1024 * 1024)
+    rows: list[Row] = []
+
+    # push: trainops vs a streaming curl -T PUT of the same blob
+    location = requests.post(f"{reg.url}/v2/curl/blobs/uploads/", timeout=30).headers["Location"]
+    if location.startswith("/"):
+        location = reg.url + location
+    sep = "&" if "?" in location else "?"
+    curl_put = run(["curl", "-sS", "-f", "-T", str(big), "-X", "PUT", f"{location}{sep}digest={digest}"])
+    t_push = run(trainops("push", str(big), f"oci://{host}/bench/big:v1", env=env), env=env)
+    rows.append(Row(f"push {size_mib} MiB (oci)", t_push, "curl -T", curl_put, "≤ 1.1× curl, RSS < 150 MB"))
+
+    # re-push unchanged: trainops (digest cache) vs oras-py
+    t_again = run(trainops("push", str(big), f"oci://{host}/bench/big:v1", env=env), env=env)
+    oras_push = oras(
+        f"c = oras.client.OrasClient(hostname={host!r}, insecure=True)\n"
+        f"c.push(target={host + '/bench/oras:v1'!r}, files=['big.bin'], disable_path_validation=True)"
+    )
+    o_push = run(oras_push, cwd=work)
+    o_again = run(oras_push, cwd=work)
+    rows.append(Row(f"push {size_mib} MiB, first (oci)", t_push, "oras-py push", o_push, "informational"))
+    rows.append(Row(f"re-push unchanged {size_mib} MiB", t_again, "oras-py re-push", o_again, "< 0.3 s"))
+
+    # pull, digest verified: trainops vs oras-py vs curl GET
+    t_pull = run(trainops("pull", f"oci://{host}/bench/big:v1", str(work / "t-out"), env=env), env=env)
+    o_pull = run(oras(
+        f"c = oras.client.OrasClient(hostname={host!r}, insecure=True)\n"
+        f"c.pull(target={host + '/bench/oras:v1'!r}, outdir={str(work / 'o-out')!r})"
+    ))
+    curl_get = run(["curl", "-sS", "-f", "-o", str(work / "c-out"), f"{reg.url}/v2/curl/blobs/{digest}"])
+    rows.append(Row(f"pull {size_mib} MiB (oci)", t_pull, "oras-py pull", o_pull, "≥ 2.5× faster than oras-py"))
+    rows.append(Row(f"pull {size_mib} MiB (oci)", t_pull, "curl GET (no verify)", curl_get, "informational"))
+
+    # 64 x 16 MiB checkpoint: parallel transfer vs oras-py
+    shards = work / "shards"
+    shards.mkdir()
+    for i in range(64):
+        make_file(shards / f"shard-{i:02d}.safetensors", 16 * 1024 * 1024)
+    t_many = run(trainops("push", str(shards), f"oci://{host}/bench/shards:v1", env=env), env=env)
+    names = sorted(p.name for p in shards.iterdir())
+    o_many = run(oras(
+        f"c = oras.client.OrasClient(hostname={host!r}, insecure=True)\n"
+        f"c.push(target={host + '/bench/oras-shards:v1'!r}, files={names!r}, disable_path_validation=True)"
+    ), cwd=shards)
+    rows.append(Row("push 64 × 16 MiB (oci)", t_many, "oras-py push", o_many, "≥ 1.5× faster than oras-py"))
+    return rows
+
+
+def bench_s3(work: Path, size_mib: int, env: dict[str, str]) -> list[Row]:
+    s3 = MotoS3(log_dir=work)
+    s3.start()
+    try:
+        bucket = s3.new_bucket()
+        s3env = {**env, **s3.env}
+        data = work / "s3.bin"
+        make_file(data, size_mib * 1024 * 1024)
+        boto = "import boto3\nc = boto3.client('s3')\n"
+        b_up = run([PY, "-c", boto + f"c.upload_file({str(data)!r}, {bucket!r}, 'boto/obj')"], env=s3env)
+        t_up = run(trainops("push", str(data), f"s3://{bucket}/bench/obj:v1", env=s3env), env=s3env)
+        b_down = run([PY, "-c", boto + f"c.download_file({bucket!r}, 'boto/obj', {str(work / 'b-down')!r})"], env=s3env)
+        t_down = run(trainops("pull", f"s3://{bucket}/bench/obj:v1", str(work / "t-down"), env=s3env), env=s3env)
+    finally:
+        s3.stop()
+    return [
+        Row(f"push {size_mib} MiB (s3, moto)", t_up, "boto3 upload_file", b_up, "≤ 1.0× boto3, memory flat"),
+        Row(f"pull {size_mib} MiB (s3, moto)", t_down, "boto3 download_file", b_down, "≤ 1.0× boto3, memory flat"),
+    ]
+
+
+def bench_file(work: Path, size_mib: int, env: dict[str, str]) -> list[Row]:
+    src = work / "local.bin"
+    make_file(src, size_mib * 1024 * 1024)
+    cp = run(["cp", str(src), str(work / "cp-copy")])
+    sha = run([PY, "-c", f"import hashlib; hashlib.file_digest(open({str(work / 'cp-copy')!r}, 'rb'), 'sha256')"])
+    t = run(trainops("push", str(src), f"file://{work / 'reg'}/bench/x:v1", env=env), env=env)
+    return [Row(f"push {size_mib} MiB (file://)", t, "cp + sha256", total(cp, sha), "≤ 1.5× cp + sha256")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--s3-size-mib", type=int, default=256)
+    parser.add_argument("--skip", action="append", default=[], choices=["oci", "s3", "file"])
+    args = parser.parse_args()
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="trainops-bench-") as tmp:
+        work = Path(tmp)
+        env = {**os.environ, "TRAINOPS_CACHE_DIR": str(work / "cache"), "PYTHONPATH": str(ROOT)}
+        if "oci" not in args.skip:
+            reg = DistributionRegistry(work / "registry-data")
+            reg.start()
+            try:
+                env["TRAINOPS_INSECURE_REGISTRIES"] = reg.host
+                (work / "oci").mkdir()
+                rows += bench_oci(reg, work / "oci", args.size_mib, env)
+            finally:
+                reg.stop()
+        if "file" not in args.skip:
+            (work / "file").mkdir()
+            rows += bench_file(work / "file", args.size_mib, env)
+        if "s3" not in args.skip:
+            (work / "s3").mkdir()
+            rows += bench_s3(work / "s3", args.s3_size_mib, env)
+    print(f"{'benchmark':34} {'trainops':>16} {'peer':>26} {'ratio':>6}  target")
+    for r in rows:
+        mine = f"{r.trainops.seconds:.2f}s {r.trainops.peak_rss_mb:.0f}MB"
+        peer = f"{r.peer_name} {r.peer.seconds:.2f}s {r.peer.peak_rss_mb:.0f}MB"
+        print(f"{r.name:34} {mine:>16} {peer:>26} {r.ratio:6.2f}  {r.target}")
+    out = ROOT / "bench/results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "registry.json").write_text(json.dumps({
+        "python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
+        "rows": [{**asdict(r), "ratio": round(r.ratio, 3)} for r in rows], "id": uuid.uuid4().hex,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Blob downloads of the s3:// backend: hashed while written, resumed if a connection drops.
+
+By default one streaming GET, hashed as it is written; a dropped connection continues with
+a ranged GET from the last byte received (If-Match the first ETag, so bytes of two objects
+are never spliced). With download_concurrency > 1, blobs above one part size are fetched as
+parallel ranged GETs, hashed and written in order. On moto's server the single stream is
+several times faster than parallel ranges (moto copies the object for every ranged GET), so
+it is the default; against AWS, parallel ranges pay off for big blobs.
+
+The caller (S3Backend.download_blob) verifies the digest and removes dest on any error.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from trainops.errors import RemoteError
+from trainops.registry.backends.base import DigestWriter, Progress
+from trainops.registry.backends.s3_client import ConditionFailed, S3Ops, is_stream_error
+from trainops.registry.backends.s3_transfer import TransferSettings, backoff, part_size_for
+
+STREAM_CHUNK = 1024 * 1024
+
+
+class Downloads:
+    """Blob downloads of one backend, sharing its client and threads."""
+
+    def __init__(
+        self, ops: S3Ops, settings: TransferSettings, pool: Callable[[], ThreadPoolExecutor]
+    ) -> None:
+        self.ops = ops
+        self.settings = settings
+        self.pool = pool
+        self._budget = threading.Semaphore(settings.download_concurrency + 1)  # ranges in memory
+
+    def download(self, key: str, writer: DigestWriter, progress: Progress) -> None:
+        """Write the object to writer (which hashes); the caller verifies and cleans up."""
+        if self.settings.download_concurrency > 1:
+            head = self.ops.call("head_object", key)
+            size = int(head["ContentLength"])
+            if size > self.settings.part_size:
+                writer.expected_size = size
+                self._ranged(key, str(head["ETag"]), size, writer, progress)
+                return
+        self._stream(key, writer, progress)
+
+    def _stream(self, key: str, writer: DigestWriter, progress: Progress) -> None:
+        etag: str | None = None
+        failures = 0
+        while True:
+            extra: dict[str, Any] = {}
+            if etag is not None:
+                if writer.written >= (writer.expected_size or 0):
+                    return
+                extra = {"Range": f"bytes={writer.written}-", "IfMatch": etag}
+            try:
+                resp = self.ops.call("get_object", key, **extra)
+            except ConditionFailed:
+                raise RemoteError(
+                    f"s3://{self.ops.bucket}/{key} was replaced while it was being downloaded",
+                    hint="run the command again",
+                ) from None
+            if etag is None:
+                etag = str(resp["ETag"])
+                writer.expected_size = int(resp["ContentLength"])
+            body = resp["Body"]
+            try:
+                for chunk in body.iter_chunks(STREAM_CHUNK):
+                    writer.write(chunk)
+                    progress(len(chunk))
+                return
+            except Exception as exc:
+                if not is_stream_error(exc):
+                    raise
+                failures += 1
+                if failures > self.settings.stream_retries:
+                    raise self._dropped(key, exc) from exc
+            finally:
+                body.close()
+            backoff(failures)
+
+    def _dropped(self, key: str, exc: BaseException) -> RemoteError:
+        return RemoteError(
+            f"the connection to {self.ops.endpoint} kept dropping while reading "
+            f"s3://{self.ops.bucket}/{key} ({type(exc).__name__})",
+            hint="check the network or the S3 service and run the command again",
+        )
+
+    def _get_range(self, key: str, etag: str, start: int, end: int) -> bytes:
+        failures = 0
+        while True:
+            resp = self.ops.call("get_object", key, Range=f"bytes={start}-{end - 1}", IfMatch=etag)
+            try:
+                with resp["Body"] as body:
+                    data: bytes = body.read()
+                return data
+            except Exception as exc:
+                if not is_stream_error(exc):
+                    raise
+                failures += 1
+                if failures > self.settings.stream_retries:
+                    raise self._dropped(key, exc) from exc
+            backoff(failures)
+
+    def _ranged(
+        self, key: str, etag: str, size: int, writer: DigestWriter, progress: Progress
+    ) -> None:
+        part_size = part_size_for(size, self.settings.part_size)
+        pool = self.pool()
+        window: deque[Future[bytes]] = deque()
+
+        def write_next() -> None:
+            fut = window.popleft()
+            try:
+                data = fut.result()
+            finally:
+                self._budget.release()
+            writer.write(data)
+            progress(len(data))
+
+        def acquire() -> None:
+            # Never wait for memory while holding parts only this thread can release.
+            while window:
+                if self._budget.acquire(blocking=False):
+                    return
+                write_next()
+            self._budget.acquire()
+
+        try:
+            for start in range(0, size, part_size):
+                while len(window) >= self.settings.download_concurrency:
+                    write_next()
+                acquire()
+                try:
+                    window.append(
+                        pool.submit(self._get_range, key, etag, start, min(start + part_size, size))
+                    )
+                except BaseException:
+                    self._budget.release()
+                    raise
+            while window:
+                write_next()
+        except BaseException:
+            for fut in window:
+                if not fut.cancel():
+                    wait([fut])
+                self._budget.release()
+            raise
