@@ -7,11 +7,13 @@ the S3-specific ones.) Sizes are megabytes: moto is slow for big objects.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -354,6 +356,96 @@ def test_tampered_blob_fails_download_and_dest_is_removed(
         backend.download_blob(REPO, src.digest, dest)
     assert not dest.exists()
     backend.close()
+
+
+class CuttingProxy:
+    """A TCP proxy in front of the moto server that drops one connection mid-response.
+
+    The first connection whose response bytes pass cut_after is closed on both sides (a
+    dropped connection, as a load balancer or a flaky network does); later ones pass through.
+    """
+
+    def __init__(self, target: str, cut_after: int) -> None:
+        host, _, port = target.removeprefix("http://").partition(":")
+        self.target = (host, int(port))
+        self.cut_after = cut_after
+        self.cuts = 0
+        self._lock = threading.Lock()
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return  # closed
+            upstream = socket.create_connection(self.target)
+            threading.Thread(target=self._pipe, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, True), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, downstream: bool) -> None:
+        sent = 0
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+                sent += len(data)
+                if downstream and sent > self.cut_after:
+                    with self._lock:
+                        cut = self.cuts == 0
+                        self.cuts += cut
+                    if cut:
+                        break
+        except OSError:
+            pass
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.mark.parametrize("download_concurrency", [1, 2], ids=["stream", "ranges"])
+def test_download_survives_a_dropped_connection(
+    backend: S3Backend,
+    s3_server: MotoS3,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    download_concurrency: int,
+) -> None:
+    data = os.urandom(3 * PART)
+    src = _file(tmp_path, data)
+    backend.upload_blob(REPO, src)
+    proxy = CuttingProxy(s3_server.endpoint_url, cut_after=PART // 2)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    reader = S3Backend(
+        RegistryRoot("s3", backend.bucket, "reg"),
+        part_size=PART,
+        download_concurrency=download_concurrency,
+    )
+    ranges: list[str] = []
+    reader.client.meta.events.register(
+        "before-parameter-build.s3.GetObject",
+        lambda params, **_: ranges.append(str(params.get("Range", ""))),
+    )
+    dest = tmp_path / "out"
+    seen: list[int] = []
+    try:
+        reader.download_blob(REPO, src.digest, dest, seen.append)
+    finally:
+        reader.close()
+        proxy.close()
+    assert proxy.cuts == 1
+    assert dest.read_bytes() == data
+    assert sum(seen) == len(data)
+    if download_concurrency == 1:  # the second GET continues where the first one broke off
+        assert len(ranges) == 2 and ranges[0] == ""
+        assert ranges[1].startswith("bytes=") and ranges[1] != "bytes=0-"
+    else:  # the broken range is fetched again
+        assert len(ranges) == 4 and len(set(ranges)) == 3
 
 
 def test_mount_is_a_server_side_copy(backend: S3Backend, tmp_path: Path) -> None:

@@ -142,26 +142,26 @@ def push(
     jobs = jobs or default_jobs(ref)
     files = scan_tree(source)
     backend = registries.backend(ref)
-    sent = 0
-    ingested_digests: set[str] = set()
 
-    def digest_of(entry: FileEntry) -> tuple[str, int]:
-        """From the cache; else, where the backend can, store while hashing (one read)."""
-        nonlocal sent
+    def digest_of(entry: FileEntry) -> tuple[str, int, bool]:
+        """From the cache; else, where the backend can, store while hashing (one read).
+
+        Returns (digest, size, whether this call stored a new blob)."""
         cached = cache.lookup(entry.path)
         if cached is not None:
-            return cached
+            return (*cached, False)
         before = entry.path.stat()
         ingested = backend.ingest_file(ref.repository, entry.path, progress.add(entry.relpath, before.st_size))
         if ingested is None:
-            return cache.digest(entry.path)
+            return (*cache.digest(entry.path), False)
         cache.misses += 1
         cache.remember(entry.path, ingested[0], before)
-        sent += ingested[1]
-        ingested_digests.add(ingested[0])
         return ingested
 
-    digests = _parallel(digest_of, files, max(2, min(jobs, os.cpu_count() or 2)))
+    hashed = _parallel(digest_of, files, max(2, min(jobs, os.cpu_count() or 2)))
+    digests = [(digest, size) for digest, size, _ in hashed]
+    ingested_digests = {digest for digest, _, new in hashed if new}
+    sent = sum(size for digest, size, new in hashed if new)
     layers: list[Descriptor] = []
     sources: dict[str, BlobSource] = {}
     names: dict[str, str] = {}
@@ -183,6 +183,7 @@ def push(
         subject=subject,
     )
     pending = [config_src, *(src for d, src in sources.items() if d not in ingested_digests)]
+    # (blobs ingested in this push are in place; the rest are checked and sent if missing)
     uploaded, skipped = _upload_missing(backend, ref.repository, pending, names, progress, jobs)
     sent += uploaded
     _check_unchanged(files, digests)

@@ -139,7 +139,9 @@ class LocalBackend(Backend):
         finally:
             tmp.unlink(missing_ok=True)
 
-    def ingest_file(self, repo: str, path: Path, progress: Progress = no_progress) -> tuple[str, int] | None:
+    def ingest_file(
+        self, repo: str, path: Path, progress: Progress = no_progress
+    ) -> tuple[str, int, bool] | None:
         """Copy and hash in one pass (hashing on a second thread), then rename into place."""
         tmp = self._tmp(repo)
         try:
@@ -148,10 +150,11 @@ class LocalBackend(Backend):
                 out.flush()
                 os.fsync(out.fileno())
             final = self._blob(repo, digest)
-            if not final.exists():
-                os.chmod(tmp, 0o444)
-                os.replace(tmp, final)
-            return digest, size
+            if final.exists():
+                return digest, size, False
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, final)
+            return digest, size, True
         finally:
             tmp.unlink(missing_ok=True)
 
