@@ -119,10 +119,12 @@ def bench_oci(reg: DistributionRegistry, work: Path, size_mib: int, env: dict[st
 
     # pull, digest verified: trainops vs oras-py vs curl GET
     t_pull = run(trainops("pull", f"oci://{host}/bench/big:v1", str(work / "t-out"), env=env), env=env)
-    o_pull = run(oras(
-        f"c = oras.client.OrasClient(hostname={host!r}, insecure=True)\n"
-        f"c.pull(target={host + '/bench/oras:v1'!r}, outdir={str(work / 'o-out')!r})"
-    ))
+    o_pull = run(
+        oras(
+            f"c = oras.client.OrasClient(hostname={host!r}, insecure=True)\n"
+            f"c.pull(target={host + '/bench/oras:v1'!r}, outdir={str(work / 'o-out')!r})"
+        )
+    )
     curl_get = run(["curl", "-sS", "-f", "-o", str(work / "c-out"), f"{reg.url}/v2/curl/blobs/{digest}"])
     rows.append(Row(f"pull {size_mib} MiB (oci)", t_pull, "oras-py pull", o_pull, "≥ 2.5× faster than oras-py"))
     rows.append(Row(f"pull {size_mib} MiB (oci)", t_pull, "curl GET (no verify)", curl_get, "informational"))
@@ -134,10 +136,13 @@ def bench_oci(reg: DistributionRegistry, work: Path, size_mib: int, env: dict[st
         make_file(shards / f"shard-{i:02d}.safetensors", 16 * 1024 * 1024)
     t_many = run(trainops("push", str(shards), f"oci://{host}/bench/shards:v1", env=env), env=env)
     names = sorted(p.name for p in shards.iterdir())
-    o_many = run(oras(
-        f"c = oras.client.OrasClient(hostname={host!r}, insecure=True)\n"
-        f"c.push(target={host + '/bench/oras-shards:v1'!r}, files={names!r}, disable_path_validation=True)"
-    ), cwd=shards)
+    o_many = run(
+        oras(
+            f"c = oras.client.OrasClient(hostname={host!r}, insecure=True)\n"
+            f"c.push(target={host + '/bench/oras-shards:v1'!r}, files={names!r}, disable_path_validation=True)"
+        ),
+        cwd=shards,
+    )
     rows.append(Row("push 64 × 16 MiB (oci)", t_many, "oras-py push", o_many, "≥ 1.5× faster than oras-py"))
     return rows
 
@@ -204,10 +209,18 @@ def main() -> None:
         print(f"{r.name:34} {mine:>16} {peer:>26} {r.ratio:6.2f}  {r.target}")
     out = ROOT / "bench/results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "registry.json").write_text(json.dumps({
-        "python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
-        "rows": [{**asdict(r), "ratio": round(r.ratio, 3)} for r in rows], "id": uuid.uuid4().hex,
-    }, indent=2))
+    (out / "registry.json").write_text(
+        json.dumps(
+            {
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+                "cpus": os.cpu_count(),
+                "rows": [{**asdict(r), "ratio": round(r.ratio, 3)} for r in rows],
+                "id": uuid.uuid4().hex,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -92,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", "--runs", type=int, default=20, help="runs of each command")
     parser.add_argument("--output", type=Path, default=RESULTS, help="JSON results file")
-    parser.add_argument(
-        "--check", action="store_true", help=f"exit 1 when the ratio exceeds {TARGET_RATIO}"
-    )
+    parser.add_argument("--check", action="store_true", help=f"exit 1 when the ratio exceeds {TARGET_RATIO}")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -137,9 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": ratio,
         "ok": ok,
         "commands": [asdict(s) for s in summaries],
-        "samples": {
-            name: [asdict(s) for s in values] for name, values in samples.items()
-        },
+        "samples": {name: [asdict(s) for s in values] for name, values in samples.items()},
     }
     args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.output}")

@@ -64,9 +64,7 @@ def s3_bucket(s3_server: MotoS3, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture(scope="session")
-def podman(
-    tmp_path_factory: pytest.TempPathFactory, registry: DistributionRegistry
-) -> Iterator[PodmanService]:
+def podman(tmp_path_factory: pytest.TempPathFactory, registry: DistributionRegistry) -> Iterator[PodmanService]:
     """Podman's Docker-compatible API; ``.docker_host``, ``.env``, ``.client()``, ``.podman()``.
 
     The session ``registry`` is listed as insecure, so images push to it over HTTP.

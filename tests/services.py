@@ -80,9 +80,7 @@ def require(binary: str, install_hint: str) -> str:
     """
     path = shutil.which(binary)
     if path is None:
-        raise MissingDependency(
-            f"{binary} not found: {install_hint} (or run {INSTALL_SCRIPT} as root)"
-        )
+        raise MissingDependency(f"{binary} not found: {install_hint} (or run {INSTALL_SCRIPT} as root)")
     return path
 
 
@@ -128,15 +126,12 @@ def wait_for(
             last_error = f"{type(exc).__name__}: {exc}"
         if proc is not None and proc.poll() is not None:
             raise ServiceError(
-                f"{what}: process exited with code {proc.returncode} before it was ready"
-                + _tail_suffix(log_path)
+                f"{what}: process exited with code {proc.returncode} before it was ready" + _tail_suffix(log_path)
             )
         now = time.monotonic()
         if now >= deadline:
             detail = f" (last probe error: {last_error})" if last_error else ""
-            raise ServiceError(
-                f"{what}: not ready after {timeout:.0f}s{detail}" + _tail_suffix(log_path)
-            )
+            raise ServiceError(f"{what}: not ready after {timeout:.0f}s{detail}" + _tail_suffix(log_path))
         pause = min(interval, deadline - now)
         if proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -359,9 +354,7 @@ class MotoS3(_ManagedProcess):
         except ImportError:
             script = shutil.which("moto_server")
             if script is None:
-                raise MissingDependency(
-                    "moto_server not found: python -m pip install 'moto[server]'"
-                ) from None
+                raise MissingDependency("moto_server not found: python -m pip install 'moto[server]'") from None
             return [script]
         return [sys.executable, "-m", "moto.server"]
 
@@ -494,9 +487,7 @@ class PodmanService(_ManagedProcess):
         podman = require("podman", "apt-get install -y podman")
         require("runc", "apt-get install -y runc")
         require("conmon", "apt-get install -y conmon")
-        require_file(
-            "/etc/containers/policy.json", "apt-get install -y golang-github-containers-common"
-        )
+        require_file("/etc/containers/policy.json", "apt-get install -y golang-github-containers-common")
         return podman
 
     def write_config(self) -> None:
@@ -505,19 +496,12 @@ class PodmanService(_ManagedProcess):
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         self.storage_dir.mkdir(parents=True, exist_ok=True)
         (self.conf_dir / "containers.conf").write_text(
-            _CONTAINERS_CONF.format(
-                tmp_dir=self.workdir / "tmp", network_dir=self.workdir / "networks"
-            )
+            _CONTAINERS_CONF.format(tmp_dir=self.workdir / "tmp", network_dir=self.workdir / "networks")
         )
         (self.conf_dir / "storage.conf").write_text(
-            _STORAGE_CONF.format(
-                runroot=self.workdir / "runroot", graphroot=self.storage_dir / "graph"
-            )
+            _STORAGE_CONF.format(runroot=self.workdir / "runroot", graphroot=self.storage_dir / "graph")
         )
-        blocks = "".join(
-            f'\n[[registry]]\nlocation = "{host}"\ninsecure = true\n'
-            for host in self.insecure_registries
-        )
+        blocks = "".join(f'\n[[registry]]\nlocation = "{host}"\ninsecure = true\n' for host in self.insecure_registries)
         (self.conf_dir / "registries.conf").write_text(
             "# Written by tests/services.py; used through CONTAINERS_REGISTRIES_CONF.\n"
             "unqualified-search-registries = []\n" + blocks
@@ -556,9 +540,7 @@ class PodmanService(_ManagedProcess):
         try:
             import docker
         except ImportError:
-            raise MissingDependency(
-                "docker SDK not found: python -m pip install 'docker>=7'"
-            ) from None
+            raise MissingDependency("docker SDK not found: python -m pip install 'docker>=7'") from None
         return docker.DockerClient(base_url=self.docker_host, timeout=timeout)
 
     def podman(
@@ -574,9 +556,7 @@ class PodmanService(_ManagedProcess):
             input=input.decode() if input is not None else None,
         )
         if check and proc.returncode != 0:
-            raise ServiceError(
-                f"podman {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
-            )
+            raise ServiceError(f"podman {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
         return proc
 
     def stop(self) -> None:
@@ -663,9 +643,7 @@ def build_busybox_image(
     """
     src = require_file(busybox, "apt-get install -y busybox-static")
     if not _is_static_elf(src.resolve()):
-        raise MissingDependency(
-            f"{src} is not statically linked: apt-get install -y busybox-static"
-        )
+        raise MissingDependency(f"{src} is not statically linked: apt-get install -y busybox-static")
     ctx = Path(context_dir) if context_dir else Path(tempfile.mkdtemp(prefix="busybox-ctx-"))
     ctx.mkdir(parents=True, exist_ok=True)
     shutil.copy2(src.resolve(), ctx / "busybox")

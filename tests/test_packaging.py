@@ -42,8 +42,13 @@ def _env() -> dict[str, str]:
 
 def _run(args: Sequence[str | Path], *, cwd: Path, timeout: float = 300) -> str:
     proc = subprocess.run(
-        [str(a) for a in args], capture_output=True, text=True, cwd=cwd, env=_env(),
-        timeout=timeout, check=False,
+        [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_env(),
+        timeout=timeout,
+        check=False,
     )
     assert proc.returncode == 0, f"{args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
@@ -66,8 +71,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     _run([sys.executable, "-m", "venv", "--system-site-packages", venv], cwd=work)
     python = venv / "bin" / "python"
     _run([python, "-m", "pip", "install", "--no-deps", "--no-index", wheel], cwd=work)
-    site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                     cwd=work).strip())
+    site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=work).strip())
     return Installed(venv, site, python, venv / "bin" / "trainops", work, wheel)
 
 

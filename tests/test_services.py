@@ -165,9 +165,7 @@ def test_podman_build_run_push(
     busybox_image: str,
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "Dockerfile").write_text(
-        f'FROM {busybox_image}\nRUN echo hi > /hello\nRUN test "$(cat /hello)" = hi\n'
-    )
+    (tmp_path / "Dockerfile").write_text(f'FROM {busybox_image}\nRUN echo hi > /hello\nRUN test "$(cat /hello)" = hi\n')
     repo = f"{registry.host}/smoke/busybox-hi"
     tag = uuid.uuid4().hex[:8]
     client = podman.client()

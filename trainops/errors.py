@@ -83,7 +83,8 @@ class ManifestError(InputError):
         count = len(self.problems)
         first = str(self.problems[0]) if self.problems else "invalid manifest"
         summary = first if count == 1 else f"{count} problems in the manifest"
-        super().__init__(summary, hint=hint or "fix them and run `trainops validate` again")
+        default = "fix it" if count == 1 else "fix them"
+        super().__init__(summary, hint=hint or f"{default} and run `trainops validate` again")
 
 
 class NotFoundError(TrainopsError):

@@ -63,9 +63,7 @@ def init_project(*, directory: Path, name: str | None = None, force: bool = Fals
     existing = [rel for rel in files if (directory / rel).exists()]
     if existing and not force:
         names = ", ".join(str(p) for p in existing)
-        raise ExistsError(
-            f"refusing to overwrite {names} in {directory}", hint="pass --force to replace them"
-        )
+        raise ExistsError(f"refusing to overwrite {names} in {directory}", hint="pass --force to replace them")
     result = InitResult(directory=directory)
     for rel, text in files.items():
         _write_atomic(directory / rel, text)

@@ -63,9 +63,7 @@ def run(*args: str, env: Mapping[str, str | None] | None = None) -> Outcome:
     return Outcome(code, out.getvalue().decode(), err.getvalue().decode() if err else "")
 
 
-def run_subprocess(
-    args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path = REPO
-) -> Outcome:
+def run_subprocess(args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path = REPO) -> Outcome:
     """`python -m trainops.cli.main ARGS` in a fresh interpreter."""
     full_env = {k: v for k, v in os.environ.items() if k != "TRAINOPS_DEBUG"}
     full_env.update(env or {})
@@ -84,7 +82,11 @@ def run_subprocess(
 def python(code: str, *, cwd: Path = REPO) -> str:
     """Run `python -c CODE` in a fresh interpreter; its stdout."""
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=120,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
@@ -167,9 +169,7 @@ def test_validate_ok() -> None:
     assert result.stdout == f"{EXAMPLE} is valid; environments checked: dev, prod\n"
 
 
-def test_validate_defaults_to_trainops_yaml_in_cwd(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_validate_defaults_to_trainops_yaml_in_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write(tmp_path / "trainops.yaml", EXAMPLE.read_text(encoding="utf-8"))
     monkeypatch.chdir(tmp_path)
     result = run("validate")
@@ -257,9 +257,7 @@ def test_validate_missing_file_exits_4_with_a_hint(tmp_path: Path) -> None:
 def test_validate_unknown_env_exits_4() -> None:
     result = run("validate", "-f", str(EXAMPLE), "--env", "prd")
     assert result.code == 4
-    assert result.stderr.splitlines() == [
-        f"Error: environment 'prd' is not defined in {EXAMPLE}; did you mean 'prod'?"
-    ]
+    assert result.stderr.splitlines() == [f"Error: environment 'prd' is not defined in {EXAMPLE}; did you mean 'prod'?"]
 
 
 def test_user_errors_never_show_a_traceback_in_a_process(tmp_path: Path) -> None:
@@ -272,9 +270,7 @@ def test_user_errors_never_show_a_traceback_in_a_process(tmp_path: Path) -> None
 
 
 def test_trainops_debug_shows_the_traceback_of_a_user_error(tmp_path: Path) -> None:
-    result = run_subprocess(
-        ["validate", "-f", "nope.yaml"], env={"TRAINOPS_DEBUG": "1"}, cwd=tmp_path
-    )
+    result = run_subprocess(["validate", "-f", "nope.yaml"], env={"TRAINOPS_DEBUG": "1"}, cwd=tmp_path)
     assert result.code == 1
     assert "Traceback (most recent call last)" in result.stderr
     assert "trainops.errors.NotFoundError: no manifest at nope.yaml" in result.stderr
@@ -348,7 +344,7 @@ def test_plan_with_env_dev() -> None:
     plan = json.loads(result.stdout)
     assert plan["env"] == "dev"
     train = next(s for s in plan["stages"] if s["name"] == "train")
-    assert train["runs_on"] == "local subprocess, 1 node × 0 GPU"
+    assert train["runsOn"] == "local subprocess, 1 node × 0 GPUs"
     assert train["details"]["scheduler"] == "local"
     assert (train["details"]["nodes"], train["details"]["gpusPerNode"]) == (1, 0)
 
@@ -361,7 +357,7 @@ def test_plan_with_env_prod() -> None:
     plan = json.loads(run("plan", "-f", str(EXAMPLE), "--env", "prod", "-o", "json").stdout)
     assert plan["registry"] == "oci://harbor.example.com/llm"
     train = next(s for s in plan["stages"] if s["name"] == "train")
-    assert train["runs_on"] == "Volcano Job queue pretrain, 64 nodes × 8 GPU"
+    assert train["runsOn"] == "Volcano Job queue pretrain, 64 nodes × 8 GPUs"
 
 
 def test_plan_of_an_invalid_manifest_exits_3(tmp_path: Path) -> None:
@@ -369,20 +365,14 @@ def test_plan_of_an_invalid_manifest_exits_3(tmp_path: Path) -> None:
     result = run("plan", "-f", str(path), "-o", "json")
     assert result.code == 3
     assert result.stdout == ""
-    assert result.last_error_line == (
-        "Error: 2 problems in the manifest; fix them and run `trainops validate` again"
-    )
+    assert result.last_error_line == ("Error: 2 problems in the manifest; fix them and run `trainops validate` again")
 
 
 # --- init -----------------------------------------------------------------------------------
 
 
 def _tree(directory: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(directory).as_posix(): p.read_bytes()
-        for p in sorted(directory.rglob("*"))
-        if p.is_file()
-    }
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 def test_init_into_an_empty_directory(tmp_path: Path) -> None:
@@ -492,9 +482,7 @@ def test_init_appends_to_an_existing_gitignore(tmp_path: Path) -> None:
 def test_init_appends_after_a_gitignore_without_a_final_newline(tmp_path: Path) -> None:
     write(tmp_path / ".gitignore", "*.log")
     assert run("init", str(tmp_path)).code == 0
-    assert (tmp_path / ".gitignore").read_text(encoding="utf-8") == (
-        "*.log\n# trainops\n.trainops/\ncheckpoints/\n"
-    )
+    assert (tmp_path / ".gitignore").read_text(encoding="utf-8") == ("*.log\n# trainops\n.trainops/\ncheckpoints/\n")
 
 
 @pytest.mark.parametrize("name", ["Bad_Name", "-x", "x-", "a" * 64, "dots.not.allowed", "ünï"])
@@ -514,16 +502,13 @@ def test_init_into_a_file_is_a_usage_error(tmp_path: Path) -> None:
     target = write(tmp_path / "file", "x")
     result = run("init", str(target))
     assert result.code == 2
-    assert result.last_error_line == (
-        f"Error: Invalid value for '[DIRECTORY]': Directory '{target}' is a file."
-    )
+    assert result.last_error_line == (f"Error: Invalid value for '[DIRECTORY]': Directory '{target}' is a file.")
     assert target.read_text(encoding="utf-8") == "x"
 
 
 # --- import weight --------------------------------------------------------------------------
 
-HEAVY = ("pydantic", "pydantic_core", "rich", "boto3", "botocore", "docker", "git", "oras",
-         "huggingface_hub")
+HEAVY = ("pydantic", "pydantic_core", "rich", "boto3", "botocore", "docker", "git", "oras", "huggingface_hub")
 
 
 def _heavy_loaded(code: str) -> list[str]:
@@ -554,9 +539,7 @@ def test_help_imports_nothing_heavy() -> None:
 def test_the_probe_sees_heavy_imports() -> None:
     """The probe is not blind: validating a manifest does import pydantic."""
     code = (
-        "from pathlib import Path\n"
-        "from trainops.spec import check_manifest\n"
-        f"check_manifest(Path({str(EXAMPLE)!r}))\n"
+        f"from pathlib import Path\nfrom trainops.spec import check_manifest\ncheck_manifest(Path({str(EXAMPLE)!r}))\n"
     )
     assert "pydantic" in _heavy_loaded(code)
 

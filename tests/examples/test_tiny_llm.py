@@ -257,13 +257,9 @@ def test_sigkill_leaves_only_complete_checkpoints(tmp_path: Path) -> None:
     # small corpus keeps the per-checkpoint validation pass short next to the write.
     corpus = small_corpus(tmp_path)
     ckpt_dir = tmp_path / "checkpoints"
-    proc = start_trainer(
-        ckpt_dir, tmp_path / "logs", "--data", corpus, "--max-steps", "1000000", "--ckpt-every", "1"
-    )
+    proc = start_trainer(ckpt_dir, tmp_path / "logs", "--data", corpus, "--max-steps", "1000000", "--ckpt-every", "1")
     try:
-        wait_until(
-            lambda: ckpt_dir.is_dir() and len(step_dirs(ckpt_dir)) >= 5, proc, "5 checkpoints"
-        )
+        wait_until(lambda: ckpt_dir.is_dir() and len(step_dirs(ckpt_dir)) >= 5, proc, "5 checkpoints")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=TIMEOUT)
@@ -275,9 +271,7 @@ def test_sigkill_leaves_only_complete_checkpoints(tmp_path: Path) -> None:
         check_checkpoint(path)
     newest_step, newest = max(present.items())
 
-    result = train(
-        ckpt_dir, "--data", corpus, "--max-steps", str(newest_step + 20), "--ckpt-every", "10"
-    )
+    result = train(ckpt_dir, "--data", corpus, "--max-steps", str(newest_step + 20), "--ckpt-every", "10")
     assert f"resuming from checkpoint {newest}" in result.stderr
     assert result.records[-1]["resumed_from"] == newest.name
     after = step_dirs(ckpt_dir)
@@ -292,9 +286,7 @@ def test_sigkill_leaves_only_complete_checkpoints(tmp_path: Path) -> None:
 
 def test_sigterm_checkpoints_then_exits(tmp_path: Path) -> None:
     ckpt_dir = tmp_path / "checkpoints"
-    proc = start_trainer(
-        ckpt_dir, tmp_path / "logs", "--max-steps", "1000000", "--ckpt-every", "1000"
-    )
+    proc = start_trainer(ckpt_dir, tmp_path / "logs", "--max-steps", "1000000", "--ckpt-every", "1000")
     try:
         wait_until(lambda: ckpt_dir.is_dir() and bool(step_dirs(ckpt_dir)), proc, "checkpoint")
         proc.send_signal(signal.SIGTERM)
@@ -358,9 +350,7 @@ def test_eval_reports_metrics(short_run: tuple[Path, Run]) -> None:
     assert report["step"] == 300
     val_loss = report["val_loss"]
     assert isinstance(val_loss, float) and math.isfinite(val_loss)
-    assert val_loss == pytest.approx(
-        read_state(ckpt_dir / "step-000300")["metrics"]["val_loss"], abs=1e-5
-    )
+    assert val_loss == pytest.approx(read_state(ckpt_dir / "step-000300")["metrics"]["val_loss"], abs=1e-5)
     assert report["perplexity"] == pytest.approx(math.exp(val_loss), rel=1e-4)
     assert report["bits_per_char"] == pytest.approx(val_loss / math.log(2), rel=1e-4)
     assert isinstance(report["sample"], str) and len(report["sample"]) > 20

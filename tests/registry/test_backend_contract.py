@@ -54,9 +54,7 @@ def _oci_subject(request: pytest.FixtureRequest) -> Subject:
     root = RegistryRoot("oci", registry.host, ns)
 
     def tamper(repo: str, digest: str, data: bytes) -> None:
-        blob = (
-            Path(registry.data_dir) / "docker/registry/v2/blobs/sha256" / digest[7:9] / digest[7:] / "data"
-        )
+        blob = Path(registry.data_dir) / "docker/registry/v2/blobs/sha256" / digest[7:9] / digest[7:] / "data"
         blob.write_bytes(data)
 
     return Subject(open_backend(root, insecure=True), f"{ns}/model", tamper)
@@ -104,18 +102,14 @@ def _manifest(config: BlobSource, layers: list[BlobSource], **extra: object) -> 
         "mediaType": media.OCI_MANIFEST,
         "artifactType": media.ARTIFACT_TYPES["checkpoint"],
         "config": {"mediaType": media.CONFIG, "digest": config.digest, "size": config.size},
-        "layers": [
-            {"mediaType": media.WEIGHT_RAW, "digest": b.digest, "size": b.size} for b in layers
-        ],
+        "layers": [{"mediaType": media.WEIGHT_RAW, "digest": b.digest, "size": b.size} for b in layers],
         **extra,
     }
     data = json.dumps(body, sort_keys=True).encode()
     return ManifestData(data=data, media_type=media.OCI_MANIFEST, digest=sha256_digest(data))
 
 
-def _push(
-    sut: Subject, tmp_path: Path, payload: bytes, tag: str | None, **extra: object
-) -> ManifestData:
+def _push(sut: Subject, tmp_path: Path, payload: bytes, tag: str | None, **extra: object) -> ManifestData:
     config = _blob(sut, tmp_path, b'{"kind":"checkpoint"}')
     layer = _blob(sut, tmp_path, payload)
     manifest = _manifest(config, [layer], **extra)
@@ -226,7 +220,11 @@ def test_referrers(subject: Subject, tmp_path: Path) -> None:
     assert subject.backend.referrers(subject.repo, target.digest) == []
     subject_field = {"mediaType": media.OCI_MANIFEST, "digest": target.digest, "size": len(target.data)}
     report = _push(
-        subject, tmp_path, b"eval report", None, subject=subject_field,
+        subject,
+        tmp_path,
+        b"eval report",
+        None,
+        subject=subject_field,
         annotations={"dev.trainops.kind": "eval"},
     )
     found = subject.backend.referrers(subject.repo, target.digest)

@@ -42,14 +42,19 @@ def _manifest_and_config(reg: Registries, ref: str) -> tuple[dict[str, object], 
 def test_checkpoint_format(local: Registries, tmp_path: Path) -> None:
     src = make_tree(tmp_path / "c", {"model.safetensors": b"w" * 100, "config.json": b"{}", "README.md": b"# m"})
     parent = store.push(local, source=src, ref=local.ref("m/c:1"), kind="checkpoint")
-    lineage = Lineage(step=2, metrics={"val_loss": 1.5}, runId="r1",
-                      parents=store.resolve_parents(local, [("m/c:1", "resumed-from")]))
+    lineage = Lineage(
+        step=2, metrics={"val_loss": 1.5}, runId="r1", parents=store.resolve_parents(local, [("m/c:1", "resumed-from")])
+    )
     store.push(local, source=src, ref=local.ref("m/c:2"), kind="checkpoint", lineage=lineage)
     body, config = _manifest_and_config(local, "m/c:2")
     assert body["artifactType"] == media.ARTIFACT_TYPES["checkpoint"]
     assert body["config"]["mediaType"] == media.CONFIG  # type: ignore[index]
     layers = body["layers"]
-    assert [layer["annotations"][media.A_FILEPATH] for layer in layers] == ["README.md", "config.json", "model.safetensors"]  # type: ignore[union-attr, index]
+    assert [layer["annotations"][media.A_FILEPATH] for layer in layers] == [
+        "README.md",
+        "config.json",
+        "model.safetensors",
+    ]  # type: ignore[union-attr, index]
     assert [layer["mediaType"] for layer in layers] == [media.DOC_RAW, media.WEIGHT_CONFIG_RAW, media.WEIGHT_RAW]  # type: ignore[union-attr, index]
     jsonschema.validate(config, config_json_schema())
     assert config["lineage"]["parents"][0]["digest"] == parent.digest  # type: ignore[index]
@@ -80,13 +85,22 @@ def _hostile(reg: Registries, tmp_path: Path, path: str) -> str:
     for raw, name in ((data, "blob"), (config, "cfg")):
         backend.upload_blob(ref.repository, BlobSource(sha256_digest(raw), len(raw), path=tmp_path / name))
     body = {
-        "schemaVersion": 2, "mediaType": media.OCI_MANIFEST,
+        "schemaVersion": 2,
+        "mediaType": media.OCI_MANIFEST,
         "config": {"mediaType": media.OCI_EMPTY, "digest": sha256_digest(config), "size": len(config)},
-        "layers": [{"mediaType": media.WEIGHT_RAW, "digest": sha256_digest(data), "size": len(data),
-                    "annotations": {media.A_FILEPATH: path}}],
+        "layers": [
+            {
+                "mediaType": media.WEIGHT_RAW,
+                "digest": sha256_digest(data),
+                "size": len(data),
+                "annotations": {media.A_FILEPATH: path},
+            }
+        ],
     }
     raw_manifest = json.dumps(body).encode()
-    backend.put_manifest(ref.repository, ManifestData(raw_manifest, media.OCI_MANIFEST, sha256_digest(raw_manifest)), tag="x")
+    backend.put_manifest(
+        ref.repository, ManifestData(raw_manifest, media.OCI_MANIFEST, sha256_digest(raw_manifest)), tag="x"
+    )
     return "evil/art:x"
 
 

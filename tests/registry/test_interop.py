@@ -47,8 +47,15 @@ def test_trainops_pulls_a_modelpack_artifact_oras_py_pushed(oci: Registries, tmp
     work = make_tree(tmp_path / "model", {"model.safetensors": os.urandom(200_000), "tokenizer.json": b"{}"})
     config = tmp_path / "config.json"
     layers = sorted((work / n).stat().st_size for n in ("model.safetensors", "tokenizer.json"))
-    config.write_text(json.dumps({"descriptor": {"name": "other-tool"}, "config": {"format": "safetensors"},
-                                  "modelfs": {"type": "layers", "diffIds": [str(s) for s in layers]}}))
+    config.write_text(
+        json.dumps(
+            {
+                "descriptor": {"name": "other-tool"},
+                "config": {"format": "safetensors"},
+                "modelfs": {"type": "layers", "diffIds": [str(s) for s in layers]},
+            }
+        )
+    )
     repo = oci.ref("thirdparty/model:v1")
     target = f"{repo.location}/{repo.repository}:v1"
     client = oras.client.OrasClient(hostname=_host(oci), insecure=True)
@@ -66,7 +73,8 @@ def test_trainops_pulls_a_modelpack_artifact_oras_py_pushed(oci: Registries, tmp
     info = show(oci, ref=repo)
     assert info.kind == "model"
     assert {f.path: f.media_type for f in info.files} == {
-        "model.safetensors": media.WEIGHT_RAW, "tokenizer.json": media.WEIGHT_CONFIG_RAW,
+        "model.safetensors": media.WEIGHT_RAW,
+        "tokenizer.json": media.WEIGHT_CONFIG_RAW,
     }
     pulled = store.pull(oci, ref=repo, dest=tmp_path / "pulled")
     assert sorted(pulled.files) == ["model.safetensors", "tokenizer.json"]
@@ -79,13 +87,15 @@ def test_skopeo_reads_and_copies_what_trainops_pushed(oci: Registries, tmp_path:
     name = str(pushed.ref).removeprefix("oci://").split("@")[0]
     raw = subprocess.run(
         ["skopeo", "inspect", "--raw", "--tls-verify=false", f"docker://{name}"],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     ).stdout
     assert "sha256:" + __import__("hashlib").sha256(raw).hexdigest() == pushed.digest
     layout = tmp_path / "layout"
     subprocess.run(
         ["skopeo", "copy", "--src-tls-verify=false", f"docker://{name}", f"oci:{layout}:v1"],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
     local = Registries()
     copied = store.pull(local, ref=local.ref(f"file://{layout}:v1"), dest=tmp_path / "out")

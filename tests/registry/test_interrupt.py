@@ -34,7 +34,9 @@ def test_push_killed_midway_then_rerun(target: Target, tmp_path: Path) -> None:
     env = {**os.environ, "TRAINOPS_INSECURE_REGISTRIES": ref.location if target.scheme == "oci" else ""}
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainops.cli.main", "push", str(src), str(ref), "--kind", "checkpoint", "-j", "2"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 120
     present: set[str] = set()

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from services import MotoS3, free_port
 
-from trainops.errors import IntegrityError, NotFoundError, RemoteError
+from trainops.errors import InputError, IntegrityError, NotFoundError, RemoteError
 from trainops.registry import media
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
 from trainops.registry.backends.s3 import MIN_PART_SIZE, S3Backend
@@ -463,7 +463,7 @@ def test_part_size_grows_to_fit_ten_thousand_parts() -> None:
     huge = 200 * 1024 * MiB
     size = part_size_for(huge, PART)
     assert size % MiB == 0 and -(-huge // size) <= MAX_PARTS
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError, match="minimum"):
         S3Backend(RegistryRoot("s3", "any-bucket", ""), part_size=MiB)
 
 
@@ -758,8 +758,6 @@ def test_refused_credentials_are_a_remote_error_without_secrets(
 
 
 def test_bad_digest_and_tag_are_input_errors(backend: S3Backend) -> None:
-    from trainops.errors import InputError
-
     with pytest.raises(InputError):
         backend.blob_size(REPO, "sha256:nothex")
     with pytest.raises(InputError):

@@ -38,8 +38,13 @@ def test_push_pull_round_trip(target: Target, tmp_path: Path) -> None:
     (src / "scripts/run.sh").chmod(0o755)
     (src / "copy-of-tokenizer.json").write_bytes((src / "tokenizer.json").read_bytes())
     reg = target.registries
-    pushed = store.push(reg, source=src, ref=reg.ref("tiny/ckpt:step-100"), kind="checkpoint",
-                        lineage=Lineage(step=100, metrics={"val_loss": 2.5}))
+    pushed = store.push(
+        reg,
+        source=src,
+        ref=reg.ref("tiny/ckpt:step-100"),
+        kind="checkpoint",
+        lineage=Lineage(step=100, metrics={"val_loss": 2.5}),
+    )
     assert pushed.files == 5
     dest = tmp_path / "out"
     pulled = store.pull(reg, ref=reg.ref("tiny/ckpt:step-100"), dest=dest)
@@ -77,8 +82,13 @@ def test_second_checkpoint_sends_only_what_changed(target: Target, tmp_path: Pat
 def test_ls_show_and_diff(target: Target, tmp_path: Path) -> None:
     reg = target.registries
     weights = os.urandom(64 * 1024)
-    store.push(reg, source=_checkpoint(tmp_path / "a", 1, weights), ref=reg.ref("m/c:1"), kind="checkpoint",
-               lineage=Lineage(step=1, metrics={"val_loss": 3.0}, runId="run-1"))
+    store.push(
+        reg,
+        source=_checkpoint(tmp_path / "a", 1, weights),
+        ref=reg.ref("m/c:1"),
+        kind="checkpoint",
+        lineage=Lineage(step=1, metrics={"val_loss": 3.0}, runId="run-1"),
+    )
     b = _checkpoint(tmp_path / "b", 2, weights)
     (b / "tokenizer.json").unlink()
     (b / "extra.md").write_text("notes")
@@ -89,7 +99,12 @@ def test_ls_show_and_diff(target: Target, tmp_path: Path) -> None:
     info = show(reg, ref=reg.ref("m/c:1"))
     assert info.kind == "checkpoint"
     assert info.lineage["step"] == 1 and info.lineage["metrics"] == {"val_loss": 3.0}
-    assert {f.path for f in info.files} == {"model.safetensors", "tokenizer.json", "trainer_state.json", "scripts/run.sh"}
+    assert {f.path for f in info.files} == {
+        "model.safetensors",
+        "tokenizer.json",
+        "trainer_state.json",
+        "scripts/run.sh",
+    }
     weights_file = next(f for f in info.files if f.path == "model.safetensors")
     assert weights_file.media_type == "application/vnd.cncf.model.weight.v1.raw"
     assert weights_file.digest == "sha256:" + hashlib.sha256(weights).hexdigest()
@@ -127,25 +142,42 @@ def test_copy_to_and_from_a_local_registry_keeps_digests(target: Target, tmp_pat
     again = store.copy(reg, src=local, dst=reg.ref("copied/model:v1"))
     assert again.blobs_copied == 0 and again.blobs_skipped >= 5
     pulled = store.pull(reg, ref=reg.ref("copied/model:v1"), dest=tmp_path / "pulled")
+    assert pulled.digest == pushed.digest
     assert filecmp.cmp(tmp_path / "a/model.safetensors", tmp_path / "pulled/model.safetensors", shallow=False)
 
 
 def test_lineage_up_and_down_with_an_eval_record(target: Target, tmp_path: Path) -> None:
     reg = target.registries
-    first = store.push(reg, source=_checkpoint(tmp_path / "a", 1), ref=reg.ref("m/ckpt:1"), kind="checkpoint",
-                       lineage=Lineage(step=1))
+    first = store.push(
+        reg, source=_checkpoint(tmp_path / "a", 1), ref=reg.ref("m/ckpt:1"), kind="checkpoint", lineage=Lineage(step=1)
+    )
     parents = store.resolve_parents(reg, [("m/ckpt:1", "resumed-from")])
-    second = store.push(reg, source=_checkpoint(tmp_path / "b", 2), ref=reg.ref("m/ckpt:2"), kind="checkpoint",
-                        lineage=Lineage(step=2, parents=parents))
+    second = store.push(
+        reg,
+        source=_checkpoint(tmp_path / "b", 2),
+        ref=reg.ref("m/ckpt:2"),
+        kind="checkpoint",
+        lineage=Lineage(step=2, parents=parents),
+    )
     model_parents = store.resolve_parents(reg, [("m/ckpt:2", "derived-from")])
-    model = store.push(reg, source=tmp_path / "b/model.safetensors", ref=reg.ref("m/model:v1"), kind="model",
-                       lineage=Lineage(parents=model_parents))
+    model = store.push(
+        reg,
+        source=tmp_path / "b/model.safetensors",
+        ref=reg.ref("m/model:v1"),
+        kind="model",
+        lineage=Lineage(parents=model_parents),
+    )
     report = make_tree(tmp_path / "report", {"eval.json": b'{"val_loss": 1.9}'})
     subject = store.resolve(reg, ref=reg.ref("m/ckpt:2"))
     from trainops.registry.backends.base import Descriptor
 
-    store.push(reg, source=report, ref=reg.ref("m/ckpt"), kind="eval",
-               subject=Descriptor(subject.manifest.media_type, subject.manifest.digest, len(subject.manifest.data)))
+    store.push(
+        reg,
+        source=report,
+        ref=reg.ref("m/ckpt"),
+        kind="eval",
+        subject=Descriptor(subject.manifest.media_type, subject.manifest.digest, len(subject.manifest.data)),
+    )
     up = lineage_graph(reg, ref=reg.ref("m/model:v1"), direction="up")
     assert {(e.child, e.parent, e.relation) for e in up.edges} == {
         (model.digest, second.digest, "derived-from"),
@@ -166,11 +198,21 @@ def test_gc_keeps_parents_and_reclaims_the_rest(target: Target, tmp_path: Path) 
     reg = target.registries
     old = store.push(reg, source=_checkpoint(tmp_path / "a", 1), ref=reg.ref("m/c:1"), kind="checkpoint")
     parents = store.resolve_parents(reg, [("m/c:1", "resumed-from")])
-    child = store.push(reg, source=_checkpoint(tmp_path / "b", 2), ref=reg.ref("m/c:2"), kind="checkpoint",
-                       lineage=Lineage(parents=parents))
+    child = store.push(
+        reg,
+        source=_checkpoint(tmp_path / "b", 2),
+        ref=reg.ref("m/c:2"),
+        kind="checkpoint",
+        lineage=Lineage(parents=parents),
+    )
     stray = store.push(reg, source=_checkpoint(tmp_path / "c", 3), ref=reg.ref("m/c:3"), kind="checkpoint")
-    newest = store.push(reg, source=_checkpoint(tmp_path / "d", 4), ref=reg.ref("m/c:4"), kind="checkpoint",
-                        lineage=Lineage(parents=store.resolve_parents(reg, [("m/c:2", "resumed-from")])))
+    newest = store.push(
+        reg,
+        source=_checkpoint(tmp_path / "d", 4),
+        ref=reg.ref("m/c:4"),
+        kind="checkpoint",
+        lineage=Lineage(parents=store.resolve_parents(reg, [("m/c:2", "resumed-from")])),
+    )
     root = reg.root()
     kept_blobs = {f.digest for r in ("m/c:1", "m/c:2", "m/c:4") for f in show(reg, ref=reg.ref(r)).files}
     stray_only = {f.digest for f in show(reg, ref=reg.ref("m/c:3")).files} - kept_blobs

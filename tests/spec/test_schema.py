@@ -69,9 +69,7 @@ def test_there_are_examples() -> None:
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
-def test_every_example_validates_against_the_schema(
-    validator: Draft202012Validator, path: Path
-) -> None:
+def test_every_example_validates_against_the_schema(validator: Draft202012Validator, path: Path) -> None:
     document = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert _errors(validator, document) == []
     assert check_manifest(path).ok
@@ -85,9 +83,7 @@ def initialised(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory / "trainops.yaml"
 
 
-def test_init_output_validates_against_the_schema(
-    validator: Draft202012Validator, initialised: Path
-) -> None:
+def test_init_output_validates_against_the_schema(validator: Draft202012Validator, initialised: Path) -> None:
     document = yaml.safe_load(initialised.read_text(encoding="utf-8"))
     assert _errors(validator, document) == []
 
@@ -116,9 +112,7 @@ def test_unknown_key_fails_schema_validation_too(
     assert any(tuple(e.absolute_path) == where or key in e.message for e in errors), errors
 
 
-def test_schema_and_trainops_agree_on_a_wrong_value(
-    validator: Draft202012Validator, initialised: Path
-) -> None:
+def test_schema_and_trainops_agree_on_a_wrong_value(validator: Draft202012Validator, initialised: Path) -> None:
     document = yaml.safe_load(initialised.read_text(encoding="utf-8"))
     document["spec"]["train"]["scheduler"] = "k8s"
     assert _errors(validator, document)

@@ -39,7 +39,7 @@ def _debug() -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; map every error to a one-line message and a documented exit code."""
     try:
-        cli.main(args=argv, prog_name="trainops", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="trainops", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         return 130
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             err=True,
         )
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def entrypoint() -> None:

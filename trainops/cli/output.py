@@ -23,9 +23,7 @@ output_option = click.option(
 
 def manifest_options(func: F) -> F:
     """-f FILE and --env ENV, the two options of every command that reads trainops.yaml."""
-    func = click.option(
-        "--env", "env", metavar="ENV", default=None, help="Apply this environment's overlay."
-    )(func)
+    func = click.option("--env", "env", metavar="ENV", default=None, help="Apply this environment's overlay.")(func)
     func = click.option(
         "-f",
         "--file",

@@ -16,7 +16,11 @@ def _registry_options(func: Any) -> Any:
     func = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")(func)
     func = click.option("--env", "env", metavar="ENV", default=None, help="Environment overlay of trainops.yaml.")(func)
     func = click.option(
-        "-f", "--file", "file", default=None, metavar="FILE",
+        "-f",
+        "--file",
+        "file",
+        default=None,
+        metavar="FILE",
         help="trainops.yaml whose spec.registry completes short references (default: ./trainops.yaml if present).",
     )(func)
     return func
@@ -73,9 +77,19 @@ def _size(n: int) -> str:
 @_registry_options
 @output_option
 def push(
-    path: Path, ref: str, kind: str, parents: tuple[str, ...], annotations: tuple[str, ...],
-    step: int | None, metrics: tuple[str, ...], run_id: str | None, jobs: int | None,
-    file: str | None, env: str | None, insecure: bool, output: str,
+    path: Path,
+    ref: str,
+    kind: str,
+    parents: tuple[str, ...],
+    annotations: tuple[str, ...],
+    step: int | None,
+    metrics: tuple[str, ...],
+    run_id: str | None,
+    jobs: int | None,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
 ) -> None:
     """Push PATH (a file or a directory tree) as an artifact to REF; print its digest."""
     from trainops.cli.progress import transfer_progress
@@ -100,15 +114,27 @@ def push(
         )
         with transfer_progress(output == "text") as progress:
             result = store.push(
-                registries, source=path, ref=registries.ref(ref), kind=kind, lineage=lineage,
-                annotations=_pairs(annotations, "--annotation"), jobs=jobs, progress=progress,
+                registries,
+                source=path,
+                ref=registries.ref(ref),
+                kind=kind,
+                lineage=lineage,
+                annotations=_pairs(annotations, "--annotation"),
+                jobs=jobs,
+                progress=progress,
             )
     if output == "json":
-        echo_json({
-            "ref": str(result.ref), "digest": result.digest, "files": result.files,
-            "bytesTotal": result.bytes_total, "bytesSent": result.bytes_sent,
-            "blobsSkipped": result.blobs_skipped, "seconds": round(result.seconds, 3),
-        })
+        echo_json(
+            {
+                "ref": str(result.ref),
+                "digest": result.digest,
+                "files": result.files,
+                "bytesTotal": result.bytes_total,
+                "bytesSent": result.bytes_sent,
+                "blobsSkipped": result.blobs_skipped,
+                "seconds": round(result.seconds, 3),
+            }
+        )
         return
     click.echo(
         f"pushed {result.files} file(s), {_size(result.bytes_total)} "
@@ -125,7 +151,9 @@ def push(
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
 @_registry_options
 @output_option
-def pull(ref: str, dest: Path, jobs: int | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+def pull(
+    ref: str, dest: Path, jobs: int | None, file: str | None, env: str | None, insecure: bool, output: str
+) -> None:
     """Pull the artifact REF into DEST; every file is verified before it appears."""
     from trainops.cli.progress import transfer_progress
     from trainops.registry import store
@@ -133,11 +161,17 @@ def pull(ref: str, dest: Path, jobs: int | None, file: str | None, env: str | No
     with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         result = store.pull(registries, ref=registries.ref(ref), dest=dest, jobs=jobs, progress=progress)
     if output == "json":
-        echo_json({
-            "ref": str(result.ref), "digest": result.digest, "dest": str(result.dest), "files": result.files,
-            "bytesTotal": result.bytes_total, "bytesReceived": result.bytes_received,
-            "seconds": round(result.seconds, 3),
-        })
+        echo_json(
+            {
+                "ref": str(result.ref),
+                "digest": result.digest,
+                "dest": str(result.dest),
+                "files": result.files,
+                "bytesTotal": result.bytes_total,
+                "bytesReceived": result.bytes_received,
+                "seconds": round(result.seconds, 3),
+            }
+        )
         return
     click.echo(f"pulled {len(result.files)} file(s), {_size(result.bytes_total)} into {dest} in {result.seconds:.2f}s")
 
@@ -147,16 +181,22 @@ def pull(ref: str, dest: Path, jobs: int | None, file: str | None, env: str | No
 @click.option("--up", "direction", flag_value="up", default=True, help="What REF came from (default).")
 @click.option("--down", "direction", flag_value="down", help="What came from REF.")
 @click.option("--both", "direction", flag_value="both", help="Both directions.")
-@click.option("--format", "fmt", type=click.Choice(["tree", "json", "mermaid", "dot"]), default="tree", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["tree", "json", "mermaid", "dot"]), default="tree", show_default=True
+)
 @click.option("--registry", "scan", default=None, metavar="URL", help="Registry to search for descendants.")
 @_registry_options
-def lineage(ref: str, direction: str, fmt: str, scan: str | None, file: str | None, env: str | None, insecure: bool) -> None:
+def lineage(
+    ref: str, direction: str, fmt: str, scan: str | None, file: str | None, env: str | None, insecure: bool
+) -> None:
     """Walk the lineage graph of REF, up to its origins or down to what came from it."""
     from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
 
     with _registries(file, env, insecure) as registries:
         graph = lineage_graph(
-            registries, ref=registries.ref(ref), direction=direction,  # type: ignore[arg-type]
+            registries,
+            ref=registries.ref(ref),
+            direction=direction,  # type: ignore[arg-type]
             scan=registries.root(scan) if scan else None,
         )
     if fmt == "json":
@@ -214,8 +254,12 @@ def show(ref: str, file: str | None, env: str | None, insecure: bool, output: st
     if output == "json":
         echo_json(info.as_dict())
         return
-    out = [f"{info.ref}", f"  kind:     {info.kind} ({info.artifact_type or info.media_type})",
-           f"  created:  {info.created or '-'}", f"  size:     {_size(info.size)} in {len(info.files)} file(s)"]
+    out = [
+        f"{info.ref}",
+        f"  kind:     {info.kind} ({info.artifact_type or info.media_type})",
+        f"  created:  {info.created or '-'}",
+        f"  size:     {_size(info.size)} in {len(info.files)} file(s)",
+    ]
     for key, value in info.lineage.items():
         if value not in ({}, [], None):
             out.append(f"  {key + ':':<9} {value}")
@@ -264,9 +308,16 @@ def copy(src: str, dst: str, jobs: int | None, file: str | None, env: str | None
     with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         result = store.copy(registries, src=registries.ref(src), dst=registries.ref(dst), jobs=jobs, progress=progress)
     if output == "json":
-        echo_json({"src": str(result.src), "dst": str(result.dst), "digest": result.digest,
-                   "blobsCopied": result.blobs_copied, "blobsSkipped": result.blobs_skipped,
-                   "bytesCopied": result.bytes_copied})
+        echo_json(
+            {
+                "src": str(result.src),
+                "dst": str(result.dst),
+                "digest": result.digest,
+                "blobsCopied": result.blobs_copied,
+                "blobsSkipped": result.blobs_skipped,
+                "bytesCopied": result.bytes_copied,
+            }
+        )
         return
     click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there)")
 
@@ -291,8 +342,10 @@ def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, outp
         click.echo(f"- {change.path}")
     for change in result.modified:
         click.echo(f"M {change.path}")
-    click.echo(f"{len(result.added)} added, {len(result.removed)} removed, {len(result.modified)} modified, "
-               f"{result.unchanged} unchanged ({_size(result.bytes_shared)} shared)")
+    click.echo(
+        f"{len(result.added)} added, {len(result.removed)} removed, {len(result.modified)} modified, "
+        f"{result.unchanged} unchanged ({_size(result.bytes_shared)} shared)"
+    )
 
 
 @registry.command("rm")
@@ -313,11 +366,21 @@ def rm(ref: str, file: str | None, env: str | None, insecure: bool, output: str)
 
 @registry.command("gc")
 @click.argument("url", required=False)
-@click.option("--keep-last", type=click.IntRange(0), default=None, help="Keep only the newest N tagged artifacts per repository.")
+@click.option(
+    "--keep-last", type=click.IntRange(0), default=None, help="Keep only the newest N tagged artifacts per repository."
+)
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 @_registry_options
 @output_option
-def gc(url: str | None, keep_last: int | None, dry_run: bool, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+def gc(
+    url: str | None,
+    keep_last: int | None,
+    dry_run: bool,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
     """Remove artifacts and blobs that no kept artifact needs (parents are always kept)."""
     from trainops.registry.gc import collect
 
@@ -331,8 +394,10 @@ def gc(url: str | None, keep_last: int | None, dry_run: bool, file: str | None, 
         click.echo(f"{verb} {name}")
     for note in result.notes:
         click.echo(f"note: {note}")
-    click.echo(f"{verb} {len(result.removed_manifests)} artifact(s), {result.removed_blobs} blob(s), "
-               f"{_size(result.bytes_freed)}; kept {result.kept}")
+    click.echo(
+        f"{verb} {len(result.removed_manifests)} artifact(s), {result.removed_blobs} blob(s), "
+        f"{_size(result.bytes_freed)}; kept {result.kept}"
+    )
 
 
 COMMANDS = (push, pull, lineage, registry)

@@ -30,7 +30,10 @@ class Plan:
     stages: list[StagePlan]
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        for stage in out["stages"]:
+            stage["runsOn"] = stage.pop("runs_on")
+        return out
 
 
 def repository(spec: PipelineSpec, pipeline: str, kind: str, override: str | None = None) -> str:
@@ -39,7 +42,8 @@ def repository(spec: PipelineSpec, pipeline: str, kind: str, override: str | Non
 
 
 def _train_runs_on(train: TrainSpec) -> str:
-    shape = f"{train.nodes} node{'s' if train.nodes != 1 else ''} × {train.gpus_per_node} GPU"
+    gpus = train.gpus_per_node
+    shape = f"{train.nodes} node{'s' if train.nodes != 1 else ''} × {gpus} GPU{'s' if gpus != 1 else ''}"
     queue = f" queue {train.queue}" if train.queue else ""
     where = {
         "volcano": f"Volcano Job{queue}",

@@ -132,9 +132,9 @@ def config_blob(kind: str, created: str, lineage: Lineage, layers: list[Descript
     if kind == "model":
         body = {
             "descriptor": {"createdAt": created, **({"revision": lineage.git_commit} if lineage.git_commit else {})},
-            "config": {"format": "safetensors"} if any(
-                layer.annotations.get(media.A_FILEPATH, "").endswith(".safetensors") for layer in layers
-            ) else {},
+            "config": {"format": "safetensors"}
+            if any(layer.annotations.get(media.A_FILEPATH, "").endswith(".safetensors") for layer in layers)
+            else {},
             "modelfs": {"type": "layers", "diffIds": [layer.digest for layer in layers]},
         }
         return canonical_json(body), media.MODEL_CONFIG

@@ -42,7 +42,9 @@ class Registries:
 
         url = text or self.default_registry
         if url is None:
-            raise InputError("no registry given", hint="pass a registry URL, or run where trainops.yaml sets spec.registry")
+            raise InputError(
+                "no registry given", hint="pass a registry URL, or run where trainops.yaml sets spec.registry"
+            )
         return parse_registry(url, base_dir=self.base_dir)
 
     def backend(self, where: Reference | RegistryRoot) -> Backend:

@@ -8,6 +8,7 @@ if it cannot be opened, digests are simply computed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
@@ -82,16 +83,16 @@ class DigestCache:
         after = path.stat()
         db = self._db()
         if db is None or (after.st_size, after.st_mtime_ns, after.st_ino) != (
-            before.st_size, before.st_mtime_ns, before.st_ino
+            before.st_size,
+            before.st_mtime_ns,
+            before.st_ino,
         ):
             return
-        try:
+        with contextlib.suppress(sqlite3.Error):
             db.execute(
                 "INSERT OR REPLACE INTO digests VALUES (?, ?, ?, ?, ?, ?)",
                 (before.st_dev, before.st_ino, str(path.resolve()), before.st_size, before.st_mtime_ns, digest),
             )
-        except sqlite3.Error:
-            pass
 
     def digest(self, path: Path) -> tuple[str, int]:
         """(sha256 digest, size) of a file, from the cache when the file is unchanged."""

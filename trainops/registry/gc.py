@@ -53,7 +53,9 @@ def collect(
     roots: set[str] = set()
     repos = sorted({ref.repository for ref, _, _ in scanned})
     for repo in repos:
-        tagged = [(p, tags[(repo, p.digest)]) for r, p, _ in scanned if r.repository == repo and (repo, p.digest) in tags]
+        tagged = [
+            (p, tags[(repo, p.digest)]) for r, p, _ in scanned if r.repository == repo and (repo, p.digest) in tags
+        ]
         tagged.sort(key=lambda item: (item[0].created or "", max(item[1])), reverse=True)
         keep = tagged if keep_last is None else tagged[:keep_last]
         roots.update(p.digest for p, _ in keep)

@@ -81,8 +81,13 @@ def _cached_manifest(registries: Registries, ref: Reference, digest: str) -> Man
 def _node(parsed: ParsedManifest, shown: str) -> Node:
     lineage = parsed.lineage()
     return Node(
-        digest=parsed.digest, ref=shown, kind=parsed.kind, created=parsed.created,
-        step=lineage.step, metrics=dict(lineage.metrics), git_commit=lineage.git_commit,
+        digest=parsed.digest,
+        ref=shown,
+        kind=parsed.kind,
+        created=parsed.created,
+        step=lineage.step,
+        metrics=dict(lineage.metrics),
+        git_commit=lineage.git_commit,
     )
 
 
@@ -102,7 +107,11 @@ def _walk_up(registries: Registries, graph: Graph, start: Reference, parsed: Par
             graph.edges.append(Edge(current.digest, digest, relation))
             if digest in graph.nodes:
                 continue
-            parent_ref = registries.ref(text).with_tag(None).with_digest(digest) if text else ref.with_tag(None).with_digest(digest)
+            parent_ref = (
+                registries.ref(text).with_tag(None).with_digest(digest)
+                if text
+                else ref.with_tag(None).with_digest(digest)
+            )
             try:
                 manifest = _cached_manifest(registries, parent_ref, digest)
             except NotFoundError:

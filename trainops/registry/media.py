@@ -46,8 +46,22 @@ A_KIND = "dev.trainops.kind"
 A_LINEAGE = "dev.trainops.lineage"
 A_FILE_MODE = "dev.trainops.file.mode"
 
-_WEIGHTS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.ckpt", "*.gguf", "*.onnx", "*.npy",
-            "*.npz", "*.h5", "*.msgpack", "*.distcp", "*.tflite", "*.mlmodel")
+_WEIGHTS = (
+    "*.safetensors",
+    "*.bin",
+    "*.pt",
+    "*.pth",
+    "*.ckpt",
+    "*.gguf",
+    "*.onnx",
+    "*.npy",
+    "*.npz",
+    "*.h5",
+    "*.msgpack",
+    "*.distcp",
+    "*.tflite",
+    "*.mlmodel",
+)
 _DOCS = ("README*", "*.md", "LICENSE*", "NOTICE*", "*.rst")
 _CODE = ("*.py", "*.sh", "*.ipynb")
 _DATA = ("*.parquet", "*.arrow", "*.jsonl", "*.tfrecord", "*.csv", "*.tar", "*.idx")

@@ -132,7 +132,9 @@ def parse_registry(url: str, *, base_dir: Path | None = None) -> RegistryRoot:
     """A registry URL (`spec.registry`, or the argument of `registry ls`)."""
     scheme, sep, rest = url.partition("://")
     if not sep:
-        raise InputError(f"{url!r} is not a registry URL", hint="use file://PATH, oci://HOST/NAMESPACE or s3://BUCKET/PREFIX")
+        raise InputError(
+            f"{url!r} is not a registry URL", hint="use file://PATH, oci://HOST/NAMESPACE or s3://BUCKET/PREFIX"
+        )
     scheme_, location, path = _registry_parts(url, scheme, rest)
     if scheme_ == "file":
         return RegistryRoot("file", "", _file_dir(url, path, base_dir))
@@ -141,9 +143,7 @@ def parse_registry(url: str, *, base_dir: Path | None = None) -> RegistryRoot:
     return RegistryRoot(scheme_, location, path)
 
 
-def parse_reference(
-    text: str, *, default_registry: str | None = None, base_dir: Path | None = None
-) -> Reference:
+def parse_reference(text: str, *, default_registry: str | None = None, base_dir: Path | None = None) -> Reference:
     """Parse a reference; one without a scheme is completed by default_registry."""
     text = text.strip()
     scheme, sep, rest = text.partition("://")

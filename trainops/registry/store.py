@@ -87,8 +87,12 @@ class PushResult:
 
 
 def _upload_missing(
-    backend: Backend, repo: str, sources: list[BlobSource], names: dict[str, str],
-    progress: ProgressSink, jobs: int,
+    backend: Backend,
+    repo: str,
+    sources: list[BlobSource],
+    names: dict[str, str],
+    progress: ProgressSink,
+    jobs: int,
 ) -> tuple[int, int]:
     """Upload the blobs the repository lacks. Returns (bytes sent, blobs skipped)."""
 
@@ -165,7 +169,7 @@ def push(
     layers: list[Descriptor] = []
     sources: dict[str, BlobSource] = {}
     names: dict[str, str] = {}
-    for entry, (digest, size) in zip(files, digests):
+    for entry, (digest, size) in zip(files, digests, strict=True):
         layers.append(layer_descriptor(_sized(entry, size), digest, kind))
         sources.setdefault(digest, BlobSource(digest=digest, size=size, path=entry.path))
         names.setdefault(digest, entry.relpath)
@@ -206,7 +210,7 @@ def _sized(entry: FileEntry, size: int) -> FileEntry:
 
 def _check_unchanged(files: list[FileEntry], digests: list[tuple[str, int]]) -> None:
     """A file that changed while it was pushed would make the manifest lie: refuse."""
-    for entry, (_, size) in zip(files, digests):
+    for entry, (_, size) in zip(files, digests, strict=True):
         st = entry.path.stat()
         if st.st_size != size or st.st_mtime != entry.mtime:
             raise InputError(
@@ -357,8 +361,13 @@ def _blobs_of(parsed: ParsedManifest) -> list[Descriptor]:
 
 
 def _copy_manifest(
-    registries: Registries, src: Reference, dst: Reference, manifest: ManifestData,
-    progress: ProgressSink, jobs: int, tag: str | None,
+    registries: Registries,
+    src: Reference,
+    dst: Reference,
+    manifest: ManifestData,
+    progress: ProgressSink,
+    jobs: int,
+    tag: str | None,
 ) -> tuple[int, int, int]:
     parsed = parse_manifest(manifest)
     copied = skipped = nbytes = 0
@@ -409,8 +418,9 @@ def copy(
     copied, skipped, nbytes = _copy_manifest(
         registries, found.ref, dst, found.manifest, progress or NullProgress(), jobs or default_jobs(dst), tag
     )
-    return CopyResult(found.ref, dst.with_tag(tag).with_digest(found.manifest.digest), found.manifest.digest,
-                      copied, skipped, nbytes)
+    return CopyResult(
+        found.ref, dst.with_tag(tag).with_digest(found.manifest.digest), found.manifest.digest, copied, skipped, nbytes
+    )
 
 
 def tag(registries: Registries, *, src: Reference, dst: Reference) -> CopyResult:

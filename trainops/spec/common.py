@@ -71,8 +71,7 @@ def _registry_url(value: str) -> str:
     scheme, sep, rest = value.partition("://")
     if not sep or scheme not in REGISTRY_SCHEMES or not rest:
         raise ValueError(
-            f"{value!r} is not a registry URL; use file://PATH, oci://HOST/NAMESPACE or "
-            "s3://BUCKET/PREFIX"
+            f"{value!r} is not a registry URL; use file://PATH, oci://HOST/NAMESPACE or s3://BUCKET/PREFIX"
         )
     if scheme == "s3" and len(rest.split("/", 1)[0]) < 3:
         raise ValueError(f"{value!r}: an S3 bucket name has at least 3 characters")

@@ -81,10 +81,17 @@ def _read_bounded(path: Path, shown: str) -> bytes:
         data = fh.read(MAX_BYTES + 1)
         if len(data) > MAX_BYTES:
             size = max(os.fstat(fh.fileno()).st_size, len(data))
-            raise ManifestError([Problem(
-                shown, 1, 1, "",
-                f"file is {size / 1e6:.1f} MB; a manifest may be at most {MAX_BYTES // 2**20} MiB",
-            )])
+            raise ManifestError(
+                [
+                    Problem(
+                        shown,
+                        1,
+                        1,
+                        "",
+                        f"file is {size / 2**20:.1f} MiB; a manifest may be at most {MAX_BYTES // 2**20} MiB",
+                    )
+                ]
+            )
     return data
 
 
@@ -120,8 +127,10 @@ def _with_env(data: YMap, env: str, shown: str) -> YMap:
     names = _environment_names(data)
     if env not in names:
         close = difflib.get_close_matches(env, names, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else (
-            f"defined: {', '.join(names)}" if names else "this manifest defines no environments"
+        hint = (
+            f"did you mean {close[0]!r}?"
+            if close
+            else (f"defined: {', '.join(names)}" if names else "this manifest defines no environments")
         )
         raise NotFoundError(f"environment {env!r} is not defined in {shown}", hint=hint)
     overlay = data["environments"][env]
@@ -165,17 +174,22 @@ def check_manifest(path: Path, *, env: str | None = None) -> CheckReport:
     data, problems = read_manifest(path)
     report = CheckReport(path=path)
     targets: list[str | None] = [env] if env else [None, *_environment_names(data)]
-    # An overlay's mistake is found twice (in environments and in the merged spec): once is enough.
+    # An overlay's mistake is found twice (in environments and in the merged spec), and a
+    # base mistake the overlay leaves alone is found again in every environment: once is enough.
     seen = {(p.line, p.column, p.message) for p in problems}
+    base_errors: set[tuple[str, str]] = set()
     for target in targets:
         effective = _with_env(data, target, shown) if target else data
         _, found = _validate(effective, shown, target)
         for problem in found:
             key = (problem.line, problem.column, problem.message)
-            if key not in seen:
-                seen.add(key)
-                problems.append(problem)
+            if key in seen or (target and (problem.path, problem.message) in base_errors):
+                continue
+            seen.add(key)
+            problems.append(problem)
         if target:
             report.environments.append(target)
+        else:
+            base_errors = {(p.path, p.message) for p in found}
     report.problems = sorted(problems, key=lambda p: (p.line, p.column, p.env or ""))
     return report

@@ -104,6 +104,8 @@ _TIDY = (
     (re.compile(r"^(Input|String|List|Dictionary|Value) should"), "should"),
     (re.compile(r" after validation, not \d+$"), ""),
     (re.compile(r", unable to parse string as an? \w+$"), ""),
+    (re.compile(r"should be a valid dictionary or instance of \w+"), "should be a mapping"),
+    (re.compile(r"should be a valid list"), "should be a list"),
 )
 
 
@@ -117,9 +119,7 @@ def _message(error: dict[str, Any]) -> tuple[str, str]:
         msg = regex.sub(replacement, msg)
     value = error.get("input")
     got = ""
-    if kind not in ("value_error", "assertion_error", "missing") and isinstance(
-        value, (str, int, float, bool)
-    ):
+    if kind not in ("value_error", "assertion_error", "missing") and isinstance(value, (str, int, float, bool)):
         shown = repr(value)
         got = f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
     return msg, got
@@ -145,7 +145,8 @@ def problems_from_validation(
         else:
             msg, got = _message(error)
             container = isinstance(node, (YMap, YSeq))
-            mark = key_mark if container else value_mark
+            is_key = bool(loc) and loc[-1] == "[key]"
+            mark = key_mark if container or is_key else value_mark
             path = format_path(found)
         slot = (path, mark.line, mark.column)
         msgs, _ = merged.setdefault(slot, ([], got))

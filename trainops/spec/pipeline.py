@@ -108,9 +108,7 @@ class PipelineSpec(StrictModel):
         if self.release is not None and self.release.source == "best" and self.train is not None:
             keep = self.train.checkpoint.keep
             if not keep.metric:
-                raise ValueError(
-                    "release.source best needs train.checkpoint.keep.metric to rank checkpoints"
-                )
+                raise ValueError("release.source best needs train.checkpoint.keep.metric to rank checkpoints")
         if self.rollout is not None and self.release is None and self.rollout.model is None:
             raise ValueError("rollout has nothing to serve: add a release section or set rollout.model")
         names = [t.name for t in self.tenants]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -23,7 +24,7 @@ class Canary(StrictModel):
     @model_validator(mode="after")
     def _rising(self) -> Canary:
         weights = [s.weight for s in self.steps]
-        if any(b < a for a, b in zip(weights, weights[1:])):
+        if any(b < a for a, b in pairwise(weights)):
             raise ValueError(f"canary weights must not decrease: {weights}")
         return self
 

@@ -132,9 +132,7 @@ class FaultTolerance(StrictModel):
     """What happens when a pod or node fails."""
 
     max_retry: int = Field(3, ge=0, description="Restarts before the job is failed.")
-    restart_on: list[VolcanoEvent] = Field(
-        default_factory=lambda: ["PodEvicted", "PodFailed"], min_length=1
-    )
+    restart_on: list[VolcanoEvent] = Field(default_factory=lambda: ["PodEvicted", "PodFailed"], min_length=1)
     action: Literal["RestartJob", "RestartTask", "RestartPod", "AbortJob", "TerminateJob"] = "RestartJob"
     hang_timeout: Duration = Field("30m", description="NCCL heartbeat timeout before a hung job is killed.")
 
@@ -158,9 +156,7 @@ class CheckpointPolicy(StrictModel):
     dir: AbsolutePath = Field("/ckpt", description="Where the training writes checkpoints.")
     layout: Literal["auto", "trainops", "huggingface", "megatron", "deepspeed"] = "auto"
     keep: Retention = Field(default_factory=Retention)
-    resume: str = Field(
-        "latest", min_length=1, description="latest, none, or a checkpoint reference to start from."
-    )
+    resume: str = Field("latest", min_length=1, description="latest, none, or a checkpoint reference to start from.")
     repository: str | None = Field(None, description="Default: <registry>/<name>/checkpoints.")
 
 
@@ -266,13 +262,9 @@ TAG_PLACEHOLDERS = ("step", "commit", "run", "date")
 class ReleaseSpec(StrictModel):
     """Publishing a checkpoint that passed its gates as a model."""
 
-    source: str = Field(
-        "best", min_length=1, description="best, latest, or a checkpoint reference to release."
-    )
+    source: str = Field("best", min_length=1, description="best, latest, or a checkpoint reference to release.")
     repository: str | None = Field(None, description="Default: <registry>/<name>/model.")
-    tag: str = Field(
-        "step-{step}", pattern=_TAG_TEMPLATE, description="Tag template; {step} {commit} {run} {date}."
-    )
+    tag: str = Field("step-{step}", pattern=_TAG_TEMPLATE, description="Tag template; {step} {commit} {run} {date}.")
     require_gates: bool = Field(True, description="Refuse to release a checkpoint that failed a gate.")
     include: list[str] = Field(
         default_factory=lambda: ["*.safetensors", "*.json"], description="Files of the checkpoint in the model."

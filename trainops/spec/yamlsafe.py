@@ -122,7 +122,7 @@ def _tagged_scalar(event: Any) -> Any:
         return value
     resolved = resolve_plain(value)
     expected = {"int": int, "float": (float, int), "bool": bool, "null": type(None)}[kind]
-    if isinstance(resolved, bool) and kind != "bool" or not isinstance(resolved, expected):
+    if (isinstance(resolved, bool) and kind != "bool") or not isinstance(resolved, expected):
         raise YamlProblem(mark, f"{value!r} is not a valid !!{kind}")
     return float(resolved) if kind == "float" else resolved
 
@@ -149,8 +149,7 @@ class _Builder:
         if self.nodes > MAX_NODES:
             raise YamlProblem(
                 mark,
-                f"document expands to more than {MAX_NODES} nodes (an alias bomb?); "
-                "a manifest needs far fewer",
+                f"document expands to more than {MAX_NODES} nodes (an alias bomb?); a manifest needs far fewer",
             )
 
     def _add(self, value: Any, mark: Mark) -> None:
@@ -263,15 +262,14 @@ def load_yaml_mapping(raw: bytes) -> LoadResult:
     if len(raw) > MAX_BYTES:
         raise YamlProblem(
             Mark(1, 1),
-            f"file is {len(raw) / 1e6:.1f} MB; a manifest may be at most {MAX_BYTES // 2**20} MiB",
+            f"file is {len(raw) / 2**20:.1f} MiB; a manifest may be at most {MAX_BYTES // 2**20} MiB",
         )
+    body = raw[3:] if raw.startswith(b"\xef\xbb\xbf") else raw
     try:
-        text = raw.decode("utf-8-sig")
+        text = body.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise YamlProblem(
-            _position_of(raw[: err.start].decode("utf-8", "replace"), err.start),
-            "file is not valid UTF-8 text",
-        ) from None
+        prefix = body[: err.start].decode("utf-8")
+        raise YamlProblem(_position_of(prefix, len(prefix)), "file is not valid UTF-8 text") from None
     if "\x00" in text:
         raise YamlProblem(_position_of(text, text.index("\x00")), "file contains a NUL byte; not YAML text")
     builder = _Builder()
@@ -289,6 +287,7 @@ def load_yaml_mapping(raw: bytes) -> LoadResult:
     if root is None:
         raise YamlProblem(Mark(1, 1), "the file is empty; a manifest is a YAML mapping")
     if not isinstance(root, YMap):
-        kind = "a list" if isinstance(root, list) else f"a {type(root).__name__} scalar"
+        names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+        kind = "a list" if isinstance(root, list) else names.get(type(root), "a scalar")
         raise YamlProblem(Mark(1, 1), f"expected a YAML mapping at the top, found {kind}")
     return LoadResult(data=root, duplicates=builder.duplicates)

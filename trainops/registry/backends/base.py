@@ -158,9 +158,7 @@ class Backend(ABC):
     def open_blob(self, repo: str, digest: str) -> AbstractContextManager[BinaryIO]:
         """A readable stream of a blob (not verified: callers that copy verify on write)."""
 
-    def ingest_file(
-        self, repo: str, path: Path, progress: Progress = no_progress
-    ) -> tuple[str, int, bool] | None:
+    def ingest_file(self, repo: str, path: Path, progress: Progress = no_progress) -> tuple[str, int, bool] | None:
         """Store a local file whose digest is not known yet, hashing it in the same pass.
 
         Returns (digest, size, whether the blob was new), or None when the backend cannot (it needs the digest first:

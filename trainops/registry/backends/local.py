@@ -80,7 +80,9 @@ class LocalBackend(Backend):
             if not (path / "index.json").exists():
                 self._write_index(path, [])
             if not (path / "oci-layout").exists():
-                _atomic_write(path / "oci-layout", json.dumps({"imageLayoutVersion": media.OCI_LAYOUT_VERSION}).encode())
+                _atomic_write(
+                    path / "oci-layout", json.dumps({"imageLayoutVersion": media.OCI_LAYOUT_VERSION}).encode()
+                )
         return path
 
     @contextlib.contextmanager
@@ -139,9 +141,7 @@ class LocalBackend(Backend):
         finally:
             tmp.unlink(missing_ok=True)
 
-    def ingest_file(
-        self, repo: str, path: Path, progress: Progress = no_progress
-    ) -> tuple[str, int, bool] | None:
+    def ingest_file(self, repo: str, path: Path, progress: Progress = no_progress) -> tuple[str, int, bool] | None:
         """Copy and hash in one pass (hashing on a second thread), then rename into place."""
         tmp = self._tmp(repo)
         try:

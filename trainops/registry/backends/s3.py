@@ -159,15 +159,20 @@ class S3Backend(Backend):
             }
         )
         with suppress(ConditionFailed):
-            self.ops.call(
-                "put_object",
-                self._key(repo, MARKER),
-                Body=marker,
-                ContentType="application/json",
-                IfNoneMatch="*",
-            )
+            self._put_small(self._key(repo, MARKER), marker, "application/json", IfNoneMatch="*")
         with self._lock:
             self._repos.add(repo)
+
+    def _put_small(self, key: str, body: bytes, content_type: str, **condition: str) -> None:
+        """PutObject of a small JSON object, conditional when asked (ConditionFailed if lost)."""
+        try:
+            self.ops.call("put_object", key, Body=body, ContentType=content_type, **condition)
+        except Unsupported:
+            if not condition:
+                raise
+            # An S3-compatible server without conditional writes: a plain PUT is still atomic
+            # (readers see the old or the new object), but the last writer wins unchecked.
+            self.ops.call("put_object", key, Body=body, ContentType=content_type)
 
     def _require_repo(self, repo: str) -> None:
         """NotFoundError naming what is missing: the repository, or the bucket itself."""
@@ -308,21 +313,9 @@ class S3Backend(Backend):
             current = self._read_tag(key)
             try:
                 if current is None:
-                    self.ops.call(
-                        "put_object",
-                        key,
-                        Body=body,
-                        ContentType=DESCRIPTOR_MEDIA_TYPE,
-                        IfNoneMatch="*",
-                    )
+                    self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfNoneMatch="*")
                 elif current[0] != body:
-                    self.ops.call(
-                        "put_object",
-                        key,
-                        Body=body,
-                        ContentType=DESCRIPTOR_MEDIA_TYPE,
-                        IfMatch=current[1],
-                    )
+                    self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfMatch=current[1])
                 return
             except (ConditionFailed, KeyMissing):  # moved or deleted since we read it
                 _contention_pause(attempt)

@@ -26,7 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from trainops.errors import IntegrityError
+from trainops.errors import InputError, IntegrityError
 from trainops.registry.backends.base import BlobSource, Progress
 from trainops.registry.backends.s3_client import (
     KeyMissing,
@@ -162,11 +162,14 @@ def _integrity(what: str, digest: str, size: int, actual_digest: str, actual_siz
 
 
 class Transfers:
-    """Blob uploads and downloads of one backend, sharing its client, threads and memory budget."""
+    """Blob uploads and copies of one backend, sharing its client, threads and part buffers."""
 
     def __init__(self, ops: S3Ops, settings: TransferSettings) -> None:
         if settings.part_size < MIN_PART_SIZE:
-            raise ValueError(f"S3 part size must be at least {MIN_PART_SIZE} bytes")
+            raise InputError(
+                f"S3 part size {settings.part_size} is below S3's minimum of {MIN_PART_SIZE} bytes",
+                hint="use a part size of at least 5 MiB",
+            )
         self.ops = ops
         self.settings = settings
         self._buffers = PartBuffers(settings.max_concurrency + 1)  # one read ahead
