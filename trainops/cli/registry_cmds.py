@@ -105,9 +105,9 @@ def push(
     with _registries(file, env, insecure) as registries:
         git = git_state(path if path.is_dir() else path.parent)
         lineage = Lineage(
-            gitCommit=git.commit if git else None,
-            gitRepo=git.remote if git else None,
-            runId=run_id,
+            git_commit=git.commit if git else None,
+            git_repo=git.remote if git else None,
+            run_id=run_id,
             step=step,
             metrics=metric_values,
             parents=store.resolve_parents(registries, [(p, "parent") for p in parents]),

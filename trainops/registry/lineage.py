@@ -93,7 +93,7 @@ def _node(parsed: ParsedManifest, shown: str) -> Node:
 
 def _parents(parsed: ParsedManifest) -> list[tuple[str, str, str]]:
     """(digest, ref text, relation) of everything this artifact names as its origin."""
-    out = [(p.digest, p.ref, p.relation) for p in parsed.lineage().parents]
+    out: list[tuple[str, str, str]] = [(p.digest, p.ref, p.relation) for p in parsed.lineage().parents]
     if parsed.subject is not None:
         out.append((parsed.subject.digest, "", "describes"))
     return out

@@ -108,9 +108,16 @@ def _split_tag_digest(text: str, rest: str) -> tuple[str, str | None, str | None
     return head + slash + last, tag, digest
 
 
-def _registry_parts(text: str, scheme: str, rest: str) -> tuple[Scheme, str, str]:
-    if scheme not in SCHEMES:
-        raise _bad(text, f"unknown scheme {scheme!r}; use file://, oci:// or s3://")
+def _registry_parts(text: str, scheme_text: str, rest: str) -> tuple[Scheme, str, str]:
+    scheme: Scheme
+    if scheme_text == "oci":
+        scheme = "oci"
+    elif scheme_text == "s3":
+        scheme = "s3"
+    elif scheme_text == "file":
+        scheme = "file"
+    else:
+        raise _bad(text, f"unknown scheme {scheme_text!r}; use file://, oci:// or s3://")
     if scheme == "file":
         return "file", "", rest
     location, _, path = rest.partition("/")
@@ -118,7 +125,7 @@ def _registry_parts(text: str, scheme: str, rest: str) -> tuple[Scheme, str, str
         raise _bad(text, f"{location!r} is not a registry host[:port]")
     if scheme == "s3" and not _BUCKET_RE.match(location):
         raise _bad(text, f"{location!r} is not an S3 bucket name")
-    return scheme, location, path.strip("/")  # type: ignore[return-value]
+    return scheme, location, path.strip("/")
 
 
 def _file_dir(text: str, path: str, base_dir: Path | None) -> str:

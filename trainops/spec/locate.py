@@ -6,7 +6,7 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -109,7 +109,7 @@ _TIDY = (
 )
 
 
-def _message(error: dict[str, Any]) -> tuple[str, str]:
+def _message(error: Mapping[str, Any]) -> tuple[str, str]:
     """The readable message of one error, and the offending value shown as `(got …)`."""
     kind, msg = error["type"], str(error["msg"])
     pattern = (error.get("ctx") or {}).get("pattern")

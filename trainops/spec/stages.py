@@ -128,11 +128,14 @@ VolcanoEvent = Literal[
 ]
 
 
+_DEFAULT_RESTART_ON: list[VolcanoEvent] = ["PodEvicted", "PodFailed"]
+
+
 class FaultTolerance(StrictModel):
     """What happens when a pod or node fails."""
 
     max_retry: int = Field(3, ge=0, description="Restarts before the job is failed.")
-    restart_on: list[VolcanoEvent] = Field(default_factory=lambda: ["PodEvicted", "PodFailed"], min_length=1)
+    restart_on: list[VolcanoEvent] = Field(default_factory=lambda: _DEFAULT_RESTART_ON.copy(), min_length=1)
     action: Literal["RestartJob", "RestartTask", "RestartPod", "AbortJob", "TerminateJob"] = "RestartJob"
     hang_timeout: Duration = Field("30m", description="NCCL heartbeat timeout before a hung job is killed.")
 

@@ -121,10 +121,11 @@ def _tagged_scalar(event: Any) -> Any:
     if kind == "str":
         return value
     resolved = resolve_plain(value)
-    expected = {"int": int, "float": (float, int), "bool": bool, "null": type(None)}[kind]
-    if (isinstance(resolved, bool) and kind != "bool") or not isinstance(resolved, expected):
+    expected: dict[str, type | tuple[type, ...]] = {"int": int, "float": (float, int), "bool": bool, "null": type(None)}
+    if (isinstance(resolved, bool) and kind != "bool") or not isinstance(resolved, expected[kind]):
         raise YamlProblem(mark, f"{value!r} is not a valid !!{kind}")
-    return float(resolved) if kind == "float" else resolved
+    checked: Any = resolved
+    return float(checked) if kind == "float" else checked
 
 
 def _events(text: str) -> Iterator[Any]:
@@ -208,9 +209,9 @@ class _Builder:
         if isinstance(event, yaml.AliasEvent):
             if event.anchor not in self.anchors:
                 raise YamlProblem(mark, f"unknown alias *{event.anchor}")
-            value, size = self.anchors[event.anchor]
+            aliased, size = self.anchors[event.anchor]
             self._count(size, mark)
-            self._add(value, mark)
+            self._add(aliased, mark)
             return
         if isinstance(event, yaml.ScalarEvent):
             self._count(1, mark)

@@ -129,7 +129,7 @@ class LocalBackend(Backend):
         tmp = self._tmp(repo)
         try:
             with source.open() as src, tmp.open("wb") as out:
-                writer = DigestWriter(out, source.digest, source.size)  # type: ignore[arg-type]
+                writer = DigestWriter(out, source.digest, source.size)
                 for chunk in iter_file(src, COPY_CHUNK):
                     writer.write(chunk)
                     progress(len(chunk))
@@ -166,7 +166,7 @@ class LocalBackend(Backend):
             raise NotFoundError(f"blob {digest} is not in {repo}") from None
         try:
             with src, dest.open("wb") as out:
-                writer = DigestWriter(out, digest, None)  # type: ignore[arg-type]
+                writer = DigestWriter(out, digest, None)
                 for chunk in iter_file(src, COPY_CHUNK):
                     writer.write(chunk)
                     progress(len(chunk))
