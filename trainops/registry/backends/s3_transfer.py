@@ -75,12 +75,12 @@ class RemotePart:
     etag: str
     crc32: str | None
 
-    def holds(self, data: bytes | bytearray | memoryview, crc: str) -> bool:
+    def holds(self, data: bytes | bytearray | memoryview) -> bool:
         """True when this part has exactly these bytes (by CRC-32, else by MD5 ETag)."""
         if self.size != len(data):
             return False
         if self.crc32:
-            return self.crc32 == crc
+            return self.crc32 == crc32_b64(data)
         etag = self.etag.strip('"')
         return len(etag) == 32 and etag == hashlib.md5(data, usedforsecurity=False).hexdigest()
 
@@ -339,19 +339,18 @@ class Transfers:
                             read += got
                             if got != expected:
                                 break
-                            crc = crc32_b64(view)
                             kept = remote.get(number)
-                            if kept is not None and kept.holds(view, crc):
+                            if kept is not None and kept.holds(view):
                                 done[number] = {
                                     "PartNumber": number,
                                     "ETag": kept.etag,
-                                    "ChecksumCRC32": crc,
+                                    "ChecksumCRC32": crc32_b64(view),
                                 }
                                 progress(expected)
                                 continue
                             # botocore takes bytes or bytearray, not views: copy a short last part
                             body = buf if got == len(buf) else bytes(view)
-                        fut = pool.submit(self._put_part, key, upload_id, number, body, buf, crc)
+                        fut = pool.submit(self._put_part, key, upload_id, number, body, buf)
                         submitted = True
                         inflight[fut] = (expected, buf)
                     finally:
@@ -380,9 +379,9 @@ class Transfers:
         number: int,
         body: bytes | bytearray,
         buf: bytearray,
-        crc: str,
     ) -> dict[str, Any]:
         try:
+            crc = crc32_b64(body)  # here, in the part's thread: the reader only hashes
             resp = self.ops.call(
                 "upload_part",
                 key,
