@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from trainops import __version__
@@ -20,3 +21,68 @@ def pipeline_json_schema() -> dict[str, Any]:
         "description": f"trainops.yaml, as trainops {__version__} validates it.",
         **{k: v for k, v in schema.items() if k != "title"},
     }
+
+
+def _type_of(prop: dict[str, Any]) -> str:
+    if "$ref" in prop:
+        return f"[{prop['$ref'].rsplit('/', 1)[-1]}](#{prop['$ref'].rsplit('/', 1)[-1].lower()})"
+    if "anyOf" in prop:
+        kinds = [_type_of(p) for p in prop["anyOf"] if p.get("type") != "null"]
+        return " or ".join(dict.fromkeys(kinds))
+    if "enum" in prop:
+        return " \\| ".join(f"`{v}`" for v in prop["enum"])
+    if "const" in prop:
+        return f"`{prop['const']}`"
+    kind = prop.get("type", "any")
+    if kind == "array":
+        return f"list of {_type_of(prop.get('items', {}))}"
+    if kind == "object" and isinstance(prop.get("additionalProperties"), dict):
+        return f"map of {_type_of(prop['additionalProperties'])}"
+    return str(kind)
+
+
+def _default_of(name: str, prop: dict[str, Any], required: list[str]) -> str:
+    if name in required:
+        return "**required**"
+    if "default" in prop:
+        value = prop["default"]
+        return "" if value in (None, [], {}) else f"`{json.dumps(value)}`"
+    return ""
+
+
+def _table(title: str, model: dict[str, Any]) -> list[str]:
+    lines = [f"## {title}", ""]
+    if model.get("description"):
+        lines += [model["description"], ""]
+    lines += ["| field | type | default | description |", "| --- | --- | --- | --- |"]
+    required = model.get("required", [])
+    for name, prop in model.get("properties", {}).items():
+        text = (prop.get("description") or "").replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| `{name}` | {_type_of(prop)} | {_default_of(name, prop, required)} | {text} |")
+    return [*lines, ""]
+
+
+def manifest_reference_markdown() -> str:
+    """docs/manifest.md: every model of the schema as a table (generated; a test keeps it current)."""
+    schema = pipeline_json_schema()
+    lines = [
+        "# trainops.yaml reference",
+        "",
+        f"Generated from the models in `trainops/spec/` (`{API_VERSION}`); do not edit by hand —",
+        "regenerate with `python -m trainops.spec.schema`. `trainops schema` prints the same as",
+        "JSON Schema, for editors. Keys are camelCase; unknown keys are errors.",
+        "",
+        *_table("Pipeline", schema),
+    ]
+    for name, model in sorted(schema.get("$defs", {}).items()):
+        if model.get("type") == "object":
+            lines += _table(name, model)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    target = Path(__file__).resolve().parents[2] / "docs" / "manifest.md"
+    target.parent.mkdir(exist_ok=True)
+    target.write_text(manifest_reference_markdown())

@@ -266,6 +266,7 @@ class Transfers:
         self, key: str, source: BlobSource, progress: Progress, what: str, *, resume: bool
     ) -> None:
         upload_id, remote = self.pending(key) if resume else (None, {})
+        resumed = upload_id is not None
         if upload_id is None:
             created = self.ops.call(
                 "create_multipart_upload",
@@ -285,7 +286,8 @@ class Transfers:
             UploadId=upload_id,
             MultipartUpload={"Parts": parts},
         )
-        self._abort_others(key, upload_id)
+        if resumed:
+            self._abort_others(key, upload_id)
 
     def abort(self, key: str, upload_id: str) -> None:
         with contextlib.suppress(UploadMissing):
