@@ -11,6 +11,7 @@ import io
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -146,33 +147,48 @@ def push(
     jobs = jobs or default_jobs(ref)
     files = scan_tree(source)
     backend = registries.backend(ref)
+    claimed: set[str] = set()
+    claim_lock = threading.Lock()
 
-    def digest_of(entry: FileEntry) -> tuple[str, int, bool]:
-        """From the cache; else, where the backend can, store while hashing (one read).
+    def transfer(entry: FileEntry) -> _FileOutcome:
+        """One file, start to finish: its digest, then the blob unless the repository has it.
 
-        Returns (digest, size, whether this call stored a new blob)."""
+        Files run in parallel, so hashing one overlaps sending another. The digest comes
+        from the cache; else, where the backend can, the file is stored while it is hashed
+        (one read); else it is hashed, then sent if missing.
+        """
         cached = cache.lookup(entry.path)
-        if cached is not None:
-            return (*cached, False)
-        before = entry.path.stat()
-        ingested = backend.ingest_file(ref.repository, entry.path, progress.add(entry.relpath, before.st_size))
-        if ingested is None:
-            return (*cache.digest(entry.path), False)
-        cache.misses += 1
-        cache.remember(entry.path, ingested[0], before)
-        return ingested
+        if cached is None:
+            before = entry.path.stat()
+            ingested = backend.ingest_file(ref.repository, entry.path, progress.add(entry.relpath, before.st_size))
+            if ingested is not None:
+                cache.misses += 1
+                cache.remember(entry.path, ingested[0], before)
+                digest, size, new = ingested
+                with claim_lock:
+                    claimed.add(digest)
+                return _FileOutcome(digest, size, size if new else 0, not new)
+            digest, size = cache.digest(entry.path)
+        else:
+            digest, size = cached
+        with claim_lock:
+            first = digest not in claimed
+            claimed.add(digest)
+        if not first:  # another file of this push has the same content and sends it
+            return _FileOutcome(digest, size, 0, False)
+        source = BlobSource(digest=digest, size=size, path=entry.path)
+        if backend.blob_size(ref.repository, digest) == size:
+            return _FileOutcome(digest, size, 0, True)
+        backend.upload_blob(ref.repository, source, progress.add(entry.relpath, size))
+        return _FileOutcome(digest, size, size, False)
 
-    hashed = _parallel(digest_of, files, max(2, min(jobs, os.cpu_count() or 2)))
-    digests = [(digest, size) for digest, size, _ in hashed]
-    ingested_digests = {digest for digest, _, new in hashed if new}
-    sent = sum(size for digest, size, new in hashed if new)
-    layers: list[Descriptor] = []
-    sources: dict[str, BlobSource] = {}
-    names: dict[str, str] = {}
-    for entry, (digest, size) in zip(files, digests, strict=True):
-        layers.append(layer_descriptor(_sized(entry, size), digest, kind))
-        sources.setdefault(digest, BlobSource(digest=digest, size=size, path=entry.path))
-        names.setdefault(digest, entry.relpath)
+    outcomes = _parallel(transfer, files, jobs)
+    digests = [(o.digest, o.size) for o in outcomes]
+    sent = sum(o.sent for o in outcomes)
+    skipped = sum(o.skipped for o in outcomes)
+    layers = [
+        layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(files, outcomes, strict=True)
+    ]
     created = created_time(files)
     lineage = lineage or Lineage()
     config_bytes, config_type = config_blob(kind, created, lineage, layers)
@@ -186,10 +202,9 @@ def push(
         annotations=annotations or {},
         subject=subject,
     )
-    pending = [config_src, *(src for d, src in sources.items() if d not in ingested_digests)]
-    # (blobs ingested in this push are in place; the rest are checked and sent if missing)
-    uploaded, skipped = _upload_missing(backend, ref.repository, pending, names, progress, jobs)
-    sent += uploaded
+    config_sent, config_skipped = _upload_missing(backend, ref.repository, [config_src], {}, progress, 1)
+    sent += config_sent
+    skipped += config_skipped
     _check_unchanged(files, digests)
     backend.put_manifest(ref.repository, manifest, tag=ref.tag)
     return PushResult(
@@ -202,6 +217,14 @@ def push(
         cache_hits=cache.hits,
         seconds=time.monotonic() - started,
     )
+
+
+@dataclass(frozen=True)
+class _FileOutcome:
+    digest: str
+    size: int
+    sent: int
+    skipped: bool
 
 
 def _sized(entry: FileEntry, size: int) -> FileEntry:
