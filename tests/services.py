@@ -159,8 +159,15 @@ def _tail_suffix(path: Path | None) -> str:
 
 def _http_status(url: str, timeout: float = 2.0) -> int:
     """Status code of a GET (HTTP errors count as answers); raises if nothing answers."""
+    context = None
+    if url.startswith("https://"):  # readiness only: the test's own self-signed certificate
+        import ssl
+
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
             status: int = resp.status
             return status
     except urllib.error.HTTPError as exc:
@@ -251,7 +258,11 @@ class DistributionRegistry(_ManagedProcess):
         port: int | None = None,
         http_secret: str | None = "trainops-test-registry-secret",
         start_timeout: float = 30.0,
+        tls: tuple[Path, Path] | None = None,
+        htpasswd: Path | None = None,
     ) -> None:
+        self.tls = tls  # (certificate, key): serve HTTPS
+        self.htpasswd = htpasswd  # bcrypt htpasswd file: require Basic auth
         self.data_dir = Path(data_dir).resolve()
         self.port = port
         self.http_secret = http_secret
@@ -267,10 +278,13 @@ class DistributionRegistry(_ManagedProcess):
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}"
+        return f"{'https' if self.tls else 'http'}://{self.host}"
 
     def _write_config(self) -> None:
         secret = f"\n  secret: {self.http_secret}" if self.http_secret else ""
+        if self.tls:
+            secret += f"\n  tls:\n    certificate: {self.tls[0]}\n    key: {self.tls[1]}"
+        auth = f"auth:\n  htpasswd:\n    realm: trainops-test\n    path: {self.htpasswd}\n" if self.htpasswd else ""
         self.config_path.write_text(
             "version: 0.1\n"
             "log:\n  level: info\n"
@@ -278,7 +292,7 @@ class DistributionRegistry(_ManagedProcess):
             f"  filesystem:\n    rootdirectory: {self.data_dir}\n"
             "  delete:\n    enabled: true\n"
             "  maintenance:\n    uploadpurging:\n      enabled: false\n"
-            f"http:\n  addr: {self.host}{secret}\n"
+            f"http:\n  addr: {self.host}{secret}\n" + auth
         )
 
     def start(self) -> None:
@@ -294,7 +308,7 @@ class DistributionRegistry(_ManagedProcess):
             self._spawn([binary, "serve", str(self.config_path)])
             try:
                 wait_for(
-                    lambda: _http_status(f"{self.url}/v2/") == 200,
+                    lambda: _http_status(f"{self.url}/v2/") in ((401, 200) if self.htpasswd else (200,)),
                     timeout=self.start_timeout,
                     what=f"docker-registry on {self.host}",
                     proc=self.proc,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.registry.conftest import Target, make_tree
-from trainops.errors import InputError, NotFoundError
+from trainops.errors import InputError, NotFoundError, RemoteError
 from trainops.registry import store
 from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
@@ -121,6 +121,14 @@ def test_tag_rm_and_missing(target: Target, tmp_path: Path) -> None:
     pushed = store.push(reg, source=_checkpoint(tmp_path / "a", 1), ref=reg.ref("m/c:1"), kind="checkpoint")
     store.tag(reg, src=reg.ref("m/c:1"), dst=reg.ref("m/c:best"))
     assert store.resolve(reg, ref=reg.ref("m/c:best")).manifest.digest == pushed.digest
+    if target.scheme == "oci":
+        # Distribution 2.8 deletes manifests, not tags: removing one of two tags is refused
+        with pytest.raises(RemoteError, match="cannot remove tag 'best' alone"):
+            store.remove(reg, ref=reg.ref("m/c:best"))
+        store.remove(reg, ref=reg.ref(f"m/c@{pushed.digest}"))
+        with pytest.raises(NotFoundError):
+            store.resolve(reg, ref=reg.ref("m/c:best"))
+        return
     store.remove(reg, ref=reg.ref("m/c:best"))
     with pytest.raises(NotFoundError):
         store.resolve(reg, ref=reg.ref("m/c:best"))

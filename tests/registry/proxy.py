@@ -1,0 +1,94 @@
+"""A real fault-injecting HTTP reverse proxy on loopback, in front of a real registry.
+
+Faults: answer the next N requests with 503; cut the next response body after K bytes
+(the TCP connection is closed mid-stream, as a flaky network does).
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization"}
+
+
+class FaultProxy:
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream  # host:port
+        self.lock = threading.Lock()
+        self.fail_next = 0
+        self.cut_next_body_after: int | None = None
+        self.requests = 0
+        self.failures_served = 0
+        self.cuts_served = 0
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                return
+
+            def _handle(self) -> None:
+                with proxy.lock:
+                    proxy.requests += 1
+                    fail = proxy.fail_next > 0
+                    if fail:
+                        proxy.fail_next -= 1
+                        proxy.failures_served += 1
+                    cut = proxy.cut_next_body_after if self.command == "GET" and "/blobs/" in self.path else None
+                    if cut is not None:
+                        proxy.cut_next_body_after = None
+                        proxy.cuts_served += 1
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                if fail:
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                conn = http.client.HTTPConnection(proxy.upstream, timeout=60)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for key, value in resp.getheaders():
+                    if key.lower() in HOP or (key.lower() == "content-length" and self.command != "HEAD"):
+                        continue
+                    if key.lower() == "location" and value.startswith("http"):
+                        parts = urlsplit(value)
+                        value = value.replace(parts.netloc, proxy.host, 1)
+                    self.send_header(key, value)
+                if self.command != "HEAD":
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if cut is not None and self.command != "HEAD":
+                    self.wfile.write(data[:cut])
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                elif self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_POST = do_PATCH = do_DELETE = do_HEAD = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> FaultProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

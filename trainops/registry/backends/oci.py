@@ -1,0 +1,546 @@
+"""oci:// backend: the OCI Distribution API (Distribution, Harbor, ECR, …) over requests.
+
+- TLS unless the registry is marked insecure; CA bundles via REQUESTS_CA_BUNDLE/SSL_CERT_FILE.
+- Credentials from Docker's config.json; Basic and Bearer (token per scope) challenges.
+- Uploads stream the file in one PUT (the registry verifies the digest); a dropped upload
+  resumes from the offset the registry reports, a lost session starts over; 5xx, 429 and
+  dropped connections are retried with exponential backoff.
+- Downloads stream to disk while hashing, resume with Range, and are verified.
+- Referrers: the OCI 1.1 API where the registry has it, else the referrers tag schema
+  (`sha256-<hex>` → an image index), which trainops maintains on put_manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, BinaryIO
+from urllib.parse import urljoin
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from trainops.errors import IntegrityError, NotFoundError, RemoteError
+from trainops.registry import media
+from trainops.registry.backends.base import (
+    Backend,
+    BlobSource,
+    Descriptor,
+    DigestWriter,
+    ManifestData,
+    Progress,
+    no_progress,
+    sha256_digest,
+)
+from trainops.registry.backends.oci_auth import (
+    TokenCache,
+    basic_header,
+    fetch_token,
+    load_credentials,
+    parse_challenge,
+)
+from trainops.registry.reference import DIGEST_RE, RegistryRoot
+
+ACCEPT = ", ".join(media.MANIFEST_TYPES)
+ATTEMPTS = 6
+CHUNK = 1024 * 1024
+RETRY_STATUS = {429, 500, 502, 503, 504}
+
+
+class _Retry(Exception):
+    """A transient failure worth another attempt."""
+
+
+class _ProgressReader:
+    """A file object that reports what requests reads from it (for streaming PUT bodies)."""
+
+    def __init__(self, fh: BinaryIO, length: int, progress: Progress) -> None:
+        self.fh, self.length, self.progress = fh, length, progress
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.fh.read(CHUNK if size is None or size < 0 else min(size, CHUNK))
+        if data:
+            self.progress(len(data))
+        return data
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __iter__(self) -> Iterator[bytes]:
+        while chunk := self.read(CHUNK):
+            yield chunk
+
+
+class OCIBackend(Backend):
+    scheme = "oci"
+
+    def __init__(self, root: RegistryRoot, *, insecure: bool = False) -> None:
+        super().__init__(root)
+        self.host = root.location
+        self.base = f"{'http' if insecure else 'https'}://{self.host}"
+        self.insecure = insecure
+        self._local = threading.local()
+        self._tokens = TokenCache()
+        self._creds = load_credentials(self.host)
+        self._sessions: list[requests.Session] = []
+        self.page_size = 1000
+        self._lock = threading.Lock()
+
+    # -- HTTP plumbing -------------------------------------------------------------------
+    def _session(self) -> requests.Session:
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            adapter = HTTPAdapter(pool_connections=4, pool_maxsize=16)
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+            session.headers["User-Agent"] = "trainops"
+            self._local.session = session
+            with self._lock:
+                self._sessions.append(session)
+        return session
+
+    def close(self) -> None:
+        with self._lock:
+            for session in self._sessions:
+                session.close()
+            self._sessions.clear()
+
+    def _url(self, path: str) -> str:
+        return path if path.startswith("http") else urljoin(self.base, path)
+
+    def _authorize(self, resp: requests.Response, scope: str) -> bool:
+        """Answer a 401 challenge; True if a retry with credentials makes sense."""
+        header = resp.headers.get("WWW-Authenticate", "")
+        kind, challenge = parse_challenge(header)
+        if kind == "basic":
+            if not self._creds or not self._creds.username:
+                return False
+            self._tokens.put("*", basic_header(self._creds))
+            return True
+        if kind == "bearer":
+            self._tokens.put(scope, fetch_token(self._session(), challenge, scope, self._creds, self.host))
+            return True
+        return False
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        scope: str,
+        ok: tuple[int, ...],
+        headers: dict[str, str] | None = None,
+        body: Callable[[], Any] | None = None,
+        stream: bool = False,
+        params: dict[str, str] | None = None,
+        missing_ok: bool = False,
+    ) -> requests.Response:
+        """One API call with auth, retries on transient failures, and readable errors.
+
+        body is a callable so that every attempt gets a fresh (rewound) body.
+        """
+        url = self._url(path)
+        delay = 0.25
+        authorized_once = False
+        for attempt in range(1, ATTEMPTS + 1):
+            all_headers = dict(headers or {})
+            auth = self._tokens.get(scope)
+            if auth:
+                all_headers["Authorization"] = auth
+            try:
+                resp = self._session().request(
+                    method,
+                    url,
+                    headers=all_headers,
+                    data=body() if body else None,
+                    stream=stream,
+                    params=params,
+                    timeout=(30, 300),
+                )
+            except requests.exceptions.SSLError as err:
+                raise RemoteError(
+                    f"TLS with {self.host} failed ({_short(err)})",
+                    hint=(
+                        "if it serves plain HTTP, mark it insecure with --insecure, spec.insecureRegistries "
+                        f"or TRAINOPS_INSECURE_REGISTRIES={self.host}; for a private CA set REQUESTS_CA_BUNDLE"
+                    ),
+                ) from None
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as err:
+                if attempt == ATTEMPTS:
+                    raise RemoteError(
+                        f"cannot reach registry {self.host}: {_short(err)}",
+                        hint="check that it runs and the host:port is right",
+                    ) from None
+                time.sleep(delay)
+                delay *= 2
+                continue
+            if resp.status_code == 401 and not authorized_once and self._authorize(resp, scope):
+                authorized_once = True
+                resp.close()
+                continue
+            if resp.status_code in ok:
+                return resp
+            if resp.status_code in RETRY_STATUS and attempt < ATTEMPTS:
+                resp.close()
+                time.sleep(delay)
+                delay *= 2
+                continue
+            if resp.status_code == 404 and missing_ok:
+                return resp
+            raise self._error(method, path, resp)
+        raise RemoteError(f"{method} {path} on {self.host} kept failing")  # pragma: no cover
+
+    def _error(self, method: str, path: str, resp: requests.Response) -> Exception:
+        code, message = "", resp.reason
+        with contextlib.suppress(ValueError, KeyError, IndexError, TypeError):
+            first = resp.json()["errors"][0]
+            code, message = first.get("code", ""), first.get("message", message)
+        where = f"{self.host}{path if path.startswith('/') else ''}"
+        if resp.status_code in (401, 403):
+            return RemoteError(
+                f"{self.host} refused access ({resp.status_code} {code or message})",
+                hint=f"run `docker login {self.host}` (trainops reads Docker's config.json)",
+            )
+        if resp.status_code == 404:
+            return NotFoundError(f"not found on {where} ({code or message})")
+        if code in ("DIGEST_INVALID", "SIZE_INVALID", "BLOB_UPLOAD_INVALID"):
+            return IntegrityError(f"{self.host} rejected the content: {message}")
+        return RemoteError(f"{method} {where} failed: {resp.status_code} {code} {message}".rstrip())
+
+    @staticmethod
+    def _pull(repo: str) -> str:
+        return f"repository:{repo}:pull"
+
+    @staticmethod
+    def _push(repo: str) -> str:
+        return f"repository:{repo}:pull,push"
+
+    # -- blobs -----------------------------------------------------------------------------
+    def blob_size(self, repo: str, digest: str) -> int | None:
+        resp = self._request("HEAD", f"/v2/{repo}/blobs/{digest}", scope=self._pull(repo), ok=(200,), missing_ok=True)
+        if resp.status_code == 404:
+            return None
+        return int(resp.headers.get("Content-Length", "0"))
+
+    def _start_upload(self, repo: str) -> str:
+        resp = self._request("POST", f"/v2/{repo}/blobs/uploads/", scope=self._push(repo), ok=(202,))
+        return self._url(resp.headers["Location"])
+
+    def _upload_offset(self, repo: str, location: str) -> int | None:
+        """Bytes the registry holds for an upload session, or None if the session is gone."""
+        resp = self._request("GET", location, scope=self._push(repo), ok=(204,), missing_ok=True)
+        if resp.status_code == 404:
+            return None
+        end = resp.headers.get("Range", "0-0").split("-")[-1]
+        return int(end) + 1 if resp.headers.get("Range") else 0
+
+    def upload_blob(self, repo: str, source: BlobSource, progress: Progress = no_progress) -> None:
+        location = self._start_upload(repo)
+        offset = 0
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                self._send(repo, location, source, offset, progress)
+                return
+            except _Retry:
+                if attempt == ATTEMPTS:
+                    raise RemoteError(f"uploading {source.digest[:19]} to {self.host} kept failing") from None
+                time.sleep(0.25 * 2**attempt)
+                held = self._upload_offset(repo, location)
+                if held is None:  # the session was lost (e.g. a registry without a shared secret)
+                    location, offset = self._start_upload(repo), 0
+                else:
+                    offset = held
+
+    def _send(self, repo: str, location: str, source: BlobSource, offset: int, progress: Progress) -> None:
+        sep = "&" if "?" in location else "?"
+        with source.open() as fh:
+            fh.seek(offset)
+            remaining = source.size - offset
+            reader = _ProgressReader(fh, remaining, progress)
+            headers = {"Content-Type": "application/octet-stream", "Content-Length": str(remaining)}
+            if offset:
+                headers["Content-Range"] = f"{offset}-{source.size - 1}"
+            try:
+                if offset:  # resume: PATCH the rest, then close the session with its digest
+                    resp = self._session().patch(
+                        location, data=reader, headers=self._auth(repo, headers), timeout=(30, 600)
+                    )
+                    if resp.status_code not in (202, 204):
+                        self._retry_or_raise("PATCH", location, resp)
+                    location = self._url(resp.headers.get("Location", location))
+                    sep = "&" if "?" in location else "?"
+                    resp = self._session().put(
+                        f"{location}{sep}digest={source.digest}",
+                        headers=self._auth(repo, {"Content-Length": "0"}),
+                        timeout=(30, 300),
+                    )
+                else:
+                    resp = self._session().put(
+                        f"{location}{sep}digest={source.digest}",
+                        data=reader,
+                        headers=self._auth(repo, headers),
+                        timeout=(30, 600),
+                    )
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError):
+                raise _Retry from None
+        if resp.status_code == 201:
+            return
+        self._retry_or_raise("PUT", location, resp)
+
+    def _retry_or_raise(self, method: str, location: str, resp: requests.Response) -> None:
+        if resp.status_code in RETRY_STATUS or resp.status_code == 404:
+            raise _Retry
+        raise self._error(method, location, resp)
+
+    def _auth(self, repo: str, headers: dict[str, str]) -> dict[str, str]:
+        token = self._tokens.get(self._push(repo))
+        return {**headers, "Authorization": token} if token else headers
+
+    def download_blob(self, repo: str, digest: str, dest: Path, progress: Progress = no_progress) -> None:
+        try:
+            with dest.open("wb") as out:
+                writer = DigestWriter(out, digest, None)
+                for attempt in range(1, ATTEMPTS + 1):
+                    headers = {"Range": f"bytes={writer.written}-"} if writer.written else {}
+                    resp = self._request(
+                        "GET",
+                        f"/v2/{repo}/blobs/{digest}",
+                        scope=self._pull(repo),
+                        ok=(200, 206),
+                        headers=headers,
+                        stream=True,
+                    )
+                    if writer.written and resp.status_code == 200:  # no Range support: start over
+                        out.seek(0)
+                        out.truncate()
+                        writer = DigestWriter(out, digest, None)
+                    try:
+                        for chunk in resp.iter_content(CHUNK):
+                            writer.write(chunk)
+                            progress(len(chunk))
+                        break
+                    except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+                        if attempt == ATTEMPTS:
+                            raise RemoteError(f"downloading {digest[:19]} from {self.host} kept failing") from None
+                        time.sleep(0.25 * 2**attempt)
+                    finally:
+                        resp.close()
+            writer.verify(f"blob {digest[:19]} from {self.host}/{repo}")
+        except BaseException:
+            dest.unlink(missing_ok=True)
+            raise
+
+    def open_blob(self, repo: str, digest: str) -> AbstractContextManager[BinaryIO]:
+        resp = self._request("GET", f"/v2/{repo}/blobs/{digest}", scope=self._pull(repo), ok=(200,), stream=True)
+        resp.raw.decode_content = True
+
+        @contextlib.contextmanager
+        def body() -> Iterator[BinaryIO]:
+            try:
+                yield resp.raw
+            finally:
+                resp.close()
+
+        return body()
+
+    def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
+        resp = self._request(
+            "POST",
+            f"/v2/{repo}/blobs/uploads/",
+            scope=self._push(repo),
+            ok=(201, 202),
+            params={"mount": digest, "from": from_repo},
+        )
+        if resp.status_code == 201:
+            return True
+        location = resp.headers.get("Location")
+        if location:
+            with contextlib.suppress(RemoteError, NotFoundError):
+                self._request("DELETE", location, scope=self._push(repo), ok=(204, 202, 200), missing_ok=True)
+        return False
+
+    def delete_blob(self, repo: str, digest: str) -> None:
+        self._request("DELETE", f"/v2/{repo}/blobs/{digest}", scope=self._push(repo), ok=(202, 200), missing_ok=True)
+
+    def list_blobs(self, repo: str) -> list[str] | None:
+        return None  # the Distribution API cannot list blobs; the registry's own gc reclaims them
+
+    # -- manifests and tags ------------------------------------------------------------
+    def put_manifest(self, repo: str, manifest: ManifestData, tag: str | None = None) -> None:
+        if sha256_digest(manifest.data) != manifest.digest:
+            raise IntegrityError(f"manifest bytes do not match {manifest.digest}")
+        headers = {"Content-Type": manifest.media_type}
+        resp = self._request(
+            "PUT",
+            f"/v2/{repo}/manifests/{tag or manifest.digest}",
+            scope=self._push(repo),
+            ok=(201,),
+            headers=headers,
+            body=lambda: manifest.data,
+        )
+        parsed = json.loads(manifest.data)
+        subject = parsed.get("subject")
+        if subject and "OCI-Subject" not in resp.headers:
+            self._add_referrer(repo, subject["digest"], manifest, parsed)
+
+    def _referrers_tag(self, digest: str) -> str:
+        return "sha256-" + digest.split(":", 1)[1]
+
+    def _add_referrer(self, repo: str, subject: str, manifest: ManifestData, parsed: dict[str, Any]) -> None:
+        """Maintain the referrers tag schema index for registries without the referrers API."""
+        entry = Descriptor(
+            media_type=manifest.media_type,
+            digest=manifest.digest,
+            size=len(manifest.data),
+            annotations=dict(parsed.get("annotations") or {}),
+            artifact_type=parsed.get("artifactType") or (parsed.get("config") or {}).get("mediaType"),
+        ).as_oci()
+        tag = self._referrers_tag(subject)
+        for _ in range(5):
+            try:
+                current = json.loads(self.get_manifest(repo, tag).data)
+            except NotFoundError:
+                current = {"schemaVersion": 2, "mediaType": media.OCI_INDEX, "manifests": []}
+            entries = [m for m in current.get("manifests", []) if m.get("digest") != manifest.digest]
+            entries.append(entry)
+            entries.sort(key=lambda m: m["digest"])
+            body = json.dumps({**current, "manifests": entries}, sort_keys=True).encode()
+            self._request(
+                "PUT",
+                f"/v2/{repo}/manifests/{tag}",
+                scope=self._push(repo),
+                ok=(201,),
+                headers={"Content-Type": media.OCI_INDEX},
+                body=lambda body=body: body,  # type: ignore[misc]
+            )
+            # another writer may have replaced the index meanwhile: check ours is in it
+            stored = json.loads(self.get_manifest(repo, tag).data)
+            if any(m.get("digest") == manifest.digest for m in stored.get("manifests", [])):
+                return
+        raise RemoteError(f"could not record the referrer {manifest.digest[:19]} on {self.host}/{repo}")
+
+    def get_manifest(self, repo: str, reference: str) -> ManifestData:
+        resp = self._request(
+            "GET",
+            f"/v2/{repo}/manifests/{reference}",
+            scope=self._pull(repo),
+            ok=(200,),
+            headers={"Accept": ACCEPT},
+        )
+        data = resp.content
+        digest = sha256_digest(data)
+        if DIGEST_RE.match(reference) and digest != reference:
+            raise IntegrityError(f"{self.host}/{repo}: manifest {reference} arrived with digest {digest}")
+        claimed = resp.headers.get("Docker-Content-Digest")
+        if claimed and claimed != digest:
+            raise IntegrityError(f"{self.host}/{repo}:{reference}: registry says {claimed}, content hashes to {digest}")
+        media_type = resp.headers.get("Content-Type", "").split(";")[0] or str(json.loads(data).get("mediaType", ""))
+        return ManifestData(data=data, media_type=media_type, digest=digest)
+
+    def _paged(self, path: str, key: str, scope: str) -> list[str]:
+        items: list[str] = []
+        url: str | None = path
+        params: dict[str, str] | None = {"n": str(self.page_size)}
+        while url:
+            resp = self._request("GET", url, scope=scope, ok=(200,), params=params)
+            items.extend(resp.json().get(key) or [])
+            link = resp.headers.get("Link", "")
+            url = link.split(";")[0].strip("<> ") if 'rel="next"' in link else None
+            params = None  # the next link carries them
+        return items
+
+    def list_tags(self, repo: str) -> list[str]:
+        try:
+            tags = self._paged(f"/v2/{repo}/tags/list", "tags", self._pull(repo))
+        except NotFoundError:
+            raise NotFoundError(
+                f"no repository {repo} on {self.host}", hint="check the reference, or push to it first"
+            ) from None
+        return sorted(t for t in tags if not _is_referrers_tag(t))
+
+    def _resolve_digest(self, repo: str, tag: str) -> str | None:
+        resp = self._request(
+            "HEAD",
+            f"/v2/{repo}/manifests/{tag}",
+            scope=self._pull(repo),
+            ok=(200,),
+            headers={"Accept": ACCEPT},
+            missing_ok=True,
+        )
+        return None if resp.status_code == 404 else resp.headers.get("Docker-Content-Digest")
+
+    def delete_tag(self, repo: str, tag: str) -> None:
+        """Remove a tag. OCI registries do it with DELETE by tag; Distribution 2.8 cannot
+        (it answers DIGEST_INVALID), so there the manifest itself is deleted — refused when
+        another tag still names it, since that would remove the other tag too."""
+        digest = self._resolve_digest(repo, tag)
+        if digest is None:
+            raise NotFoundError(f"no tag {tag!r} in {self.host}/{repo}")
+        try:
+            self._request("DELETE", f"/v2/{repo}/manifests/{tag}", scope=self._push(repo), ok=(202, 200))
+            return
+        except (RemoteError, IntegrityError):
+            pass  # no tag deletion here: fall back to deleting the manifest
+        others = [t for t in self.list_tags(repo) if t != tag and self._resolve_digest(repo, t) == digest]
+        if others:
+            raise RemoteError(
+                f"{self.host} cannot remove tag {tag!r} alone: it deletes manifests, "
+                f"and {others[0]!r} names the same one",
+                hint="remove the other tags too, or leave this one",
+            )
+        self.delete_manifest(repo, digest)
+
+    def delete_manifest(self, repo: str, digest: str) -> None:
+        self._request("DELETE", f"/v2/{repo}/manifests/{digest}", scope=self._push(repo), ok=(202, 200))
+
+    def list_manifests(self, repo: str) -> list[str]:
+        digests: set[str] = set()
+        for tag in self._paged(f"/v2/{repo}/tags/list", "tags", self._pull(repo)):
+            found = self._resolve_digest(repo, tag)
+            if not found:
+                continue
+            if _is_referrers_tag(tag):
+                index = json.loads(self.get_manifest(repo, tag).data)
+                digests.update(m["digest"] for m in index.get("manifests", []))
+            else:
+                digests.add(found)
+        return sorted(digests)
+
+    def list_repositories(self) -> list[str]:
+        repos = self._paged("/v2/_catalog", "repositories", "registry:catalog:*")
+        prefix = self.root.prefix.strip("/")
+        return sorted(r for r in repos if not prefix or r == prefix or r.startswith(prefix + "/"))
+
+    def referrers(self, repo: str, digest: str) -> list[Descriptor]:
+        resp = self._request(
+            "GET",
+            f"/v2/{repo}/referrers/{digest}",
+            scope=self._pull(repo),
+            ok=(200,),
+            missing_ok=True,
+            headers={"Accept": media.OCI_INDEX},
+        )
+        if resp.status_code == 200 and resp.headers.get("Content-Type", "").startswith(media.OCI_INDEX):
+            entries = resp.json().get("manifests", [])
+        else:
+            try:
+                entries = json.loads(self.get_manifest(repo, self._referrers_tag(digest)).data).get("manifests", [])
+            except NotFoundError:
+                entries = []
+        unique = {e["digest"]: Descriptor.from_oci(e) for e in entries}
+        return [unique[k] for k in sorted(unique)]
+
+
+def _is_referrers_tag(tag: str) -> bool:
+    return tag.startswith("sha256-") and len(tag) == 71
+
+
+def _short(err: BaseException) -> str:
+    text = str(err)
+    return text if len(text) < 160 else text[:157] + "..."
