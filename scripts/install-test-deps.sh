@@ -31,7 +31,7 @@ packages=(
     podman conmon runc
     golang-github-containers-common golang-github-containers-image
     skopeo umoci docker-registry busybox-static git
-    python3 python3-venv python3-pip
+    python3 python3-venv python3-pip curl time openssl
 )
 # Optional or differently named across releases: take what this release has.
 for optional in netavark catatonit; do

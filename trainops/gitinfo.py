@@ -1,7 +1,12 @@
-"""What git says about a working tree: the commit (with -dirty) and its time, for lineage."""
+"""What git says about a working tree: the commit (with -dirty) and its time, for lineage.
+
+This runs the git CLI directly (three quick calls) rather than importing GitPython: it is
+on the path of every `trainops push`, whose start-up time matters.
+"""
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,22 +18,26 @@ class GitState:
     remote: str | None
 
 
-def git_state(path: Path) -> GitState | None:
-    """The state of the git repository containing path, or None outside one."""
-    import git
-
+def _git(path: Path, *args: str) -> str | None:
     try:
-        repo = git.Repo(path, search_parent_directories=True)
-        head = repo.head.commit
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+        out = subprocess.run(
+            ["git", "-C", str(path), *args], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    try:
-        dirty = repo.is_dirty(untracked_files=False)
-        remote = next((r.url for r in repo.remotes), None)
-    finally:
-        repo.close()
-    commit = head.hexsha + ("-dirty" if dirty else "")
-    return GitState(commit=commit, commit_time=int(head.committed_date), remote=_strip_credentials(remote))
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_state(path: Path) -> GitState | None:
+    """The state of the git repository containing path, or None outside one (or without git)."""
+    head = _git(path, "log", "-1", "--format=%H %ct")
+    if not head:
+        return None
+    sha, _, stamp = head.partition(" ")
+    dirty = _git(path, "status", "--porcelain", "--untracked-files=no")
+    remote = _git(path, "config", "--get", "remote.origin.url")
+    commit = sha + ("-dirty" if dirty else "")
+    return GitState(commit=commit, commit_time=int(stamp or 0), remote=_strip_credentials(remote or None))
 
 
 def _strip_credentials(url: str | None) -> str | None:

@@ -28,11 +28,12 @@ def _registry_options(func: Any) -> Any:
 
 def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
     from trainops.registry.context import Registries
-    from trainops.spec import load_manifest
 
     path = Path(file) if file else Path("trainops.yaml")
     if file is None and not path.is_file():
         return Registries(insecure=insecure)
+    from trainops.spec import load_manifest
+
     manifest = load_manifest(path, env=env)
     spec = manifest.pipeline.spec
     return Registries(

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import threading
 import time
@@ -48,6 +49,7 @@ from trainops.registry.reference import DIGEST_RE, RegistryRoot
 
 ACCEPT = ", ".join(media.MANIFEST_TYPES)
 ATTEMPTS = 6
+INGEST_MIN = 32 * 1024 * 1024  # files from this size are sent while they are hashed
 CHUNK = 1024 * 1024
 RETRY_STATUS = {429, 500, 502, 503, 504}
 
@@ -56,23 +58,29 @@ class _Retry(Exception):
     """A transient failure worth another attempt."""
 
 
-class _ProgressReader:
-    """A file object that reports what requests reads from it (for streaming PUT bodies)."""
+class _Body:
+    """A streaming request body: 1 MiB chunks, counted (and optionally hashed) as sent.
 
-    def __init__(self, fh: BinaryIO, length: int, progress: Progress) -> None:
-        self.fh, self.length, self.progress = fh, length, progress
+    It has __len__ (so requests sends Content-Length) and __iter__ but no read(): given
+    a file-like object, http.client would send it in 8 KiB reads.
+    """
 
-    def read(self, size: int = -1) -> bytes:
-        data = self.fh.read(CHUNK if size is None or size < 0 else min(size, CHUNK))
-        if data:
-            self.progress(len(data))
-        return data
+    def __init__(self, fh: BinaryIO, length: int, progress: Progress, digest: Any = None) -> None:
+        self.fh, self.length, self.progress, self.digest = fh, length, progress, digest
+        self.sent = 0
 
     def __len__(self) -> int:
         return self.length
 
     def __iter__(self) -> Iterator[bytes]:
-        while chunk := self.read(CHUNK):
+        while self.sent < self.length:
+            chunk = self.fh.read(min(CHUNK, self.length - self.sent))
+            if not chunk:
+                return
+            if self.digest is not None:
+                self.digest.update(chunk)
+            self.sent += len(chunk)
+            self.progress(len(chunk))
             yield chunk
 
 
@@ -257,12 +265,54 @@ class OCIBackend(Backend):
                 else:
                     offset = held
 
+    def ingest_file(self, repo: str, path: Path, progress: Progress = no_progress) -> tuple[str, int, bool] | None:
+        """Send a large file while hashing it (one read), then close the session with the digest.
+
+        Small files return None: the Store hashes them first, so a blob the registry already
+        has is not sent again. Any transient failure also returns None, and the Store falls
+        back to hashing first and the resumable upload.
+        """
+        size = path.stat().st_size
+        if size < INGEST_MIN:
+            return None
+        location = self._start_upload(repo)
+        digest = hashlib.sha256()
+        with path.open("rb") as fh:
+            body = _Body(fh, size, progress, digest)
+            headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
+            try:
+                resp = self._session().patch(location, data=body, headers=self._auth(repo, headers), timeout=(30, 600))
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError):
+                self._cancel(repo, location)
+                return None
+        if resp.status_code not in (202, 204) or body.sent != size:
+            self._cancel(repo, location)
+            if resp.status_code in RETRY_STATUS or resp.status_code in (202, 204):
+                return None
+            raise self._error("PATCH", location, resp)
+        location = self._url(resp.headers.get("Location", location))
+        found = "sha256:" + digest.hexdigest()
+        sep = "&" if "?" in location else "?"
+        resp = self._session().put(
+            f"{location}{sep}digest={found}", headers=self._auth(repo, {"Content-Length": "0"}), timeout=(30, 300)
+        )
+        if resp.status_code != 201:
+            self._cancel(repo, location)
+            if resp.status_code in RETRY_STATUS:
+                return None
+            raise self._error("PUT", location, resp)
+        return found, size, True
+
+    def _cancel(self, repo: str, location: str) -> None:
+        with contextlib.suppress(RemoteError, NotFoundError, IntegrityError, requests.RequestException):
+            self._session().delete(location, headers=self._auth(repo, {}), timeout=30)
+
     def _send(self, repo: str, location: str, source: BlobSource, offset: int, progress: Progress) -> None:
         sep = "&" if "?" in location else "?"
         with source.open() as fh:
             fh.seek(offset)
             remaining = source.size - offset
-            reader = _ProgressReader(fh, remaining, progress)
+            reader = _Body(fh, remaining, progress)
             headers = {"Content-Type": "application/octet-stream", "Content-Length": str(remaining)}
             if offset:
                 headers["Content-Range"] = f"{offset}-{source.size - 1}"
