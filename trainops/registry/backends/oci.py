@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import threading
 import time
@@ -30,6 +29,7 @@ from trainops.errors import IntegrityError, NotFoundError, RemoteError
 from trainops.registry import media
 from trainops.registry.backends.base import (
     Backend,
+    BackgroundHash,
     BlobSource,
     Descriptor,
     DigestWriter,
@@ -276,7 +276,7 @@ class OCIBackend(Backend):
         if size < INGEST_MIN:
             return None
         location = self._start_upload(repo)
-        digest = hashlib.sha256()
+        digest = BackgroundHash()
         with path.open("rb") as fh:
             body = _Body(fh, size, progress, digest)
             headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
