@@ -99,6 +99,19 @@ def _parents(parsed: ParsedManifest) -> list[tuple[str, str, str]]:
     return out
 
 
+def _parent_ref(registries: Registries, child: Reference, text: str, digest: str) -> Reference:
+    """Where a parent lives: its recorded reference, or (when that names no registry we can
+    complete, or there is none) the child's own repository, by digest."""
+    from trainops.errors import InputError
+
+    if text:
+        try:
+            return registries.ref(text).with_tag(None).with_digest(digest)
+        except InputError:
+            pass
+    return child.with_tag(None).with_digest(digest)
+
+
 def _walk_up(registries: Registries, graph: Graph, start: Reference, parsed: ParsedManifest) -> None:
     queue = deque([(start, parsed)])
     while queue:
@@ -107,11 +120,7 @@ def _walk_up(registries: Registries, graph: Graph, start: Reference, parsed: Par
             graph.edges.append(Edge(current.digest, digest, relation))
             if digest in graph.nodes:
                 continue
-            parent_ref = (
-                registries.ref(text).with_tag(None).with_digest(digest)
-                if text
-                else ref.with_tag(None).with_digest(digest)
-            )
+            parent_ref = _parent_ref(registries, ref, text, digest)
             try:
                 manifest = _cached_manifest(registries, parent_ref, digest)
             except NotFoundError:

@@ -13,6 +13,8 @@ DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 MANIFEST_TYPES = (OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_MANIFEST_LIST)
 
+IMAGE_CONFIGS = ("application/vnd.oci.image.config.v1+json", "application/vnd.docker.container.image.v1+json")
+
 # CNCF ModelPack
 MODEL_ARTIFACT = "application/vnd.cncf.model.manifest.v1+json"
 MODEL_CONFIG = "application/vnd.cncf.model.config.v1+json"
@@ -89,4 +91,6 @@ def kind_of(artifact_type: str | None, annotations: dict[str, str] | None) -> st
             return kind
     if artifact_type == MODEL_CONFIG:  # a ModelPack model pushed without artifactType
         return "model"
+    if artifact_type in IMAGE_CONFIGS:  # an image pushed by an engine, skopeo or podman
+        return "image"
     return "image" if artifact_type is None else "other"

@@ -123,6 +123,8 @@ _IMAGE_REF = re.compile(
 
 
 def _image_ref(value: str) -> str:
+    if value.startswith(("oci://", "file://", "s3://")):
+        return value  # a trainops registry reference; parsed where it is used
     if not _IMAGE_REF.match(value):
         raise ValueError(f"{value!r} is not an image reference such as registry.example.com/team/base:1.0")
     return value

@@ -255,7 +255,17 @@ class OCIBackend(Backend):
             try:
                 self._send(repo, location, source, offset, progress)
                 return
+            except IntegrityError:
+                # Distribution answers DIGEST_INVALID to the loser of two concurrent uploads of
+                # one blob: if the blob is now there, whole, the upload has succeeded.
+                if self.blob_size(repo, source.digest) == source.size:
+                    return
+                if attempt >= 2:
+                    raise
+                location, offset = self._start_upload(repo), 0
             except _Retry:
+                if self.blob_size(repo, source.digest) == source.size:
+                    return
                 if attempt == ATTEMPTS:
                     raise RemoteError(f"uploading {source.digest[:19]} to {self.host} kept failing") from None
                 time.sleep(0.25 * 2**attempt)
@@ -298,8 +308,10 @@ class OCIBackend(Backend):
         )
         if resp.status_code != 201:
             self._cancel(repo, location)
-            if resp.status_code in RETRY_STATUS:
-                return None
+            if self.blob_size(repo, found) == size:  # a concurrent upload of the same blob won
+                return found, size, False
+            if resp.status_code in RETRY_STATUS or resp.status_code == 400:
+                return None  # the Store hashes the file and takes the resumable path
             raise self._error("PUT", location, resp)
         return found, size, True
 
