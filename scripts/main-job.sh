@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # trainops' main job on its embedded default: no servers. The registry is an OCI image
 # layout under examples/tiny-llm/.trainops/registry. It installs trainops into a venv,
-# checks and plans the tiny-llm pipeline, trains the model on the CPU, pushes its
+# checks and plans the tiny-llm pipeline, renders its training image, trains the model on the CPU, pushes its
 # checkpoints with lineage (each resumed checkpoint names its parent), lists them, pulls
 # one back verified, and prints the lineage graph.
 set -euo pipefail
@@ -18,6 +18,8 @@ rm -rf .trainops checkpoints
 echo "== validate and plan"
 "$trainops" validate
 "$trainops" plan --env dev
+echo "== the training image's Dockerfile (building it needs an engine or a base image in a registry)"
+mkdir -p .trainops && "$trainops" image render > .trainops/Dockerfile && head -n 12 .trainops/Dockerfile
 
 echo "== train 300 steps, then resume to 600 (checkpoints every 300)"
 export TRAINOPS_CKPT_DIR=checkpoints TRAINOPS_CKPT_EVERY=300 TRAINOPS_RUN_ID=main-job
