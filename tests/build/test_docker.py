@@ -80,6 +80,12 @@ def test_build_push_to_distribution_labels_and_skip(
     listing = podman.podman("run", "--rm", f"{image}:{commit}", "ls", "-a", "/workspace").stdout.split()
     assert "scratch.txt" not in listing and "app" in listing
 
+    # The engine pushed it, so its lineage is in the config's labels: lineage reads them there.
+    walked = trainops("lineage", f"oci://{image}:{commit}", "--insecure", "--format", "json")
+    assert walked.code == 0, walked.stderr
+    node = json.loads(walked.stdout)["nodes"][0]
+    assert (node["kind"], node["git_commit"], node["created"]) == ("image", commit, data["created"])
+
     again = trainops("image", "build", "-f", str(manifest), "--push")
     assert again.code == 0, again.stderr
     assert "skipped: inputs unchanged" in again.stderr and "STEP" not in again.stderr

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from trainops.errors import NotFoundError
+from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest, parse_manifest
 from trainops.registry.backends.base import ManifestData, sha256_digest
 from trainops.registry.context import Registries
@@ -78,6 +79,24 @@ def _cached_manifest(registries: Registries, ref: Reference, digest: str) -> Man
     return manifest
 
 
+def _parse(registries: Registries, ref: Reference, manifest: ManifestData) -> ParsedManifest:
+    """Parse a manifest; an image an engine pushed keeps its lineage in its config's labels
+    (engines cannot annotate manifests), so read those into the annotations."""
+    parsed = parse_manifest(manifest)
+    if parsed.kind != "image" or media.A_LINEAGE in parsed.annotations or parsed.config is None:
+        return parsed
+    if parsed.config.size > 4 * 1024 * 1024:
+        return parsed
+    try:
+        with registries.backend(ref).open_blob(ref.repository, parsed.config.digest) as fh:
+            config = json.loads(fh.read())
+    except (NotFoundError, ValueError, OSError):
+        return parsed
+    labels = (config.get("config") or {}).get("Labels") or {}
+    found = {k: str(labels[k]) for k in (media.A_LINEAGE, media.A_CREATED, media.A_REVISION) if k in labels}
+    return replace(parsed, annotations={**found, **parsed.annotations}) if found else parsed
+
+
 def _node(parsed: ParsedManifest, shown: str) -> Node:
     lineage = parsed.lineage()
     return Node(
@@ -126,7 +145,7 @@ def _walk_up(registries: Registries, graph: Graph, start: Reference, parsed: Par
             except NotFoundError:
                 graph.nodes[digest] = Node(digest, text or parent_ref.repo_url, "unknown", missing=True)
                 continue
-            found = parse_manifest(manifest)
+            found = _parse(registries, parent_ref, manifest)
             graph.nodes[digest] = _node(found, text or parent_ref.repo_url)
             queue.append((parent_ref, found))
 
@@ -153,7 +172,7 @@ def scan_registry(registries: Registries, root: RegistryRoot) -> list[tuple[Refe
             continue
         for digest in digests:
             try:
-                parsed = parse_manifest(_cached_manifest(registries, ref, digest))
+                parsed = _parse(registries, ref, _cached_manifest(registries, ref, digest))
             except NotFoundError:
                 continue
             shown = ref.repo_url + (f":{tags[digest]}" if digest in tags else f"@{digest[:19]}")
@@ -179,9 +198,10 @@ def lineage_graph(
     """The lineage of ref: its ancestors (up), descendants (down), or both."""
     found = resolve(registries, ref=ref)
     graph = Graph(root=found.manifest.digest, direction=direction)
-    graph.nodes[found.manifest.digest] = _node(found.parsed, str(found.ref.with_digest(None)))
+    root = _parse(registries, found.ref, found.manifest)
+    graph.nodes[found.manifest.digest] = _node(root, str(found.ref.with_digest(None)))
     if direction in ("up", "both"):
-        _walk_up(registries, graph, found.ref, found.parsed)
+        _walk_up(registries, graph, found.ref, root)
     if direction in ("down", "both"):
         children: dict[str, list[tuple[str, str]]] = {}
         nodes: dict[str, Node] = {}
