@@ -30,7 +30,6 @@ from trainops.build import layer as layer_builder
 from trainops.build.context import Member, Selection, hash_entries, members_of, select_context
 from trainops.build.image import (
     Platform,
-    bytes_blob,
     ensure_blobs,
     find_tag,
     put_tags,
@@ -55,6 +54,7 @@ from trainops.registry.backends.base import BlobSource
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import cache_dir, hash_file
 from trainops.registry.reference import Reference
+from trainops.registry.store import bytes_source
 from trainops.spec import Manifest
 from trainops.spec.stages import ImageSpec
 
@@ -331,7 +331,6 @@ def _build_layer(inputs: _Inputs, push: bool) -> BuildResult:
                 dst=target,
                 blobs=base.layers,
                 progress=inputs.progress.add,
-                staging=_staging(),
             )
             upload_if_missing(
                 backend,
@@ -339,7 +338,7 @@ def _build_layer(inputs: _Inputs, push: bool) -> BuildResult:
                 BlobSource(lay.digest, lay.size, path=lay.path),
                 inputs.progress.add("code layer", lay.size),
             )
-            config_src = bytes_blob(config)
+            config_src = bytes_source(config)
             upload_if_missing(backend, target.repository, config_src, inputs.progress.add("config", config_src.size))
             put_tags(backend, target.repository, manifest, tags)
         return inputs.result(

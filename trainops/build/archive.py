@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainops.build.image import OCI_CONFIG, OCI_LAYER, OCI_LAYER_GZIP, bytes_blob, oci_manifest, upload_if_missing
+from trainops.build.image import OCI_CONFIG, OCI_LAYER, OCI_LAYER_GZIP, oci_manifest, upload_if_missing
 from trainops.errors import IntegrityError
 from trainops.registry.backends.base import Backend, BlobSource, Descriptor, ManifestData
+from trainops.registry.store import bytes_source
 
 CHUNK = 1024 * 1024
 
@@ -136,7 +137,7 @@ def import_archive(
                 BlobSource(descriptor.digest, descriptor.size, path=blob.path),
                 progress(f"layer {descriptor.digest[7:19]}", descriptor.size),
             )
-        config_source = bytes_blob(config)
+        config_source = bytes_source(config)
         upload_if_missing(backend, repo, config_source, progress("config", config_source.size))
         manifest = oci_manifest(
             Descriptor(OCI_CONFIG, config_source.digest, config_source.size),

@@ -8,11 +8,8 @@ is always OCI (a Docker layer's bytes are the same blob under the OCI media type
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from trainops.errors import InputError, IntegrityError, NotFoundError
@@ -184,12 +181,6 @@ def as_oci_layer(layer: Descriptor) -> Descriptor:
     return Descriptor(TO_OCI_LAYER[layer.media_type], layer.digest, layer.size, dict(layer.annotations))
 
 
-def bytes_blob(data: bytes) -> BlobSource:
-    import io
-
-    return BlobSource(digest=sha256_digest(data), size=len(data), opener=lambda: io.BytesIO(data))
-
-
 def ensure_blobs(
     registries: Registries,
     *,
@@ -197,37 +188,15 @@ def ensure_blobs(
     dst: Reference,
     blobs: list[Descriptor],
     progress: Callable[[str, int], Callable[[int], None]],
-    staging: Path,
 ) -> tuple[int, int]:
-    """Make blobs of src present in dst: skip those it has, mount within one registry, else copy.
+    """Make the base's blobs present in dst (the Store's copy_blobs). Returns (moved, bytes)."""
+    from trainops.registry.store import copy_blobs
 
-    Returns (blobs copied or mounted, bytes copied).
-    """
-    source, target = registries.backend(src), registries.backend(dst)
-    same_registry = src.root == dst.root
-    moved = nbytes = 0
-    for blob in blobs:
-        if target.blob_size(dst.repository, blob.digest) == blob.size:
-            continue
-        if (
-            same_registry
-            and src.repository != dst.repository
-            and target.mount_blob(dst.repository, blob.digest, src.repository)
-        ):
-            moved += 1
-            continue
-        staging.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=staging, prefix=blob.digest[7:19])
-        os.close(fd)
-        tmp = Path(name)
-        try:
-            advance = progress(f"base {blob.digest[7:19]}", blob.size * 2)
-            source.download_blob(src.repository, blob.digest, tmp, advance)
-            target.upload_blob(dst.repository, BlobSource(blob.digest, blob.size, path=tmp), advance)
-        finally:
-            tmp.unlink(missing_ok=True)
-        moved += 1
-        nbytes += blob.size
+    class _Sink:
+        def add(self, name: str, total: int) -> Callable[[int], None]:
+            return progress(f"base {name[7:19]}", total)
+
+    moved, _, nbytes = copy_blobs(registries, src=src, dst=dst, blobs=blobs, progress=_Sink(), jobs=4)
     return moved, nbytes
 
 

@@ -108,7 +108,8 @@ def _upload_missing(
     return sum(r[0] for r in results), sum(r[1] for r in results)
 
 
-def _bytes_source(data: bytes) -> BlobSource:
+def bytes_source(data: bytes) -> BlobSource:
+    """A BlobSource for bytes in memory (configs, manifests)."""
     return BlobSource(digest=sha256_digest(data), size=len(data), opener=lambda: io.BytesIO(data))
 
 
@@ -186,13 +187,11 @@ def push(
     digests = [(o.digest, o.size) for o in outcomes]
     sent = sum(o.sent for o in outcomes)
     skipped = sum(o.skipped for o in outcomes)
-    layers = [
-        layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(files, outcomes, strict=True)
-    ]
+    layers = [layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(files, outcomes, strict=True)]
     created = created_time(files)
     lineage = lineage or Lineage()
     config_bytes, config_type = config_blob(kind, created, lineage, layers)
-    config_src = _bytes_source(config_bytes)
+    config_src = bytes_source(config_bytes)
     manifest = build_manifest(
         kind=kind,
         config=Descriptor(config_type, config_src.digest, config_src.size),
@@ -383,6 +382,47 @@ def _blobs_of(parsed: ParsedManifest) -> list[Descriptor]:
     return list(unique.values())
 
 
+def copy_blobs(
+    registries: Registries,
+    *,
+    src: Reference,
+    dst: Reference,
+    blobs: Iterable[Descriptor],
+    progress: ProgressSink | None = None,
+    jobs: int = 4,
+) -> tuple[int, int, int]:
+    """Make blobs of src's repository present in dst's: skip those it has, mount within one
+    registry, else copy through a verified temporary file. Returns (copied, skipped, bytes)."""
+    source, target = registries.backend(src), registries.backend(dst)
+    same_root = src.root == dst.root
+    sink = progress or NullProgress()
+
+    def one(blob: Descriptor) -> tuple[int, int, int]:
+        if target.blob_size(dst.repository, blob.digest) == blob.size:
+            return 0, 1, 0
+        if (
+            same_root
+            and src.repository != dst.repository
+            and target.mount_blob(dst.repository, blob.digest, src.repository)
+        ):
+            return 1, 0, 0
+        stage = cache_dir() / "copy"
+        stage.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=stage, prefix=blob.digest[7:19])
+        os.close(fd)
+        tmp = Path(name)
+        try:
+            advance = sink.add(blob.digest[:19], blob.size * 2)
+            source.download_blob(src.repository, blob.digest, tmp, advance)
+            target.upload_blob(dst.repository, BlobSource(blob.digest, blob.size, path=tmp), advance)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return 1, 0, blob.size
+
+    results = _parallel(one, blobs, jobs)
+    return sum(r[0] for r in results), sum(r[1] for r in results), sum(r[2] for r in results)
+
+
 def _copy_manifest(
     registries: Registries,
     src: Reference,
@@ -398,29 +438,9 @@ def _copy_manifest(
         child_manifest = registries.backend(src).get_manifest(src.repository, child.digest)
         c, s, n = _copy_manifest(registries, src, dst, child_manifest, progress, jobs, None)
         copied, skipped, nbytes = copied + c, skipped + s, nbytes + n
-    source, target = registries.backend(src), registries.backend(dst)
-    same_root = src.root == dst.root
-
-    def one(blob: Descriptor) -> tuple[int, int, int]:
-        if target.blob_size(dst.repository, blob.digest) == blob.size:
-            return 0, 1, 0
-        if same_root and target.mount_blob(dst.repository, blob.digest, src.repository):
-            return 1, 0, 0
-        stage = cache_dir() / "copy"
-        stage.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=stage, prefix=blob.digest[7:19])
-        os.close(fd)
-        tmp = Path(name)
-        try:
-            advance = progress.add(blob.digest[:19], blob.size * 2)
-            source.download_blob(src.repository, blob.digest, tmp, advance)
-            target.upload_blob(dst.repository, BlobSource(blob.digest, blob.size, path=tmp), advance)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return 1, 0, blob.size
-
-    for c, s, n in _parallel(one, _blobs_of(parsed), jobs):
-        copied, skipped, nbytes = copied + c, skipped + s, nbytes + n
+    c, s, n = copy_blobs(registries, src=src, dst=dst, blobs=_blobs_of(parsed), progress=progress, jobs=jobs)
+    copied, skipped, nbytes = copied + c, skipped + s, nbytes + n
+    target = registries.backend(dst)
     target.put_manifest(dst.repository, manifest, tag=tag)
     return copied, skipped, nbytes
 
