@@ -24,6 +24,7 @@ import yaml
 MAX_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 200_000
+DEPTH_MESSAGE = f"nesting deeper than {MAX_DEPTH} levels; flatten the document"
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,7 @@ class _Builder:
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             self._count(1, mark)
             if len(self.stack) >= MAX_DEPTH:
-                raise YamlProblem(mark, f"nesting deeper than {MAX_DEPTH} levels; flatten the document")
+                raise YamlProblem(mark, DEPTH_MESSAGE)
             is_map = isinstance(event, yaml.MappingStartEvent)
             expected = _CORE + ("map" if is_map else "seq")
             if event.tag not in (None, "!", expected):
@@ -281,8 +282,12 @@ def load_yaml_mapping(raw: bytes) -> LoadResult:
         mark = err.problem_mark or err.context_mark
         where = _mark(mark) if mark is not None else Mark(1, 1)
         reason = err.problem or err.context or "invalid YAML"
+        if "nesting depth" in reason:  # newer libyaml stops deep documents itself, reading ahead
+            raise YamlProblem(where, DEPTH_MESSAGE) from None
         raise YamlProblem(where, f"invalid YAML: {reason}") from None
     except yaml.YAMLError as err:
+        if "nesting depth" in str(err):
+            raise YamlProblem(Mark(1, 1), DEPTH_MESSAGE) from None
         raise YamlProblem(Mark(1, 1), f"invalid YAML: {err}") from None
     root = builder.root
     if root is None:
