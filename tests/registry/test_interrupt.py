@@ -33,7 +33,7 @@ def test_push_killed_midway_then_rerun(target: Target, tmp_path: Path) -> None:
     backend = target.registries.backend(ref)
     env = {**os.environ, "TRAINOPS_INSECURE_REGISTRIES": ref.location if target.scheme == "oci" else ""}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainops.cli.main", "push", str(src), str(ref), "--kind", "checkpoint", "-j", "2"],
+        [sys.executable, "-m", "trainops.cli.main", "push", str(src), str(ref), "--kind", "checkpoint", "-j", "1"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -41,7 +41,7 @@ def test_push_killed_midway_then_rerun(target: Target, tmp_path: Path) -> None:
     deadline = time.monotonic() + 120
     present: set[str] = set()
     try:
-        while len(present) < 2:  # some blobs complete, most still to go
+        while not present:  # one file sent (one at a time: -j 1), most still to go
             assert proc.poll() is None, f"push ended before it could be interrupted: {proc.communicate()}"
             assert time.monotonic() < deadline, "no blob arrived within 120 s"
             present = {d for d in blobs if backend.blob_size(ref.repository, d) is not None}
