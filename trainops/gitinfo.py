@@ -20,9 +20,7 @@ class GitState:
 
 def _git(path: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(
-            ["git", "-C", str(path), *args], capture_output=True, text=True, timeout=30, check=False
-        )
+        out = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None

@@ -25,8 +25,6 @@ GOLDEN = REPO / "tests" / "golden" / "plan-tiny-llm.json"
 UPDATE_GOLDEN = os.environ.get("TRAINOPS_UPDATE_GOLDEN") == "1"
 
 
-
-
 def python(code: str, *, cwd: Path = REPO) -> str:
     """Run `python -c CODE` in a fresh interpreter; its stdout."""
     proc = subprocess.run(

@@ -44,8 +44,19 @@ def test_push_prints_the_digest_and_pull_restores(project: Path) -> None:
 
 def test_ls_show_tag_diff_rm(project: Path) -> None:
     run("push", "ckpt1", "p/ckpt:1", "--kind", "checkpoint", "--step", "1")
-    run("push", "ckpt2", "p/ckpt:2", "--kind", "checkpoint", "--step", "2", "--parent", "p/ckpt:1",
-        "--annotation", "team=llm")
+    run(
+        "push",
+        "ckpt2",
+        "p/ckpt:2",
+        "--kind",
+        "checkpoint",
+        "--step",
+        "2",
+        "--parent",
+        "p/ckpt:1",
+        "--annotation",
+        "team=llm",
+    )
     repos = _json("registry", "ls")
     assert repos["repositories"] == [f"file://{project}/.trainops/registry/p/ckpt"]
     tags = _json("registry", "ls", "p/ckpt")

@@ -94,9 +94,7 @@ def _pending(raw: Any, bucket: str, key: str) -> list[dict[str, Any]]:
 
 def _parts(raw: Any, bucket: str, key: str) -> list[dict[str, Any]]:
     (upload,) = _pending(raw, bucket, key)
-    return list(
-        raw.list_parts(Bucket=bucket, Key=key, UploadId=upload["UploadId"]).get("Parts") or []
-    )
+    return list(raw.list_parts(Bucket=bucket, Key=key, UploadId=upload["UploadId"]).get("Parts") or [])
 
 
 def _blob_key(digest: str, repo: str = REPO) -> str:
@@ -109,18 +107,14 @@ def _manifest(layers: list[BlobSource], **extra: object) -> ManifestData:
         "mediaType": media.OCI_MANIFEST,
         "artifactType": media.ARTIFACT_TYPES["checkpoint"],
         "config": {"mediaType": media.OCI_EMPTY, "digest": sha256_digest(b"{}"), "size": 2},
-        "layers": [
-            {"mediaType": media.WEIGHT_RAW, "digest": b.digest, "size": b.size} for b in layers
-        ],
+        "layers": [{"mediaType": media.WEIGHT_RAW, "digest": b.digest, "size": b.size} for b in layers],
         **extra,
     }
     data = json.dumps(body, sort_keys=True).encode()
     return ManifestData(data=data, media_type=media.OCI_MANIFEST, digest=sha256_digest(data))
 
 
-def _push(
-    backend: S3Backend, tmp_path: Path, payload: bytes, tag: str | None, **extra: object
-) -> ManifestData:
+def _push(backend: S3Backend, tmp_path: Path, payload: bytes, tag: str | None, **extra: object) -> ManifestData:
     layer = _file(tmp_path, payload)
     backend.upload_blob(REPO, layer)
     manifest = _manifest([layer], **extra)
@@ -146,9 +140,7 @@ def _stop_after(parts: int) -> Callable[[int], None]:
 # -- blobs -----------------------------------------------------------------------------------
 
 
-def test_small_blob_is_one_put_and_round_trips(
-    backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path
-) -> None:
+def test_small_blob_is_one_put_and_round_trips(backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path) -> None:
     data = os.urandom(PART - 1)
     src = _file(tmp_path, data)
     calls = Calls(backend)
@@ -167,9 +159,7 @@ def test_small_blob_is_one_put_and_round_trips(
 
 
 @pytest.mark.parametrize("download_concurrency", [1, 3])
-def test_multipart_blob_round_trips(
-    s3_bucket: str, raw: Any, tmp_path: Path, download_concurrency: int
-) -> None:
+def test_multipart_blob_round_trips(s3_bucket: str, raw: Any, tmp_path: Path, download_concurrency: int) -> None:
     backend = S3Backend(
         RegistryRoot("s3", s3_bucket, "reg"),
         part_size=PART,
@@ -221,9 +211,7 @@ def test_lying_source_leaves_no_object_and_no_pending_upload(
     assert backend.blob_size(REPO, wrong) is None
 
 
-def test_source_shorter_than_its_size_is_refused(
-    backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path
-) -> None:
+def test_source_shorter_than_its_size_is_refused(backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path) -> None:
     data = os.urandom(2 * PART)
     src = _file(tmp_path, data)
     claimed = BlobSource(digest=src.digest, size=len(data) + PART, path=src.path)
@@ -299,9 +287,7 @@ print("finished", flush=True)
 """
 
 
-def test_upload_killed_with_sigkill_resumes(
-    backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path
-) -> None:
+def test_upload_killed_with_sigkill_resumes(backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path) -> None:
     data = os.urandom(8 * PART)
     src = _file(tmp_path, data)
     key = _blob_key(src.digest)
@@ -488,9 +474,7 @@ def test_layout_in_the_bucket(backend: S3Backend, raw: Any, s3_bucket: str, tmp_
         "digest": manifest.digest,
         "size": len(manifest.data),
     }
-    marker = json.loads(
-        raw.get_object(Bucket=s3_bucket, Key=f"{REPO}/repository.json")["Body"].read()
-    )
+    marker = json.loads(raw.get_object(Bucket=s3_bucket, Key=f"{REPO}/repository.json")["Body"].read())
     assert marker["mediaType"] == "application/vnd.trainops.s3.repository.v1+json"
 
 
@@ -518,9 +502,7 @@ def test_tag_move_that_loses_a_race_rereads_and_retries(
     first = _push(backend, tmp_path, b"first", "hot")
     rival = _push(backend, tmp_path, b"rival", None)
     mine = _push(backend, tmp_path, b"mine", None)
-    rival_tag = json.dumps(
-        {"mediaType": media.OCI_MANIFEST, "digest": rival.digest, "size": len(rival.data)}
-    ).encode()
+    rival_tag = json.dumps({"mediaType": media.OCI_MANIFEST, "digest": rival.digest, "size": len(rival.data)}).encode()
     conditional: list[str] = []
 
     def race(params: dict[str, Any], **_: Any) -> None:
@@ -618,16 +600,12 @@ def test_list_repositories_under_the_prefix(s3_bucket: str, tmp_path: Path) -> N
         "reg/team/model",
     ]
     everything = S3Backend(RegistryRoot("s3", s3_bucket, ""))
-    assert (
-        "other/z" in everything.list_repositories() and "region/q" in everything.list_repositories()
-    )
+    assert "other/z" in everything.list_repositories() and "region/q" in everything.list_repositories()
     backend.close()
     everything.close()
 
 
-def test_referrers_and_their_removal(
-    backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path
-) -> None:
+def test_referrers_and_their_removal(backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path) -> None:
     target = _push(backend, tmp_path, b"checkpoint", "ckpt")
     assert backend.referrers(REPO, target.digest) == []
     subject = {"mediaType": media.OCI_MANIFEST, "digest": target.digest, "size": len(target.data)}
@@ -653,9 +631,7 @@ def test_referrers_and_their_removal(
     assert "Contents" not in raw.list_objects_v2(Bucket=s3_bucket, Prefix=entry)
 
 
-def test_delete_manifest_removes_only_tags_that_point_at_it(
-    backend: S3Backend, tmp_path: Path
-) -> None:
+def test_delete_manifest_removes_only_tags_that_point_at_it(backend: S3Backend, tmp_path: Path) -> None:
     gone = _push(backend, tmp_path, b"gone", "a")
     backend.put_manifest(REPO, gone, tag="b")
     keep = _push(backend, tmp_path, b"keep", "c")
@@ -667,22 +643,16 @@ def test_delete_manifest_removes_only_tags_that_point_at_it(
         backend.delete_manifest(REPO, gone.digest)
 
 
-def test_corrupt_manifest_is_refused(
-    backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path
-) -> None:
+def test_corrupt_manifest_is_refused(backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path) -> None:
     manifest = _push(backend, tmp_path, b"w", "v1")
-    raw.put_object(
-        Bucket=s3_bucket, Key=f"{REPO}/manifests/sha256/{manifest.digest[7:]}", Body=b"{}"
-    )
+    raw.put_object(Bucket=s3_bucket, Key=f"{REPO}/manifests/sha256/{manifest.digest[7:]}", Body=b"{}")
     with pytest.raises(IntegrityError):
         backend.get_manifest(REPO, "v1")
     with pytest.raises(IntegrityError):
         backend.put_manifest(REPO, ManifestData(b"{}", media.OCI_MANIFEST, manifest.digest))
 
 
-def test_tag_pointing_at_a_deleted_manifest(
-    backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path
-) -> None:
+def test_tag_pointing_at_a_deleted_manifest(backend: S3Backend, raw: Any, s3_bucket: str, tmp_path: Path) -> None:
     manifest = _push(backend, tmp_path, b"w", "v1")
     raw.delete_object(Bucket=s3_bucket, Key=f"{REPO}/manifests/sha256/{manifest.digest[7:]}")
     with pytest.raises(NotFoundError, match="points at"):

@@ -80,9 +80,7 @@ def _hex(digest: str) -> str:
 
 def _check_tag(tag: str) -> str:
     if not TAG_RE.match(tag):
-        raise InputError(
-            f"{tag!r} is not a valid tag", hint="tags match [A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
-        )
+        raise InputError(f"{tag!r} is not a valid tag", hint="tags match [A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
     return tag
 
 
@@ -188,9 +186,7 @@ class S3Backend(Backend):
                 f"S3 bucket {self.bucket!r} does not exist at {self.ops.endpoint}",
                 hint=f"create it (aws s3 mb s3://{self.bucket}) or correct the registry URL",
             ) from None
-        raise NotFoundError(
-            f"no repository {self._url(repo)}", hint="check the reference, or push to it first"
-        )
+        raise NotFoundError(f"no repository {self._url(repo)}", hint="check the reference, or push to it first")
 
     def _names(self, prefix: str) -> list[str]:
         return sorted(key[len(prefix) :] for key in self.ops.keys(prefix, page_size=self.page_size))
@@ -207,9 +203,7 @@ class S3Backend(Backend):
             return
         self.transfers.upload(key, source, progress, f"blob {source.digest[:19]} for {repo}")
 
-    def download_blob(
-        self, repo: str, digest: str, dest: Path, progress: Progress = no_progress
-    ) -> None:
+    def download_blob(self, repo: str, digest: str, dest: Path, progress: Progress = no_progress) -> None:
         key = self.blob_key(repo, digest)
         try:
             with dest.open("wb") as out:
@@ -320,8 +314,7 @@ class S3Backend(Backend):
             except (ConditionFailed, KeyMissing):  # moved or deleted since we read it
                 _contention_pause(attempt)
         raise ExistsError(
-            f"tag {tag!r} of {self._url(repo)} kept changing: other writers won "
-            f"{TAG_ATTEMPTS} times in a row",
+            f"tag {tag!r} of {self._url(repo)} kept changing: other writers won {TAG_ATTEMPTS} times in a row",
             hint="other pushes are moving this tag; run the command again",
         )
 
@@ -456,9 +449,7 @@ class S3Backend(Backend):
     # -- referrers -------------------------------------------------------------------------
     def referrers(self, repo: str, digest: str) -> list[Descriptor]:
         found: dict[str, Descriptor] = {}
-        for key in self.ops.keys(
-            self._key(repo, "referrers", _hex(digest), ""), page_size=self.page_size
-        ):
+        for key in self.ops.keys(self._key(repo, "referrers", _hex(digest), ""), page_size=self.page_size):
             try:
                 data, _, _ = self.ops.get_bytes(key)
             except KeyMissing:  # deleted meanwhile

@@ -71,9 +71,7 @@ def make_client(*, max_pool_connections: int, max_attempts: int | None) -> Any:
     from botocore.config import Config
 
     core = botocore.session.get_session()  # reads the AWS_* variables and ~/.aws/config
-    session = boto3.session.Session(
-        botocore_session=core, region_name=os.environ.get("AWS_REGION") or None
-    )
+    session = boto3.session.Session(botocore_session=core, region_name=os.environ.get("AWS_REGION") or None)
     retries: dict[str, Any] = {}
     if core.get_config_variable("retry_mode") in (None, "legacy"):
         retries["mode"] = "standard"
@@ -95,9 +93,7 @@ def endpoint_of(client: Any) -> str:
     return str(getattr(getattr(client, "meta", None), "endpoint_url", "") or "the S3 endpoint")
 
 
-def translate(
-    exc: BaseException, *, op: str, bucket: str, key: str, endpoint: str
-) -> TrainopsError | None:
+def translate(exc: BaseException, *, op: str, bucket: str, key: str, endpoint: str) -> TrainopsError | None:
     """The TrainopsError for a botocore exception (None for others); says what to do next."""
     from botocore import exceptions as bx
 
@@ -120,9 +116,7 @@ def translate(
         if code == "NotImplemented" or status == 501:
             return Unsupported(f"{endpoint} does not implement {op} as trainops sends it ({where})")
         if code in _CREDENTIAL_CODES or status == 403:
-            return RemoteError(
-                f"S3 refused {op} on {where} ({code or status})", hint=CREDENTIALS_HINT
-            )
+            return RemoteError(f"S3 refused {op} on {where} ({code or status})", hint=CREDENTIALS_HINT)
         message = str(error.get("Message") or "")
         return RemoteError(
             f"S3 {op} on {where} failed after retries: {code or status} {message}".rstrip(),
@@ -148,9 +142,7 @@ def is_stream_error(exc: BaseException) -> bool:
     from botocore import exceptions as bx
     from urllib3 import exceptions as ux
 
-    return isinstance(
-        exc, (bx.HTTPClientError, bx.IncompleteReadError, ux.ProtocolError, ux.ReadTimeoutError)
-    )
+    return isinstance(exc, (bx.HTTPClientError, bx.IncompleteReadError, ux.ProtocolError, ux.ReadTimeoutError))
 
 
 class S3Ops:

@@ -29,9 +29,7 @@ STREAM_CHUNK = 1024 * 1024
 class Downloads:
     """Blob downloads of one backend, sharing its client and threads."""
 
-    def __init__(
-        self, ops: S3Ops, settings: TransferSettings, pool: Callable[[], ThreadPoolExecutor]
-    ) -> None:
+    def __init__(self, ops: S3Ops, settings: TransferSettings, pool: Callable[[], ThreadPoolExecutor]) -> None:
         self.ops = ops
         self.settings = settings
         self.pool = pool
@@ -106,9 +104,7 @@ class Downloads:
                     raise self._dropped(key, exc) from exc
             backoff(failures)
 
-    def _ranged(
-        self, key: str, etag: str, size: int, writer: DigestWriter, progress: Progress
-    ) -> None:
+    def _ranged(self, key: str, etag: str, size: int, writer: DigestWriter, progress: Progress) -> None:
         part_size = part_size_for(size, self.settings.part_size)
         pool = self.pool()
         window: deque[Future[bytes]] = deque()
@@ -136,9 +132,7 @@ class Downloads:
                     write_next()
                 acquire()
                 try:
-                    window.append(
-                        pool.submit(self._get_range, key, etag, start, min(start + part_size, size))
-                    )
+                    window.append(pool.submit(self._get_range, key, etag, start, min(start + part_size, size)))
                 except BaseException:
                     self._budget.release()
                     raise

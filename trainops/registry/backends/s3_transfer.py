@@ -251,9 +251,7 @@ class Transfers:
                 resp = self.ops.call("list_parts", key, UploadId=upload_id, PartNumberMarker=marker)
                 for p in resp.get("Parts") or []:
                     number = int(p["PartNumber"])
-                    parts[number] = RemotePart(
-                        number, int(p["Size"]), str(p["ETag"]), p.get("ChecksumCRC32")
-                    )
+                    parts[number] = RemotePart(number, int(p["Size"]), str(p["ETag"]), p.get("ChecksumCRC32"))
                 next_marker = int(resp.get("NextPartNumberMarker") or 0)
                 if not resp.get("IsTruncated") or next_marker <= marker:
                     break
@@ -262,9 +260,7 @@ class Transfers:
             return None, {}
         return upload_id, parts
 
-    def _multipart(
-        self, key: str, source: BlobSource, progress: Progress, what: str, *, resume: bool
-    ) -> None:
+    def _multipart(self, key: str, source: BlobSource, progress: Progress, what: str, *, resume: bool) -> None:
         upload_id, remote = self.pending(key) if resume else (None, {})
         resumed = upload_id is not None
         if upload_id is None:
@@ -410,9 +406,7 @@ class Transfers:
             )
             return
         part_size = part_size_for(size, COPY_PART_SIZE)
-        upload_id = str(
-            self.ops.call("create_multipart_upload", dst, ContentType=BLOB_CONTENT_TYPE)["UploadId"]
-        )
+        upload_id = str(self.ops.call("create_multipart_upload", dst, ContentType=BLOB_CONTENT_TYPE)["UploadId"])
 
         def one(number: int) -> dict[str, Any]:
             start = (number - 1) * part_size
