@@ -34,7 +34,6 @@ from trainops.build.image import (
     find_tag,
     put_tags,
     resolve_image,
-    upload_if_missing,
 )
 from trainops.build.inputs import (
     Provenance,
@@ -54,7 +53,7 @@ from trainops.registry.backends.base import BlobSource
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import cache_dir, hash_file
 from trainops.registry.reference import Reference
-from trainops.registry.store import bytes_source
+from trainops.registry.store import bytes_source, upload_if_missing
 from trainops.spec import Manifest
 from trainops.spec.stages import ImageSpec
 

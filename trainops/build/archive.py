@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainops.build.image import OCI_CONFIG, OCI_LAYER, OCI_LAYER_GZIP, oci_manifest, upload_if_missing
+from trainops.build.image import OCI_CONFIG, OCI_LAYER, OCI_LAYER_GZIP, oci_manifest
 from trainops.errors import IntegrityError
 from trainops.registry.backends.base import Backend, BlobSource, Descriptor, ManifestData
-from trainops.registry.store import bytes_source
+from trainops.registry.store import bytes_source, upload_if_missing
 
 CHUNK = 1024 * 1024
 

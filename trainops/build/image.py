@@ -15,7 +15,7 @@ from typing import Any
 from trainops.errors import InputError, IntegrityError, NotFoundError
 from trainops.registry import media
 from trainops.registry.artifact import canonical_json
-from trainops.registry.backends.base import Backend, BlobSource, Descriptor, ManifestData, sha256_digest
+from trainops.registry.backends.base import Backend, Descriptor, ManifestData, sha256_digest
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 
@@ -198,13 +198,6 @@ def ensure_blobs(
 
     moved, _, nbytes = copy_blobs(registries, src=src, dst=dst, blobs=blobs, progress=_Sink(), jobs=4)
     return moved, nbytes
-
-
-def upload_if_missing(backend: Backend, repo: str, source: BlobSource, advance: Callable[[int], None]) -> bool:
-    if backend.blob_size(repo, source.digest) == source.size:
-        return False
-    backend.upload_blob(repo, source, advance)
-    return True
 
 
 def find_tag(backend: Backend, repo: str, tag: str) -> ManifestData | None:

@@ -87,25 +87,12 @@ class PushResult:
     seconds: float
 
 
-def _upload_missing(
-    backend: Backend,
-    repo: str,
-    sources: list[BlobSource],
-    names: dict[str, str],
-    progress: ProgressSink,
-    jobs: int,
-) -> tuple[int, int]:
-    """Upload the blobs the repository lacks. Returns (bytes sent, blobs skipped)."""
-
-    def one(source: BlobSource) -> tuple[int, int]:
-        if backend.blob_size(repo, source.digest) == source.size:
-            return 0, 1
-        advance = progress.add(names.get(source.digest, source.digest[:19]), source.size)
-        backend.upload_blob(repo, source, advance)
-        return source.size, 0
-
-    results = _parallel(one, sources, jobs)
-    return sum(r[0] for r in results), sum(r[1] for r in results)
+def upload_if_missing(backend: Backend, repo: str, source: BlobSource, advance: Callable[[int], None]) -> bool:
+    """Upload a blob unless the repository already has it whole. True if it was sent."""
+    if backend.blob_size(repo, source.digest) == source.size:
+        return False
+    backend.upload_blob(repo, source, advance)
+    return True
 
 
 def bytes_source(data: bytes) -> BlobSource:
@@ -201,9 +188,10 @@ def push(
         annotations=annotations or {},
         subject=subject,
     )
-    config_sent, config_skipped = _upload_missing(backend, ref.repository, [config_src], {}, progress, 1)
-    sent += config_sent
-    skipped += config_skipped
+    if upload_if_missing(backend, ref.repository, config_src, progress.add("config", config_src.size)):
+        sent += config_src.size
+    else:
+        skipped += 1
     _check_unchanged(files, digests)
     backend.put_manifest(ref.repository, manifest, tag=ref.tag)
     return PushResult(

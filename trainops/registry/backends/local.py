@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
-import queue
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -29,6 +26,7 @@ from trainops.errors import IntegrityError, NotFoundError
 from trainops.registry import media
 from trainops.registry.backends.base import (
     Backend,
+    BackgroundHash,
     BlobSource,
     Descriptor,
     DigestWriter,
@@ -326,26 +324,14 @@ class LocalBackend(Backend):
 
 
 def _copy_hashing(src: BinaryIO, out: BinaryIO, progress: Progress) -> tuple[str, int]:
-    """Copy src to out while a second thread hashes the same chunks (both release the GIL)."""
-    digest = hashlib.sha256()
-    chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
-
-    def hasher() -> None:
-        while (chunk := chunks.get()) is not None:
-            digest.update(chunk)
-
-    thread = threading.Thread(target=hasher, daemon=True)
-    thread.start()
+    """Copy src to out while a helper thread hashes the same chunks (both release the GIL)."""
+    digest = BackgroundHash()
     size = 0
-    try:
-        for chunk in iter_file(src, INGEST_CHUNK):
-            chunks.put(chunk)
-            out.write(chunk)
-            size += len(chunk)
-            progress(len(chunk))
-    finally:
-        chunks.put(None)
-        thread.join()
+    for chunk in iter_file(src, INGEST_CHUNK):
+        digest.update(chunk)
+        out.write(chunk)
+        size += len(chunk)
+        progress(len(chunk))
     return "sha256:" + digest.hexdigest(), size
 
 
