@@ -9,7 +9,7 @@ import sys
 import click
 
 from trainops import __version__
-from trainops.cli import image_cmds, manifest_cmds, project_cmds, registry_cmds
+from trainops.cli import ckpt_cmds, image_cmds, manifest_cmds, project_cmds, registry_cmds, train_cmds
 from trainops.errors import TrainopsError
 
 DEBUG_ENV = "TRAINOPS_DEBUG"
@@ -28,7 +28,14 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")
 
 
-for _command in (*manifest_cmds.COMMANDS, *project_cmds.COMMANDS, *registry_cmds.COMMANDS, *image_cmds.COMMANDS):
+for _command in (
+    *manifest_cmds.COMMANDS,
+    *project_cmds.COMMANDS,
+    *registry_cmds.COMMANDS,
+    *image_cmds.COMMANDS,
+    *train_cmds.COMMANDS,
+    *ckpt_cmds.COMMANDS,
+):
     cli.add_command(_command)
 
 
