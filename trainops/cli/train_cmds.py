@@ -1,7 +1,177 @@
-"""Placeholder: filled in by issue 5 work."""
+"""The `train` group: render the job, submit it to the GitOps repo, or run it here."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Any
+
 import click
 
-COMMANDS: list[click.Command] = []
+from trainops.cli.output import echo_json, manifest_options, output_option
+
+_image_option = click.option(
+    "--image",
+    metavar="REF",
+    default=None,
+    help="Training image (name@sha256:…, or a tag resolved now); default: train.image, else the image built for HEAD.",
+)
+_run_id_option = click.option("--run-id", metavar="ID", default=None, help="Run id (default: a new one).")
+_insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
+
+
+def _load(file: str, env: str | None) -> Any:
+    from trainops.spec import load_manifest
+
+    return load_manifest(Path(file), env=env)
+
+
+def _run_id(run_id: str | None, prefix: str) -> str:
+    from trainops.pipeline.context import check_run_id, new_run_id
+
+    return check_run_id(run_id) if run_id else new_run_id(prefix)
+
+
+@click.group()
+def train() -> None:
+    """Training: render the scheduler job, submit it through GitOps, or run it locally."""
+
+
+@train.command("render")
+@manifest_options
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write the tree to DIR (new, empty, or rendered before); default: print it.",
+)
+@_image_option
+@_run_id_option
+@_insecure_option
+def render_cmd(
+    file: str, env: str | None, out: Path | None, image: str | None, run_id: str | None, insecure: bool
+) -> None:
+    """Render the training job (and the tenants' queues) for the manifest's scheduler."""
+    manifest = _load(file, env)
+    rid = _run_id(run_id, "run")
+    if out is None:
+        from trainops.pipeline.submit import render_text
+
+        click.echo(render_text(manifest, run_id=rid, image=image, insecure=insecure), nl=False)
+        return
+    from trainops.pipeline.submit import render_tree
+
+    result = render_tree(manifest, out=out, run_id=rid, image=image, insecure=insecure)
+    click.echo(
+        f"rendered {len(result.files)} files into {result.directory} (run {result.run_id}, image {result.image})"
+    )
+    for name in result.files:
+        click.echo(f"  {name}")
+
+
+@train.command("submit")
+@manifest_options
+@_image_option
+@_run_id_option
+@_insecure_option
+@output_option
+def submit_cmd(file: str, env: str | None, image: str | None, run_id: str | None, insecure: bool, output: str) -> None:
+    """Commit the rendered job to the GitOps repository (with trailers) and push it."""
+    from trainops.pipeline.submit import submit
+
+    manifest = _load(file, env)
+    result = submit(manifest, run_id=_run_id(run_id, "run"), image=image, insecure=insecure)
+    if output == "json":
+        echo_json(result.as_dict())
+        return
+    if not result.changed:
+        click.echo(f"{result.repo} {result.branch}:{result.path} already holds this render; nothing committed")
+        return
+    tries = f" after {result.attempts} attempts" if result.attempts > 1 else ""
+    click.echo(
+        f"committed {str(result.commit)[:12]} to {result.repo} {result.branch}:{result.path}{tries} "
+        f"(run {result.run_id}, {len(result.files)} files, {len(result.removed)} removed)"
+    )
+
+
+@train.command("run")
+@manifest_options
+@click.option("--local", "local", is_flag=True, required=True, help="Run here, in a subprocess (the only mode yet).")
+@_run_id_option
+@click.option(
+    "--ckpt-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Checkpoint directory (default: .trainops/runs/<pipeline>/checkpoints beside trainops.yaml).",
+)
+@_image_option
+@click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between checkpoint scans.")
+@_insecure_option
+@output_option
+def run_cmd(
+    file: str,
+    env: str | None,
+    local: bool,
+    run_id: str | None,
+    ckpt_dir: Path | None,
+    image: str | None,
+    interval: float,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Run train.command here with a pod's environment; push each complete checkpoint.
+
+    With checkpoint.resume: latest it first pulls the newest checkpoint from the registry
+    unless the checkpoint directory already holds one at least as new. Exits with the
+    training command's exit code.
+    """
+    from trainops.pipeline.local import run_local
+
+    manifest = _load(file, env)
+    pinned = None
+    if image:
+        from trainops.pipeline.context import registries_for, resolve_image
+
+        with registries_for(manifest, insecure=insecure) as registries:
+            pinned = resolve_image(manifest, registries, image=image)
+
+    def announce(item: Any) -> None:
+        if output == "text":
+            click.echo(f"trainops: pushed {item.name} (step {item.step}) → {item.ref}", err=True)
+
+    result = run_local(
+        manifest,
+        run_id=_run_id(run_id, "local"),
+        ckpt_dir=ckpt_dir,
+        image=pinned,
+        interval=interval,
+        insecure=insecure,
+        on_push=announce,
+    )
+    if output == "json":
+        echo_json(result.as_dict())
+    else:
+        where = f"restored {result.restored}" if result.restored else result.restore_note
+        click.echo(f"trainops: run {result.run_id}: {where}", err=True)
+        if result.resumed_from:
+            click.echo(
+                f"trainops: resumed from {result.resumed_from.ref} ({result.resumed_from.digest[:19]})", err=True
+            )
+        for note in result.watcher_errors:
+            click.echo(f"trainops: warning: checkpoint push failed, retried on the next scan: {note}", err=True)
+        if result.missing_secret_env:
+            names = ", ".join(result.missing_secret_env)
+            click.echo(f"trainops: warning: secretEnv {names} not set in this environment", err=True)
+        click.echo(
+            f"trainops: run {result.run_id} exited {result.exit_code}; "
+            f"{len(result.pushed)} checkpoint(s) pushed to {result.repository}",
+            err=True,
+        )
+    if result.exit_code:
+        sys.stdout.flush()
+        raise click.exceptions.Exit(result.exit_code)
+
+
+COMMANDS: list[click.Command] = [train]
