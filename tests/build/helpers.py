@@ -48,7 +48,7 @@ def manifest_text(
     name: str = "demo",
 ) -> str:
     """A trainops.yaml whose image section the busybox base can build (no PyTorch install)."""
-    p = {"installPytorch": False, "installProject": False, **(params or {})}
+    p = {"installPytorch": False, "installProject": False, "trainopsRequirement": "", **(params or {})}
     lines = [
         "apiVersion: trainops.dev/v1alpha1",
         "kind: Pipeline",

@@ -15,6 +15,7 @@ import pytest
 
 from tests.build.helpers import write_tree
 from tests.cli.runner import REPO, run
+from trainops import __version__
 from trainops.build.templates import TEMPLATES, render, support_files
 from trainops.errors import InputError
 from trainops.spec.stages import ImageSpec
@@ -38,7 +39,12 @@ CASES: dict[str, dict[str, Any]] = {
     "train-pytorch-local-base": {
         "template": "train-pytorch",
         "base": "localhost/trainops-test/busybox:latest",
-        "params": {"installPytorch": False, "installProject": False, "setupCommand": "echo ready > /tmp/ready"},
+        "params": {
+            "installPytorch": False,
+            "installProject": False,
+            "trainopsRequirement": "",
+            "setupCommand": "echo ready > /tmp/ready",
+        },
     },
     "serve-vllm-install": {
         "template": "serve-vllm",
@@ -70,9 +76,10 @@ def test_training_image_has_the_promised_parts() -> None:
     assert "NCCL_DEBUG=" in text and 'TORCH_NCCL_ASYNC_ERROR_HANDLING="1"' in text
     assert "\nUSER 1000:1000\n" in text  # non-root, numeric (runAsNonRoot can verify it)
     assert 'ENTRYPOINT ["/opt/trainops/entrypoint.sh"]' in text
+    assert f'pip install --no-cache-dir "trainops=={__version__}"' in text  # the checkpoint agent
     assert "ARG PIP_INDEX_URL\n" in text
     # secrets are mounted into the install steps only, by id, never as values or ARGs
-    assert text.count("--mount=type=secret,id=hf_token") == 2
+    assert text.count("--mount=type=secret,id=hf_token") == 3  # pytorch, trainops, the project
     assert 'NETRC="$(cat /run/secrets/netrc)"' in text
     assert "ARG HF_TOKEN" not in text and "ENV HF_TOKEN" not in text
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainops import __version__
 from trainops.errors import InputError
 from trainops.spec.stages import ImageSpec
 
@@ -218,6 +219,15 @@ TEMPLATES: dict[str, ImageTemplate] = {
                 bool,
                 True,
                 "Install Python, PyTorch and NCCL; false for a base that has them (NGC PyTorch, a test base).",
+            ),
+            Param(
+                "trainopsRequirement",
+                str,
+                f"trainops=={__version__}",
+                "pip requirement for trainops itself, which the checkpoint restore step and sidecar run; "
+                "a wheel URL or git+https URL works too; empty for a base that has it.",
+                r"([A-Za-z0-9_.+=<>!~@:/#-][A-Za-z0-9_.+=<>!~@:/# -]{0,299})?",
+                example="trainops==" + __version__,
             ),
             *_common(),
         ),

@@ -49,3 +49,16 @@ def console() -> Any:
     # Piped output (CI logs, files) gets a wide fixed width instead of rich's 80 columns.
     width = None if sys.stdout.isatty() else 160
     return Console(highlight=False, soft_wrap=False, width=width)
+
+
+def key_values(values: tuple[str, ...], what: str) -> dict[str, str]:
+    """KEY=VALUE options → a dict; a malformed one is a usage error naming the option."""
+    from trainops.errors import UsageError
+
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{what} {item!r} must be KEY=VALUE")
+        out[key] = value
+    return out

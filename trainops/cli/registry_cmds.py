@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, output_option
+from trainops.cli.output import echo_json, key_values, output_option
 
 KINDS = ("checkpoint", "model", "dataset", "eval", "other")
 
@@ -42,18 +42,6 @@ def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
         insecure=insecure,
         insecure_registries=tuple(spec.insecure_registries),
     )
-
-
-def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
-    from trainops.errors import UsageError
-
-    out: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"{what} {item!r} must be KEY=VALUE")
-        out[key] = value
-    return out
 
 
 def _size(n: int) -> str:
@@ -100,7 +88,7 @@ def push(
     from trainops.registry.artifact import Lineage
 
     try:
-        metric_values = {k: float(v) for k, v in _pairs(metrics, "--metric").items()}
+        metric_values = {k: float(v) for k, v in key_values(metrics, "--metric").items()}
     except ValueError:
         raise UsageError("--metric values must be numbers, as in --metric val_loss=1.93") from None
     with _registries(file, env, insecure) as registries:
@@ -120,7 +108,7 @@ def push(
                 ref=registries.ref(ref),
                 kind=kind,
                 lineage=lineage,
-                annotations=_pairs(annotations, "--annotation"),
+                annotations=key_values(annotations, "--annotation"),
                 jobs=jobs,
                 progress=progress,
             )

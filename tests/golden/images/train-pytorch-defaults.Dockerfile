@@ -24,6 +24,9 @@ RUN python3 -m pip install --no-cache-dir --upgrade pip \
  && python3 -m pip install --no-cache-dir --no-deps "nvidia-nccl-cu12==2.21.5" \
  && python3 -c "import torch; assert torch.__version__.split('+')[0] == '2.5.1', torch.__version__"
 
+# trainops in the image: the checkpoint restore step and the checkpoint sidecar run it.
+RUN python3 -m pip install --no-cache-dir "trainops==0.1.0"
+
 # NCCL and torch.distributed defaults; the job (train.nccl, train.env) overrides any of them.
 ENV PYTHONUNBUFFERED="1" \
     PYTHONDONTWRITEBYTECODE="1" \

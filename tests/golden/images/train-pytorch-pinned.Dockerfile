@@ -25,6 +25,9 @@ RUN --mount=type=secret,id=hf_token --mount=type=secret,id=netrc HF_TOKEN="$(cat
  && python3 -m pip install --no-cache-dir --no-deps "nvidia-nccl-cu12==2.20.5" \
  && python3 -c "import torch; assert torch.__version__.split('+')[0] == '2.4.1', torch.__version__"
 
+# trainops in the image: the checkpoint restore step and the checkpoint sidecar run it.
+RUN --mount=type=secret,id=hf_token --mount=type=secret,id=netrc HF_TOKEN="$(cat /run/secrets/hf_token)" && export HF_TOKEN && NETRC="$(cat /run/secrets/netrc)" && export NETRC && python3 -m pip install --no-cache-dir "trainops==0.1.0"
+
 # NCCL and torch.distributed defaults; the job (train.nccl, train.env) overrides any of them.
 ENV PYTHONUNBUFFERED="1" \
     PYTHONDONTWRITEBYTECODE="1" \
