@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, manifest_options, output_option
+from trainops.cli.output import echo_json, key_values, manifest_options, output_option
 
 _image_option = click.option(
     "--image",
@@ -107,6 +107,14 @@ def submit_cmd(file: str, env: str | None, image: str | None, run_id: str | None
     help="Checkpoint directory (default: .trainops/runs/<pipeline>/checkpoints beside trainops.yaml).",
 )
 @_image_option
+@click.option(
+    "-e",
+    "--setenv",
+    "setenv",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a variable for the command, over train.env (repeatable).",
+)
 @click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between checkpoint scans.")
 @_insecure_option
 @output_option
@@ -117,6 +125,7 @@ def run_cmd(
     run_id: str | None,
     ckpt_dir: Path | None,
     image: str | None,
+    setenv: tuple[str, ...],
     interval: float,
     insecure: bool,
     output: str,
@@ -149,6 +158,7 @@ def run_cmd(
         interval=interval,
         insecure=insecure,
         on_push=announce,
+        env_overrides=key_values(setenv, "-e"),
     )
     if output == "json":
         echo_json(result.as_dict())

@@ -80,6 +80,7 @@ def local_environment(
     repository: Reference,
     image: str | None,
     base: Mapping[str, str],
+    overrides: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, str], list[str]]:
     """The command's environment: the caller's, then the pod contract; and the secretEnv
     names the caller's environment does not provide (locally their values come from it)."""
@@ -105,6 +106,7 @@ def local_environment(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(_free_port()),
     )
+    env.update(overrides or {})
     missing = sorted(name for name in train.secret_env if name not in base)
     return env, missing
 
@@ -147,6 +149,7 @@ def run_local(
     on_push: Callable[[Any], None] | None = None,
     progress: ProgressSink | None = None,
     base_env: Mapping[str, str] | None = None,
+    env_overrides: Mapping[str, str] | None = None,
 ) -> LocalRunResult:
     """Restore, train and watch, as described in the module docstring."""
     from trainops.checkpoint import WatchConfig, Watcher, restore_latest
@@ -210,6 +213,7 @@ def run_local(
             repository=repository,
             image=image_text,
             base=os.environ if base_env is None else base_env,
+            overrides=env_overrides,
         )
         pushed: list[Any] = []
         errors: list[str] = []
