@@ -1,7 +1,521 @@
-"""Placeholder: filled in by issue 5 work."""
+"""`trainops ckpt`: watch a training directory and push checkpoints; ls, latest, pull, prune.
+
+Defaults come from the environment a pod gets (TRAINOPS_CKPT_REPOSITORY, TRAINOPS_RUN_ID,
+TRAINOPS_IMAGE_DIGEST, TRAINOPS_NODE_RANK) and from trainops.yaml's train.checkpoint.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import re
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
 import click
 
-COMMANDS: list[click.Command] = []
+from trainops.cli.output import echo_json, output_option
+from trainops.cli.registry_cmds import _registry_options, _size
+
+LAYOUTS = ("auto", "trainops", "huggingface", "megatron", "deepspeed")  # = trainops.checkpoint.LAYOUT_NAMES
+REPOSITORY_ENV = "TRAINOPS_CKPT_REPOSITORY"
+RUN_ID_ENV = "TRAINOPS_RUN_ID"
+IMAGE_DIGEST_ENV = "TRAINOPS_IMAGE_DIGEST"
+NODE_RANK_ENV = "TRAINOPS_NODE_RANK"
+_SECONDS = re.compile(r"^[0-9]+(\.[0-9]+)?$")
+
+
+class _Context:
+    """Registries for the command, and the manifest (if there is one) for defaults."""
+
+    def __init__(self, file: str | None, env: str | None, insecure: bool) -> None:
+        from trainops.registry.context import Registries
+
+        path = Path(file) if file else Path("trainops.yaml")
+        self.manifest: Any = None
+        if file is not None or path.is_file():
+            from trainops.spec import load_manifest
+
+            self.manifest = load_manifest(path, env=env)
+            spec = self.manifest.pipeline.spec
+            self.registries = Registries(
+                default_registry=spec.registry,
+                base_dir=self.manifest.root,
+                insecure=insecure,
+                insecure_registries=tuple(spec.insecure_registries),
+            )
+        else:
+            self.registries = Registries(insecure=insecure)
+
+    @property
+    def policy(self) -> Any:
+        """train.checkpoint of the manifest, or None."""
+        train = self.manifest.pipeline.spec.train if self.manifest is not None else None
+        return train.checkpoint if train is not None else None
+
+    def repository(self, text: str | None) -> Any:
+        """REPO, else $TRAINOPS_CKPT_REPOSITORY, else the manifest's checkpoint repository."""
+        from trainops.checkpoint.catalog import require_repository
+        from trainops.errors import UsageError
+
+        text = text or os.environ.get(REPOSITORY_ENV) or None
+        if text is None and self.manifest is not None:
+            pipeline = self.manifest.pipeline
+            policy = self.policy
+            text = (policy.repository if policy is not None else None) or (
+                f"{pipeline.spec.registry.rstrip('/')}/{pipeline.metadata.name}/checkpoints"
+            )
+        if text is None:
+            raise UsageError(
+                "no checkpoint repository given",
+                hint=f"pass REPO (or --repository), set {REPOSITORY_ENV}, or run where trainops.yaml is",
+            )
+        ref = self.registries.ref(text)
+        require_repository(ref)
+        return ref
+
+    def __enter__(self) -> _Context:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.registries.close()
+
+
+def _retention_options(func: Any) -> Any:
+    func = click.option("--mode", type=click.Choice(["min", "max"]), default=None, help="Lower or higher is better.")(
+        func
+    )
+    func = click.option("--metric", default=None, metavar="NAME", help="Metric that ranks checkpoints (val_loss).")(
+        func
+    )
+    func = click.option(
+        "--keep-best", type=click.IntRange(0), default=None, metavar="K", help="Also keep the best K by --metric."
+    )(func)
+    func = click.option(
+        "--keep-last", type=click.IntRange(1), default=None, metavar="N", help="Keep the newest N checkpoints."
+    )(func)
+    return func
+
+
+def _retention(base: Any, keep_last: int | None, keep_best: int | None, metric: str | None, mode: str | None) -> Any:
+    """The policy the flags give (they replace the manifest's keep as a whole), else base."""
+    from pydantic import ValidationError
+
+    from trainops.errors import UsageError
+    from trainops.spec.stages import Retention
+
+    given = {"last": keep_last, "best": keep_best, "metric": metric, "mode": mode}
+    if all(v is None for v in given.values()):
+        return base
+    try:
+        return Retention.model_validate({k: v for k, v in given.items() if v is not None})
+    except ValidationError as err:
+        message = err.errors()[0]["msg"].removeprefix("Value error, ")
+        raise UsageError(f"retention: {message}", hint="--keep-best needs --metric (and --mode min|max)") from None
+
+
+def _seconds(text: str, what: str) -> float:
+    from trainops.errors import UsageError
+    from trainops.spec.common import DURATION, duration_seconds
+
+    if _SECONDS.match(text):
+        return float(text)
+    if re.match(DURATION, text):
+        return duration_seconds(text)
+    raise UsageError(f"{what} {text!r} is not a duration", hint="write seconds (0.5) or a duration such as 10s, 500ms")
+
+
+def _metrics_text(metrics: dict[str, float]) -> str:
+    return " ".join(f"{k}={v:g}" for k, v in sorted(metrics.items()))
+
+
+def _info_json(info: Any) -> dict[str, Any] | None:
+    if info is None:
+        return None
+    return {
+        "tag": info.tag,
+        "step": info.step,
+        "digest": info.digest,
+        "ref": info.ref,
+        "runId": info.run_id,
+        "metrics": info.metrics,
+        "created": info.created,
+        "name": info.name,
+        "layout": info.layout,
+    }
+
+
+@click.group()
+def ckpt() -> None:
+    """Checkpoints: watch a training directory and push each complete one; ls, latest, pull, prune."""
+
+
+# -- watch ---------------------------------------------------------------------------------
+
+
+@ckpt.command("watch")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--repository", "repository", default=None, metavar="REPO", help=f"Where to push [env {REPOSITORY_ENV}].")
+@click.option("--run-id", default=None, help=f"Run id recorded in each checkpoint's lineage [env {RUN_ID_ENV}].")
+@click.option("--layout", type=click.Choice(LAYOUTS), default=None, help="Checkpoint layout (default: auto).")
+@_retention_options
+@click.option("--interval", default="10s", show_default=True, help="Time between scans.")
+@click.option("--settle", default="5s", show_default=True, help="Quiet time before a marker-less checkpoint counts.")
+@click.option(
+    "--drain",
+    default="0s",
+    show_default=True,
+    help="After stopping, keep scanning this long while a write is under way.",
+)
+@click.option("--image-digest", default=None, metavar="SHA256", help=f"Training image digest [env {IMAGE_DIGEST_ENV}].")
+@click.option("--once", "scan_mode", flag_value="once", help="Scan once and exit.")
+@click.option(
+    "--until-signal", "scan_mode", flag_value="signal", help="Run until SIGTERM/SIGINT, then scan a last time."
+)
+@click.option("--until-pid", type=click.IntRange(1), default=None, metavar="PID", help="Run until process PID exits.")
+@click.option("--leader-only", is_flag=True, help=f"Push nothing unless {NODE_RANK_ENV} is unset or 0.")
+@_registry_options
+@output_option
+def watch(
+    directory: Path,
+    repository: str | None,
+    run_id: str | None,
+    layout: str | None,
+    keep_last: int | None,
+    keep_best: int | None,
+    metric: str | None,
+    mode: str | None,
+    interval: str,
+    settle: str,
+    drain: str,
+    image_digest: str | None,
+    scan_mode: str | None,
+    until_pid: int | None,
+    leader_only: bool,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Push every complete checkpoint written to DIRECTORY, with lineage; apply retention.
+
+    Prints one line per checkpoint pushed. Without --once it runs until SIGTERM/SIGINT
+    (or until --until-pid's process exits), then scans a last time and exits 0.
+    """
+    from trainops.errors import UsageError
+
+    if until_pid is not None and scan_mode is not None:
+        raise UsageError("--until-pid cannot be combined with --once or --until-signal")
+    stop = threading.Event()
+    once = scan_mode == "once"
+    with _stopping(stop, signals=not once, until_pid=until_pid):
+        rank = os.environ.get(NODE_RANK_ENV, "")
+        if leader_only and rank not in ("", "0"):
+            click.echo(f"node rank {rank} is not the leader: pushing nothing", err=True)
+            while not once and not stop.wait(1.0):
+                pass
+            return
+        _watch(
+            directory,
+            repository=repository,
+            run_id=run_id,
+            layout=layout,
+            keep=(keep_last, keep_best, metric, mode),
+            timing=(_seconds(interval, "--interval"), _seconds(settle, "--settle"), _seconds(drain, "--drain")),
+            image_digest=image_digest,
+            once=once,
+            stop=stop,
+            context=(file, env, insecure),
+            output=output,
+        )
+
+
+def _watch(
+    directory: Path,
+    *,
+    repository: str | None,
+    run_id: str | None,
+    layout: str | None,
+    keep: tuple[int | None, int | None, str | None, str | None],
+    timing: tuple[float, float, float],
+    image_digest: str | None,
+    once: bool,
+    stop: threading.Event,
+    context: tuple[str | None, str | None, bool],
+    output: str,
+) -> None:
+    from trainops.checkpoint import WatchConfig, Watcher
+    from trainops.cli.progress import transfer_progress
+    from trainops.errors import RemoteError, UsageError
+    from trainops.registry.artifact import Lineage
+
+    run_id = run_id or os.environ.get(RUN_ID_ENV) or None
+    if not run_id:
+        raise UsageError("no run id given", hint=f"pass --run-id or set {RUN_ID_ENV}")
+    digest = image_digest or os.environ.get(IMAGE_DIGEST_ENV) or None
+    with _Context(*context) as ctx:
+        policy = ctx.policy
+        lineage = _base_lineage(ctx, digest, Lineage)
+        config = WatchConfig(
+            directory=directory,
+            repository=ctx.repository(repository),
+            run_id=run_id,
+            layout=layout or (policy.layout if policy is not None else "auto"),
+            keep=_retention(policy.keep if policy is not None else None, *keep),
+            lineage=lineage,
+            interval=timing[0],
+            settle=timing[1],
+            drain=timing[2],
+        )
+        with transfer_progress(once and output == "text") as progress:
+            watcher = Watcher(ctx.registries, config, progress=progress if once else None, on_event=_printer(output))
+            if once:
+                watcher.scan(final=True)
+                return
+            result = watcher.run(stop)
+    if result.final_error:
+        raise RemoteError(
+            f"the last scan failed: {result.final_error}",
+            hint=f"checkpoints not pushed are still in {directory}; `trainops ckpt watch {directory} --once` retries",
+        )
+
+
+def _base_lineage(ctx: _Context, image_digest: str | None, lineage_type: Any) -> Any:
+    from pydantic import ValidationError
+
+    from trainops.errors import UsageError
+
+    values: dict[str, Any] = {}
+    if ctx.manifest is not None:
+        values["pipeline"] = ctx.manifest.pipeline.metadata.name
+    if os.environ.get("TRAINOPS_PIPELINE"):
+        values["pipeline"] = os.environ["TRAINOPS_PIPELINE"]
+    if os.environ.get("TRAINOPS_GIT_COMMIT"):
+        values["gitCommit"] = os.environ["TRAINOPS_GIT_COMMIT"]
+    if image_digest:
+        values["imageDigest"] = image_digest
+    try:
+        return lineage_type.model_validate(values)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise UsageError(
+            f"{field} {first['input']!r}: {first['msg']}", hint="an image digest is sha256:<64 hex>"
+        ) from None
+
+
+def _printer(output: str) -> Callable[[Any], None]:
+    def show(event: Any) -> None:
+        if output == "json":
+            data: dict[str, Any] = {"event": event.kind, "message": event.message}
+            if event.checkpoint is not None:
+                c = event.checkpoint
+                data.update(
+                    name=c.name,
+                    step=c.step,
+                    digest=c.digest,
+                    ref=c.ref,
+                    parent=c.parent.model_dump(by_alias=True) if c.parent else None,
+                    bytesSent=c.bytes_sent,
+                )
+            click.echo(json.dumps(data), err=event.kind in ("error", "skipped"))
+            return
+        if event.kind == "pushed" and event.checkpoint is not None:
+            c = event.checkpoint
+            parent = f", {c.parent.relation} {c.parent.ref}" if c.parent else ""
+            click.echo(f"pushed {c.name} (step {c.step}{parent}) → {c.ref} ({_size(c.bytes_sent)} sent)")
+        elif event.kind in ("adopted", "removed"):
+            click.echo(f"{event.kind} {event.message}" if event.kind == "removed" else event.message)
+        else:
+            click.echo(f"{'warning' if event.kind == 'error' else 'note'}: {event.message}", err=True)
+
+    return show
+
+
+@contextlib.contextmanager
+def _stopping(stop: threading.Event, *, signals: bool, until_pid: int | None) -> Iterator[None]:
+    """Set stop on SIGTERM/SIGINT (when signals) and when process until_pid exits."""
+    previous: dict[int, Any] = {}
+    if signals and threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, lambda _n, _f: stop.set())
+    done = threading.Event()
+    if until_pid is not None:
+
+        def poll() -> None:
+            while _alive(until_pid):
+                if done.wait(0.2):
+                    return
+            stop.set()
+
+        threading.Thread(target=poll, name=f"until-pid-{until_pid}", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie has exited; it only waits for its parent to reap it
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return fields[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+# -- ls, latest, pull, prune -----------------------------------------------------------------
+
+
+@ckpt.command("ls")
+@click.argument("repo", required=False)
+@_registry_options
+@output_option
+def ls(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """List the checkpoints of REPO by step: tag, step, run, metrics, created, digest."""
+    from trainops.checkpoint import list_checkpoints
+
+    with _Context(file, env, insecure) as ctx:
+        repository = ctx.repository(repo)
+        infos = list_checkpoints(ctx.registries, repository=repository)
+    if output == "json":
+        echo_json([_info_json(i) for i in infos])
+        return
+    if not infos:
+        click.echo(f"no checkpoint in {repository.repo_url}")
+        return
+    from rich.table import Table
+
+    from trainops.cli.output import console
+
+    table = Table(title=repository.repo_url)
+    for column in ("tag", "step", "run", "metrics", "created", "digest"):
+        table.add_column(column)
+    for i in infos:
+        step = "" if i.step is None else str(i.step)
+        table.add_row(i.tag, step, i.run_id or "", _metrics_text(i.metrics), i.created or "", i.digest[:19])
+    console().print(table)
+
+
+@ckpt.command("latest")
+@click.argument("repo", required=False)
+@_registry_options
+@output_option
+def latest(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """Print the newest checkpoint of REPO (by step) as a pinned reference."""
+    from trainops.checkpoint import latest_checkpoint
+    from trainops.errors import NotFoundError
+
+    with _Context(file, env, insecure) as ctx:
+        repository = ctx.repository(repo)
+        info = latest_checkpoint(ctx.registries, repository=repository)
+    if info is None:
+        raise NotFoundError(f"no checkpoint in {repository.repo_url}", hint="`trainops ckpt watch` pushes them")
+    if output == "json":
+        echo_json(_info_json(info))
+    else:
+        click.echo(info.ref)
+
+
+@ckpt.command("pull")
+@click.argument("args", nargs=-1, metavar="REF DEST | --latest [REPO] DEST")
+@click.option("--latest", "latest_", is_flag=True, help="Pull the newest checkpoint of REPO.")
+@click.option("--layout", type=click.Choice(LAYOUTS), default=None, help="Checkpoint layout of DEST (default: auto).")
+@_registry_options
+@output_option
+def pull(
+    args: tuple[str, ...],
+    latest_: bool,
+    layout: str | None,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Restore a checkpoint into DEST for training to resume; nothing is pulled when DEST
+    already holds one at least as new (Megatron's tracker and DeepSpeed's latest are written)."""
+    from trainops.checkpoint import restore_latest, restore_ref
+    from trainops.cli.progress import transfer_progress
+    from trainops.errors import UsageError
+
+    if latest_ and len(args) not in (1, 2):
+        raise UsageError("usage: trainops ckpt pull --latest [REPO] DEST")
+    if not latest_ and len(args) != 2:
+        raise UsageError("usage: trainops ckpt pull REF DEST (or --latest [REPO] DEST)")
+    dest = Path(args[-1])
+    with _Context(file, env, insecure) as ctx, transfer_progress(output == "text") as progress:
+        chosen = layout or (ctx.policy.layout if ctx.policy is not None else "auto")
+        if latest_:
+            repository = ctx.repository(args[0] if len(args) == 2 else None)
+            result = restore_latest(
+                ctx.registries, repository=repository, directory=dest, layout=chosen, progress=progress
+            )
+        else:
+            ref = ctx.registries.ref(args[0])
+            if not ref.tag and not ref.digest:
+                raise UsageError(f"{args[0]} names no checkpoint", hint="write REPO:step-N, or use --latest REPO")
+            result = restore_ref(ctx.registries, ref=ref, directory=dest, layout=chosen, progress=progress)
+    if output == "json":
+        echo_json(
+            {
+                "restored": _info_json(result.restored),
+                "path": str(result.path) if result.path else None,
+                "reason": result.reason,
+            }
+        )
+    else:
+        click.echo(result.reason)
+
+
+@ckpt.command("prune")
+@click.argument("repo", required=False)
+@_retention_options
+@click.option("--protect", multiple=True, metavar="TAG", help="A tag (or digest) never to remove (repeatable).")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@_registry_options
+@output_option
+def prune(
+    repo: str | None,
+    keep_last: int | None,
+    keep_best: int | None,
+    metric: str | None,
+    mode: str | None,
+    protect: tuple[str, ...],
+    dry_run: bool,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Apply retention to REPO: keep the newest N and the best K by a metric, remove the
+    other step-N checkpoints (defaults: train.checkpoint.keep of trainops.yaml)."""
+    from trainops.checkpoint import apply_retention
+    from trainops.errors import UsageError
+
+    with _Context(file, env, insecure) as ctx:
+        repository = ctx.repository(repo)
+        keep = _retention(ctx.policy.keep if ctx.policy is not None else None, keep_last, keep_best, metric, mode)
+        if keep is None:
+            raise UsageError("no retention policy", hint="pass --keep-last N (and --keep-best K --metric M)")
+        removed = apply_retention(ctx.registries, repository=repository, keep=keep, protect=protect, dry_run=dry_run)
+    if output == "json":
+        echo_json({"repository": repository.repo_url, "dryRun": dry_run, "removed": removed})
+        return
+    verb = "would remove" if dry_run else "removed"
+    for tag in removed:
+        click.echo(f"{verb} {repository.with_tag(tag)}")
+    click.echo(f"{verb} {len(removed)} checkpoint(s) from {repository.repo_url}")
+
+
+COMMANDS = [ckpt]

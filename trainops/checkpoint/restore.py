@@ -1,0 +1,154 @@
+"""Restore a checkpoint from the registry into a training directory, for training to resume.
+
+The checkpoint is pulled (every file verified) into `.trainops/restore/` inside the
+directory, then renamed into place under its original name, so the writer's own rule for
+"complete" holds: a `step-*` directory never exists half-filled. Megatron's tracker and
+DeepSpeed's `latest` are written after the rename, and `.trainops/restored.json` records
+what was restored, so the watcher knows what training resumed from and does not push it
+back. A directory that already holds a complete checkpoint at least as new is left alone:
+after a pod restart, training continues from its own newer checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainops.checkpoint.catalog import CheckpointInfo, Tagged, info_of, latest_checkpoint, require_repository
+from trainops.checkpoint.layouts import LAYOUTS, Layout, detect_layout, get_layout
+from trainops.checkpoint.layouts.base import fsync_dir
+from trainops.checkpoint.state import STATE_DIR, Record, fingerprint, load_restored, locked, now_utc, save_restored
+from trainops.errors import InputError
+from trainops.registry import store
+from trainops.registry.context import ProgressSink, Registries
+from trainops.registry.reference import Reference
+
+RESTORE_DIR = "restore"
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    restored: CheckpointInfo | None  # what was pulled (None: nothing was)
+    path: Path | None  # the checkpoint training will resume from, if any
+    reason: str
+
+
+def restore_latest(
+    registries: Registries,
+    *,
+    repository: Reference,
+    directory: Path,
+    layout: str = "auto",
+    progress: ProgressSink | None = None,
+) -> RestoreResult:
+    """Pull the newest checkpoint of repository (by step) into directory, unless directory
+    already holds one at least as new. An empty or missing repository is not an error."""
+    require_repository(repository)
+    info = latest_checkpoint(registries, repository=repository)
+    if info is None:
+        return RestoreResult(None, None, f"no checkpoint in {repository.repo_url}")
+    ref = repository.with_tag(info.tag).with_digest(info.digest)
+    return restore_ref(registries, ref=ref, directory=directory, layout=layout, progress=progress)
+
+
+def restore_ref(
+    registries: Registries,
+    *,
+    ref: Reference,
+    directory: Path,
+    layout: str = "auto",
+    progress: ProgressSink | None = None,
+) -> RestoreResult:
+    """Pull the checkpoint ref into directory/<its original name> (restore semantics above)."""
+    directory = directory.absolute()
+    found = store.resolve(registries, ref=ref)
+    repository = ref.with_tag(None).with_digest(None)
+    info = info_of(repository, Tagged(found.ref.tag or "", found.parsed))
+    if info.step is None:
+        raise InputError(f"{ref} records no training step", hint="restore a checkpoint that `ckpt watch` pushed")
+    step = info.step
+    directory.mkdir(parents=True, exist_ok=True)
+    with locked(directory):
+        chosen = _choose_layout(layout, directory, info, ref)
+        local = [f for f in chosen.listing(directory).found if f.committed]
+        newest = max(local, key=lambda f: f.step) if local else None
+        if newest is not None and newest.step >= step:
+            return RestoreResult(
+                None,
+                newest.path,
+                f"{newest.path} (step {newest.step}) is at least as new as {ref.with_digest(None)} "
+                f"(step {step}); nothing pulled",
+            )
+        name = info.name if info.name and _safe_name(info.name) and chosen.step_of(info.name) == step else None
+        name = name or chosen.default_name(step)
+        dest = directory / name
+        marker = load_restored(directory)
+        if (
+            marker is not None
+            and (marker.name, marker.digest) == (name, found.manifest.digest)
+            and dest.is_dir()
+            and fingerprint(dest).digest == marker.fingerprint
+        ):  # pulled and moved into place, then interrupted before the tracker was written
+            chosen.after_restore(directory, name, step)
+            return RestoreResult(info, dest, f"restored {name} (step {step}) from {ref.with_digest(None)}")
+        staging = directory / STATE_DIR / RESTORE_DIR / found.manifest.digest[7:23]
+        store.pull(registries, ref=found.ref, dest=staging, progress=progress)
+        record = Record(
+            name=name,
+            step=step,
+            repository=repository.repo_url,
+            digest=found.manifest.digest,
+            ref=f"{repository.repo_url}:{info.tag}" if info.tag else repository.repo_url,
+            fingerprint=fingerprint(staging).digest,
+            layout=chosen.name,
+            run_id=info.run_id,
+            at=now_utc(),
+        )
+        save_restored(directory, record)  # before the rename: the directory never appears unrecorded
+        _move_into_place(staging, dest)
+        chosen.after_restore(directory, name, step)
+    return RestoreResult(info, dest, f"restored {name} (step {step}) from {ref.with_digest(None)}")
+
+
+def _choose_layout(layout: str, directory: Path, info: CheckpointInfo, ref: Reference) -> Layout:
+    if layout != "auto":
+        return get_layout(layout)
+    local = detect_layout(directory)
+    pushed = LAYOUTS.get(info.layout or "")
+    if local is not None and pushed is not None and local.name != pushed.name:
+        raise InputError(
+            f"{ref} is a {pushed.name} checkpoint but {directory} holds {local.name} ones",
+            hint="restore into the directory of a run with the same layout, or pass --layout",
+        )
+    chosen = local or pushed
+    if chosen is None and info.name:
+        chosen = next((lay for lay in LAYOUTS.values() if lay.step_of(info.name) == info.step), None)
+    if chosen is None:
+        raise InputError(f"cannot tell the checkpoint layout of {ref}", hint="pass --layout")
+    return chosen
+
+
+def _safe_name(name: str) -> bool:
+    """A single, visible path component: a name from an artifact must not point elsewhere."""
+    return bool(name) and "/" not in name and "\\" not in name and "\x00" not in name and not name.startswith(".")
+
+
+def _move_into_place(staging: Path, dest: Path) -> None:
+    """Rename the verified checkpoint to its final name; an incomplete leftover of the same
+    name (a killed writer's) is moved aside first and deleted."""
+    aside = None
+    if dest.exists() or dest.is_symlink():
+        aside = staging.parent / f"replaced-{dest.name}-{os.getpid()}"
+        os.rename(dest, aside)
+    os.rename(staging, dest)
+    fsync_dir(dest.parent)
+    if aside is not None:
+        if aside.is_dir() and not aside.is_symlink():
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            aside.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        staging.parent.rmdir()  # only if nothing else is staged there

@@ -1,0 +1,91 @@
+"""Retention: keep the newest N checkpoints and the best K by a metric; untag the rest.
+
+Only `step-N` tags of checkpoint artifacts are ever touched. When no other tag names a
+removed checkpoint's manifest, the manifest goes too: later checkpoints name it as their
+parent, and `trainops registry gc` keeps whatever a kept artifact's lineage names, so an
+untagged-but-present parent would pin every older checkpoint forever. Its digest stays in
+the children's lineage (shown as missing); its blobs are reclaimed by gc (file://, s3://)
+or the registry's own garbage collector (oci://).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from trainops.checkpoint.catalog import KIND, STEP_TAG, CheckpointInfo, info_of, tagged
+from trainops.errors import NotFoundError, RemoteError
+from trainops.registry import store
+from trainops.registry.context import Registries
+from trainops.registry.reference import Reference
+from trainops.spec.stages import Retention
+
+
+@dataclass(frozen=True)
+class RetentionPlan:
+    keep: list[CheckpointInfo] = field(default_factory=list)
+    remove: list[CheckpointInfo] = field(default_factory=list)
+
+
+def plan_retention(infos: list[CheckpointInfo], keep: Retention, protect: Collection[str] = ()) -> RetentionPlan:
+    """Which step-N checkpoints to keep and which to remove (pure: no registry calls)."""
+    managed = [i for i in infos if i.step is not None and STEP_TAG.match(i.tag)]
+    by_step = sorted(managed, key=lambda i: (i.step or 0, i.created or ""), reverse=True)
+    kept = {i.tag for i in by_step[: keep.last]}
+    if keep.best and keep.metric:
+        metric = keep.metric
+        ranked = [i for i in managed if metric in i.metrics]
+        sign = 1.0 if keep.mode == "min" else -1.0
+        ranked.sort(key=lambda i: (sign * i.metrics[metric], -(i.step or 0)))
+        kept.update(i.tag for i in ranked[: keep.best])
+    shielded = set(protect)
+    kept.update(i.tag for i in managed if i.tag in shielded or i.digest in shielded)
+    return RetentionPlan(
+        keep=[i for i in by_step if i.tag in kept],
+        remove=sorted((i for i in managed if i.tag not in kept), key=lambda i: i.step or 0),
+    )
+
+
+def apply_retention(
+    registries: Registries,
+    *,
+    repository: Reference,
+    keep: Retention,
+    protect: Collection[str] = (),
+    dry_run: bool = False,
+) -> list[str]:
+    """Remove the step-N checkpoints retention does not keep; returns the removed tags.
+
+    protect: tags (or digests) never removed. With dry_run, nothing is removed and the
+    tags that would be are returned.
+    """
+    items = tagged(registries, repository=repository)
+    infos = [info_of(repository, t) for t in items if t.parsed.kind == KIND]
+    plan = plan_retention(infos, keep, protect)
+    if dry_run:
+        return [i.tag for i in plan.remove]
+    digest_tags: dict[str, set[str]] = {}
+    for t in items:
+        digest_tags.setdefault(t.parsed.digest, set()).add(t.tag)
+    removed: list[str] = []
+    for info in plan.remove:
+        try:
+            store.remove(registries, ref=repository.with_tag(info.tag))
+        except NotFoundError:
+            continue  # another process removed it first
+        except RemoteError:
+            continue  # e.g. a registry that deletes manifests, not tags, and another tag names it
+        removed.append(info.tag)
+        others = digest_tags.get(info.digest, set()) - {info.tag}
+        digest_tags[info.digest] = others
+        if not others:
+            _remove_manifest(registries, repository, info.digest)
+    return removed
+
+
+def _remove_manifest(registries: Registries, repository: Reference, digest: str) -> None:
+    """Delete an untagged checkpoint manifest. It may be gone already (a registry that
+    deletes the manifest with its last tag), and a registry may refuse deletes."""
+    with contextlib.suppress(NotFoundError, RemoteError):
+        registries.backend(repository).delete_manifest(repository.repository, digest)
