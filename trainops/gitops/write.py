@@ -1,0 +1,215 @@
+"""write_tree: make one directory of the GitOps repository hold exactly the rendered files.
+
+One call is one commit on one branch, pushed, or nothing at all:
+
+1. Everything given is checked first (paths, trailers, author, branch name); a hostile
+   path is refused before any repository is created, fetched or written.
+2. A scratch bare repository fetches only the branch tip (``--depth=1``).
+3. A private index is loaded with that tip's tree; every entry under ``path`` that is not
+   in ``files`` is dropped, every file in ``files`` is staged as given (bytes as-is: no
+   filters, no line-ending conversion, mode 100644). Nothing outside ``path`` is touched.
+4. If the resulting tree equals the tip's, nothing is committed or pushed.
+5. Otherwise one commit (parent: the tip) is pushed with a plain, non-forced push.
+6. If the push is refused because the branch moved, step 2 onwards runs again on the new
+   tip. Since ``path`` belongs to trainops, re-applying the files on the new tip is the
+   rebase: other writers' changes outside ``path`` are kept, and if another writer changed
+   files under ``path`` meanwhile, this call's files win (and its stale ones are removed).
+   After ``max_attempts`` pushes the call gives up with ``RemoteError``.
+
+Any other refusal (a hook, permissions, a protected branch) is reported at once with git's
+reason; the remote is unchanged, since a refused push updates no ref.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainops.errors import ExistsError, InputError, NotFoundError, RemoteError, TrainopsError
+from trainops.gitops import message as msg
+from trainops.gitops.paths import check_directory, check_files
+from trainops.gitops.remote import Remote, parse_remote
+from trainops.gitops.scratch import Scratch
+
+_REGULAR = "100644"
+_ZERO = "0" * 40
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What write_tree did."""
+
+    repo: str  # URL as given, with any credentials redacted
+    branch: str
+    path: str
+    commit: str | None  # sha of the new commit; None when nothing changed
+    changed: bool
+    attempts: int  # pushes tried
+    files: list[str] = field(default_factory=list)  # paths written (relative to the repo root), sorted
+    removed: list[str] = field(default_factory=list)  # paths deleted under `path`, sorted
+
+
+@dataclass(frozen=True)
+class _Staged:
+    tree: str | None  # None: the tree is the base's own
+    removed: list[str]
+
+
+def write_tree(
+    *,
+    repo: str,
+    branch: str,
+    path: str,
+    files: Mapping[str, str | bytes],
+    message: str,
+    trailers: Mapping[str, str] | None = None,
+    create: bool = False,
+    max_attempts: int = 5,
+    author: tuple[str, str] | None = None,
+) -> CommitResult:
+    """Commit ``files`` as the whole content of ``path`` on ``branch`` of ``repo`` and push it.
+
+    ``files`` maps names relative to ``path`` to their content (str is UTF-8 encoded).
+    ``message`` is the subject (and body); ``trailers`` are appended as ``Key: value``
+    lines that ``git interpret-trailers --parse`` and ``history`` read back. With
+    ``create``, a local ``repo`` that does not exist is initialized bare with ``branch`` as
+    HEAD. The author is ``author`` (also used as committer), else git's configured
+    identity, else ``trainops <trainops@localhost>``.
+
+    If another writer pushed first, the files are re-applied on the new tip and pushed
+    again, up to ``max_attempts`` pushes with jittered backoff. Files under ``path`` that
+    another writer changed in between are overwritten by these: ``path`` is trainops's.
+
+    Raises InputError for bad arguments, NotFoundError for a missing repository,
+    ExistsError when a file outside ``path`` stands where a directory of ``path`` must be,
+    RemoteError when the push is refused or the branch keeps moving.
+    """
+    directory = check_directory(path)
+    contents = check_files(directory, files)
+    text = msg.check_message(message)
+    pairs = msg.check_trailers(trailers)
+    who = msg.check_author(author)
+    if not isinstance(max_attempts, int) or max_attempts < 1:
+        raise InputError(f"max_attempts must be at least 1, not {max_attempts!r}")
+    remote = parse_remote(repo)
+
+    with Scratch(remote) as scratch:
+        scratch.check_branch(branch)
+        blobs = _hash_blobs(scratch, contents)
+        message_file = msg.compose(scratch, text, pairs)
+        env = msg.identity(scratch, who)
+        if remote.local is not None:
+            _ensure_local(scratch, remote, remote.local, branch, create)
+
+        def result(commit: str | None, attempts: int, removed: list[str]) -> CommitResult:
+            return CommitResult(
+                repo=remote.display,
+                branch=branch,
+                path=directory,
+                commit=commit,
+                changed=commit is not None,
+                attempts=attempts,
+                files=sorted(blobs),
+                removed=removed,
+            )
+
+        attempts = 0
+        while True:
+            started = time.monotonic()
+            base = scratch.fetch_tip(branch)
+            staged = _stage(scratch, base, directory, blobs, branch)
+            if staged.tree is None:
+                return result(None, attempts, [])
+            args = ["commit-tree", staged.tree, *(["-p", base] if base else []), "-F", str(message_file)]
+            commit = scratch.run(*args, env=env, what="create the commit").text
+            attempts += 1
+            if scratch.push(commit, branch, base):
+                return result(commit, attempts, staged.removed)
+            if attempts >= max_attempts:
+                raise RemoteError(
+                    f"{branch} of {remote.display} kept moving: {attempts} pushes were each beaten by another writer",
+                    hint="retry in a moment, or allow more attempts if many writers share the branch",
+                )
+            time.sleep(_backoff(attempts, time.monotonic() - started))
+
+
+def _backoff(attempt: int, took: float) -> float:
+    """Seconds to wait before attempt ``attempt + 1``, after one that took ``took`` seconds.
+
+    Uniform below a ceiling that starts at one attempt's duration (at least 0.1s) and
+    doubles, up to 5s: full jitter spreads writers that collided apart instead of moving
+    them together, and scaling with the attempt time fits a slow remote as well as a local one.
+    """
+    return random.uniform(0.0, min(5.0, max(0.1, took) * 2.0 ** (attempt - 1)))
+
+
+def _ensure_local(scratch: Scratch, remote: Remote, directory: Path, branch: str, create: bool) -> None:
+    """A local remote must exist; with ``create`` a missing (or empty) one is initialized."""
+    missing = not directory.exists() or (directory.is_dir() and not any(directory.iterdir()))
+    if not missing:
+        return
+    if not create:
+        raise NotFoundError(
+            f"GitOps repository {remote.display} does not exist (or is an empty directory)",
+            hint=f"create it with `git init --bare {directory}` or fix spec.gitops.repo",
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    scratch.init_bare(directory, what=f"create {directory}")
+    head_env = scratch.environment_for(directory)
+    scratch.run("symbolic-ref", "HEAD", f"refs/heads/{branch}", env=head_env, what=f"set HEAD of {directory}")
+
+
+def _hash_blobs(scratch: Scratch, contents: Mapping[str, bytes]) -> dict[str, str]:
+    """Write each content as a blob (as-is, no filters); ``{path: blob id}``."""
+    if not contents:
+        return {}
+    names = sorted(contents)
+    sources = [scratch.write_temp(contents[name]) for name in names]
+    listing = scratch.write_temp("".join(f"{p}\n" for p in sources).encode())
+    out = scratch.run("hash-object", "-w", "--no-filters", "--stdin-paths", stdin=listing, what="store the files")
+    ids = out.text.split()
+    if len(ids) != len(names):
+        raise TrainopsError(f"internal error: git stored {len(ids)} of {len(names)} files")
+    return dict(zip(names, ids, strict=True))
+
+
+def _stage(scratch: Scratch, base: str | None, directory: str, blobs: Mapping[str, str], branch: str) -> _Staged:
+    """Load ``base`` into the private index and make ``directory`` hold exactly ``blobs``."""
+    (scratch.root / "index").unlink(missing_ok=True)
+    if base is None:
+        scratch.run("read-tree", "--empty", what="prepare the index")
+    else:
+        scratch.run("read-tree", base, what="read the branch tip")
+    listing = scratch.run("ls-files", "-z", "--stage", what="list the branch tip").stdout
+    existing: dict[str, tuple[str, str]] = {}
+    prefix = directory + "/"
+    for entry in listing.split(b"\0"):
+        if not entry:
+            continue
+        meta, _, raw = entry.partition(b"\t")
+        name = raw.decode("utf-8", "surrogateescape")
+        if name == directory or directory.startswith(name + "/"):
+            raise ExistsError(
+                f"{name} is a file on {branch}, where trainops needs {directory} to be a directory",
+                hint="move that file in the GitOps repository, or choose another spec.gitops.path",
+            )
+        if name.startswith(prefix):
+            mode, sha, _stage_number = meta.decode().split(" ")
+            existing[name] = (mode, sha)
+    removed = sorted(name for name in existing if name not in blobs)
+    updates = [f"0 {_ZERO}\t{name}" for name in removed]
+    for name, sha in sorted(blobs.items()):
+        if existing.get(name) != (_REGULAR, sha):
+            updates.append(f"{_REGULAR} {sha}\t{name}")
+    if not updates:
+        return _Staged(tree=None, removed=[])
+    data = "".join(f"{line}\0" for line in updates).encode("utf-8", "surrogateescape")
+    scratch.run("update-index", "-z", "--index-info", stdin=scratch.write_temp(data), what="stage the files")
+    tree = scratch.run("write-tree", what="write the tree").text
+    base_tree = scratch.run("rev-parse", f"{base}^{{tree}}", what="read the tip's tree").text if base else None
+    if tree == base_tree:
+        return _Staged(tree=None, removed=[])
+    return _Staged(tree=tree, removed=removed)
