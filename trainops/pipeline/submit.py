@@ -126,7 +126,7 @@ def gitops_url(manifest: Manifest) -> tuple[str, bool]:
     url = manifest.pipeline.spec.gitops.repo
     if url.startswith("file://"):
         path = manifest.local_path(url[len("file://") :])
-        return str(path), True
+        return str(path.resolve()), True
     return url, False
 
 
