@@ -185,3 +185,17 @@ def test_tiny_llm_resumes_from_a_restored_checkpoint(local: tuple[Registries, Re
     infos = {i.tag: i for i in list_checkpoints(registries, repository=repo)}
     assert infos["step-20"].run_id == "run-1" and infos["step-30"].run_id == "run-2"
     assert set(infos["step-30"].metrics) == {"train_loss", "val_loss"}
+
+
+def test_interrupted_restore_leftovers_are_cleaned(local: tuple[Registries, Reference], tmp_path: Path) -> None:
+    registries, repo = local
+    trainops_ckpt(tmp_path / "train", 3)
+    watcher(registries, tmp_path / "train", repo).scan()
+    dest = tmp_path / "resume"
+    stale = dest / ".trainops" / "restore" / "0123456789abcdef"
+    stale.mkdir(parents=True)
+    (stale / "model.safetensors").write_bytes(b"from an older restore")
+    result = restore_latest(registries, repository=repo, directory=dest)
+    assert result.path == dest / "step-000003"
+    assert not (dest / ".trainops" / "restore").exists()
+    assert _visible(dest) == ["step-000003"]

@@ -95,6 +95,7 @@ def restore_ref(
             chosen.after_restore(directory, name, step)
             return RestoreResult(info, dest, f"restored {name} (step {step}) from {ref.with_digest(None)}")
         staging = directory / STATE_DIR / RESTORE_DIR / found.manifest.digest[7:23]
+        _drop_other_staging(staging)
         store.pull(registries, ref=found.ref, dest=staging, progress=progress)
         record = Record(
             name=name,
@@ -134,6 +135,20 @@ def _choose_layout(layout: str, directory: Path, info: CheckpointInfo, ref: Refe
 def _safe_name(name: str) -> bool:
     """A single, visible path component: a name from an artifact must not point elsewhere."""
     return bool(name) and "/" not in name and "\\" not in name and "\x00" not in name and not name.startswith(".")
+
+
+def _drop_other_staging(staging: Path) -> None:
+    """An interrupted restore of another checkpoint left verified blobs behind: they are of
+    no use now (a newer checkpoint is being restored) and may be large."""
+    if not staging.parent.is_dir():
+        return
+    for entry in staging.parent.iterdir():
+        if staging.name in entry.name:  # this checkpoint's (and the store's staging of it)
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def _move_into_place(staging: Path, dest: Path) -> None:

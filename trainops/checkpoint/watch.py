@@ -132,6 +132,7 @@ class Watcher:
         self._last_digest: str | None = None
         self._cache = DigestCache()
         self._removed: list[str] = []
+        self._reported: BaseException | None = None
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -160,7 +161,8 @@ class Watcher:
         except (TrainopsError, OSError) as err:
             error = str(err)
             result.errors.append(error)
-            self._emit("error", error)
+            if err is not self._reported:  # a checkpoint's own error was reported as it happened
+                self._emit("error", error)
         result.removed.extend(self._removed[before:])
         return error
 
@@ -224,6 +226,7 @@ class Watcher:
         if self.config.keep is not None and (pushed or startup):
             self._retain(self.config.keep)
         if errors:
+            self._reported = errors[0]
             raise errors[0]
         return pushed
 

@@ -251,7 +251,6 @@ def _watch(
     from trainops.checkpoint import WatchConfig, Watcher
     from trainops.cli.progress import transfer_progress
     from trainops.errors import RemoteError, UsageError
-    from trainops.registry.artifact import Lineage
 
     run_id = run_id or os.environ.get(RUN_ID_ENV) or None
     if not run_id:
@@ -259,7 +258,7 @@ def _watch(
     digest = image_digest or os.environ.get(IMAGE_DIGEST_ENV) or None
     with _Context(*context) as ctx:
         policy = ctx.policy
-        lineage = _base_lineage(ctx, digest, Lineage)
+        lineage = _base_lineage(ctx, digest)
         config = WatchConfig(
             directory=directory,
             repository=ctx.repository(repository),
@@ -284,10 +283,12 @@ def _watch(
         )
 
 
-def _base_lineage(ctx: _Context, image_digest: str | None, lineage_type: Any) -> Any:
+def _base_lineage(ctx: _Context, image_digest: str | None) -> Any:
+    """What every checkpoint of the run shares: pipeline, git commit and image digest."""
     from pydantic import ValidationError
 
     from trainops.errors import UsageError
+    from trainops.registry.artifact import Lineage
 
     values: dict[str, Any] = {}
     if ctx.manifest is not None:
@@ -299,7 +300,7 @@ def _base_lineage(ctx: _Context, image_digest: str | None, lineage_type: Any) ->
     if image_digest:
         values["imageDigest"] = image_digest
     try:
-        return lineage_type.model_validate(values)
+        return Lineage.model_validate(values)
     except ValidationError as err:
         first = err.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
@@ -338,11 +339,21 @@ def _printer(output: str) -> Callable[[Any], None]:
 
 @contextlib.contextmanager
 def _stopping(stop: threading.Event, *, signals: bool, until_pid: int | None) -> Iterator[None]:
-    """Set stop on SIGTERM/SIGINT (when signals) and when process until_pid exits."""
+    """Set stop on SIGTERM/SIGINT (when signals; a second one interrupts) and when process
+    until_pid exits."""
     previous: dict[int, Any] = {}
+
+    signalled = threading.Event()
+
+    def handle(_signum: int, _frame: Any) -> None:
+        if signalled.is_set():  # asked twice: stop now (a push cut short publishes nothing)
+            raise KeyboardInterrupt
+        signalled.set()
+        stop.set()
+
     if signals and threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
-            previous[signum] = signal.signal(signum, lambda _n, _f: stop.set())
+            previous[signum] = signal.signal(signum, handle)
     done = threading.Event()
     if until_pid is not None:
 
