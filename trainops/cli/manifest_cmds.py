@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -11,29 +12,98 @@ from trainops.cli.output import console, echo_json, manifest_options, output_opt
 
 @click.command()
 @manifest_options
+@click.option(
+    "--render",
+    "render",
+    is_flag=True,
+    help="Also render every target (the base spec and each environment) and check the objects against the CRDs.",
+)
+@click.option(
+    "--crds",
+    "crds",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="CRD YAML files to check against instead of the vendored ones (implies --render).",
+)
 @output_option
-def validate(file: str, env: str | None, output: str) -> None:
-    """Check trainops.yaml and every environment overlay; report all problems at once."""
-    from trainops.errors import ManifestError
+def validate(file: str, env: str | None, render: bool, crds: Path | None, output: str) -> None:
+    """Check trainops.yaml and every environment overlay; report all problems at once.
+
+    With --render, render what each environment would deploy (a placeholder image digest
+    stands in for the one a build makes) and check every object strictly against the
+    upstream CRDs: a field the API server would drop is a problem.
+    """
+    from trainops.errors import InputError, ManifestError
     from trainops.spec import check_manifest
 
     report = check_manifest(Path(file), env=env)
+    checks = _render_checks(Path(file), env, report.environments, crds) if report.ok and (render or crds) else []
+    render_problems = [p for check in checks for p in check.problems]
     if output == "json":
-        echo_json(
-            {
-                "file": file,
-                "ok": report.ok,
-                "environments": report.environments,
-                "problems": [p.as_dict() for p in report.problems],
-            }
-        )
-        if not report.ok:
+        data: dict[str, object] = {
+            "file": file,
+            "ok": report.ok and not render_problems,
+            "environments": report.environments,
+            "problems": [p.as_dict() for p in report.problems],
+        }
+        if render or crds:
+            data["render"] = [check.as_dict() for check in checks]
+        echo_json(data)
+        if not data["ok"]:
             raise click.exceptions.Exit(ManifestError.exit_code)
         return
     if not report.ok:
         raise ManifestError(report.problems)
     checked = f"; environments checked: {', '.join(report.environments)}" if report.environments else ""
     click.echo(f"{file} is valid{checked}")
+    for check in checks:
+        where = f"env {check.env}" if check.env else "base"
+        if check.note and not check.counts:
+            summary = check.note
+        else:
+            kinds = ", ".join(f"{kind.rsplit(' ', 1)[-1]} {n}" for kind, n in check.counts.items())
+            plural = "" if check.objects == 1 else "s"
+            summary = (
+                f"{check.scheduler or 'tenants'}: {check.objects} object{plural} checked against the CRDs ({kinds})"
+            )
+            if not check.counts and check.files:
+                summary = f"{check.scheduler}: {', '.join(check.files)} rendered (not Kubernetes objects)"
+        click.echo(f"render ({where}): {summary}")
+        for warning in check.warnings:
+            click.echo(f"  warning: {warning}")
+    if len(render_problems) == 1:
+        raise InputError(str(render_problems[0]))
+    if render_problems:
+        for problem in render_problems:
+            click.echo(str(problem), err=True)
+        raise InputError(
+            f"{len(render_problems)} problems in the rendered objects",
+            hint="fix the manifest (or its spec.patches) and run `trainops validate --render` again",
+        )
+
+
+def _render_checks(path: Path, env: str | None, environments: list[str], crds: Path | None) -> list[Any]:
+    """check_render for the base spec and each environment (or just --env)."""
+    from trainops.render import check_render
+    from trainops.spec import load_manifest
+
+    targets: list[str | None] = [env] if env else [None, *environments]
+    checks = []
+    for target in targets:
+        check = check_render(load_manifest(path, env=target), crds_dir=crds)
+        if target and not env:
+            check = _tag_env(check, target)
+        checks.append(check)
+    return checks
+
+
+def _tag_env(check: Any, env: str) -> Any:
+    """Problems of an environment say so, as manifest problems do."""
+    from dataclasses import replace
+
+    problems = [replace(p, message=f"{p.message} (with --env {env})") for p in check.problems]
+    return replace(check, problems=problems)
 
 
 @click.command()

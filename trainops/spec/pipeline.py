@@ -69,6 +69,13 @@ class Tenant(StrictModel):
     weight: int = Field(1, ge=1)
     reclaimable: bool = True
     cohort: str | None = Field(None, description="Kueue cohort that lends and borrows quota.")
+    flavor: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        max_length=253,
+        description="Kueue ResourceFlavor the quota is in (one the cluster defines); "
+        "default: trainops renders default-flavor, which matches every node.",
+    )
 
 
 class PatchTarget(StrictModel):

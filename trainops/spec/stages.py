@@ -81,12 +81,25 @@ class SecretKeyRef(StrictModel):
     key: Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z0-9]+$")] = Field(description="Key in it.")
 
 
+# A Kubernetes object name that may contain dots (PersistentVolumeClaim, Secret, ServiceAccount).
+ObjectName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", max_length=253),
+    Field(description="A Kubernetes object name (DNS-1123 subdomain)."),
+]
+
+
 class DatasetRef(StrictModel):
     """A dataset the training reads, recorded in lineage."""
 
     name: Name
     ref: str = Field(min_length=1, description="A registry reference or s3:// URI.")
     mount_path: AbsolutePath | None = Field(None, description="Where it is mounted in the pod.")
+    claim: ObjectName | None = Field(
+        None,
+        description="A PersistentVolumeClaim holding the dataset, mounted read-only at mountPath; "
+        "default: each pod pulls ref into an emptyDir before training.",
+    )
 
 
 class RdmaSpec(StrictModel):
@@ -155,12 +168,40 @@ class Retention(StrictModel):
         return self
 
 
+class AgentResources(StrictModel):
+    """CPU and memory of each checkpoint restore/sidecar container (requests = limits)."""
+
+    cpu: Quantity | int = 1
+    memory: Quantity = "2Gi"
+
+
 class CheckpointPolicy(StrictModel):
     dir: AbsolutePath = Field("/ckpt", description="Where the training writes checkpoints.")
     layout: Literal["auto", "trainops", "huggingface", "megatron", "deepspeed"] = "auto"
     keep: Retention = Field(default_factory=Retention)
     resume: str = Field("latest", min_length=1, description="latest, none, or a checkpoint reference to start from.")
     repository: str | None = Field(None, description="Default: <registry>/<name>/checkpoints.")
+    claim: ObjectName | None = Field(
+        None,
+        description="A ReadWriteMany PersistentVolumeClaim mounted at dir on every node; default: an emptyDir "
+        "per pod (then only what the rank-0 pod writes is pushed).",
+    )
+    agent_image: ImageRef | None = Field(
+        None,
+        description="Image (pinned by digest) with trainops for the restore step and sidecar; "
+        "default: the train image.",
+    )
+    registry_secret: ObjectName | None = Field(
+        None,
+        description="A kubernetes.io/dockerconfigjson Secret: registry credentials of the restore step and sidecar "
+        "(DOCKER_CONFIG), also used as the pods' imagePullSecret.",
+    )
+    grace_period: Duration = Field(
+        "10m",
+        description="Time a stopping pod (or Slurm job before its time limit) gets to save and push its last "
+        "checkpoint: terminationGracePeriodSeconds and the sbatch --signal lead time.",
+    )
+    agent_resources: AgentResources = Field(default_factory=AgentResources)
 
 
 class Elastic(StrictModel):
@@ -182,6 +223,11 @@ class SlurmOptions(StrictModel):
     time: str | None = Field(None, pattern=r"^([0-9]+-)?[0-9]{1,2}:[0-9]{2}:[0-9]{2}$")
     constraint: str | None = None
     exclusive: bool = True
+    run_dir: AbsolutePath | None = Field(
+        None,
+        description="Shared-filesystem directory for the run's checkpoints and datasets; "
+        "default: $SLURM_SUBMIT_DIR/.trainops/runs/<pipeline>/<run-id>.",
+    )
 
 
 class KueueOptions(StrictModel):
@@ -217,6 +263,14 @@ class TrainSpec(StrictModel):
     slurm: SlurmOptions | None = None
     kueue: KueueOptions | None = None
     max_run_duration: Duration | None = None
+    service_account: ObjectName | None = Field(
+        None, description="ServiceAccount of the pods (cloud identity for s3:// checkpoints, pull secrets)."
+    )
+    ttl_after_finished: Duration | None = Field(
+        None,
+        description="Delete the finished job after this long (ttlSecondsAfterFinished). Unset by default: under "
+        "Argo CD self-heal a job its TTL deleted is re-created from git and runs again.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainSpec:

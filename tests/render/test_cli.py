@@ -1,0 +1,88 @@
+"""`trainops validate --render [--crds DIR]`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.cli.runner import run
+from tests.render.helpers import EXAMPLE, write_variant
+from trainops.errors import InputError, ManifestError
+from trainops.render.crds import VENDORED
+
+
+def test_validate_render_passes_on_the_example() -> None:
+    out = run("validate", "-f", str(EXAMPLE), "--render")
+    assert out.code == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"{EXAMPLE} is valid; environments checked: dev, prod"
+    assert "render (base): volcano: 2 objects checked against the CRDs (Job 1, Queue 1)" in lines
+    local = "train.scheduler is local: the job runs as a subprocess, there is nothing to render for a cluster"
+    assert f"render (env dev): {local}" in lines
+    assert "render (env prod): volcano: 2 objects checked against the CRDs (Job 1, Queue 1)" in lines
+
+
+def test_validate_render_json() -> None:
+    out = run("validate", "-f", str(EXAMPLE), "--render", "-o", "json")
+    assert out.code == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["ok"] is True
+    assert [r["env"] for r in data["render"]] == [None, "dev", "prod"]
+    assert data["render"][0]["counts"] == {"batch.volcano.sh/v1alpha1 Job": 1, "scheduling.volcano.sh/v1beta1 Queue": 1}
+    assert data["render"][0]["files"] == ["train/volcano-job.yaml", "tenants/volcano-queues.yaml"]
+
+
+def test_a_broken_patch_fails_with_its_path_in_one_line(tmp_path: Path) -> None:
+    overlay = {"spec": {"patches": [{"target": {"kind": "Job"}, "merge": {"spec": {"maxRetyr": 5}}}]}}
+    path = write_variant(tmp_path, overlay)
+    out = run("validate", "-f", str(path), "--render")
+    assert out.code == InputError.exit_code
+    assert out.stderr.count("\n") == 1
+    assert out.last_error_line.startswith(
+        "Error: train/volcano-job.yaml: Job/tiny-llm-validate: spec.maxRetyr: unknown field"
+    )
+    assert "did you mean maxRetry?" in out.last_error_line
+
+
+def test_problems_of_every_environment_are_listed(tmp_path: Path) -> None:
+    overlay = {
+        "spec": {"patches": [{"target": {"kind": "Queue"}, "merge": {"spec": {"weigth": 3}}}]},
+        "environments": {"prod": {"registry": "oci://harbor.example.com/llm"}},
+    }
+    out = run("validate", "-f", str(write_variant(tmp_path, overlay)), "--render")
+    assert out.code == InputError.exit_code
+    problems = out.stderr.splitlines()[:-1]
+    assert problems == [
+        "tenants/volcano-queues.yaml: Queue/research: spec.weigth: unknown field: the API server would drop it "
+        "without a word; did you mean weight?",
+        "tenants/volcano-queues.yaml: Queue/research: spec.weigth: unknown field: the API server would drop it "
+        "without a word; did you mean weight? (with --env prod)",
+    ]
+    assert out.last_error_line.startswith("Error: 2 problems in the rendered objects")
+    as_json = run("validate", "-f", str(write_variant(tmp_path, overlay)), "--render", "-o", "json")
+    assert as_json.code == ManifestError.exit_code and json.loads(as_json.stdout)["ok"] is False
+
+
+def test_a_patch_matching_nothing_fails(tmp_path: Path) -> None:
+    overlay = {"spec": {"patches": [{"target": {"kind": "Deployment"}, "merge": {"metadata": {"labels": {"a": "b"}}}}]}}
+    out = run("validate", "-f", str(write_variant(tmp_path, overlay)), "--render")
+    assert out.code == InputError.exit_code
+    assert "spec.patches[0]: no rendered Deployment to patch; rendered kinds: Job, Queue" in out.last_error_line
+
+
+def test_crds_dir_replaces_the_vendored_crds(tmp_path: Path) -> None:
+    crds = tmp_path / "crds"
+    crds.mkdir()
+    shutil.copy(VENDORED / "volcano-batch-job.yaml", crds)
+    out = run("validate", "-f", str(write_variant(tmp_path)), "--crds", str(crds))
+    assert out.code == InputError.exit_code
+    assert "Queue/research: no schema for scheduling.volcano.sh/v1beta1 Queue" in out.last_error_line
+    shutil.copy(VENDORED / "volcano-scheduling-queue.yaml", crds)
+    assert run("validate", "-f", str(write_variant(tmp_path)), "--crds", str(crds)).code == 0
+
+
+def test_validate_without_render_does_not_render(tmp_path: Path) -> None:
+    overlay = {"spec": {"patches": [{"target": {"kind": "Deployment"}, "merge": {}}]}}
+    out = run("validate", "-f", str(write_variant(tmp_path, overlay)))
+    assert out.code == 0 and "render (" not in out.stdout

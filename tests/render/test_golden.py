@@ -1,0 +1,148 @@
+"""Every target rendered from the tiny-llm example (and variants) matches its golden files.
+
+Golden files live in tests/golden/render/<case>/<path of the rendered file>; after an
+intended change, regenerate them with TRAINOPS_UPDATE_GOLDEN=1 and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.render.helpers import COMMIT, REPO, merge, render, train, variant
+from trainops.render import render_tenants, render_train, validate_objects
+
+GOLDEN = REPO / "tests" / "golden" / "render"
+UPDATE = os.environ.get("TRAINOPS_UPDATE_GOLDEN") == "1"
+
+KUEUE_TOPOLOGY = {"mode": "hard", "highestTierAllowed": None, "level": "cloud.provider.com/topology-block"}
+CASES: dict[str, dict[str, Any]] = {
+    # The example as written: Volcano Job + a Volcano Queue for the tenant.
+    "volcano": {},
+    # Kueue JobSet on an OCI registry: TAS, a shared checkpoint PVC, registry credentials, a patch.
+    "kueue-jobset": {
+        "spec": {
+            "registry": "oci://harbor.example.com/llm",
+            "train": {
+                "scheduler": "kueue",
+                "topology": KUEUE_TOPOLOGY,
+                "checkpoint": {"claim": "tiny-llm-ckpt", "registrySecret": "harbor-creds"},
+                "serviceAccount": "trainer",
+            },
+            "patches": [{"target": {"kind": "JobSet"}, "merge": {"metadata": {"labels": {"cost-center": "ml"}}}}],
+        }
+    },
+    # Kueue with an Indexed Job + headless Service; soft topology; quotas for every resource.
+    "kueue-job": {
+        "spec": {
+            "registry": "oci://registry.internal:5000/llm",
+            "insecureRegistries": ["registry.internal:5000"],
+            "train": {
+                "scheduler": "kueue",
+                "kueue": {"workload": "job"},
+                "topology": {**KUEUE_TOPOLOGY, "mode": "soft"},
+                "ttlAfterFinished": "24h",
+            },
+            "tenants": [
+                {
+                    "name": "research",
+                    "namespaces": ["tiny-llm", "tiny-llm-dev"],
+                    "gpus": {"guarantee": 8, "deserved": 16},
+                    "cpu": {"deserved": 256},
+                    "memory": {"deserved": "2Ti", "capability": "4Ti"},
+                },
+                {"name": "batch", "namespaces": ["batch"], "gpus": {"capability": 64}, "flavor": "h100"},
+            ],
+        }
+    },
+    # Kubeflow PyTorchJob, elastic between 2 and 8 nodes, on S3.
+    "pytorchjob": {
+        "spec": {
+            "registry": "s3://ml-artifacts/llm",
+            "train": {
+                "scheduler": "pytorchjob",
+                "nodes": 4,
+                "elastic": {"minNodes": 2, "maxNodes": 8},
+                "topology": None,
+            },
+            "patches": [
+                {"target": {"kind": "PyTorchJob"}, "merge": {"spec": {"runPolicy": {"cleanPodPolicy": "All"}}}}
+            ],
+        }
+    },
+    # Slurm sbatch under pyxis; patches and tenants are Kubernetes-only.
+    "slurm": {
+        "spec": {
+            "registry": "oci://harbor.example.com/llm",
+            "train": {
+                "scheduler": "slurm",
+                "topology": None,
+                "slurm": {"partition": "gpu", "account": "ml", "qos": "high", "time": "2-00:00:00"},
+            },
+            "patches": None,
+            "tenants": None,
+        }
+    },
+}
+
+
+# Retention is set here, not taken from the example, so editing the example's keep does not
+# change every golden file.
+PINNED = {"spec": {"train": {"checkpoint": {"keep": {"last": 5, "best": 1, "metric": "val_loss", "mode": "min"}}}}}
+
+
+def _rendered(case: str, tmp_path: Path) -> dict[str, str]:
+    manifest = variant(tmp_path, merge(CASES[case], PINNED))  # keeps the case's None (remove) markers
+    result = render(manifest, commit=COMMIT)
+    assert validate_objects(result.objects, sources=result.sources) == []
+    return {item.path: item.text for item in result.files}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rendered_files_match_golden(case: str, tmp_path: Path) -> None:
+    files = _rendered(case, tmp_path)
+    root = GOLDEN / case
+    if UPDATE:
+        for old in root.rglob("*") if root.exists() else []:
+            if old.is_file() and old.relative_to(root).as_posix() not in files:
+                old.unlink()
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+    on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} if root.exists() else set()
+    assert on_disk == set(files), (
+        f"{case}: golden files differ from the rendered ones; regenerate with TRAINOPS_UPDATE_GOLDEN=1"
+    )
+    for rel, text in files.items():
+        assert text == (root / rel).read_text(encoding="utf-8"), (
+            f"{case}/{rel} changed; regenerate with TRAINOPS_UPDATE_GOLDEN=1 and review the diff"
+        )
+
+
+def test_rendering_is_deterministic(tmp_path: Path) -> None:
+    first = _rendered("kueue-jobset", tmp_path / "a")
+    second = _rendered("kueue-jobset", tmp_path / "b")
+    assert first == second
+
+
+def test_train_and_tenants_render_separately_as_together(tmp_path: Path) -> None:
+    manifest = variant(tmp_path, CASES["volcano"])
+    together = render(manifest)
+    apart = render_train(
+        manifest,
+        image=together.objects[0]["metadata"]["annotations"]["trainops.dev/image"],
+        run_id="run-20250101-000000-abc123",
+    )
+    tenants = render_tenants(manifest)
+    assert [f.path for f in apart.files] == ["train/volcano-job.yaml"]
+    assert [f.path for f in tenants.files] == ["tenants/volcano-queues.yaml"]
+    assert apart.files + tenants.files == together.files
+
+
+def test_local_scheduler_renders_nothing(tmp_path: Path) -> None:
+    manifest = variant(tmp_path, train({"scheduler": "local", "nodes": 1, "gpusPerNode": 0, "topology": None}))
+    result = render(manifest)
+    assert result.files == [] and result.objects == []

@@ -1,0 +1,264 @@
+"""render_train, render_tenants, render_all, check_render: the render package's entry points.
+
+Files of the rendered tree (relative to the GitOps path):
+
+    train/volcano-job.yaml    scheduler volcano
+    train/kueue-jobset.yaml   scheduler kueue, workload jobset
+    train/kueue-job.yaml      scheduler kueue, workload job (the Service, then the Job)
+    train/pytorchjob.yaml     scheduler pytorchjob
+    train/sbatch.sh           scheduler slurm (not a Kubernetes object)
+    tenants/volcano-queues.yaml   spec.tenants for volcano and pytorchjob
+    tenants/kueue-queues.yaml     spec.tenants for kueue (ResourceFlavor, ClusterQueues, LocalQueues)
+
+The local scheduler renders nothing. spec.patches are applied last, over everything a call
+renders; a patch that matches nothing is an error (render_train and render_tenants leave
+patches of the other half's kinds to it).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainops.errors import InputError, TrainopsError
+from trainops.render.context import RunContext, build_context
+from trainops.render.env import secret_looking
+from trainops.render.image import is_pinned
+from trainops.render.model import RenderCheck, Rendered, RenderedFile, SchemaProblem
+from trainops.render.patches import apply_patches
+from trainops.render.pod import main_resources
+from trainops.render.tenants import kueue_queues, uncovered, volcano_queues
+from trainops.render.validate import validate_objects
+from trainops.render.yamlio import dump_documents
+from trainops.spec import Manifest
+from trainops.spec.stages import TrainSpec
+
+TENANT_KINDS = {"volcano": frozenset({"Queue"}), "kueue": frozenset({"ResourceFlavor", "ClusterQueue", "LocalQueue"})}
+TRAIN_KINDS = {
+    "volcano": frozenset({"Job"}),
+    "kueue": frozenset({"JobSet", "Job", "Service"}),
+    "pytorchjob": frozenset({"PyTorchJob"}),
+}
+PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
+CHECK_RUN_ID = "validate"
+
+
+@dataclass
+class _Part:
+    """Objects of one file, before patches (or the text of the sbatch script)."""
+
+    path: str
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    text: str | None = None
+
+
+@dataclass
+class _Tree:
+    parts: list[_Part] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    header: str = ""
+
+
+def _tenant_scheduler(manifest: Manifest) -> str | None:
+    train = manifest.pipeline.spec.train
+    scheduler = train.scheduler if train is not None else "volcano"
+    return {"volcano": "volcano", "pytorchjob": "volcano", "kueue": "kueue"}.get(scheduler)
+
+
+def _train_part(ctx: RunContext) -> _Part:
+    train = ctx.train
+    if train.scheduler == "volcano":
+        from trainops.render.volcano import volcano_job
+
+        return _Part("train/volcano-job.yaml", [volcano_job(ctx)])
+    if train.scheduler == "kueue":
+        from trainops.render.kueue import indexed_job, jobset
+
+        if train.kueue is not None and train.kueue.workload == "job":
+            return _Part("train/kueue-job.yaml", indexed_job(ctx))
+        return _Part("train/kueue-jobset.yaml", [jobset(ctx)])
+    if train.scheduler == "pytorchjob":
+        from trainops.render.pytorchjob import pytorch_job
+
+        return _Part("train/pytorchjob.yaml", [pytorch_job(ctx)])
+    from trainops.render.slurm import sbatch_script
+
+    return _Part("train/sbatch.sh", text=sbatch_script(ctx))
+
+
+def _train_warnings(ctx: RunContext) -> None:
+    train = ctx.train
+    for text in secret_looking(train):
+        ctx.warn(text)
+    if train.scheduler != "slurm" and train.nodes > 1 and train.checkpoint.claim is None:
+        ctx.warn(
+            "train.checkpoint.claim is not set: each pod writes checkpoints to its own emptyDir and only the rank-0 "
+            "pod's are pushed; set it to a ReadWriteMany PVC if every rank writes a shard"
+        )
+    names = [t.name for t in ctx.spec.tenants]
+    if names and train.queue and train.queue not in names and train.scheduler in ("volcano", "kueue", "pytorchjob"):
+        ctx.warn(
+            f"train.queue {train.queue!r} is none of spec.tenants ({', '.join(names)}): it must exist in the cluster"
+        )
+    if train.scheduler == "kueue" and train.queue in names and train.namespace:
+        tenant = next(t for t in ctx.spec.tenants if t.name == train.queue)
+        if train.namespace not in tenant.namespaces:
+            ctx.warn(
+                f"train.namespace {train.namespace} is not a namespace of tenant {tenant.name}: it has no LocalQueue"
+            )
+
+
+def _train_tree(manifest: Manifest, *, image: str, run_id: str, commit: str | None) -> _Tree:
+    spec = manifest.pipeline.spec
+    if spec.train is None:
+        raise InputError(f"{manifest.path.name} has no train section", hint="add spec.train to render a training job")
+    if spec.train.scheduler == "local":
+        build_context(manifest, image=image, run_id=run_id, commit=commit)  # the same checks of image and run id
+        return _Tree()
+    ctx = build_context(manifest, image=image, run_id=run_id, commit=commit)
+    part = _train_part(ctx)
+    _train_warnings(ctx)
+    return _Tree([part], ctx.warnings, ctx.header)
+
+
+def _tenant_tree(manifest: Manifest) -> _Tree:
+    pipeline = manifest.pipeline
+    spec = pipeline.spec
+    if not spec.tenants:
+        return _Tree()
+    scheduler = _tenant_scheduler(manifest)
+    header = (
+        f"Rendered by trainops from {manifest.path.name} (pipeline {pipeline.metadata.name}, spec.tenants).\n"
+        "Do not edit: change the manifest (or its spec.patches) and render again."
+    )
+    labels = dict(pipeline.metadata.labels)
+    if scheduler == "volcano":
+        return _Tree(
+            [_Part("tenants/volcano-queues.yaml", volcano_queues(spec, pipeline.metadata.name, labels))], [], header
+        )
+    if scheduler == "kueue":
+        warnings: list[str] = []
+        objects = kueue_queues(spec, pipeline.metadata.name, labels, warnings)
+        train = spec.train
+        if train is not None:
+            requested = [*main_resources(train), "cpu", "memory"]
+            warnings += uncovered(spec, list(dict.fromkeys(requested)))
+        return _Tree([_Part("tenants/kueue-queues.yaml", objects)], warnings, header)
+    train = spec.train
+    if train is not None and train.scheduler == "slurm":
+        return _Tree(warnings=["spec.tenants are Kubernetes queues: with scheduler slurm they are not rendered"])
+    return _Tree()
+
+
+def _finish(trees: list[_Tree], manifest: Manifest, *, skip_kinds: frozenset[str]) -> Rendered:
+    parts = [part for tree in trees for part in tree.parts]
+    headers = {part.path: tree.header for tree in trees for part in tree.parts}
+    objects = [obj for part in parts for obj in part.objects]
+    owners = [part.path for part in parts for _ in part.objects]
+    if parts:
+        patches = list(enumerate(manifest.pipeline.spec.patches))
+        objects = apply_patches(objects, patches, skip_kinds=skip_kinds)
+    files: list[RenderedFile] = []
+    for part in parts:
+        if part.text is not None:
+            files.append(RenderedFile(part.path, part.text))
+            continue
+        mine = [obj for obj, owner in zip(objects, owners, strict=True) if owner == part.path]
+        files.append(RenderedFile(part.path, dump_documents(mine, header=headers[part.path])))
+    warnings = [w for tree in trees for w in tree.warnings]
+    return Rendered(files=files, objects=objects, sources=owners, warnings=list(dict.fromkeys(warnings)))
+
+
+def render_train(manifest: Manifest, *, image: str, run_id: str, commit: str | None = None) -> Rendered:
+    """The training job of the manifest's scheduler (no files for the local scheduler).
+
+    image: pinned by digest (HOST/REPO[:TAG]@sha256:…); run_id: a DNS label; commit: the git
+    commit the run is built from (an annotation and TRAINOPS_GIT_COMMIT).
+    """
+    tree = _train_tree(manifest, image=image, run_id=run_id, commit=commit)
+    scheduler = _tenant_scheduler(manifest)
+    return _finish([tree], manifest, skip_kinds=TENANT_KINDS.get(scheduler or "", frozenset()))
+
+
+def render_tenants(manifest: Manifest) -> Rendered:
+    """spec.tenants as Volcano Queues or Kueue ClusterQueues/LocalQueues (+ ResourceFlavor)."""
+    train = manifest.pipeline.spec.train
+    scheduler = train.scheduler if train is not None else "volcano"
+    return _finish([_tenant_tree(manifest)], manifest, skip_kinds=TRAIN_KINDS.get(scheduler, frozenset()))
+
+
+def render_all(manifest: Manifest, *, image: str, run_id: str, commit: str | None = None) -> Rendered:
+    """render_train and render_tenants together; every patch must match one of their objects."""
+    trees = [_train_tree(manifest, image=image, run_id=run_id, commit=commit), _tenant_tree(manifest)]
+    return _finish(trees, manifest, skip_kinds=frozenset())
+
+
+def placeholder_image(manifest: Manifest) -> str:
+    """A pinned stand-in for the image the pipeline would build, for checks before any build."""
+    spec = manifest.pipeline.spec
+    name = manifest.pipeline.metadata.name
+    host = (
+        spec.registry.removeprefix("oci://").rstrip("/") if spec.registry.startswith("oci://") else "registry.invalid"
+    )
+    return f"{host}/{name}/image@{PLACEHOLDER_DIGEST}"
+
+
+def _bash_problems(rendered: Rendered) -> list[SchemaProblem]:
+    bash = shutil.which("bash")
+    if bash is None:
+        return []
+    out = []
+    for item in rendered.files:
+        if item.path.endswith(".sh"):
+            proc = subprocess.run(
+                [bash, "-n"], input=item.text, capture_output=True, text=True, check=False, timeout=30
+            )
+            if proc.returncode != 0:
+                out.append(SchemaProblem(item.path, "", "", "", f"bash -n: {proc.stderr.strip()}"))
+    return out
+
+
+def check_render(
+    manifest: Manifest, *, crds_dir: Path | None = None, image: str | None = None, run_id: str = CHECK_RUN_ID
+) -> RenderCheck:
+    """Render everything for the manifest (with a placeholder pinned image when none is given,
+    and train.image when it is pinned) and check every object against its schema."""
+    spec = manifest.pipeline.spec
+    train: TrainSpec | None = spec.train
+    scheduler = train.scheduler if train is not None else None
+    if train is not None and train.scheduler == "local":
+        note = "train.scheduler is local: the job runs as a subprocess, there is nothing to render for a cluster"
+        return RenderCheck(manifest.env, scheduler, [], {}, [], [], note=note)
+    warnings: list[str] = []
+    if image is None:
+        if train is not None and train.image and is_pinned(train.image):
+            image = train.image
+        else:
+            if train is not None and train.image:
+                warnings.append(
+                    f"train.image {train.image} is a tag: a submit pins it to the digest it names then; "
+                    "pin it (…@sha256:…) to render the same job every time"
+                )
+            image = placeholder_image(manifest)
+    try:
+        rendered = render_tenants(manifest) if train is None else render_all(manifest, image=image, run_id=run_id)
+    except TrainopsError as err:
+        problem = SchemaProblem(manifest.path.name, "", "", "", str(err))
+        return RenderCheck(manifest.env, scheduler, [], {}, [problem], warnings)
+    problems = validate_objects(rendered.objects, crds_dir=crds_dir, sources=rendered.sources)
+    problems += _bash_problems(rendered)
+    counts = Counter(f"{obj.get('apiVersion')} {obj.get('kind')}" for obj in rendered.objects)
+    note = "" if rendered.files else "nothing to render: no train section and no tenants"
+    return RenderCheck(
+        env=manifest.env,
+        scheduler=scheduler,
+        files=[f.path for f in rendered.files],
+        counts=dict(sorted(counts.items())),
+        problems=problems,
+        warnings=warnings + rendered.warnings,
+        note=note,
+    )

@@ -1,0 +1,97 @@
+"""The checkpoint restore step and the checkpoint watcher, as the commands every target runs.
+
+Restore (before training, on every start and restart):
+
+    trainops ckpt pull --latest <REPO> <CKPT_DIR>
+
+pulls the newest checkpoint of REPO into CKPT_DIR unless CKPT_DIR already holds one at
+least as new, and exits 0 when the repository has none. Watcher (beside the rank-0
+process for the whole run):
+
+    trainops ckpt watch <CKPT_DIR> --repository <REPO> --run-id <RUN_ID> --layout <layout>
+        --keep-last N [--keep-best K --metric M --mode min|max] --until-signal [--leader-only]
+
+pushes each complete checkpoint and, on SIGTERM, pushes what is left and exits.
+`--leader-only` is for one pod template shared by every rank (batch/v1 Job): the watcher
+idles unless TRAINOPS_NODE_RANK is 0. Each command gets `--insecure` when its registry is in
+spec.insecureRegistries (an agent in a pod has no trainops.yaml to read it from).
+"""
+
+from __future__ import annotations
+
+from trainops.errors import InputError
+from trainops.spec.stages import TrainSpec
+
+
+def qualify(ref: str, registry: str) -> str:
+    """A reference as an agent names it: scheme-qualified; short ones are under spec.registry."""
+    if ref.startswith(("oci://", "s3://", "file://")):
+        return ref
+    return f"{registry.rstrip('/')}/{ref.lstrip('/')}"
+
+
+def restore_steps(
+    train: TrainSpec, repository: str, *, registry: str, insecure: frozenset[str] = frozenset()
+) -> list[tuple[str, list[str]]]:
+    """(container name, command) of the restore step; none when the manifest says resume: none.
+
+    resume: latest — the newest checkpoint of the run's repository. resume: <ref> — that
+    checkpoint first (`ckpt-seed`), then the newest of the repository if it is newer, so a
+    restarted job continues from its own progress rather than from the seed again.
+    """
+    resume = train.checkpoint.resume
+    if resume == "none":
+        return []
+    steps: list[tuple[str, list[str]]] = []
+    if resume != "latest":
+        seed = qualify(resume, registry)
+        if "@" not in seed and ":" not in seed.split("://", 1)[-1].rsplit("/", 1)[-1]:
+            raise InputError(
+                f"train.checkpoint.resume {resume!r} names no checkpoint",
+                hint="write REPOSITORY:step-N (or @sha256:…), latest, or none",
+            )
+        steps.append(
+            ("ckpt-seed", with_insecure(["trainops", "ckpt", "pull", seed, train.checkpoint.dir], insecure, seed))
+        )
+    restore = ["trainops", "ckpt", "pull", "--latest", repository, train.checkpoint.dir]
+    steps.append(("ckpt-restore", with_insecure(restore, insecure, repository)))
+    return steps
+
+
+def with_insecure(argv: list[str], insecure: frozenset[str], *urls: str) -> list[str]:
+    """argv plus --insecure when one of urls is on a registry in spec.insecureRegistries (plain HTTP)."""
+    for url in urls:
+        if url.startswith("oci://") and url[len("oci://") :].split("/", 1)[0] in insecure:
+            return [*argv, "--insecure"]
+    return argv
+
+
+def watch_argv(
+    train: TrainSpec, repository: str, run_id: str, *, leader_only: bool = False, insecure: frozenset[str] = frozenset()
+) -> list[str]:
+    ckpt = train.checkpoint
+    argv = [
+        "trainops",
+        "ckpt",
+        "watch",
+        ckpt.dir,
+        "--repository",
+        repository,
+        "--run-id",
+        run_id,
+        "--layout",
+        ckpt.layout,
+        "--keep-last",
+        str(ckpt.keep.last),
+    ]
+    if ckpt.keep.best and ckpt.keep.metric:
+        argv += ["--keep-best", str(ckpt.keep.best), "--metric", ckpt.keep.metric, "--mode", ckpt.keep.mode]
+    argv.append("--until-signal")
+    if leader_only:
+        argv.append("--leader-only")
+    return with_insecure(argv, insecure, repository)
+
+
+def pull_argv(ref: str, dest: str, *, insecure: frozenset[str] = frozenset()) -> list[str]:
+    """`trainops pull REF DEST`: a dataset into the directory it is mounted at."""
+    return with_insecure(["trainops", "pull", ref, dest], insecure, ref)

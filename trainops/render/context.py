@@ -1,0 +1,122 @@
+"""Everything a target needs from the manifest for one run, resolved and checked once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainops.errors import InputError
+from trainops.render.image import PinnedImage, pin_image
+from trainops.render.names import ANNOTATION_COMMIT, ANNOTATION_IMAGE, check_commit, check_run_id, common_labels
+from trainops.spec import Manifest
+from trainops.spec.pipeline import PipelineSpec
+from trainops.spec.stages import TrainSpec
+
+_SCHEMES = ("oci://", "s3://", "file://")
+
+
+@dataclass
+class RunContext:
+    manifest_name: str  # the manifest's file name, for headers
+    pipeline: str
+    run_id: str
+    commit: str | None
+    spec: PipelineSpec
+    train: TrainSpec
+    image: PinnedImage
+    agent_image: PinnedImage
+    repository: str  # the fully qualified checkpoint repository URL
+    user_labels: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def insecure(self) -> frozenset[str]:
+        """host[:port] of the registries reached over plain HTTP (spec.insecureRegistries)."""
+        return frozenset(self.spec.insecure_registries)
+
+    @property
+    def namespace(self) -> str | None:
+        return self.train.namespace
+
+    def labels(self, *, component: str = "train") -> dict[str, str]:
+        return common_labels(self.pipeline, run_id=self.run_id, component=component, extra=self.user_labels)
+
+    def annotations(self) -> dict[str, str]:
+        out = {ANNOTATION_IMAGE: self.image.ref}
+        if self.commit:
+            out[ANNOTATION_COMMIT] = self.commit
+        return out
+
+    def metadata(self, name: str, *, labels: dict[str, str] | None = None) -> dict[str, object]:
+        meta: dict[str, object] = {"name": name}
+        if self.namespace:
+            meta["namespace"] = self.namespace
+        meta["labels"] = labels if labels is not None else self.labels()
+        meta["annotations"] = self.annotations()
+        return meta
+
+    def warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    @property
+    def header(self) -> str:
+        return (
+            f"Rendered by trainops from {self.manifest_name} (pipeline {self.pipeline}, run {self.run_id}).\n"
+            "Do not edit: change the manifest (or its spec.patches) and render again."
+        )
+
+
+def checkpoint_repository(spec: PipelineSpec, pipeline: str, train: TrainSpec) -> str:
+    """train.checkpoint.repository, else <spec.registry>/<pipeline>/checkpoints, as a URL."""
+    from trainops.registry.reference import parse_reference
+
+    text = train.checkpoint.repository or f"{spec.registry.rstrip('/')}/{pipeline}/checkpoints"
+    if not text.startswith(_SCHEMES):
+        text = f"{spec.registry.rstrip('/')}/{text.lstrip('/')}"
+    field_name = "train.checkpoint.repository" if train.checkpoint.repository else "spec.registry"
+    if text.startswith("file://"):
+        return text.rstrip("/")  # kept as written: a local path means nothing to a cluster
+    ref = parse_reference(text)
+    if ref.tag or ref.digest:
+        raise InputError(
+            f"{field_name}: {text!r} names a tag or digest", hint="name the repository only; checkpoints are tagged"
+        )
+    return ref.repo_url
+
+
+def build_context(manifest: Manifest, *, image: str, run_id: str, commit: str | None) -> RunContext:
+    pipeline = manifest.pipeline
+    spec = pipeline.spec
+    if spec.train is None:
+        raise InputError(f"{manifest.path.name} has no train section", hint="add spec.train to render a training job")
+    train = spec.train
+    pinned = pin_image(image, field="image")
+    agent = (
+        pin_image(train.checkpoint.agent_image, field="train.checkpoint.agentImage")
+        if (train.checkpoint.agent_image)
+        else pinned
+    )
+    name = pipeline.metadata.name
+    ctx = RunContext(
+        manifest_name=manifest.path.name,
+        pipeline=name,
+        run_id=check_run_id(run_id),
+        commit=check_commit(commit),
+        spec=spec,
+        train=train,
+        image=pinned,
+        agent_image=agent,
+        repository=checkpoint_repository(spec, name, train),
+        user_labels=dict(pipeline.metadata.labels),
+    )
+    if not pinned.pullable:
+        ctx.warn(
+            f"image {pinned.ref} is in a {pinned.ref.split(':', 1)[0]}:// registry, which a cluster cannot pull "
+            "from; push it to an oci:// registry (trainops registry copy) for a cluster run"
+        )
+    if ctx.repository.startswith("file://"):
+        ctx.warn(
+            f"the checkpoint repository {ctx.repository} is a local directory a cluster cannot reach; "
+            "set spec.registry (or train.checkpoint.repository) to an oci:// or s3:// URL for a cluster run"
+        )
+    return ctx

@@ -1,0 +1,186 @@
+"""Kueue: a JobSet (jobset.x-k8s.io/v1alpha2, the default) or an Indexed batch/v1 Job.
+
+Queueing: the job carries `kueue.x-k8s.io/queue-name` (train.queue, a LocalQueue) and, when
+train.priorityClass is set, `kueue.x-k8s.io/priority-class` (a WorkloadPriorityClass — not a
+pod PriorityClass: pods get no priorityClassName, which would have to name an existing
+PriorityClass). train.maxRunDuration becomes
+`kueue.x-k8s.io/max-exec-time-seconds`, which Kueue counts across suspensions, as well as the
+pods' activeDeadlineSeconds.
+
+`spec.suspend` is not rendered: Kueue's mutating webhook suspends a queued job on creation
+(its docs: "you do not need to create the Job in a suspended state"), and a `suspend: true`
+in git would make Argo CD self-heal suspend the job again right after Kueue admitted it.
+
+Topology-aware scheduling: every pod template gets
+`kueue.x-k8s.io/podset-required-topology` (mode hard) or `…-preferred-topology` (soft) set
+to train.topology.level; the JobSet's two pod sets also share a
+`kueue.x-k8s.io/podset-group-name`, so the leader lands in the workers' domain.
+
+JobSet: replicatedJob `leader` (one pod, rank 0, with the checkpoint watcher) and `workers`
+(one Indexed Job of nodes-1 pods). A failed pod fails its Job (backoffLimit 0) and the JobSet
+recreates all Jobs, up to faultTolerance.maxRetry times, so every node restarts from the same
+checkpoint. Pods are reachable as `<jobset>-<job>-<index>-<pod>.<jobset>`.
+
+Job: completionMode Indexed, parallelism = completions = nodes, and a headless Service (same
+name) that is the pods' subdomain, so pod 0 is `<job>-0.<job>`. One pod template serves every
+rank, so the watcher gets `--leader-only` and TRAINOPS_NODE_RANK from the completion index.
+A gang failure fails every pod, so backoffLimit is maxRetry × nodes; a replacement pod
+starts only after the one it replaces has terminated (podReplacementPolicy: Failed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainops.errors import InputError
+from trainops.render.context import RunContext
+from trainops.render.env import RDZV_PORT
+from trainops.render.names import digits, object_name
+from trainops.render.pod import PodRole, pod_template
+from trainops.spec.common import duration_seconds
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TAS_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+TAS_GROUP = "kueue.x-k8s.io/podset-group-name"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+LEADER, WORKERS = "leader", "workers"
+
+
+def _labels(ctx: RunContext) -> dict[str, str]:
+    train = ctx.train
+    if not train.queue:
+        raise InputError(
+            "train.queue is not set: Kueue admits a job through a LocalQueue, and ignores one without it",
+            hint="set train.queue to a LocalQueue of train.namespace (spec.tenants renders one per tenant)",
+        )
+    labels = ctx.labels()
+    labels[QUEUE_LABEL] = train.queue
+    if train.priority_class:
+        labels[PRIORITY_LABEL] = train.priority_class
+    if train.max_run_duration:
+        labels[MAX_EXEC_LABEL] = str(int(duration_seconds(train.max_run_duration)))
+    return labels
+
+
+def _topology(ctx: RunContext, *, group: str | None) -> dict[str, str]:
+    topology = ctx.train.topology
+    if topology is None:
+        return {}
+    if not topology.level:
+        raise InputError(
+            "train.topology: Kueue places pods by a node label; set train.topology.level",
+            hint="for example level: cloud.provider.com/topology-block (a level of the cluster's Topology)",
+        )
+    if topology.highest_tier_allowed is not None:
+        ctx.warn("train.topology.highestTierAllowed is for Volcano; Kueue uses train.topology.level")
+    out = {TAS_REQUIRED if topology.mode == "hard" else TAS_PREFERRED: topology.level}
+    if group:
+        out[TAS_GROUP] = group
+    return out
+
+
+def _job_spec(ctx: RunContext, *, pods: int, backoff: int, template: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "parallelism": pods,
+        "completions": pods,
+        "completionMode": "Indexed",
+        "backoffLimit": backoff,
+        "podReplacementPolicy": "Failed",
+        "template": template,
+    }
+
+
+def jobset(ctx: RunContext) -> dict[str, Any]:
+    train = ctx.train
+    workers = train.nodes - 1
+    # pod hostname: <jobset>-<replicatedJob>-<job index>-<pod index>
+    name = object_name(ctx.pipeline, ctx.run_id, reserve=len(f"-{WORKERS}-0-") + digits(max(workers, 1)))
+    endpoint = f"{name}-{LEADER}-0-0.{name}:{RDZV_PORT}"
+    labels = _labels(ctx)
+    group = name if workers else None
+    shared = train.checkpoint.claim is not None
+    leader = PodRole(
+        role="leader",
+        endpoint=endpoint,
+        is_host=True,
+        sidecar=True,
+        priority_class=False,
+        annotations=_topology(ctx, group=group),
+    )
+    replicated = [
+        {
+            "name": LEADER,
+            "replicas": 1,
+            "template": {"spec": _job_spec(ctx, pods=1, backoff=0, template=pod_template(ctx, leader))},
+        }
+    ]
+    if workers:
+        worker = PodRole(
+            role="worker",
+            endpoint=endpoint,
+            is_host=False,
+            restore=not shared,
+            priority_class=False,
+            annotations=_topology(ctx, group=group),
+        )
+        replicated.append(
+            {
+                "name": WORKERS,
+                "replicas": 1,
+                "template": {"spec": _job_spec(ctx, pods=workers, backoff=0, template=pod_template(ctx, worker))},
+            }
+        )
+    spec: dict[str, Any] = {
+        "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+        "failurePolicy": {"maxRestarts": train.fault_tolerance.max_retry},
+        "replicatedJobs": replicated,
+    }
+    if train.ttl_after_finished:
+        spec["ttlSecondsAfterFinished"] = int(duration_seconds(train.ttl_after_finished))
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": ctx.metadata(name, labels=labels),
+        "spec": spec,
+    }
+
+
+def indexed_job(ctx: RunContext) -> list[dict[str, Any]]:
+    """The headless Service for the rendezvous, then the Job."""
+    train = ctx.train
+    name = object_name(ctx.pipeline, ctx.run_id, reserve=1 + digits(train.nodes))  # hostname <job>-<index>
+    endpoint = f"{name}-0.{name}:{RDZV_PORT}"
+    labels = _labels(ctx)
+    role = PodRole(
+        role="node",
+        endpoint=endpoint,
+        sidecar=True,
+        leader_only=True,
+        priority_class=False,
+        subdomain=name,
+        annotations=_topology(ctx, group=None),
+    )
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": ctx.metadata(name),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {JOB_NAME_LABEL: name},
+            "ports": [{"name": "rdzv", "port": RDZV_PORT, "targetPort": RDZV_PORT, "protocol": "TCP"}],
+        },
+    }
+    spec = _job_spec(
+        ctx,
+        pods=train.nodes,
+        backoff=train.fault_tolerance.max_retry * train.nodes,
+        template=pod_template(ctx, role),
+    )
+    if train.ttl_after_finished:
+        spec["ttlSecondsAfterFinished"] = int(duration_seconds(train.ttl_after_finished))
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": ctx.metadata(name, labels=labels), "spec": spec}
+    return [service, job]

@@ -1,0 +1,72 @@
+"""Volcano: one batch.volcano.sh/v1alpha1 Job, gang-scheduled.
+
+`minAvailable` is the node count, so Volcano starts every pod or none. Tasks: `master` (one
+pod, rank 0, with the checkpoint watcher) and `worker` (nodes-1 pods; no task when the job
+has one node). The `pytorch` plugin gives every pod MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK
+and opens the port, `svc` creates the headless Service (publishing not-ready addresses, so
+the rendezvous host resolves while pods are still starting) and `env` the task indexes.
+faultTolerance.restartOn events trigger faultTolerance.action up to maxRetry times; the
+master finishing completes the job. train.topology becomes `networkTopology` (HyperNode
+tiers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainops.render.context import RunContext
+from trainops.render.env import RDZV_PORT
+from trainops.render.names import digits, object_name
+from trainops.render.pod import PodRole, pod_template
+from trainops.spec.common import duration_seconds
+
+API_VERSION = "batch.volcano.sh/v1alpha1"
+MASTER, WORKER = "master", "worker"
+
+
+def volcano_job(ctx: RunContext) -> dict[str, Any]:
+    train = ctx.train
+    workers = train.nodes - 1
+    # pod hostname: <job>-<task>-<index> must stay a DNS label
+    name = object_name(ctx.pipeline, ctx.run_id, reserve=len(f"-{WORKER}-") + digits(max(workers, 1)))
+    endpoint = f"{name}-{MASTER}-0.{name}:{RDZV_PORT}"
+    shared = train.checkpoint.claim is not None
+
+    spec: dict[str, Any] = {"schedulerName": "volcano", "minAvailable": train.nodes}
+    if train.queue:
+        spec["queue"] = train.queue
+    if train.priority_class:
+        spec["priorityClassName"] = train.priority_class
+    spec["maxRetry"] = train.fault_tolerance.max_retry
+    if train.ttl_after_finished:
+        spec["ttlSecondsAfterFinished"] = int(duration_seconds(train.ttl_after_finished))
+    if train.topology is not None:
+        topology: dict[str, Any] = {"mode": train.topology.mode}
+        if train.topology.highest_tier_allowed is not None:
+            topology["highestTierAllowed"] = train.topology.highest_tier_allowed
+        spec["networkTopology"] = topology
+        if train.topology.level:
+            ctx.warn("train.topology.level is for Kueue; Volcano uses mode and highestTierAllowed")
+    spec["plugins"] = {
+        "pytorch": [f"--master={MASTER}", f"--worker={WORKER}", f"--port={RDZV_PORT}"],
+        "svc": ["--publish-not-ready-addresses=true"],
+        "env": [],
+    }
+    spec["policies"] = [{"events": list(train.fault_tolerance.restart_on), "action": train.fault_tolerance.action}]
+
+    master_role = PodRole(role="leader", endpoint=endpoint, port_name="pytorchjob-port", is_host=True, sidecar=True)
+    tasks = [
+        {
+            "name": MASTER,
+            "replicas": 1,
+            "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+            "template": pod_template(ctx, master_role),
+        }
+    ]
+    if workers:
+        worker_role = PodRole(
+            role="worker", endpoint=endpoint, port_name="pytorchjob-port", is_host=False, restore=not shared
+        )
+        tasks.append({"name": WORKER, "replicas": workers, "template": pod_template(ctx, worker_role)})
+    spec["tasks"] = tasks
+    return {"apiVersion": API_VERSION, "kind": "Job", "metadata": ctx.metadata(name), "spec": spec}
