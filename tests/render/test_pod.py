@@ -390,3 +390,29 @@ def test_all_objects_validate_for_a_full_featured_manifest(tmp_path: Path) -> No
     )
     rendered = render(variant(tmp_path, overlay))
     assert validate_objects(rendered.objects, sources=rendered.sources) == []
+
+
+def test_node_selector_and_tolerations_reach_every_pod(tmp_path: Path) -> None:
+    overlay = train(
+        {
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                {"key": "maintenance", "value": "soon", "effect": "NoExecute", "tolerationSeconds": 600},
+            ],
+        }
+    )
+    rendered = render(variant(tmp_path, overlay))
+    assert validate_objects(rendered.objects) == []
+    for tmpl in templates(only(rendered, "Job")).values():
+        assert tmpl["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+        assert tmpl["spec"]["tolerations"] == [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {
+                "key": "maintenance",
+                "operator": "Equal",
+                "value": "soon",
+                "effect": "NoExecute",
+                "tolerationSeconds": 600,
+            },
+        ]

@@ -218,7 +218,8 @@ def _bash_problems(rendered: Rendered) -> list[SchemaProblem]:
                 [bash, "-n"], input=item.text, capture_output=True, text=True, check=False, timeout=30
             )
             if proc.returncode != 0:
-                out.append(SchemaProblem(item.path, "", "", "", f"bash -n: {proc.stderr.strip()}"))
+                text = "; ".join(line.strip() for line in proc.stderr.splitlines() if line.strip())
+                out.append(SchemaProblem(item.path, "", "", "", f"bash -n: {text}"))
     return out
 
 

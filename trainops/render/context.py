@@ -91,11 +91,8 @@ def build_context(manifest: Manifest, *, image: str, run_id: str, commit: str | 
         raise InputError(f"{manifest.path.name} has no train section", hint="add spec.train to render a training job")
     train = spec.train
     pinned = pin_image(image, field="image")
-    agent = (
-        pin_image(train.checkpoint.agent_image, field="train.checkpoint.agentImage")
-        if (train.checkpoint.agent_image)
-        else pinned
-    )
+    agent_text = train.checkpoint.agent_image
+    agent = pin_image(agent_text, field="train.checkpoint.agentImage") if agent_text else pinned
     name = pipeline.metadata.name
     ctx = RunContext(
         manifest_name=manifest.path.name,

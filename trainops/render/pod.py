@@ -292,6 +292,10 @@ def pod_template(ctx: RunContext, role: PodRole) -> dict[str, Any]:
         spec["subdomain"] = role.subdomain
     if train.service_account:
         spec["serviceAccountName"] = train.service_account
+    if train.node_selector:
+        spec["nodeSelector"] = dict(train.node_selector)
+    if train.tolerations:
+        spec["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in train.tolerations]
     if role.priority_class and train.priority_class:
         spec["priorityClassName"] = train.priority_class
     if role.deadline and train.max_run_duration:

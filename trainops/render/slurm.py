@@ -105,6 +105,8 @@ def sbatch_script(ctx: RunContext) -> str:
     ckpt_dir = _mount_path("train.checkpoint.dir", train.checkpoint.dir)
     if train.topology is not None:
         ctx.warn("train.topology has no effect with scheduler slurm (use train.slurm.constraint for placement)")
+    if train.node_selector or train.tolerations:
+        ctx.warn("train.nodeSelector and train.tolerations have no effect with scheduler slurm")
     if not ctx.image.pullable:
         ctx.warn("enroot pulls from OCI registries only: the sbatch script's image cannot be imported")
     if train.checkpoint.registry_secret:

@@ -107,6 +107,24 @@ class RdmaSpec(StrictModel):
     count: int = Field(1, ge=1)
 
 
+class Toleration(StrictModel):
+    """A node taint the pods tolerate (core/v1 Toleration)."""
+
+    key: str | None = Field(None, min_length=1)
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(None, ge=0, description="How long a NoExecute taint is tolerated.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Toleration:
+        if self.operator == "Exists" and self.value is not None:
+            raise ValueError("operator Exists takes no value")
+        if self.key is None and self.operator != "Exists":
+            raise ValueError("a toleration without a key must use operator Exists")
+        return self
+
+
 class Resources(StrictModel):
     """Per-node (per-pod) resources besides the GPUs."""
 
@@ -263,6 +281,12 @@ class TrainSpec(StrictModel):
     slurm: SlurmOptions | None = None
     kueue: KueueOptions | None = None
     max_run_duration: Duration | None = None
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels the pods need (nodeSelector), such as a GPU product."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Node taints the pods tolerate (GPU nodes are often tainted)."
+    )
     service_account: ObjectName | None = Field(
         None, description="ServiceAccount of the pods (cloud identity for s3:// checkpoints, pull secrets)."
     )
