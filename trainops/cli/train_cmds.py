@@ -163,7 +163,7 @@ def run_cmd(
     if output == "json":
         echo_json(result.as_dict())
     else:
-        where = f"restored {result.restored}" if result.restored else result.restore_note
+        where = f"restored {result.restored}" if result.restored else f"nothing restored ({result.restore_note})"
         click.echo(f"trainops: run {result.run_id}: {where}", err=True)
         if result.resumed_from:
             click.echo(

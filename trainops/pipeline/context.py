@@ -3,7 +3,6 @@ the pinned training image, and a run id."""
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 
@@ -11,10 +10,9 @@ from trainops.build.api import registries_for as registries_for
 from trainops.errors import InputError, NotFoundError
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
+from trainops.render.names import check_run_id as check_run_id
 from trainops.spec import Manifest
 from trainops.spec.stages import TrainSpec
-
-RUN_ID_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 
 
 def train_spec(manifest: Manifest) -> TrainSpec:
@@ -44,15 +42,6 @@ def checkpoint_repository(manifest: Manifest, registries: Registries) -> Referen
 def new_run_id(prefix: str = "run") -> str:
     """A fresh run id: DNS-label safe, sortable by time, unique across machines."""
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
-
-
-def check_run_id(run_id: str) -> str:
-    if not RUN_ID_RE.match(run_id):
-        raise InputError(
-            f"run id {run_id!r} is not a DNS label",
-            hint="use 1-40 lowercase letters, digits and '-', starting and ending with a letter or digit",
-        )
-    return run_id
 
 
 def cluster_image(ref: Reference) -> str:

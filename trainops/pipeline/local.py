@@ -84,17 +84,24 @@ def local_environment(
 ) -> tuple[dict[str, str], list[str]]:
     """The command's environment: the caller's, then the pod contract; and the secretEnv
     names the caller's environment does not provide (locally their values come from it)."""
+    from trainops.gitinfo import git_state
+    from trainops.render.env import process_env
+
     train = train_spec(manifest)
-    env = dict(base)
-    env.update(
-        contract_env(
-            manifest,
-            run_id=run_id,
-            ckpt_dir=str(ckpt_dir),
-            repository=repository.repo_url,
-            image=image,
-        )
+    git = git_state(manifest.root)
+    contract = process_env(
+        pipeline=manifest.pipeline.metadata.name,
+        run_id=run_id,
+        image=image or "",
+        digest=image.rsplit("@", 1)[1] if image and "@" in image else "",
+        ckpt_dir=str(ckpt_dir),
+        repository=repository.repo_url,
+        commit=git.commit if git else None,
+        train=train,
+        endpoint=None,
     )
+    env = dict(base)
+    env.update((name, value) for name, value in contract if value)  # no image is known for a local run
     env.update(
         RANK="0",
         LOCAL_RANK="0",
@@ -109,26 +116,6 @@ def local_environment(
     env.update(overrides or {})
     missing = sorted(name for name in train.secret_env if name not in base)
     return env, missing
-
-
-def contract_env(
-    manifest: Manifest, *, run_id: str, ckpt_dir: str, repository: str, image: str | None
-) -> dict[str, str]:
-    """The trainops variables, NCCL and torch.distributed settings, and train.env."""
-    train = train_spec(manifest)
-    env = {
-        "TRAINOPS_PIPELINE": manifest.pipeline.metadata.name,
-        "TRAINOPS_RUN_ID": run_id,
-        "TRAINOPS_CKPT_DIR": ckpt_dir,
-        "TRAINOPS_CKPT_REPOSITORY": repository,
-    }
-    if image:
-        env["TRAINOPS_IMAGE"] = image
-        if "@" in image:
-            env["TRAINOPS_IMAGE_DIGEST"] = image.rsplit("@", 1)[1]
-    env.update(train.nccl)
-    env.update(train.env)
-    return env
 
 
 def default_checkpoint_dir(manifest: Manifest) -> Path:
@@ -270,8 +257,8 @@ def _supervise(argv: list[str], *, cwd: Path, env: dict[str, str], interval: flo
 
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            previous[signum] = signal.signal(signum, forward)
+        for number in (signal.SIGTERM, signal.SIGINT):
+            previous[number] = signal.signal(number, forward)
     try:
         while True:
             try:
@@ -280,8 +267,8 @@ def _supervise(argv: list[str], *, cwd: Path, env: dict[str, str], interval: flo
             except subprocess.TimeoutExpired:
                 tick()
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for key, handler in previous.items():
+            signal.signal(key, handler)
         if child.poll() is None:  # an exception on this thread: do not leave the command running
             child.kill()
             child.wait()

@@ -21,7 +21,7 @@ DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_1035_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-COMMIT_RE = re.compile(r"^[0-9a-f]{7,64}$")
+COMMIT_RE = re.compile(r"^[0-9a-f]{7,64}(-dirty)?$")  # git_state marks uncommitted changes with -dirty
 
 MAX_LABEL = 63
 MANAGED_BY = "trainops"
@@ -44,7 +44,7 @@ def check_run_id(run_id: str) -> str:
 
 def check_commit(commit: str | None) -> str | None:
     if commit is not None and not COMMIT_RE.match(commit):
-        raise InputError(f"commit {commit!r} is not a git commit id", hint="pass the full hex sha of the commit")
+        raise InputError(f"commit {commit!r} is not a git commit id", hint="pass its hex sha (-dirty allowed)")
     return commit
 
 
