@@ -81,6 +81,9 @@ def test_wheel_contents(installed: Installed) -> None:
     for template in ("gitignore.j2", "trainops.yaml.j2", "workflow.yml.j2"):
         assert f"trainops/_templates/project/{template}" in names
     assert "trainops/cli/main.py" in names
+    assert "trainops/_templates/slurm/sbatch.sh.j2" in names
+    for crd in ("volcano-batch-job", "kueue-clusterqueue", "kubeflow-pytorchjob", "volcano-scheduling-queue"):
+        assert f"trainops/render/crds/{crd}.yaml" in names  # validate --render needs no checkout
     assert not [n for n in names if n.startswith(("tests/", "examples/", "bench/", "templates/"))]
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     with zipfile.ZipFile(installed.wheel) as wheel:
@@ -121,5 +124,7 @@ def test_init_and_validate_from_the_installed_wheel(installed: Installed, tmp_pa
 
     out = _run([installed.trainops, "validate", "-f", manifest], cwd=installed.work)
     assert out == f"{manifest} is valid; environments checked: prod\n"
+    rendered = _run([installed.trainops, "validate", "--render", "-f", manifest], cwd=installed.work)
+    assert "checked against the CRDs" in rendered, rendered
     version = _run([installed.trainops, "--version"], cwd=installed.work)
     assert version.startswith("trainops, version ")
