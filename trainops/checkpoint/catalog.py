@@ -8,13 +8,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainops.errors import InputError, NotFoundError
+from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest, parse_manifest
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 
 STEP_TAG = re.compile(r"^step-(\d+)$")
-A_NAME = "dev.trainops.checkpoint.name"
-A_LAYOUT = "dev.trainops.checkpoint.layout"
+A_NAME = media.A_CKPT_NAME
+A_LAYOUT = media.A_CKPT_LAYOUT
 KIND = "checkpoint"
 
 

@@ -47,6 +47,8 @@ A_REF_NAME = "org.opencontainers.image.ref.name"
 A_KIND = "dev.trainops.kind"
 A_LINEAGE = "dev.trainops.lineage"
 A_FILE_MODE = "dev.trainops.file.mode"
+A_CKPT_NAME = "dev.trainops.checkpoint.name"  # the checkpoint directory's own name (step-000300, …)
+A_CKPT_LAYOUT = "dev.trainops.checkpoint.layout"  # trainops | huggingface | megatron | deepspeed
 
 _WEIGHTS = (
     "*.safetensors",
