@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 venv="${TRAINOPS_TEST_VENV:-.venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -e '.[dev]'
+# the example project too: the training, checkpoint and resume tests train it for real
+"$venv/bin/python" -m pip install --quiet -e '.[dev]' -e ./examples/tiny-llm
 set +e
 "$venv/bin/python" -m pytest "$@"
 rc=$?

@@ -106,17 +106,14 @@ def _env() -> dict[str, str]:
 
 @pytest.fixture(params=["file", "oci"])
 def project(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Project]:
+    """A project on a file:// registry, then on a real Distribution registry."""
     if request.param == "file":
-        yield Project(tmp_path / "proj", "file://.trainops/registry", ())
+        made = Project(tmp_path / "proj", "file://.trainops/registry", ())
     else:
         registry = request.getfixturevalue("registry")
-        url = f"oci://{registry.host}/local{uuid.uuid4().hex[:8]}"
-        yield Project(tmp_path / "proj", url, (registry.host,))
-
-
-@pytest.fixture(autouse=True)
-def _mkdir(project: Project) -> None:
-    project.root.mkdir(parents=True)
+        made = Project(tmp_path / "proj", f"oci://{registry.host}/local{uuid.uuid4().hex[:8]}", (registry.host,))
+    made.root.mkdir(parents=True)
+    yield made
 
 
 def checkpoints(project: Project) -> dict[int, tuple[str, Lineage]]:
@@ -284,3 +281,58 @@ def test_a_checkpoint_being_written_at_the_kill_is_never_pushed(project: Project
     again = project.run("--run-id", "after")
     assert again.returncode == 0, again.stderr[-3000:]
     assert sorted(checkpoints(project)) == [10, 20]
+
+
+def test_resume_none_refuses_a_repository_holding_another_runs_checkpoints(project: Project) -> None:
+    project.write(max_steps=CKPT_EVERY)
+    assert project.run("--run-id", "earlier").returncode == 0
+    before = checkpoints(project)
+    shutil.rmtree(project.ckpt_dir)
+    project.write(max_steps=2 * CKPT_EVERY, resume="none")
+    fresh = project.run("--run-id", "fresh")
+    assert fresh.returncode == 5, fresh.stderr[-2000:]
+    last = fresh.stderr.strip().splitlines()[-1]
+    assert "holds checkpoints of run earlier" in last and "checkpoint.repository" in last
+    assert not project.ckpt_dir.exists() or not any(project.ckpt_dir.iterdir())  # the trainer never ran
+    assert checkpoints(project) == before
+
+
+GATED_WRITER = """
+import json, os, time
+from pathlib import Path
+root = Path(os.environ["TRAINOPS_CKPT_DIR"])
+(root.parent / "READY").write_text("")
+while not (root.parent / "GO").exists():
+    time.sleep(0.02)
+ckpt = root / "checkpoint-10"
+ckpt.mkdir()
+(ckpt / "model.safetensors").write_bytes(os.urandom(1024))
+(ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 10}))
+"""
+
+
+def test_a_failed_last_push_makes_the_run_fail_and_says_how_to_finish(tmp_path: Path, registry: Any) -> None:
+    sys.path.insert(0, str(REPO / "tests" / "registry"))
+    from proxy import FaultProxy
+
+    with FaultProxy(registry.host) as proxy:
+        project = Project(tmp_path / "gated", f"oci://{proxy.host}/gated{uuid.uuid4().hex[:6]}", (proxy.host,))
+        project.root.mkdir()
+        project.write(max_steps=1)
+        doc = yaml.safe_load(project.manifest.read_text())
+        (project.root / "writer.py").write_text(GATED_WRITER, encoding="utf-8")
+        doc["spec"]["train"]["command"] = [sys.executable, str(project.root / "writer.py")]
+        doc["spec"]["train"]["checkpoint"]["layout"] = "huggingface"
+        project.manifest.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        proc = project.start("--run-id", "gated")
+        ready = project.ckpt_dir.parent / "READY"
+        wait_for(ready.exists, "the trainer to start", proc)
+        proxy.fail_next = 10**6  # the registry is gone from here on
+        (project.ckpt_dir.parent / "GO").write_text("")
+        proc.wait(timeout=DEADLINE)
+        log = (project.root / "run.log").read_text()
+        assert proc.returncode == 6, log[-3000:]
+        last = log.strip().splitlines()[-1]
+        assert "last checkpoints could not be pushed" in last and "ckpt watch" in last and "--once" in last
+        proxy.fail_next = 0
+    assert (project.ckpt_dir / "checkpoint-10" / "trainer_state.json").is_file()  # still there to push

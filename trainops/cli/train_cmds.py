@@ -182,6 +182,13 @@ def run_cmd(
     if result.exit_code:
         sys.stdout.flush()
         raise click.exceptions.Exit(result.exit_code)
+    if result.final_scan_failed:
+        from trainops.errors import RemoteError
+
+        raise RemoteError(
+            f"training finished but its last checkpoints could not be pushed to {result.repository}",
+            hint=f"`trainops ckpt watch {result.checkpoint_dir} --once --run-id {result.run_id}` pushes them",
+        )
 
 
 COMMANDS: list[click.Command] = [train]

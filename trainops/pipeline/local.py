@@ -49,6 +49,7 @@ class LocalRunResult:
     resumed_from: Parent | None
     pushed: list[Any] = field(default_factory=list)  # trainops.checkpoint.PushedCheckpoint
     watcher_errors: list[str] = field(default_factory=list)
+    final_scan_failed: bool = False  # the last checkpoints may not be in the registry
     missing_secret_env: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -62,6 +63,7 @@ class LocalRunResult:
             "resumedFrom": self.resumed_from.model_dump(by_alias=True) if self.resumed_from else None,
             "pushed": [{"name": p.name, "step": p.step, "ref": p.ref, "digest": p.digest} for p in self.pushed],
             "watcherErrors": self.watcher_errors,
+            "finalScanFailed": self.final_scan_failed,
             "missingSecretEnv": self.missing_secret_env,
         }
 
@@ -160,7 +162,9 @@ def run_local(
             )
             restored = outcome.restored.ref if outcome.restored else None
             note = outcome.reason
-        elif policy.resume != "none":
+        elif policy.resume == "none":
+            _refuse_foreign_checkpoints(registries, repository=repository, run_id=run_id)
+        else:
             from trainops.checkpoint import restore_ref
 
             outcome = restore_ref(registries, ref=registries.ref(policy.resume), directory=directory, progress=progress)
@@ -205,7 +209,7 @@ def run_local(
         pushed: list[Any] = []
         errors: list[str] = []
 
-        def scan(final: bool) -> None:
+        def scan(final: bool) -> bool:
             try:
                 for item in watcher.scan(final=final):
                     pushed.append(item)
@@ -213,11 +217,13 @@ def run_local(
                         on_push(item)
             except TrainopsError as err:  # the registry hiccuped: training goes on, the next scan retries
                 errors.append(str(err))
+                return False
+            return True
 
         scan(final=False)  # complete checkpoints a killed run left behind are pushed before it resumes
         resumed_from = watcher.resumed_from
         exit_code = _supervise(argv, cwd=manifest.root, env=env, interval=interval, tick=lambda: scan(False))
-        scan(final=True)
+        final_ok = scan(final=True)
         return LocalRunResult(
             run_id=run_id,
             exit_code=exit_code,
@@ -228,13 +234,29 @@ def run_local(
             resumed_from=resumed_from,
             pushed=pushed,
             watcher_errors=errors,
+            final_scan_failed=not final_ok,
             missing_secret_env=missing,
         )
     finally:
         registries.close()
 
 
-def _supervise(argv: list[str], *, cwd: Path, env: dict[str, str], interval: float, tick: Callable[[], None]) -> int:
+def _refuse_foreign_checkpoints(registries: Any, *, repository: Reference, run_id: str) -> None:
+    """With resume: none a run starts at step 0, so its step-N tags would meet another run's."""
+    from trainops.checkpoint import latest_checkpoint
+    from trainops.errors import ExistsError
+
+    newest = latest_checkpoint(registries, repository=repository)
+    if newest is not None and newest.run_id != run_id:
+        raise ExistsError(
+            f"{repository.repo_url} holds checkpoints of run {newest.run_id} (up to step {newest.step}) and "
+            "checkpoint.resume is none: this run's step-N tags would collide with them",
+            hint="set train.checkpoint.repository to a repository for this experiment, "
+            "resume from them (resume: latest), or remove them with `trainops ckpt prune`",
+        )
+
+
+def _supervise(argv: list[str], *, cwd: Path, env: dict[str, str], interval: float, tick: Callable[[], object]) -> int:
     """Run argv; call tick every interval while it runs; pass SIGTERM/SIGINT on to it.
 
     The watcher scans on this thread between waits, so a scan never overlaps another.
