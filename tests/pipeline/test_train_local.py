@@ -8,6 +8,7 @@ annotations), the checkpoint files through safetensors, never through the watche
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -156,10 +157,13 @@ def model_tensors(path: Path) -> dict[str, np.ndarray]:
 
 def test_run_pushes_every_checkpoint_with_a_lineage_chain(project: Project) -> None:
     project.write(max_steps=3 * CKPT_EVERY)
-    done = project.run("--run-id", "first")
+    done = project.run("--run-id", "first", "-o", "json")
     assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)  # the trainer's own stdout went to stderr
     found = checkpoints(project)
     assert sorted(found) == [CKPT_EVERY, 2 * CKPT_EVERY, 3 * CKPT_EVERY]
+    assert {(p["step"], p["digest"]) for p in result["pushed"]} == {(s, d) for s, (d, _) in found.items()}
+    assert result["exitCode"] == 0 and result["runId"] == "first" and '"final":true' in done.stderr
     for step, (_, line) in found.items():
         assert line.run_id == "first" and line.pipeline == "tiny-llm"
         assert "val_loss" in line.metrics

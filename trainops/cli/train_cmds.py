@@ -159,6 +159,7 @@ def run_cmd(
         insecure=insecure,
         on_push=announce,
         env_overrides=key_values(setenv, "-e"),
+        command_stdout=sys.stderr if output == "json" else None,
     )
     if output == "json":
         echo_json(result.as_dict())

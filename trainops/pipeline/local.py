@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import IO, Any
 
 from trainops.errors import InputError, TrainopsError
 from trainops.pipeline.context import checkpoint_repository, registries_for, train_spec
@@ -139,8 +139,13 @@ def run_local(
     progress: ProgressSink | None = None,
     base_env: Mapping[str, str] | None = None,
     env_overrides: Mapping[str, str] | None = None,
+    command_stdout: int | IO[Any] | None = None,
 ) -> LocalRunResult:
-    """Restore, train and watch, as described in the module docstring."""
+    """Restore, train and watch, as described in the module docstring.
+
+    The command's stdout is this process's unless command_stdout says otherwise (the CLI
+    sends it to stderr under `-o json`, so stdout carries the result alone).
+    """
     from trainops.checkpoint import WatchConfig, Watcher, restore_latest
     from trainops.gitinfo import git_state
 
@@ -222,7 +227,9 @@ def run_local(
 
         scan(final=False)  # complete checkpoints a killed run left behind are pushed before it resumes
         resumed_from = watcher.resumed_from
-        exit_code = _supervise(argv, cwd=manifest.root, env=env, interval=interval, tick=lambda: scan(False))
+        exit_code = _supervise(
+            argv, cwd=manifest.root, env=env, interval=interval, tick=lambda: scan(False), stdout=command_stdout
+        )
         final_ok = scan(final=True)
         return LocalRunResult(
             run_id=run_id,
@@ -256,14 +263,22 @@ def _refuse_foreign_checkpoints(registries: Any, *, repository: Reference, run_i
         )
 
 
-def _supervise(argv: list[str], *, cwd: Path, env: dict[str, str], interval: float, tick: Callable[[], object]) -> int:
+def _supervise(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    interval: float,
+    tick: Callable[[], object],
+    stdout: int | IO[Any] | None,
+) -> int:
     """Run argv; call tick every interval while it runs; pass SIGTERM/SIGINT on to it.
 
     The watcher scans on this thread between waits, so a scan never overlaps another.
     Returns the command's exit code (128+N when a signal N ended it, as a shell reports).
     """
     try:
-        child = subprocess.Popen(argv, cwd=cwd, env=env)
+        child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout)
     except FileNotFoundError:
         raise InputError(
             f"train.command: {argv[0]!r} not found", hint="install it, or fix train.command in trainops.yaml"
