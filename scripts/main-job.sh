@@ -44,7 +44,7 @@ rm -rf .trainops/pulled
 "$trainops" ckpt pull --latest .trainops/pulled
 "$python" -m tiny_llm.eval --checkpoint ".trainops/pulled/$(ls .trainops/pulled | grep '^step-' | tail -n 1)"
 
-echo "== lineage: step-1000 ← … ← step-700 ← resumed-from step-600 (older ones were pruned by retention)"
+echo "== lineage: step-1000 ← … ← step-700 ← resumed-from step-600 ← … ← step-100 (retention pruned the oldest)"
 "$trainops" lineage "$latest"
 
 echo "== the cluster side: render the Volcano job and tenant queues, validated against the upstream CRDs"

@@ -148,3 +148,43 @@ def test_watcher_applies_retention_after_each_push(
     assert [i.tag for i in list_checkpoints(registries, repository=repo)] == [f"step-{s}" for s in kept]
     assert events == [f"{repo.repo_url}:step-{s}" for s in removed]
     assert (d / "step-000002").is_dir() and (d / "step-000001").is_dir()  # local files are the trainer's
+
+
+@pytest.mark.parametrize("target", ["file", "oci", "s3"], indirect=True)
+def test_lineage_walks_through_pruned_checkpoints(target: Target, tmp_path: Path) -> None:
+    from trainops.registry.lineage import lineage_graph, to_tree
+
+    registries = target.registries
+    repo = registries.ref("team/chain")
+    digests: dict[int, str] = {}
+    for step in range(1, 6):  # a chain: each checkpoint names the one before as its parent
+        src = make_tree(tmp_path / f"k{step}", {"model.safetensors": f"w{step}".encode() * 64})
+        parents = [] if step == 1 else [{"digest": digests[step - 1], "ref": f"{repo}:step-{step - 1}"}]
+        lineage = Lineage.model_validate({"step": step, "metrics": {"val_loss": 6.0 - step}, "parents": parents})
+        pushed = store.push(
+            registries, source=src, ref=repo.with_tag(f"step-{step}"), kind="checkpoint", lineage=lineage
+        )
+        digests[step] = pushed.digest
+    # the newest two stay, and step-1 as the "best" by the highest val_loss
+    removed = apply_retention(
+        registries, repository=repo, keep=Retention(last=2, best=1, metric="val_loss", mode="max")
+    )
+    assert sorted(removed) == ["step-2", "step-3"]
+    for step in (2, 3):  # the content is gone ...
+        with pytest.raises(NotFoundError):
+            registries.backend(repo).get_manifest(repo.repository, digests[step])
+    # ... but the newest one's lineage still reaches the first, through the pruned records
+    graph = lineage_graph(registries, ref=repo.with_tag("step-5"))
+    assert set(graph.nodes) == set(digests.values())
+    for step, digest in digests.items():
+        node = graph.nodes[digest]
+        assert node.step == step and not node.missing
+        assert node.pruned == (step in (2, 3))
+        assert node.metrics == {"val_loss": 6.0 - step}
+    assert "(pruned)" in to_tree(graph)
+    # and down from the first: the registry scan finds the pruned ones by their records
+    down = lineage_graph(registries, ref=repo.with_tag("step-1"), direction="down")
+    assert set(down.nodes) == set(digests.values())
+    assert [down.nodes[digests[s]].pruned for s in range(1, 6)] == [False, True, True, False, False]
+    # the records are not checkpoints
+    assert [i.step for i in list_checkpoints(registries, repository=repo)] == [1, 4, 5]

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainops.errors import InputError, NotFoundError
-from trainops.registry import media
+from trainops.registry import media, tombstone
 from trainops.registry.artifact import ParsedManifest, parse_manifest
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
@@ -49,12 +49,14 @@ def require_repository(repository: Reference) -> None:
 
 
 def tag_names(registries: Registries, *, repository: Reference) -> list[str]:
-    """The tags of a repository; a missing repository has none."""
+    """The tags of a repository, less the records of pruned checkpoints; a missing
+    repository has none."""
     require_repository(repository)
     try:
-        return registries.backend(repository).list_tags(repository.repository)
+        names = registries.backend(repository).list_tags(repository.repository)
     except NotFoundError:
         return []
+    return [name for name in names if not tombstone.is_record_tag(name)]
 
 
 def fetch(registries: Registries, *, repository: Reference, tags: list[str]) -> list[Tagged]:

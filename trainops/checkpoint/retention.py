@@ -3,9 +3,10 @@
 Only `step-N` tags of checkpoint artifacts are ever touched. When no other tag names a
 removed checkpoint's manifest, the manifest goes too: later checkpoints name it as their
 parent, and `trainops registry gc` keeps whatever a kept artifact's lineage names, so an
-untagged-but-present parent would pin every older checkpoint forever. Its digest stays in
-the children's lineage (shown as missing); its blobs are reclaimed by gc (file://, s3://)
-or the registry's own garbage collector (oci://).
+untagged-but-present parent would pin every older checkpoint forever. Before that, a
+pruned record (trainops.registry.tombstone) keeps its digest, step, metrics and parents,
+so the lineage of the kept checkpoints still walks through it; its blobs are reclaimed by
+gc (file://, s3://) or the registry's own garbage collector (oci://).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 
 from trainops.checkpoint.catalog import KIND, STEP_TAG, CheckpointInfo, info_of, tagged
 from trainops.errors import NotFoundError, RemoteError
-from trainops.registry import store
+from trainops.registry import store, tombstone
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.spec.stages import Retention
@@ -68,8 +69,13 @@ def apply_retention(
     digest_tags: dict[str, set[str]] = {}
     for t in items:
         digest_tags.setdefault(t.parsed.digest, set()).add(t.tag)
+    parsed_of = {t.parsed.digest: t.parsed for t in items}
     removed: list[str] = []
     for info in plan.remove:
+        # the record first: the kept checkpoints' lineage walks on through the pruned one
+        tombstone.write_record(
+            registries, repository=repository, parsed=parsed_of[info.digest], shown=str(repository.with_tag(info.tag))
+        )
         try:
             store.remove(registries, ref=repository.with_tag(info.tag))
         except NotFoundError:

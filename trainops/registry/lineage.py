@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from trainops.errors import NotFoundError
-from trainops.registry import media
+from trainops.registry import media, tombstone
 from trainops.registry.artifact import ParsedManifest, parse_manifest
 from trainops.registry.backends.base import ManifestData, sha256_digest
 from trainops.registry.context import Registries
@@ -35,6 +35,7 @@ class Node:
     metrics: dict[str, float] = field(default_factory=dict)
     git_commit: str | None = None
     missing: bool = False  # named as a parent but not found
+    pruned: bool = False  # deleted (by retention); known from its pruned record
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def _parse(registries: Registries, ref: Reference, manifest: ManifestData) -> Pa
     return replace(parsed, annotations={**found, **parsed.annotations}) if found else parsed
 
 
-def _node(parsed: ParsedManifest, shown: str) -> Node:
+def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False) -> Node:
     lineage = parsed.lineage()
     return Node(
         digest=parsed.digest,
@@ -107,6 +108,7 @@ def _node(parsed: ParsedManifest, shown: str) -> Node:
         step=lineage.step,
         metrics=dict(lineage.metrics),
         git_commit=lineage.git_commit,
+        pruned=pruned,
     )
 
 
@@ -143,7 +145,12 @@ def _walk_up(registries: Registries, graph: Graph, start: Reference, parsed: Par
             try:
                 manifest = _cached_manifest(registries, parent_ref, digest)
             except NotFoundError:
-                graph.nodes[digest] = Node(digest, text or parent_ref.repo_url, "unknown", missing=True)
+                record = tombstone.read_record(registries, repository=parent_ref.with_digest(None), digest=digest)
+                if record is None:
+                    graph.nodes[digest] = Node(digest, text or parent_ref.repo_url, "unknown", missing=True)
+                    continue
+                graph.nodes[digest] = _node(record, text or parent_ref.repo_url, pruned=True)
+                queue.append((parent_ref, record))  # the pruned one's parents are still known
                 continue
             found = _parse(registries, parent_ref, manifest)
             graph.nodes[digest] = _node(found, text or parent_ref.repo_url)
@@ -174,6 +181,11 @@ def scan_registry(registries: Registries, root: RegistryRoot) -> list[tuple[Refe
             try:
                 parsed = _parse(registries, ref, _cached_manifest(registries, ref, digest))
             except NotFoundError:
+                continue
+            pruned = tombstone.as_pruned(parsed)
+            if pruned is not None:  # a deleted artifact: it stands in the graph as itself
+                shown = parsed.annotations.get(tombstone.A_NAME) or f"{ref.repo_url}@{pruned.digest[:19]}"
+                found.append((ref, pruned, shown))
                 continue
             shown = ref.repo_url + (f":{tags[digest]}" if digest in tags else f"@{digest[:19]}")
             found.append((ref, parsed, shown))
@@ -206,7 +218,7 @@ def lineage_graph(
         children: dict[str, list[tuple[str, str]]] = {}
         nodes: dict[str, Node] = {}
         for _, parsed, shown in scan_registry(registries, scan or _scan_root(registries, found.ref)):
-            nodes.setdefault(parsed.digest, _node(parsed, shown))
+            nodes.setdefault(parsed.digest, _node(parsed, shown, pruned=tombstone.A_DIGEST in parsed.annotations))
             for digest, _text, relation in _parents(parsed):
                 children.setdefault(digest, []).append((parsed.digest, relation))
         queue = deque([found.manifest.digest])
@@ -232,6 +244,8 @@ def _label(node: Node) -> str:
     bits.extend(f"{k}={v:g}" for k, v in sorted(node.metrics.items()))
     if node.missing:
         bits.append("(missing)")
+    if node.pruned:
+        bits.append("(pruned)")
     return " ".join(bits) + f" [{node.digest[7:19]}]"
 
 
