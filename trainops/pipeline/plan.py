@@ -55,6 +55,14 @@ def _train_runs_on(train: TrainSpec) -> str:
     return f"{where}, {shape}"
 
 
+def _retention(train: TrainSpec) -> str:
+    keep = train.checkpoint.keep
+    text = f"keep last {keep.last}"
+    if keep.best and keep.metric:
+        text += f" + best {keep.best} by {keep.mode} {keep.metric}"
+    return text
+
+
 def _rollout_runs_on(rollout: RolloutSpec) -> str:
     traffic = {
         "argo-rollouts": "Argo Rollouts",
@@ -99,7 +107,7 @@ def plan_pipeline(*, manifest: Manifest) -> Plan:
             StagePlan(
                 name="train",
                 consumes=consumes,
-                produces=[f"checkpoints {checkpoints} (keep last {train.checkpoint.keep.last})"],
+                produces=[f"checkpoints {checkpoints} ({_retention(train)})"],
                 runs_on=_train_runs_on(train),
                 details={
                     "scheduler": train.scheduler,
