@@ -2,9 +2,10 @@
 # trainops image entrypoint: run the start hooks, then exec the command.
 #
 # Hooks are the executable files in $TRAINOPS_HOOKS_DIR (default /opt/trainops/entrypoint.d),
-# run in name order before the command, with the container's environment. The training
-# stage installs its checkpoint-restore step here (50-restore-checkpoint), so a restarted
-# pod resumes from the newest checkpoint before the training command starts. A failing
+# run in name order before the command, with the container's environment: site-specific
+# start steps (warm a cache, check the fabric). The checkpoint restore is not a hook: pods
+# run it as an init container and sbatch scripts as an srun step (`trainops ckpt pull
+# --latest`), so it also works for images without this entrypoint. A failing
 # hook stops the container. TRAINOPS_SKIP_HOOKS=1 skips them all (debugging).
 set -eu
 
