@@ -350,7 +350,7 @@ def test_init_into_an_empty_directory(tmp_path: Path) -> None:
     workflow = yaml.safe_load((target / ".github/workflows/trainops.yml").read_text("utf-8"))
     steps = [s.get("run") for s in workflow["jobs"]["trainops"]["steps"]]
     assert f"pip install trainops=={__version__}" in steps
-    assert "trainops validate" in steps
+    assert "trainops validate --render" in steps
     assert run("validate", "-f", str(manifest)).code == 0
 
 
