@@ -54,6 +54,22 @@ class RunContext:
         meta["annotations"] = self.annotations()
         return meta
 
+    def process_env(self, *, endpoint: str | None) -> list[tuple[str, str]]:
+        """The training process's literal environment for this run (see render.env)."""
+        from trainops.render.env import process_env
+
+        return process_env(
+            pipeline=self.pipeline,
+            run_id=self.run_id,
+            image=self.image.ref,
+            digest=self.image.digest,
+            ckpt_dir=self.train.checkpoint.dir,
+            repository=self.repository,
+            commit=self.commit,
+            train=self.train,
+            endpoint=endpoint,
+        )
+
     def warn(self, text: str) -> None:
         if text not in self.warnings:
             self.warnings.append(text)

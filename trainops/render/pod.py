@@ -29,7 +29,7 @@ from typing import Any
 from trainops.errors import InputError
 from trainops.render.checkpoint import pull_argv, qualify, restore_steps, watch_argv
 from trainops.render.context import RunContext
-from trainops.render.env import RDZV_PORT, check_names, launch_argv, process_env
+from trainops.render.env import RDZV_PORT, check_names, launch_argv
 from trainops.render.names import LABEL_ROLE
 from trainops.spec.common import duration_seconds
 from trainops.spec.stages import TrainSpec
@@ -232,19 +232,7 @@ def pod_template(ctx: RunContext, role: PodRole) -> dict[str, Any]:
     _check_mounts(ctx)
     volumes, main_mounts, agent_mounts = _volumes(ctx)
 
-    env = _literal(
-        process_env(
-            pipeline=ctx.pipeline,
-            run_id=ctx.run_id,
-            image=ctx.image.ref,
-            digest=ctx.image.digest,
-            ckpt_dir=train.checkpoint.dir,
-            repository=ctx.repository,
-            commit=ctx.commit,
-            train=train,
-            endpoint=role.endpoint,
-        )
-    )
+    env = _literal(ctx.process_env(endpoint=role.endpoint))
     if role.leader_only:
         env.append(_node_rank())
     env += _secret_env(ctx, only_aws=False)

@@ -23,7 +23,7 @@ from typing import Any
 from trainops.errors import InputError
 from trainops.render.checkpoint import pull_argv, qualify, restore_steps, watch_argv
 from trainops.render.context import RunContext
-from trainops.render.env import RDZV_PORT, check_names, launch_argv, process_env
+from trainops.render.env import RDZV_PORT, check_names, launch_argv
 from trainops.render.names import object_name
 from trainops.render.quantity import mebibytes, whole_cpus
 from trainops.spec.common import duration_seconds
@@ -120,17 +120,7 @@ def sbatch_script(ctx: RunContext) -> str:
     else:
         run_dir = '"${SLURM_SUBMIT_DIR}"/' + shlex.quote(f".trainops/runs/{ctx.pipeline}/{ctx.run_id}")
 
-    exports = process_env(
-        pipeline=ctx.pipeline,
-        run_id=ctx.run_id,
-        image=ctx.image.ref,
-        digest=ctx.image.digest,
-        ckpt_dir=train.checkpoint.dir,
-        repository=ctx.repository,
-        commit=ctx.commit,
-        train=train,
-        endpoint=None,  # known only once the allocation is: exported by the script
-    )
+    exports = ctx.process_env(endpoint=None)  # the endpoint is known once the allocation is: the script exports it
     datasets: list[dict[str, Any]] = []
     for i, data in enumerate(train.datasets):
         if data.mount_path is None:
