@@ -364,3 +364,20 @@ def test_a_push_the_remote_aborts_midway_is_reported_with_its_reason(git_remote:
     assert "git ls-remote" in text
     (git_remote / "hooks" / "reference-transaction").unlink()
     assert tip(git_remote) == before
+
+
+def test_executable_files_get_mode_755_and_a_mode_change_is_a_change(git_remote: Path, tmp_path: Path) -> None:
+    files = {"sbatch.sh": "#!/bin/bash\necho hi\n", "job.yaml": "kind: Job\n"}
+    first = _write(git_remote, files, executable=["sbatch.sh"])
+    modes = subprocess.run(
+        ["git", "--git-dir", str(git_remote), "ls-tree", "-r", "main"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "100755 blob" in next(line for line in modes.splitlines() if line.endswith("clusters/tiny/sbatch.sh"))
+    assert "100644 blob" in next(line for line in modes.splitlines() if line.endswith("clusters/tiny/job.yaml"))
+    work = clone(git_remote, tmp_path / "work")
+    assert (work / "clusters/tiny/sbatch.sh").stat().st_mode & 0o111
+    assert _write(git_remote, files, executable=["sbatch.sh"]).changed is False
+    again = _write(git_remote, files)  # the same bytes, no longer executable
+    assert again.changed and again.commit != first.commit
+    with pytest.raises(InputError, match="not among the files"):
+        _write(git_remote, files, executable=["missing.sh"])

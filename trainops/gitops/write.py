@@ -7,7 +7,8 @@ One call is one commit on one branch, pushed, or nothing at all:
 2. A scratch bare repository fetches only the branch tip (``--depth=1``).
 3. A private index is loaded with that tip's tree; every entry under ``path`` that is not
    in ``files`` is dropped, every file in ``files`` is staged as given (bytes as-is: no
-   filters, no line-ending conversion, mode 100644). Nothing outside ``path`` is touched.
+   filters, no line-ending conversion; mode 100644, or 100755 for the names in
+   ``executable``). Nothing outside ``path`` is touched.
 4. If the resulting tree equals the tip's, nothing is committed or pushed.
 5. Otherwise one commit (parent: the tip) is pushed with a plain, non-forced push.
 6. If the push is refused because the branch moved, step 2 onwards runs again on the new
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from trainops.gitops.remote import Remote, parse_remote
 from trainops.gitops.scratch import Scratch
 
 _REGULAR = "100644"
+_EXECUTABLE = "100755"
 _ZERO = "0" * 40
 
 
@@ -69,10 +71,12 @@ def write_tree(
     create: bool = False,
     max_attempts: int = 5,
     author: tuple[str, str] | None = None,
+    executable: Collection[str] = (),
 ) -> CommitResult:
     """Commit ``files`` as the whole content of ``path`` on ``branch`` of ``repo`` and push it.
 
-    ``files`` maps names relative to ``path`` to their content (str is UTF-8 encoded).
+    ``files`` maps names relative to ``path`` to their content (str is UTF-8 encoded);
+    the names in ``executable`` (a subset of them) get mode 100755, the others 100644.
     ``message`` is the subject (and body); ``trailers`` are appended as ``Key: value``
     lines that ``git interpret-trailers --parse`` and ``history`` read back. With
     ``create``, a local ``repo`` that does not exist is initialized bare with ``branch`` as
@@ -89,6 +93,10 @@ def write_tree(
     """
     directory = check_directory(path)
     contents = check_files(directory, files)
+    strays = sorted(set(executable) - set(files))
+    if strays:
+        raise InputError(f"executable names {strays[0]!r}, which is not among the files", hint="list files only")
+    modes = {f"{directory}/{name}": _EXECUTABLE for name in executable}
     text = msg.check_message(message)
     pairs = msg.check_trailers(trailers)
     who = msg.check_author(author)
@@ -120,7 +128,7 @@ def write_tree(
         while True:
             started = time.monotonic()
             base = scratch.fetch_tip(branch)
-            staged = _stage(scratch, base, directory, blobs, branch)
+            staged = _stage(scratch, base, directory, blobs, branch, modes)
             if staged.tree is None:
                 return result(None, attempts, [])
             args = ["commit-tree", staged.tree, *(["-p", base] if base else []), "-F", str(message_file)]
@@ -176,8 +184,16 @@ def _hash_blobs(scratch: Scratch, contents: Mapping[str, bytes]) -> dict[str, st
     return dict(zip(names, ids, strict=True))
 
 
-def _stage(scratch: Scratch, base: str | None, directory: str, blobs: Mapping[str, str], branch: str) -> _Staged:
-    """Load ``base`` into the private index and make ``directory`` hold exactly ``blobs``."""
+def _stage(
+    scratch: Scratch,
+    base: str | None,
+    directory: str,
+    blobs: Mapping[str, str],
+    branch: str,
+    modes: Mapping[str, str],
+) -> _Staged:
+    """Load ``base`` into the private index and make ``directory`` hold exactly ``blobs``
+    (each with its mode in ``modes``, else 100644)."""
     (scratch.root / "index").unlink(missing_ok=True)
     if base is None:
         scratch.run("read-tree", "--empty", what="prepare the index")
@@ -202,8 +218,9 @@ def _stage(scratch: Scratch, base: str | None, directory: str, blobs: Mapping[st
     removed = sorted(name for name in existing if name not in blobs)
     updates = [f"0 {_ZERO}\t{name}" for name in removed]
     for name, sha in sorted(blobs.items()):
-        if existing.get(name) != (_REGULAR, sha):
-            updates.append(f"{_REGULAR} {sha}\t{name}")
+        mode = modes.get(name, _REGULAR)
+        if existing.get(name) != (mode, sha):
+            updates.append(f"{mode} {sha}\t{name}")
     if not updates:
         return _Staged(tree=None, removed=[])
     data = "".join(f"{line}\0" for line in updates).encode("utf-8", "surrogateescape")

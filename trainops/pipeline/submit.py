@@ -23,6 +23,11 @@ from trainops.spec import Manifest
 MARKER = ".trainops-rendered"
 
 
+def _executable(path: str) -> bool:
+    """Rendered scripts (the sbatch script) are executable, on disk and in git."""
+    return path.endswith(".sh")
+
+
 @dataclass(frozen=True)
 class RenderTreeResult:
     directory: str
@@ -104,7 +109,7 @@ def render_tree(
             target = staging / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(item.text, encoding="utf-8")
-            if rel.endswith(".sh"):
+            if _executable(rel):
                 target.chmod(0o755)
             names.append(rel)
         (staging / MARKER).write_text(f"run {run_id}\nimage {pinned}\n", encoding="utf-8")
@@ -152,6 +157,7 @@ def submit(
         branch=gitops.branch,
         path=gitops.path,
         files={item.path: item.text for item in rendered.files},
+        executable=[item.path for item in rendered.files if _executable(item.path)],
         message=f"train {name}: run {run_id} on {train.scheduler}",
         trailers=trailers,
         create=create,
