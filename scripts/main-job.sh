@@ -9,12 +9,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${TRAINOPS_VENV:-.venv}"
+case "$venv" in /*) ;; *) venv="$(pwd)/$venv" ;; esac
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet . ./examples/tiny-llm
-export PATH="$(pwd)/$venv/bin:$PATH"  # train.command runs `python` from PATH, as a pod would
-trainops="$(pwd)/$venv/bin/trainops"
-python="$(pwd)/$venv/bin/python"
+export PATH="$venv/bin:$PATH"  # train.command runs `python` from PATH, as a pod would
+trainops="$venv/bin/trainops"
+python="$venv/bin/python"
 
 cd examples/tiny-llm
 rm -rf .trainops checkpoints
