@@ -186,5 +186,11 @@ def test_lineage_walks_through_pruned_checkpoints(target: Target, tmp_path: Path
     down = lineage_graph(registries, ref=repo.with_tag("step-1"), direction="down")
     assert set(down.nodes) == set(digests.values())
     assert [down.nodes[digests[s]].pruned for s in range(1, 6)] == [False, True, True, False, False]
-    # the records are not checkpoints
+    # the records are not checkpoints, and listings count them instead of showing them
     assert [i.step for i in list_checkpoints(registries, repository=repo)] == [1, 4, 5]
+    listing = store.list_repository(registries, ref=repo)
+    assert sorted(t.tag for t in listing.tags) == ["step-1", "step-4", "step-5"] and listing.pruned_records == 2
+    everything = store.list_repository(registries, ref=repo, records=True)
+    assert sorted(t.tag for t in everything.tags if t.tag.startswith("pruned-")) == sorted(
+        "pruned-" + digests[s].replace(":", "-") for s in (2, 3)
+    )

@@ -201,14 +201,15 @@ def registry() -> None:
 
 @registry.command("ls")
 @click.argument("target", required=False)
+@click.option("--all", "show_all", is_flag=True, help="Also list the records of pruned checkpoints.")
 @_registry_options
 @output_option
-def ls(target: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+def ls(target: str | None, show_all: bool, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """List repositories of a registry (URL, default: the manifest's), or the tags of REPO."""
     from trainops.registry import store
 
     with _registries(file, env, insecure) as registries:
-        listing = store.ls(registries, target=target)
+        listing = store.ls(registries, target=target, records=show_all)
     if output == "json":
         from dataclasses import asdict
 
@@ -228,6 +229,8 @@ def ls(target: str | None, file: str | None, env: str | None, insecure: bool, ou
     for t in listing.tags:
         table.add_row(t.tag, t.kind, t.created or "", _size(t.size), t.digest[:19])
     console().print(table)
+    if listing.pruned_records:
+        click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
 
 
 @registry.command("show")

@@ -49,6 +49,7 @@ A_LINEAGE = "dev.trainops.lineage"
 A_FILE_MODE = "dev.trainops.file.mode"
 A_CKPT_NAME = "dev.trainops.checkpoint.name"  # the checkpoint directory's own name (step-000300, …)
 A_CKPT_LAYOUT = "dev.trainops.checkpoint.layout"  # trainops | huggingface | megatron | deepspeed
+PRUNED_TAG_PREFIX = "pruned-"  # tags of pruned records (trainops.registry.tombstone)
 
 _WEIGHTS = (
     "*.safetensors",

@@ -493,13 +493,18 @@ class Listing:
     repository: str | None
     repositories: list[str] = field(default_factory=list)
     tags: list[ListedTag] = field(default_factory=list)
+    pruned_records: int = 0  # `pruned-…` tags left out (records of deleted artifacts)
 
 
-def list_repository(registries: Registries, *, ref: Reference) -> Listing:
-    """Tags of a repository with what each points at."""
+def list_repository(registries: Registries, *, ref: Reference, records: bool = False) -> Listing:
+    """Tags of a repository with what each points at; the tags of pruned records are
+    counted, and listed only with records=True."""
     backend = registries.backend(ref)
     listing = Listing(repository=ref.repo_url)
     for name in backend.list_tags(ref.repository):
+        if not records and name.startswith(media.PRUNED_TAG_PREFIX):
+            listing.pruned_records += 1
+            continue
         try:
             parsed = parse_manifest(backend.get_manifest(ref.repository, name))
         except NotFoundError:
@@ -524,7 +529,7 @@ def list_registry(registries: Registries, *, url: str | None = None) -> Listing:
     return Listing(repository=None, repositories=[prefix + r for r in repos])
 
 
-def ls(registries: Registries, *, target: str | None) -> Listing:
+def ls(registries: Registries, *, target: str | None, records: bool = False) -> Listing:
     """The tags of a repository, or (for a registry URL or prefix) its repositories."""
     if target is None:
         return list_registry(registries)
@@ -532,7 +537,7 @@ def ls(registries: Registries, *, target: str | None) -> Listing:
     if ref.tag or ref.digest:
         raise InputError(f"{target} names a tag or digest", hint="list a repository or a registry")
     try:
-        return list_repository(registries, ref=ref)
+        return list_repository(registries, ref=ref, records=records)
     except NotFoundError:
         listing = list_registry(registries, url=ref.repo_url)
     if not listing.repositories:

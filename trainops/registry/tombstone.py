@@ -29,7 +29,7 @@ from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.registry.store import bytes_source, upload_if_missing
 
-TAG_PREFIX = "pruned-"
+TAG_PREFIX = media.PRUNED_TAG_PREFIX
 A_DIGEST = "dev.trainops.pruned.digest"
 A_KIND = "dev.trainops.pruned.kind"
 A_LINEAGE = "dev.trainops.pruned.lineage"
