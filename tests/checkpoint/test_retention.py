@@ -186,6 +186,14 @@ def test_lineage_walks_through_pruned_checkpoints(target: Target, tmp_path: Path
     down = lineage_graph(registries, ref=repo.with_tag("step-1"), direction="down")
     assert set(down.nodes) == set(digests.values())
     assert [down.nodes[digests[s]].pruned for s in range(1, 6)] == [False, True, True, False, False]
+    # gc reclaims the pruned checkpoints' blobs and keeps their records whole
+    freed = collect(registries, root=registries.root())
+    if registries.root().scheme != "oci":  # a Distribution registry collects its own blobs
+        assert freed.removed_blobs >= 2  # the two pruned weights files
+    assert not [m for m in freed.removed_manifests if "pruned" in m]
+    after_gc = lineage_graph(registries, ref=repo.with_tag("step-5"))
+    assert set(after_gc.nodes) == set(digests.values())
+    assert [after_gc.nodes[digests[s]].pruned for s in range(1, 6)] == [False, True, True, False, False]
     # the records are not checkpoints, and listings count them instead of showing them
     assert [i.step for i in list_checkpoints(registries, repository=repo)] == [1, 4, 5]
     listing = store.list_repository(registries, ref=repo)

@@ -157,8 +157,14 @@ def _walk_up(registries: Registries, graph: Graph, start: Reference, parsed: Par
             queue.append((parent_ref, found))
 
 
-def scan_registry(registries: Registries, root: RegistryRoot) -> list[tuple[Reference, ParsedManifest, str]]:
-    """Every manifest in every repository under root: (repo ref, parsed, shown name)."""
+def scan_registry(
+    registries: Registries, root: RegistryRoot, *, pruned_as_originals: bool = False
+) -> list[tuple[Reference, ParsedManifest, str]]:
+    """Every manifest in every repository under root: (repo ref, parsed, shown name).
+
+    With pruned_as_originals, a pruned record stands for the artifact it records (its
+    digest and lineage), as a lineage walk wants; gc wants the record itself.
+    """
     from trainops.registry.backends import open_backend
 
     lister = open_backend(root, insecure=registries.insecure, insecure_registries=registries.insecure_registries)
@@ -182,7 +188,7 @@ def scan_registry(registries: Registries, root: RegistryRoot) -> list[tuple[Refe
                 parsed = _parse(registries, ref, _cached_manifest(registries, ref, digest))
             except NotFoundError:
                 continue
-            pruned = tombstone.as_pruned(parsed)
+            pruned = tombstone.as_pruned(parsed) if pruned_as_originals else None
             if pruned is not None:  # a deleted artifact: it stands in the graph as itself
                 shown = parsed.annotations.get(tombstone.A_NAME) or f"{ref.repo_url}@{pruned.digest[:19]}"
                 found.append((ref, pruned, shown))
@@ -217,7 +223,8 @@ def lineage_graph(
     if direction in ("down", "both"):
         children: dict[str, list[tuple[str, str]]] = {}
         nodes: dict[str, Node] = {}
-        for _, parsed, shown in scan_registry(registries, scan or _scan_root(registries, found.ref)):
+        scanned = scan_registry(registries, scan or _scan_root(registries, found.ref), pruned_as_originals=True)
+        for _, parsed, shown in scanned:
             nodes.setdefault(parsed.digest, _node(parsed, shown, pruned=tombstone.A_DIGEST in parsed.annotations))
             for digest, _text, relation in _parents(parsed):
                 children.setdefault(digest, []).append((parsed.digest, relation))
