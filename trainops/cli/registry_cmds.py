@@ -362,12 +362,20 @@ def rm(ref: str, file: str | None, env: str | None, insecure: bool, output: str)
     "--keep-last", type=click.IntRange(0), default=None, help="Keep only the newest N tagged artifacts per repository."
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@click.option(
+    "--grace",
+    type=click.FloatRange(0),
+    default=3600.0,
+    show_default=True,
+    help="Seconds an unfinished upload (an interrupted push) is left alone before it is removed.",
+)
 @_registry_options
 @output_option
 def gc(
     url: str | None,
     keep_last: int | None,
     dry_run: bool,
+    grace: float,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -377,7 +385,7 @@ def gc(
     from trainops.registry.gc import collect
 
     with _registries(file, env, insecure) as registries:
-        result = collect(registries, root=registries.root(url), keep_last=keep_last, dry_run=dry_run)
+        result = collect(registries, root=registries.root(url), keep_last=keep_last, dry_run=dry_run, grace=grace)
     if output == "json":
         echo_json(result.as_dict())
         return
@@ -388,6 +396,7 @@ def gc(
         click.echo(f"note: {note}")
     click.echo(
         f"{verb} {len(result.removed_manifests)} artifact(s), {result.removed_blobs} blob(s), "
+        f"{result.removed_uploads} unfinished upload(s), "
         f"{_size(result.bytes_freed)}; kept {result.kept}"
     )
 

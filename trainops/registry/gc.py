@@ -13,6 +13,7 @@ not yet written are unreferenced by definition.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ class GcResult:
     removed_tags: list[str] = field(default_factory=list)
     removed_manifests: list[str] = field(default_factory=list)
     removed_blobs: int = 0
+    removed_uploads: int = 0  # unfinished uploads older than the grace period
     bytes_freed: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -36,9 +38,19 @@ class GcResult:
         return asdict(self)
 
 
+DEFAULT_GRACE = 3600.0
+
+
 def collect(
-    registries: Registries, *, root: RegistryRoot, keep_last: int | None = None, dry_run: bool = False
+    registries: Registries,
+    *,
+    root: RegistryRoot,
+    keep_last: int | None = None,
+    dry_run: bool = False,
+    grace: float = DEFAULT_GRACE,
 ) -> GcResult:
+    """Remove what no kept artifact needs, and unfinished uploads older than grace seconds
+    (a push in flight keeps writing its own, so a generous grace never touches it)."""
     result = GcResult(dry_run=dry_run)
     scanned = scan_registry(registries, root)
     by_digest: dict[str, tuple[Reference, ParsedManifest]] = {}
@@ -89,9 +101,15 @@ def collect(
         result.removed_manifests.append(f"{ref.repo_url}@{parsed.digest}")
         if not dry_run:
             backend.delete_manifest(ref.repository, parsed.digest)
+    cutoff = time.time() - grace
     for repo in repos:
         ref = Reference(root.scheme, root.location, repo)
         backend = registries.backend(ref)
+        for upload in backend.stale_uploads(repo, started_before=cutoff):
+            result.removed_uploads += 1
+            result.bytes_freed += upload.size
+            if not dry_run:
+                backend.remove_stale_upload(repo, upload)
         blobs = backend.list_blobs(repo)
         if blobs is None:
             result.notes.append(f"{ref.repo_url}: blobs are reclaimed by the registry's own garbage collector")

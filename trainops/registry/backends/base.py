@@ -162,6 +162,15 @@ class DigestWriter:
             )
 
 
+@dataclass(frozen=True)
+class StaleUpload:
+    """An unfinished blob upload: what the backend calls it, its bytes so far, its start."""
+
+    name: str
+    size: int
+    started: float  # seconds since the epoch
+
+
 class Backend(ABC):
     """Blobs, manifests and tags in repositories under one registry root."""
 
@@ -217,6 +226,15 @@ class Backend(ABC):
     @abstractmethod
     def list_blobs(self, repo: str) -> list[str] | None:
         """Digests of every blob in the repository, or None if the backend cannot list them."""
+
+    def stale_uploads(self, repo: str, *, started_before: float) -> list[StaleUpload]:
+        """Unfinished uploads of blobs (an interrupted push) begun before started_before
+        (seconds since the epoch). Backends whose server owns uploads report none."""
+        return []
+
+    def remove_stale_upload(self, repo: str, upload: StaleUpload) -> None:
+        """Drop one unfinished upload (gc only). One already gone is not an error."""
+        raise NotImplementedError(f"{type(self).__name__} reports no unfinished uploads to remove")
 
     # -- manifests and tags ------------------------------------------------------------
     @abstractmethod

@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from trainops.errors import IntegrityError, NotFoundError
+from trainops.errors import InputError, IntegrityError, NotFoundError
 from trainops.registry import media
 from trainops.registry.backends.base import (
     Backend,
@@ -32,6 +32,7 @@ from trainops.registry.backends.base import (
     DigestWriter,
     ManifestData,
     Progress,
+    StaleUpload,
     iter_file,
     no_progress,
     sha256_digest,
@@ -199,6 +200,25 @@ class LocalBackend(Backend):
     def list_blobs(self, repo: str) -> list[str] | None:
         root = self._require(repo) / "blobs" / "sha256"
         return sorted(f"sha256:{p.name}" for p in root.iterdir() if p.is_file())
+
+    def stale_uploads(self, repo: str, *, started_before: float) -> list[StaleUpload]:
+        """`.trainops/tmp/*.part` files last written before started_before: a push killed
+        mid-file leaves one (a live push keeps writing its own, so it stays newer)."""
+        tmp = self._require(repo) / ".trainops" / "tmp"
+        found: list[StaleUpload] = []
+        for part in sorted(tmp.glob("*.part")) if tmp.is_dir() else []:
+            try:
+                stat = part.stat()
+            except FileNotFoundError:
+                continue
+            if stat.st_mtime < started_before:
+                found.append(StaleUpload(part.name, stat.st_size, stat.st_mtime))
+        return found
+
+    def remove_stale_upload(self, repo: str, upload: StaleUpload) -> None:
+        if "/" in upload.name or not upload.name.endswith(".part"):
+            raise InputError(f"not an upload of {repo}: {upload.name!r}")
+        (self._require(repo) / ".trainops" / "tmp" / upload.name).unlink(missing_ok=True)
 
     # -- manifests and tags ------------------------------------------------------------
     def put_manifest(self, repo: str, manifest: ManifestData, tag: str | None = None) -> None:

@@ -36,6 +36,7 @@ from trainops.registry.backends.base import (
     DigestWriter,
     ManifestData,
     Progress,
+    StaleUpload,
     no_progress,
     sha256_digest,
 )
@@ -237,6 +238,34 @@ class S3Backend(Backend):
 
     def delete_blob(self, repo: str, digest: str) -> None:
         self.ops.call("delete_object", self.blob_key(repo, digest))
+
+    def stale_uploads(self, repo: str, *, started_before: float) -> list[StaleUpload]:
+        """Unfinished multipart uploads of this repository's blobs with no activity since
+        started_before: begun before it, and no part sent after it (S3 keeps, and bills,
+        their parts until they are completed or aborted)."""
+        prefix = self._key(repo, "blobs", "")
+        found: list[StaleUpload] = []
+        markers: dict[str, str] = {}
+        while True:
+            resp = self.ops.call("list_multipart_uploads", Prefix=prefix, **markers)
+            for upload in resp.get("Uploads") or []:
+                key, upload_id = str(upload["Key"]), str(upload["UploadId"])
+                parts = self.ops.call("list_parts", key, UploadId=upload_id).get("Parts") or []
+                times = [_epoch(upload.get("Initiated")), *(_epoch(p.get("LastModified")) for p in parts)]
+                if max(times) < started_before:
+                    found.append(StaleUpload(f"{key}#{upload_id}", sum(int(p["Size"]) for p in parts), times[0]))
+            if not resp.get("IsTruncated"):
+                return found
+            markers = {
+                "KeyMarker": str(resp.get("NextKeyMarker") or ""),
+                "UploadIdMarker": str(resp.get("NextUploadIdMarker") or ""),
+            }
+
+    def remove_stale_upload(self, repo: str, upload: StaleUpload) -> None:
+        key, _, upload_id = upload.name.rpartition("#")
+        if not key.startswith(self._key(repo, "blobs", "")) or not upload_id:
+            raise InputError(f"not an upload of {repo}: {upload.name!r}")
+        self.transfers.abort(key, upload_id)
 
     def list_blobs(self, repo: str) -> list[str] | None:
         names = self._names(self._key(repo, "blobs", "sha256", ""))
@@ -466,3 +495,8 @@ class S3Backend(Backend):
     def close(self) -> None:
         self.transfers.close()
         self.client.close()
+
+
+def _epoch(value: Any) -> float:
+    """A boto3 timestamp (a datetime) as seconds since the epoch; 0 when absent."""
+    return float(value.timestamp()) if hasattr(value, "timestamp") else 0.0
