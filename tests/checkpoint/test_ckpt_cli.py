@@ -160,6 +160,10 @@ def test_one_line_errors(project: Path, tmp_path: Path) -> None:
     hf_ckpt(mixed, 2)
     amb = run("ckpt", "watch", str(mixed), "--repository", f"file://{outside}/r", "--run-id", "r", "--once")
     assert amb.code == 3 and "pass --layout" in amb.last_error_line
+    gone = run(
+        "ckpt", "watch", str(tmp_path / "gone"), "--repository", f"file://{outside}/r", "--run-id", "r", "--once"
+    )
+    assert gone.code == 4 and "is not a directory" in gone.last_error_line
 
 
 def test_leader_only_pushes_nothing_on_other_ranks(project: Path) -> None:

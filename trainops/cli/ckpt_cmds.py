@@ -273,6 +273,10 @@ def _watch(
         with transfer_progress(once and output == "text") as progress:
             watcher = Watcher(ctx.registries, config, progress=progress if once else None, on_event=_printer(output))
             if once:
+                if not directory.is_dir():  # a running watcher waits for the trainer to create it
+                    from trainops.errors import NotFoundError
+
+                    raise NotFoundError(f"{directory} is not a directory", hint="pass the checkpoint directory")
                 watcher.scan(final=True)
                 return
             result = watcher.run(stop)
