@@ -438,14 +438,24 @@ class OCIBackend(Backend):
         if sha256_digest(manifest.data) != manifest.digest:
             raise IntegrityError(f"manifest bytes do not match {manifest.digest}")
         headers = {"Content-Type": manifest.media_type}
-        resp = self._request(
-            "PUT",
-            f"/v2/{repo}/manifests/{tag or manifest.digest}",
-            scope=self._push(repo),
-            ok=(201,),
-            headers=headers,
-            body=lambda: manifest.data,
-        )
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                resp = self._request(
+                    "PUT",
+                    f"/v2/{repo}/manifests/{tag or manifest.digest}",
+                    scope=self._push(repo),
+                    ok=(201,),
+                    headers=headers,
+                    body=lambda: manifest.data,
+                )
+                break
+            except IntegrityError:
+                # Distribution answers DIGEST_INVALID when another writer stores the same
+                # manifest bytes at the same moment (under another tag, say); the bytes were
+                # checked above, so the PUT is sent again once that writer is done.
+                if attempt == ATTEMPTS:
+                    raise
+                time.sleep(0.05 * 2**attempt)
         parsed = json.loads(manifest.data)
         subject = parsed.get("subject")
         if subject and "OCI-Subject" not in resp.headers:
