@@ -118,20 +118,14 @@ def render_image(manifest: Manifest) -> Rendered:
 
 
 def registries_for(manifest: Manifest, *, insecure: bool = False) -> Registries:
-    spec = manifest.pipeline.spec
-    return Registries(
-        default_registry=spec.registry,
-        base_dir=manifest.root,
-        insecure=insecure,
-        insecure_registries=tuple(spec.insecure_registries),
-    )
+    return Registries.for_manifest(manifest, insecure=insecure)
 
 
 def target_repository(manifest: Manifest, registries: Registries) -> Reference:
     """image.repository, else <spec.registry>/<metadata.name>/image (as `trainops plan` shows)."""
     spec = manifest.pipeline.spec
     image = _image_spec(manifest)
-    text = image.repository or f"{spec.registry.rstrip('/')}/{manifest.pipeline.metadata.name}/image"
+    text = spec.repository(manifest.pipeline.metadata.name, "image", image.repository)
     ref = registries.ref(text)
     if ref.tag or ref.digest:
         raise InputError(

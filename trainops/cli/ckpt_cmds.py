@@ -41,13 +41,7 @@ class _Context:
             from trainops.spec import load_manifest
 
             self.manifest = load_manifest(path, env=env)
-            spec = self.manifest.pipeline.spec
-            self.registries = Registries(
-                default_registry=spec.registry,
-                base_dir=self.manifest.root,
-                insecure=insecure,
-                insecure_registries=tuple(spec.insecure_registries),
-            )
+            self.registries = Registries.for_manifest(self.manifest, insecure=insecure)
         else:
             self.registries = Registries(insecure=insecure)
 
@@ -66,8 +60,8 @@ class _Context:
         if text is None and self.manifest is not None:
             pipeline = self.manifest.pipeline
             policy = self.policy
-            text = (policy.repository if policy is not None else None) or (
-                f"{pipeline.spec.registry.rstrip('/')}/{pipeline.metadata.name}/checkpoints"
+            text = pipeline.spec.repository(
+                pipeline.metadata.name, "checkpoints", policy.repository if policy is not None else None
             )
         if text is None:
             raise UsageError(

@@ -34,14 +34,7 @@ def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
         return Registries(insecure=insecure)
     from trainops.spec import load_manifest
 
-    manifest = load_manifest(path, env=env)
-    spec = manifest.pipeline.spec
-    return Registries(
-        default_registry=spec.registry,
-        base_dir=manifest.root,
-        insecure=insecure,
-        insecure_registries=tuple(spec.insecure_registries),
-    )
+    return Registries.for_manifest(load_manifest(path, env=env), insecure=insecure)
 
 
 def _size(n: int) -> str:

@@ -6,13 +6,16 @@ from __future__ import annotations
 import secrets
 import time
 
-from trainops.build.api import registries_for as registries_for
 from trainops.errors import InputError, NotFoundError
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.render.names import check_run_id as check_run_id
 from trainops.spec import Manifest
 from trainops.spec.stages import TrainSpec
+
+
+def registries_for(manifest: Manifest, *, insecure: bool = False) -> Registries:
+    return Registries.for_manifest(manifest, insecure=insecure)
 
 
 def train_spec(manifest: Manifest) -> TrainSpec:
@@ -24,11 +27,9 @@ def train_spec(manifest: Manifest) -> TrainSpec:
 
 def checkpoint_repository(manifest: Manifest, registries: Registries) -> Reference:
     """train.checkpoint.repository, else <spec.registry>/<metadata.name>/checkpoints."""
-    from trainops.pipeline.plan import repository
-
     train = train_spec(manifest)
-    text = repository(
-        manifest.pipeline.spec, manifest.pipeline.metadata.name, "checkpoints", train.checkpoint.repository
+    text = manifest.pipeline.spec.repository(
+        manifest.pipeline.metadata.name, "checkpoints", train.checkpoint.repository
     )
     ref = registries.ref(text)
     if ref.tag or ref.digest:

@@ -28,14 +28,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from trainops.errors import InputError, TrainopsError
 from trainops.pipeline.context import checkpoint_repository, registries_for, train_spec
 from trainops.registry.artifact import Lineage, Parent
-from trainops.registry.context import ProgressSink
+from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
 from trainops.spec import Manifest
+
+if TYPE_CHECKING:
+    from trainops.checkpoint import PushedCheckpoint
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class LocalRunResult:
     restored: str | None  # the checkpoint pulled from the registry before the run, if any
     restore_note: str
     resumed_from: Parent | None
-    pushed: list[Any] = field(default_factory=list)  # trainops.checkpoint.PushedCheckpoint
+    pushed: list[PushedCheckpoint] = field(default_factory=list)
     watcher_errors: list[str] = field(default_factory=list)
     final_scan_failed: bool = False  # the last checkpoints may not be in the registry
     missing_secret_env: list[str] = field(default_factory=list)
@@ -135,7 +138,7 @@ def run_local(
     interval: float = 2.0,
     settle: float = 5.0,
     insecure: bool = False,
-    on_push: Callable[[Any], None] | None = None,
+    on_push: Callable[[PushedCheckpoint], None] | None = None,
     progress: ProgressSink | None = None,
     base_env: Mapping[str, str] | None = None,
     env_overrides: Mapping[str, str] | None = None,
@@ -211,7 +214,7 @@ def run_local(
             base=os.environ if base_env is None else base_env,
             overrides=env_overrides,
         )
-        pushed: list[Any] = []
+        pushed: list[PushedCheckpoint] = []
         errors: list[str] = []
 
         def scan(final: bool) -> bool:
@@ -248,7 +251,7 @@ def run_local(
         registries.close()
 
 
-def _refuse_foreign_checkpoints(registries: Any, *, repository: Reference, run_id: str) -> None:
+def _refuse_foreign_checkpoints(registries: Registries, *, repository: Reference, run_id: str) -> None:
     """With resume: none a run starts at step 0, so its step-N tags would meet another run's."""
     from trainops.checkpoint import latest_checkpoint
     from trainops.errors import ExistsError

@@ -6,7 +6,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainops.spec import Manifest
-from trainops.spec.pipeline import PipelineSpec
 from trainops.spec.serving import RolloutSpec
 from trainops.spec.stages import TrainSpec
 
@@ -34,11 +33,6 @@ class Plan:
         for stage in out["stages"]:
             stage["runsOn"] = stage.pop("runs_on")
         return out
-
-
-def repository(spec: PipelineSpec, pipeline: str, kind: str, override: str | None = None) -> str:
-    """The repository a stage writes to: the manifest's override or <registry>/<pipeline>/<kind>."""
-    return override or f"{spec.registry.rstrip('/')}/{pipeline}/{kind}"
 
 
 def _train_runs_on(train: TrainSpec) -> str:
@@ -85,7 +79,7 @@ def plan_pipeline(*, manifest: Manifest) -> Plan:
     image_ref = spec.train.image if spec.train and spec.train.image else None
     if spec.image is not None and image_ref is None:
         image = spec.image
-        image_ref = repository(spec, name, "image", image.repository)
+        image_ref = spec.repository(name, "image", image.repository)
         base = image.base or f"template {image.template} default base"
         stages.append(
             StagePlan(
@@ -99,7 +93,7 @@ def plan_pipeline(*, manifest: Manifest) -> Plan:
     checkpoints = None
     if spec.train is not None:
         train = spec.train
-        checkpoints = repository(spec, name, "checkpoints", train.checkpoint.repository)
+        checkpoints = spec.repository(name, "checkpoints", train.checkpoint.repository)
         consumes = [f"image {image_ref}"] + [f"dataset {d.name} {d.ref}" for d in train.datasets]
         if train.checkpoint.resume != "none":
             consumes.append(f"resume {train.checkpoint.resume} checkpoint")
@@ -124,7 +118,7 @@ def plan_pipeline(*, manifest: Manifest) -> Plan:
             StagePlan(
                 name="eval",
                 consumes=[f"checkpoint {source}"],
-                produces=[f"eval report {repository(spec, name, 'evals')} (subject: the checkpoint)"],
+                produces=[f"eval report {spec.repository(name, 'evals')} (subject: the checkpoint)"],
                 runs_on="same place as train" if spec.train else "local subprocess",
                 details={"gates": [f"{g.metric} {g.op} {g.value:g}" for g in ev.gates]},
             )
@@ -132,7 +126,7 @@ def plan_pipeline(*, manifest: Manifest) -> Plan:
     model = None
     if spec.release is not None:
         rel = spec.release
-        model = repository(spec, name, "model", rel.repository)
+        model = spec.repository(name, "model", rel.repository)
         source = rel.source if rel.source not in ("latest", "best") else f"{rel.source} of {checkpoints}"
         gated = " that passed every gate" if rel.require_gates and spec.eval and spec.eval.gates else ""
         stages.append(

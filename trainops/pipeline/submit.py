@@ -13,12 +13,15 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainops.errors import ExistsError, InputError
 from trainops.pipeline.context import check_run_id, cluster_image, registries_for, resolve_image, train_spec
 from trainops.registry.artifact import safe_relpath
 from trainops.spec import Manifest
+
+if TYPE_CHECKING:
+    from trainops.render import Rendered
 
 MARKER = ".trainops-rendered"
 
@@ -67,7 +70,7 @@ class SubmitResult:
         }
 
 
-def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: bool) -> tuple[Any, str, str | None]:
+def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: bool) -> tuple[Rendered, str, str | None]:
     from trainops.gitinfo import git_state
     from trainops.render import render_all
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from trainops.registry.backends import open_backend
 from trainops.registry.backends.base import Backend
 from trainops.registry.reference import Reference, RegistryRoot, parse_reference, parse_registry
+
+if TYPE_CHECKING:
+    from trainops.spec import Manifest
 
 
 class ProgressSink(Protocol):
@@ -32,6 +35,18 @@ class Registries:
     insecure: bool = False
     insecure_registries: tuple[str, ...] = ()
     _backends: dict[RegistryRoot, Backend] = field(default_factory=dict)
+
+    @classmethod
+    def for_manifest(cls, manifest: Manifest, *, insecure: bool = False) -> Registries:
+        """Registries completing references with the manifest's spec.registry, relative paths
+        from its directory, and its insecureRegistries."""
+        spec = manifest.pipeline.spec
+        return cls(
+            default_registry=spec.registry,
+            base_dir=manifest.root,
+            insecure=insecure,
+            insecure_registries=tuple(spec.insecure_registries),
+        )
 
     def ref(self, text: str) -> Reference:
         return parse_reference(text, default_registry=self.default_registry, base_dir=self.base_dir)

@@ -86,7 +86,7 @@ def checkpoint_repository(spec: PipelineSpec, pipeline: str, train: TrainSpec) -
     """train.checkpoint.repository, else <spec.registry>/<pipeline>/checkpoints, as a URL."""
     from trainops.registry.reference import parse_reference
 
-    text = train.checkpoint.repository or f"{spec.registry.rstrip('/')}/{pipeline}/checkpoints"
+    text = spec.repository(pipeline, "checkpoints", train.checkpoint.repository)
     if not text.startswith(_SCHEMES):
         text = f"{spec.registry.rstrip('/')}/{text.lstrip('/')}"
     field_name = "train.checkpoint.repository" if train.checkpoint.repository else "spec.registry"

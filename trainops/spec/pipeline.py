@@ -104,6 +104,11 @@ class PipelineSpec(StrictModel):
     tenants: list[Tenant] = Field(default_factory=list)
     patches: list[Patch] = Field(default_factory=list)
 
+    def repository(self, pipeline: str, kind: str, override: str | None = None) -> str:
+        """The repository a stage writes to: the manifest's override, else <registry>/<pipeline>/<kind>
+        (kind: image, checkpoints, evals, model)."""
+        return override or f"{self.registry.rstrip('/')}/{pipeline}/{kind}"
+
     @model_validator(mode="after")
     def _stages_connect(self) -> PipelineSpec:
         if self.train is not None and self.train.image is None and self.image is None:
