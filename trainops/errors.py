@@ -14,6 +14,7 @@ Exit codes (documented in the README):
     6  a remote service failed or could not be reached (registry, S3, git, engine)
     7  integrity failure: content does not match its digest
     8  a quality gate failed
+    9  a command trainops ran for you (trainer, eval, export) failed, crashed or timed out
 """
 
 from __future__ import annotations
@@ -105,3 +106,17 @@ class IntegrityError(TrainopsError):
 
 class GateFailedError(TrainopsError):
     exit_code = 8
+
+
+class CommandFailedError(TrainopsError):
+    """A user command trainops ran (train.command, eval.command, release.export) failed.
+
+    Its own exit status is carried in the message, never passed through as trainops'
+    status: a trainer exiting 3 must not read as "invalid manifest".
+    """
+
+    exit_code = 9
+
+    def __init__(self, message: str, *, status: int | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status

@@ -19,7 +19,8 @@ from typing import Any
 import click
 
 from trainops.cli.output import echo_json, output_option
-from trainops.cli.registry_cmds import _registry_options, _size
+from trainops.cli.registry_cmds import _registry_options
+from trainops.units import format_size as _size
 
 LAYOUTS = ("auto", "trainops", "huggingface", "megatron", "deepspeed")  # = trainops.checkpoint.LAYOUT_NAMES
 REPOSITORY_ENV = "TRAINOPS_CKPT_REPOSITORY"

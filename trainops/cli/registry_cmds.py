@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from trainops.cli.output import echo_json, key_values, output_option
+from trainops.units import format_size as _size
 
 KINDS = ("checkpoint", "model", "dataset", "eval", "other")
 
@@ -35,15 +36,6 @@ def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
     from trainops.spec import load_manifest
 
     return Registries.for_manifest(load_manifest(path, env=env), insecure=insecure)
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 @click.command()
