@@ -115,8 +115,8 @@ def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False) -> Node:
 def _parents(parsed: ParsedManifest) -> list[tuple[str, str, str]]:
     """(digest, ref text, relation) of everything this artifact names as its origin."""
     out: list[tuple[str, str, str]] = [(p.digest, p.ref, p.relation) for p in parsed.lineage().parents]
-    if parsed.subject is not None:
-        out.append((parsed.subject.digest, "", "describes"))
+    if parsed.subject is not None and parsed.subject.digest not in {digest for digest, _, _ in out}:
+        out.append((parsed.subject.digest, "", "describes"))  # unless its lineage names it already
     return out
 
 
