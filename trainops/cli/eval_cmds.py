@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, manifest_options, output_option
+from trainops.cli.output import command_stdout, echo_json, manifest_options, output_option
 
 _insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
 
@@ -71,7 +71,7 @@ def run_cmd(checkpoint: str | None, file: str, env: str | None, image: str | Non
             checkpoint=checkpoint,
             registries=registries,
             image=image,
-            command_stdout=sys.stderr if output == "json" else None,
+            command_stdout=command_stdout(output),
             progress=progress,
         )
     if output == "json":

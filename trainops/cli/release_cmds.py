@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, manifest_options, output_option
+from trainops.cli.output import command_stdout, echo_json, manifest_options, output_option
 from trainops.units import format_size
 
 _insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
@@ -67,7 +66,7 @@ def create_cmd(
             force=force,
             reason=reason,
             progress=progress,
-            command_stdout=sys.stderr if output == "json" else None,
+            command_stdout=command_stdout(output),
         )
     if output == "json":
         echo_json(result.as_dict())
