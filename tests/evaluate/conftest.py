@@ -70,7 +70,7 @@ class Project:
         """A small checkpoint (real safetensors) pushed as tiny-llm/checkpoints:step-N; its pinned ref."""
         src = self.root / "made" / f"step-{step}"
         src.mkdir(parents=True)
-        tensors = {"w": np.full((4, 8), step, dtype=np.float32), "b": np.zeros(8, np.float16)}
+        tensors = {"w": np.full((64, 32), step, dtype=np.float32), "b": np.zeros(8, np.float16)}
         save_file(tensors, str(src / "model.safetensors"))
         save_file({"m": np.zeros(4, np.float32)}, str(src / "optimizer.safetensors"))
         (src / "trainer_state.json").write_text(f'{{"step": {step}}}', encoding="utf-8")

@@ -242,7 +242,7 @@ def param_size(count: int) -> str:
     for scale, letter in ((10**15, "q"), (10**12, "t"), (10**9, "b"), (10**6, "m"), (10**3, "k")):
         if count >= scale:
             return f"{count / scale:.1f}".removesuffix(".0") + letter
-    return f"{count / 1000:.1f}k" if count else "0k"
+    return f"{max(count, 100) / 1000:.1f}k" if count else "0k"  # the spec's smallest: 0.1k
 
 
 def _format_of(files: list[Path]) -> str | None:

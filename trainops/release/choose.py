@@ -1,5 +1,6 @@
 """Which checkpoint a release takes, and the eval that lets it: `release.source` is `best`
-(by the manifest's metric) or `latest` among the checkpoints with a passing eval, or a
+(by train.checkpoint.keep.metric as the checkpoint recorded it, else as its eval measured
+it) or `latest` among the checkpoints with a passing eval, or a
 reference. An eval passes when its verdict passed and its metrics still meet today's
 eval.gates (a tightened gate is not satisfied by an old report)."""
 
@@ -72,10 +73,11 @@ def choose(registries: Registries, *, manifest: Manifest, source: str, gated: bo
     by_digest = {c.checkpoint.manifest.digest: c for c in eligible}
 
     def value(info: CheckpointInfo) -> float | None:
-        chosen = by_digest[info.digest]
-        entry = chosen.passing or chosen.latest
-        found = entry.report.metrics.get(metric) if entry is not None else None
-        return found if found is not None else info.metrics.get(metric)
+        """The checkpoint's own metric (as retention ranks it), else its eval's."""
+        if metric in info.metrics:
+            return info.metrics[metric]
+        entry = by_digest[info.digest].passing or by_digest[info.digest].latest
+        return entry.report.metrics.get(metric) if entry is not None else None
 
     best = best_of([i for i in infos if i.digest in by_digest], metric=metric, mode=mode, value=value)
     if best is None:
