@@ -49,9 +49,23 @@ def _gate_table(result: Any) -> None:
 @click.argument("checkpoint", required=False, metavar="[CKPT]")
 @manifest_options
 @click.option("--image", metavar="REF", default=None, help="Image this runs in (recorded); default $TRAINOPS_IMAGE.")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Run eval.command here (default: the manifest's directory).",
+)
 @_insecure_option
 @output_option
-def run_cmd(checkpoint: str | None, file: str, env: str | None, image: str | None, insecure: bool, output: str) -> None:
+def run_cmd(
+    checkpoint: str | None,
+    file: str,
+    env: str | None,
+    image: str | None,
+    workdir: Path | None,
+    insecure: bool,
+    output: str,
+) -> None:
     """Evaluate CKPT (default: eval.checkpoint — latest, best or a reference) with
     eval.command, check eval.gates and push the report beside the checkpoint.
 
@@ -71,6 +85,7 @@ def run_cmd(checkpoint: str | None, file: str, env: str | None, image: str | Non
             checkpoint=checkpoint,
             registries=registries,
             image=image,
+            workdir=workdir,
             command_stdout=command_stdout(output),
             progress=progress,
         )
@@ -117,6 +132,79 @@ def ls_cmd(checkpoint: str | None, file: str, env: str | None, insecure: bool, o
         metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(e.report.metrics.items()))
         table.add_row(e.report.ended, "passed" if e.report.passed else "FAILED", metrics, e.digest[:19])
     console().print(table)
+
+
+_image_option = click.option(
+    "--image",
+    metavar="REF",
+    default=None,
+    help="Image of the Job (name@sha256:…, or a tag resolved now); default: eval.image, else the training image.",
+)
+_run_id_option = click.option("--run-id", metavar="ID", default=None, help="Eval id in object names (default: new).")
+
+
+def _run_id(run_id: str | None) -> str:
+    from trainops.pipeline.context import check_run_id, new_run_id
+
+    return check_run_id(run_id) if run_id else new_run_id("eval")
+
+
+@eval_group.command("render")
+@click.argument("checkpoint", required=False, metavar="[CKPT]")
+@manifest_options
+@_image_option
+@_run_id_option
+@_insecure_option
+def render_cmd(
+    checkpoint: str | None, file: str, env: str | None, image: str | None, run_id: str | None, insecure: bool
+) -> None:
+    """Print the eval of CKPT as a Kubernetes Job (Volcano when train.scheduler is volcano)
+    running `trainops eval run` in the image; the checkpoint is pinned by digest."""
+    from trainops.evaluate.cluster import render_eval
+    from trainops.registry.context import Registries
+
+    manifest = _load(file, env)
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        made = render_eval(
+            manifest=manifest, registries=registries, checkpoint=checkpoint, run_id=_run_id(run_id), image=image
+        )
+    for warning in made.rendered.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(made.text(), nl=False)
+
+
+@eval_group.command("submit")
+@click.argument("checkpoint", required=False, metavar="[CKPT]")
+@manifest_options
+@_image_option
+@_run_id_option
+@_insecure_option
+@output_option
+def submit_cmd(
+    checkpoint: str | None,
+    file: str,
+    env: str | None,
+    image: str | None,
+    run_id: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Commit the eval Job of CKPT to <spec.gitops.path>/eval in the GitOps repository."""
+    from trainops.evaluate.cluster import submit_eval
+    from trainops.registry.context import Registries
+
+    manifest = _load(file, env)
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        result = submit_eval(
+            manifest=manifest, registries=registries, checkpoint=checkpoint, run_id=_run_id(run_id), image=image
+        )
+    if output == "json":
+        echo_json(result.as_dict())
+    elif not result.changed:
+        click.echo(f"{result.repo} {result.branch}:{result.path} already holds this eval; nothing committed")
+    else:
+        click.echo(f"committed {str(result.commit)[:12]} to {result.repo} {result.branch}:{result.path}")
+        click.echo(f"  eval {result.run_id} of {result.checkpoint}")
 
 
 COMMANDS: list[click.Command] = [eval_group]

@@ -84,6 +84,7 @@ def run_eval(
     checkpoint: str | None,
     registries: Registries,
     image: str | None = None,
+    workdir: Path | None = None,
     base_env: Mapping[str, str] | None = None,
     command_stdout: int | IO[Any] | None = None,
     progress: ProgressSink | None = None,
@@ -91,7 +92,8 @@ def run_eval(
     """Evaluate `checkpoint` (default eval.checkpoint) and push the report; see the module doc.
 
     `image` names the image the eval runs in (ref@sha256:…, recorded in the report; in a
-    pod, TRAINOPS_IMAGE). Returns the result whether or not the gates passed.
+    pod, TRAINOPS_IMAGE); eval.command runs in `workdir` (default: the manifest's
+    directory). Returns the result whether or not the gates passed.
     """
     spec = eval_spec(manifest)
     found = resolve_checkpoint(registries, manifest=manifest, which=checkpoint or spec.checkpoint)
@@ -104,7 +106,7 @@ def run_eval(
         env = dict(os.environ if base_env is None else base_env)
         env.update(spec.env)
         env.update({ENV_CHECKPOINT: str(directory), ENV_OUTPUT: str(output), ENV_REF: pinned})
-        _run_command(spec, cwd=manifest.root, env=env, stdout=command_stdout)
+        _run_command(spec, cwd=(workdir or manifest.root).absolute(), env=env, stdout=command_stdout)
         metrics = read_metrics(output)
     ended = now_utc()
     results = check_gates(spec.gates, metrics)
