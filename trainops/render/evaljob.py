@@ -20,7 +20,7 @@ from typing import Any
 
 from trainops.render.image import PinnedImage
 from trainops.render.names import ANNOTATION_IMAGE, common_labels, object_name
-from trainops.render.pod import REGISTRY_AUTH_DIR, pod_security
+from trainops.render.pod import REGISTRY_AUTH_DIR, placement, pod_security
 from trainops.spec.common import duration_seconds
 from trainops.spec.pipeline import PipelineSpec
 from trainops.spec.stages import EvalSpec, TrainSpec
@@ -114,12 +114,7 @@ def pod_template(job: EvalJobInput, configmap: str, labels: dict[str, str]) -> d
     container["volumeMounts"] = mounts
     container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     spec: dict[str, Any] = {"restartPolicy": "Never"}
-    if train.service_account:
-        spec["serviceAccountName"] = train.service_account
-    if train.node_selector:
-        spec["nodeSelector"] = dict(train.node_selector)
-    if train.tolerations:
-        spec["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in train.tolerations]
+    spec.update(placement(train))
     if train.priority_class:
         spec["priorityClassName"] = train.priority_class
     spec["enableServiceLinks"] = False
