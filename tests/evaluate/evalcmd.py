@@ -20,6 +20,7 @@ seen = {
     "ref": os.environ["TRAINOPS_CHECKPOINT_REF"],
     "output_exists_before": output.exists(),
     "extra": os.environ.get("EXTRA"),
+    "checkpoint_dir": str(checkpoint),
 }
 (here / "seen.json").write_text(json.dumps(seen))
 if mode == "ok":

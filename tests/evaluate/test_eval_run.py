@@ -61,6 +61,7 @@ def test_passing_gates_push_a_report_whose_subject_is_the_checkpoint(local_proje
     assert result["gates"] == [{"metric": "score", "op": ">=", "value": 0.5, "actual": 0.9, "passed": True}]
     assert result["passed"] is True
     seen = json.loads((local_project.root / "seen.json").read_text())
+    assert not seen.pop("checkpoint_dir").startswith(str(local_project.root))  # pulled into a scratch directory
     assert seen == {
         "checkpoint_files": ["model.safetensors", "optimizer.safetensors", "trainer_state.json"],
         "ref": ref,
@@ -171,3 +172,17 @@ def test_a_missing_command_is_an_input_error(local_project: Project) -> None:
     out = local_project.trainops("eval", "run")
     assert out.code == 3
     assert "eval.command: '/nonexistent/python-x' not found" in out.last_error_line
+
+
+def test_a_local_copy_is_used_when_its_digests_match(local_project: Project, caplog: pytest.LogCaptureFixture) -> None:
+    setup(local_project)
+    copy = local_project.root / "made" / "step-3"  # the directory the checkpoint was pushed from
+    out = local_project.trainops("eval", "run", "--from", str(copy))
+    assert out.code == 0, out.stderr
+    assert json.loads((local_project.root / "seen.json").read_text())["checkpoint_dir"] == str(copy)
+    (copy / "trainer_state.json").write_text('{"step": 4}')
+    out = local_project.trainops("eval", "run", "--from", str(copy))
+    assert out.code == 0, out.stderr
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("differs from" in w and "trainer_state.json" in w for w in warned), warned
+    assert json.loads((local_project.root / "seen.json").read_text())["checkpoint_dir"] != str(copy)

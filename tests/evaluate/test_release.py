@@ -207,3 +207,64 @@ def test_lineage_walks_release_eval_checkpoint(local_project: Project) -> None:
         ("model", "evaluated-by", "eval"),
         ("eval", "evaluated", "checkpoint"),
     }
+
+
+def push_image(project: Project, commit: str) -> str:
+    """A minimal OCI image (no layers) in tiny-llm/image whose labels carry its lineage, as
+    the image builders write it; its digest."""
+    from trainops.registry.artifact import canonical_json
+    from trainops.registry.backends.base import ManifestData, sha256_digest
+    from trainops.registry.store import bytes_source
+
+    lineage = json.dumps({"gitCommit": commit, "pipeline": "tiny-llm"})
+    config = canonical_json(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {"Labels": {"dev.trainops.lineage": lineage, "org.opencontainers.image.revision": commit}},
+            "rootfs": {"type": "layers", "diff_ids": []},
+        }
+    )
+    blob = bytes_source(config)
+    manifest = canonical_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": media.OCI_MANIFEST,
+            "config": {"mediaType": media.IMAGE_CONFIGS[0], "digest": blob.digest, "size": blob.size},
+            "layers": [],
+        }
+    )
+    with project.registries() as regs:
+        repo = regs.ref("tiny-llm/image")
+        backend = regs.backend(repo)
+        backend.upload_blob(repo.repository, blob)
+        data = ManifestData(manifest, media.OCI_MANIFEST, sha256_digest(manifest))
+        backend.put_manifest(repo.repository, data, tag=commit)
+    return data.digest
+
+
+def test_lineage_reaches_the_training_image_and_its_commit(local_project: Project) -> None:
+    from trainops.registry.artifact import Lineage
+    from trainops.registry.store import push
+
+    setup(local_project, steps=())
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    image = push_image(local_project, commit)
+    src = local_project.root / "made" / "trained"
+    src.mkdir(parents=True)
+    shutil.copy(Path(__file__), src / "model.json")
+    with local_project.registries() as regs:
+        push(
+            regs,
+            source=src,
+            ref=regs.ref("tiny-llm/checkpoints:step-7"),
+            kind="checkpoint",
+            lineage=Lineage(step=7, image_digest=image, git_commit=commit, metrics={"loss": 1.0}),
+        )
+    assert local_project.trainops("eval", "run", "step-7").code == 0
+    result = released(local_project)
+    graph = json.loads(local_project.trainops("lineage", result["ref"], "--format", "json").stdout)
+    nodes = {n["digest"]: n for n in graph["nodes"]}
+    edges = {(nodes[e["child"]]["kind"], e["relation"], nodes[e["parent"]]["kind"]) for e in graph["edges"]}
+    assert ("model", "image", "image") in edges and ("model", "released-from", "checkpoint") in edges
+    assert nodes[image]["git_commit"] == commit

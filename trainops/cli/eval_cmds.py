@@ -55,6 +55,13 @@ def _gate_table(result: Any) -> None:
     default=None,
     help="Run eval.command here (default: the manifest's directory).",
 )
+@click.option(
+    "--from",
+    "local_copy",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A local copy of the checkpoint, used when every file's digest matches (else it is pulled).",
+)
 @_insecure_option
 @output_option
 def run_cmd(
@@ -63,6 +70,7 @@ def run_cmd(
     env: str | None,
     image: str | None,
     workdir: Path | None,
+    local_copy: Path | None,
     insecure: bool,
     output: str,
 ) -> None:
@@ -86,6 +94,7 @@ def run_cmd(
             registries=registries,
             image=image,
             workdir=workdir,
+            local_copy=local_copy,
             command_stdout=command_stdout(output),
             progress=progress,
         )

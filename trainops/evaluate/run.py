@@ -17,6 +17,7 @@ A crash, a timeout or output that is not a JSON object of numbers raises Command
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import tempfile
@@ -38,6 +39,8 @@ from trainops.registry.store import Resolved, pull
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
 from trainops.spec.stages import EvalSpec
+
+log = logging.getLogger(__name__)
 
 ENV_CHECKPOINT = "TRAINOPS_EVAL_CHECKPOINT"
 ENV_OUTPUT = "TRAINOPS_EVAL_OUTPUT"
@@ -85,6 +88,7 @@ def run_eval(
     registries: Registries,
     image: str | None = None,
     workdir: Path | None = None,
+    local_copy: Path | None = None,
     base_env: Mapping[str, str] | None = None,
     command_stdout: int | IO[Any] | None = None,
     progress: ProgressSink | None = None,
@@ -93,15 +97,19 @@ def run_eval(
 
     `image` names the image the eval runs in (ref@sha256:…, recorded in the report; in a
     pod, TRAINOPS_IMAGE); eval.command runs in `workdir` (default: the manifest's
-    directory). Returns the result whether or not the gates passed.
+    directory). `local_copy`, a directory holding exactly the checkpoint's files, is used
+    instead of pulling when every file's digest matches. Returns the result whether or not
+    the gates passed.
     """
     spec = eval_spec(manifest)
     found = resolve_checkpoint(registries, manifest=manifest, which=checkpoint or spec.checkpoint)
     pinned = str(found.ref)
     started = now_utc()
     with tempfile.TemporaryDirectory(prefix="trainops-eval-") as scratch:
-        directory = Path(scratch) / "checkpoint"
-        pull(registries, ref=found.ref, dest=directory, progress=progress)
+        directory = local_copy.absolute() if local_copy and same_files(found, local_copy) else None
+        if directory is None:
+            directory = Path(scratch) / "checkpoint"
+            pull(registries, ref=found.ref, dest=directory, progress=progress)
         output = Path(scratch) / "metrics.json"
         env = dict(os.environ if base_env is None else base_env)
         env.update(spec.env)
@@ -127,6 +135,26 @@ def run_eval(
     )
     pushed = push_report(registries, checkpoint=found, report=report, lineage=_lineage(manifest, found, metrics, image))
     return EvalResult(pinned, metrics, results, passed, str(pushed), started, ended, list(spec.command))
+
+
+def same_files(found: Resolved, directory: Path) -> bool:
+    """Whether directory holds exactly the files of the artifact, each with its digest."""
+    from trainops.registry.artifact import scan_tree
+    from trainops.registry.digestcache import DigestCache
+
+    wanted = {found.parsed.file_path(layer, i): layer.digest for i, layer in enumerate(found.parsed.layers)}
+    try:
+        entries = scan_tree(directory)
+    except InputError:
+        return False
+    if {e.relpath for e in entries} != set(wanted):
+        log.warning("%s does not hold the files of %s: pulling it", directory, found.ref)
+        return False
+    cache = DigestCache()
+    changed = [e.relpath for e in entries if cache.digest(e.path)[0] != wanted[e.relpath]]
+    if changed:
+        log.warning("%s differs from %s in %s: pulling it", directory, found.ref, ", ".join(changed[:3]))
+    return not changed
 
 
 def require_passed(result: EvalResult) -> None:

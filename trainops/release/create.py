@@ -7,7 +7,8 @@ the checkpoint matching release.include and not release.exclude — after releas
 converted them, if set — are pushed as a ModelPack model (config: format, paramSize,
 precision, architecture) to release.repository, tagged from release.tag. Releases are
 immutable: an existing tag with other files is refused (exit 5), the same files are the
-same release. Lineage parents: the checkpoint (`released-from`), the eval (`evaluated-by`).
+same release. Lineage parents: the checkpoint (`released-from`), the eval (`evaluated-by`)
+and the training image the checkpoint recorded (`image`), when it is in the image repository.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import IO, Any
 
-from trainops.errors import GateFailedError, InputError, NotFoundError, UsageError
+from trainops.errors import GateFailedError, InputError, NotFoundError, TrainopsError, UsageError
 from trainops.hub.safetensors import ModelInfo, model_info
 from trainops.registry.artifact import Forced, Lineage, ModelConfig, Parent, scan_tree
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import TAG_RE, Reference
-from trainops.registry.store import Resolved, pull, push
+from trainops.registry.store import Resolved, pull, push, resolve
 from trainops.release.choose import Candidate, choose
 from trainops.release.immutable import same_release
 from trainops.spec import Manifest
@@ -116,6 +117,7 @@ def create_release(
     with tempfile.TemporaryDirectory(prefix="trainops-release-") as scratch:
         files = _package(manifest, spec, registries, chosen.checkpoint, Path(scratch), progress, command_stdout)
         info = model_info(files)
+        lineage = chosen.checkpoint.parsed.lineage()
         existing = same_release(registries, target=target, directory=files)
         if existing is not None:
             return _result(target.with_digest(existing), chosen, tag, False, forced, info, files)
@@ -124,7 +126,7 @@ def create_release(
             source=files,
             ref=target,
             kind="model",
-            lineage=_lineage(manifest, chosen, forced),
+            lineage=_lineage(manifest, chosen, forced, image_parent(manifest, registries, lineage.image_digest)),
             annotations=_annotations(spec, chosen, tag, forced),
             progress=progress,
             model=ModelConfig(
@@ -220,13 +222,37 @@ def _package(
     return out
 
 
-def _lineage(manifest: Manifest, chosen: Candidate, forced: Forced | None) -> Lineage:
+def image_parent(manifest: Manifest, registries: Registries, digest: str | None) -> Parent | None:
+    """The training image a checkpoint recorded (its imageDigest), as a parent, when it is in
+    the repository the manifest builds images to (or train.image's); else None."""
+    from trainops.build.api import base_reference
+
+    if digest is None:
+        return None
+    spec = manifest.pipeline.spec
+    name = manifest.pipeline.metadata.name
+    candidates = [spec.train.image] if spec.train is not None and spec.train.image else []
+    if spec.image is not None:
+        candidates.append(spec.repository(name, "image", spec.image.repository))
+    for text in candidates:
+        try:
+            repo = base_reference(text, registries).with_tag(None).with_digest(None)
+            found = resolve(registries, ref=repo.with_digest(digest))
+        except TrainopsError:  # not there, or unreachable: the digest stays recorded in imageDigest
+            continue
+        return Parent(digest=found.manifest.digest, ref=repo.repo_url, relation="image")
+    return None
+
+
+def _lineage(manifest: Manifest, chosen: Candidate, forced: Forced | None, image: Parent | None) -> Lineage:
     source = chosen.checkpoint.parsed.lineage()
     ckpt = chosen.checkpoint
     parents = [Parent(digest=ckpt.manifest.digest, ref=str(ckpt.ref.with_digest(None)), relation="released-from")]
     if chosen.passing is not None:
         report = chosen.passing
         parents.append(Parent(digest=report.digest, ref=ckpt.ref.repo_url, relation="evaluated-by"))
+    if image is not None:
+        parents.append(image)
     return Lineage(
         pipeline=manifest.pipeline.metadata.name,
         git_commit=source.git_commit,
