@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from trainops.cli.output import command_stdout, echo_json, manifest_options, output_option
+from trainops.cli.registry_cmds import _registries, _registry_options
 from trainops.units import format_size
 
 _insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
@@ -122,16 +123,13 @@ def ls_cmd(repo: str | None, file: str, env: str | None, insecure: bool, output:
 
 @release_group.command("show")
 @click.argument("ref")
-@manifest_options
-@_insecure_option
+@_registry_options
 @output_option
-def show_cmd(ref: str, file: str, env: str | None, insecure: bool, output: str) -> None:
+def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Show a release: version, checkpoint, eval, override, model config and files."""
-    from trainops.registry.context import Registries
     from trainops.release import show_release
 
-    manifest = _load(file, env)
-    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+    with _registries(file, env, insecure) as registries:
         info = show_release(registries, ref=registries.ref(ref))
     if output == "json":
         echo_json(info.as_dict())
