@@ -82,25 +82,19 @@ def create_cmd(
         click.echo(f"  FORCED by {result.forced.by}: {result.forced.reason}")
 
 
-def _repository(registries: Any, manifest: Any, repo: str | None) -> Any:
-    from trainops.release import release_repository
-
-    return registries.ref(repo) if repo else release_repository(manifest, registries)
-
-
 @release_group.command("ls")
 @click.argument("repo", required=False)
-@manifest_options
-@_insecure_option
+@_registry_options
 @output_option
-def ls_cmd(repo: str | None, file: str, env: str | None, insecure: bool, output: str) -> None:
-    """List the releases of REPO (default: release.repository), newest first."""
-    from trainops.registry.context import Registries
-    from trainops.release import list_releases
+def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """List the releases of REPO (default: the manifest's release.repository), newest first."""
+    from trainops.release import list_releases, release_repository
 
-    manifest = _load(file, env)
-    with Registries.for_manifest(manifest, insecure=insecure) as registries:
-        repository = _repository(registries, manifest, repo)
+    with _registries(file, env, insecure) as registries:
+        if repo:
+            repository = registries.ref(repo)
+        else:
+            repository = release_repository(_load(file or "trainops.yaml", env), registries)
         infos = list_releases(registries, repository=repository)
     if output == "json":
         echo_json([i.as_dict() for i in infos])
