@@ -186,3 +186,12 @@ def test_a_local_copy_is_used_when_its_digests_match(local_project: Project, cap
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any("differs from" in w and "trainer_state.json" in w for w in warned), warned
     assert json.loads((local_project.root / "seen.json").read_text())["checkpoint_dir"] != str(copy)
+
+
+@pytest.mark.parametrize("mode", ["crash", "string"])
+def test_failures_push_nothing_on_every_backend(project: Project, mode: str) -> None:
+    ref = setup(project, mode=mode)
+    out = project.trainops("eval", "run")
+    assert out.code == 9 and out.last_error_line.startswith("Error: eval.command")
+    assert reports(project, ref) == []
+    assert json.loads(project.trainops("eval", "ls", "-o", "json").stdout) == []

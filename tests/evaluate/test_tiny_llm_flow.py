@@ -91,6 +91,11 @@ def test_tiny_llm_is_evaluated_and_released(
         "trainer_state.json",
     }
 
+    moved = project.trainops("release", "create", "step-100", "--force", "--reason", "x", "--version", made["version"])
+    assert moved.code == 5 and "never moved" in moved.last_error_line
+    again = json.loads(project.trainops("release", "show", made["ref"].split("@")[0], "-o", "json").stdout)
+    assert again["digest"] == made["digest"]
+
     strict = project.trainops("eval", "run", "--env", "strict", "-o", "json")
     assert strict.code == 8 and "val_loss <= 0.5" in strict.last_error_line
     listed = json.loads(project.trainops("eval", "ls", "-o", "json").stdout)
