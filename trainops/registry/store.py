@@ -17,14 +17,12 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from trainops.errors import ExistsError, InputError, IntegrityError, NotFoundError
 from trainops.registry import media
 from trainops.registry.artifact import (
     FileEntry,
-    Lineage,
-    Parent,
     ParsedManifest,
     build_manifest,
     config_blob,
@@ -39,6 +37,9 @@ from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache, cache_dir
 from trainops.registry.listing import tagged_manifests
 from trainops.registry.reference import Reference
+
+if TYPE_CHECKING:  # pydantic loads only where lineage is built (see trainops.registry.artifact)
+    from trainops.registry.models import Lineage, Parent
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -103,6 +104,8 @@ def bytes_source(data: bytes) -> BlobSource:
 
 def resolve_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[Parent]:
     """(reference text, relation) pairs → Parents pinned to digests (each must exist)."""
+    from trainops.registry.models import Parent
+
     out: list[Parent] = []
     for text, relation in parents:
         ref = registries.ref(text)
@@ -177,7 +180,10 @@ def push(
     skipped = sum(o.skipped for o in outcomes)
     layers = [layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(files, outcomes, strict=True)]
     created = created_time(files)
-    lineage = lineage or Lineage()
+    if lineage is None:
+        from trainops.registry.models import Lineage
+
+        lineage = Lineage()
     config_bytes, config_type = config_blob(kind, created, lineage, layers)
     config_src = bytes_source(config_bytes)
     manifest = build_manifest(
