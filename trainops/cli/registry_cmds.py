@@ -216,16 +216,10 @@ def ls(
         if listing.pruned_records:
             click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
         return
-    from rich.table import Table
+    from trainops.cli.output import echo_columns
 
-    from trainops.cli.output import console
-
-    table = Table(title=listing.repository)
-    for column in ("tag", "kind", "created", "size", "digest"):
-        table.add_column(column)
-    for t in listing.tags:
-        table.add_row(t.tag, t.kind or "", t.created or "", _size(t.size or 0), (t.digest or "")[:19])
-    console().print(table)
+    rows = [(t.tag, t.kind or "", t.created or "", _size(t.size or 0), (t.digest or "")[:19]) for t in listing.tags]
+    echo_columns(listing.repository, ("tag", "kind", "created", "size", "digest"), rows)
     if listing.pruned_records:
         click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
 
