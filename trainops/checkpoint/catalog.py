@@ -58,8 +58,7 @@ def tagged(registries: Registries, *, repository: Reference) -> list[Tagged]:
 def info_of(repository: Reference, item: Tagged) -> CheckpointInfo:
     lineage = item.parsed.lineage()
     step = lineage.step
-    match = STEP_TAG.match(item.tag)
-    if step is None and match:
+    if step is None and (match := STEP_TAG.match(item.tag)):
         step = int(match.group(1))
     return CheckpointInfo(
         tag=item.tag,

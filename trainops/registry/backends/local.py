@@ -275,11 +275,12 @@ class LocalBackend(Backend):
         known = next((e for e in self._read_index(path) if _tag_of(e) == reference), None)
         if known is None:
             raise NotFoundError(f"no tag {reference!r} in {repo}", hint="`trainops registry ls` lists the tags")
-        return self._manifest(repo, str(known["digest"]), str(known["mediaType"]))
+        return self._manifest(repo, "sha256:" + _hex(str(known["digest"])), str(known["mediaType"]))
 
     def _manifest(self, repo: str, digest: str, media_type: str | None) -> ManifestData:
+        """digest is already known well-formed (matched, or read from the index)."""
         try:
-            with open(os.path.join(repo, "blobs", "sha256", _hex(digest)), "rb") as fh:
+            with open(os.path.join(repo, "blobs", "sha256", digest[7:]), "rb") as fh:
                 data = fh.read()
         except FileNotFoundError:
             self._require(repo)
