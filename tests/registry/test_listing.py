@@ -72,7 +72,7 @@ def test_hundreds_of_tags_list_right_on_every_backend(target: Target) -> None:
 def test_distribution_tags_and_catalog_are_read_page_by_page(registry: DistributionRegistry) -> None:
     ns = f"pages-{uuid.uuid4().hex[:8]}"
     backend = open_backend(RegistryRoot("oci", registry.host, ns), insecure=True)
-    backend.page_size = 7  # type: ignore[attr-defined]  # the `?n=` of each request
+    backend.page_size = backend.catalog_page_size = 7  # type: ignore[attr-defined]  # each request's `?n=`
     tagged = {f"v{i}": _checkpoint(i) for i in range(30)}
     _fill(backend, f"{ns}/model", tagged)
     for i in range(12):
