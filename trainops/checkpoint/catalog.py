@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainops.errors import InputError, NotFoundError
 from trainops.registry import media, tombstone
-from trainops.registry.artifact import ParsedManifest, parse_manifest
 from trainops.registry.context import Registries
+from trainops.registry.listing import Tagged, tagged_manifests
 from trainops.registry.reference import Reference
 
 STEP_TAG = re.compile(r"^step-([0-9]+)$")
@@ -35,14 +34,6 @@ class CheckpointInfo:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class Tagged:
-    """A tag of the repository and the manifest it points at."""
-
-    tag: str
-    parsed: ParsedManifest
-
-
 def require_repository(repository: Reference) -> None:
     if repository.tag or repository.digest:
         raise InputError(f"{repository} names a tag or digest", hint="pass the checkpoint repository itself")
@@ -59,40 +50,20 @@ def tag_names(registries: Registries, *, repository: Reference) -> list[str]:
     return [name for name in names if not tombstone.is_record_tag(name)]
 
 
-def fetch(registries: Registries, *, repository: Reference, tags: list[str]) -> list[Tagged]:
-    """The manifests the tags point at (in parallel on remote registries); tags removed
-    meanwhile are left out."""
-    backend = registries.backend(repository)
-
-    def one(tag: str) -> Tagged | None:
-        try:
-            return Tagged(tag, parse_manifest(backend.get_manifest(repository.repository, tag)))
-        except NotFoundError:
-            return None
-
-    if repository.scheme == "file" or len(tags) < 2:
-        found = [one(t) for t in tags]
-    else:
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            found = list(pool.map(one, tags))
-    return [t for t in found if t is not None]
-
-
 def tagged(registries: Registries, *, repository: Reference) -> list[Tagged]:
     """Every tag of the repository with its manifest."""
-    return fetch(registries, repository=repository, tags=tag_names(registries, repository=repository))
+    return tagged_manifests(registries, repository=repository, tags=tag_names(registries, repository=repository))
 
 
 def info_of(repository: Reference, item: Tagged) -> CheckpointInfo:
     lineage = item.parsed.lineage()
     step = lineage.step
-    match = STEP_TAG.match(item.tag)
-    if step is None and match:
+    if step is None and (match := STEP_TAG.match(item.tag)):
         step = int(match.group(1))
     return CheckpointInfo(
         tag=item.tag,
         digest=item.parsed.digest,
-        ref=str(repository.with_tag(item.tag).with_digest(item.parsed.digest)),
+        ref=f"{repository.repo_url}:{item.tag}@{item.parsed.digest}",  # the repository names no tag
         step=step,
         run_id=lineage.run_id,
         metrics=dict(lineage.metrics),
@@ -122,10 +93,12 @@ def latest_checkpoint(registries: Registries, *, repository: Reference) -> Check
     numbered = sorted(((int(m.group(1)), n) for n in names if (m := STEP_TAG.match(n))), reverse=True)
     others = [n for n in names if not STEP_TAG.match(n)]
     found = [
-        info_of(repository, t) for t in fetch(registries, repository=repository, tags=others) if t.parsed.kind == KIND
+        info_of(repository, t)
+        for t in tagged_manifests(registries, repository=repository, tags=others)
+        if t.parsed.kind == KIND
     ]
     for _, name in numbered:
-        items = fetch(registries, repository=repository, tags=[name])
+        items = tagged_manifests(registries, repository=repository, tags=[name])
         if items and items[0].parsed.kind == KIND:
             found.append(info_of(repository, items[0]))
             break

@@ -17,13 +17,14 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainops.checkpoint.catalog import CheckpointInfo, Tagged, info_of, latest_checkpoint, require_repository
+from trainops.checkpoint.catalog import CheckpointInfo, info_of, latest_checkpoint, require_repository
 from trainops.checkpoint.layouts import LAYOUTS, Layout, detect_layout, get_layout
 from trainops.checkpoint.layouts.base import fsync_dir
 from trainops.checkpoint.state import STATE_DIR, Record, fingerprint, load_restored, locked, now_utc, save_restored
 from trainops.errors import InputError
 from trainops.registry import store
 from trainops.registry.context import ProgressSink, Registries
+from trainops.registry.listing import Tagged
 from trainops.registry.reference import Reference
 
 RESTORE_DIR = "restore"

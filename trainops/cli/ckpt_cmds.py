@@ -14,13 +14,16 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from trainops.cli.output import echo_json, output_option
 from trainops.cli.registry_cmds import _registry_options
 from trainops.units import format_size as _size
+
+if TYPE_CHECKING:
+    from trainops.checkpoint.catalog import CheckpointInfo
 
 LAYOUTS = ("auto", "trainops", "huggingface", "megatron", "deepspeed")  # = trainops.checkpoint.LAYOUT_NAMES
 REPOSITORY_ENV = "TRAINOPS_CKPT_REPOSITORY"
@@ -405,17 +408,15 @@ def ls(repo: str | None, file: str | None, env: str | None, insecure: bool, outp
     if not infos:
         click.echo(f"no checkpoint in {repository.repo_url}")
         return
-    from rich.table import Table
+    from trainops.cli.output import echo_columns
 
-    from trainops.cli.output import console
+    rows = [_ckpt_row(i) for i in infos]
+    echo_columns(repository.repo_url, ("tag", "step", "run", "metrics", "created", "digest"), rows)
 
-    table = Table(title=repository.repo_url)
-    for column in ("tag", "step", "run", "metrics", "created", "digest"):
-        table.add_column(column)
-    for i in infos:
-        step = "" if i.step is None else str(i.step)
-        table.add_row(i.tag, step, i.run_id or "", _metrics_text(i.metrics), i.created or "", i.digest[:19])
-    console().print(table)
+
+def _ckpt_row(i: CheckpointInfo) -> tuple[str, ...]:
+    step = "" if i.step is None else str(i.step)
+    return (i.tag, step, i.run_id or "", _metrics_text(i.metrics), i.created or "", i.digest[:19])
 
 
 @ckpt.command("latest")

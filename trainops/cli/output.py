@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -77,3 +77,12 @@ def command_stdout(output: str) -> Any:
     except (AttributeError, io.UnsupportedOperation):  # a captured stderr (tests): the real one
         return sys.__stderr__
     return sys.stderr
+
+
+def echo_columns(title: str, headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+    """A plain aligned table (title, header, rows): linear in its rows, where a rich table
+    of ten thousand rows takes seconds to lay out. Listings that can be long use it."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    lines = [title, "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    click.echo("\n".join(lines))

@@ -187,33 +187,39 @@ def registry() -> None:
 @registry.command("ls")
 @click.argument("target", required=False)
 @click.option("--all", "show_all", is_flag=True, help="Also list the records of pruned checkpoints.")
+@click.option(
+    "-l",
+    "--long",
+    "long_",
+    is_flag=True,
+    help="Also show each tag's kind, created time, size and digest (reads every manifest).",
+)
 @_registry_options
 @output_option
-def ls(target: str | None, show_all: bool, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+def ls(
+    target: str | None, show_all: bool, long_: bool, file: str | None, env: str | None, insecure: bool, output: str
+) -> None:
     """List repositories of a registry (URL, default: the manifest's), or the tags of REPO."""
     from trainops.registry import store
 
     with _registries(file, env, insecure) as registries:
-        listing = store.ls(registries, target=target, records=show_all)
+        listing = store.ls(registries, target=target, records=show_all, details=long_)
     if output == "json":
         from dataclasses import asdict
 
         echo_json(asdict(listing))
         return
-    if listing.repository is None:
-        for repo in listing.repositories:
-            click.echo(repo)
+    if listing.repository is None or not long_:
+        names = listing.repositories if listing.repository is None else [t.tag for t in listing.tags]
+        if names:
+            click.echo("\n".join(names))
+        if listing.pruned_records:
+            click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
         return
-    from rich.table import Table
+    from trainops.cli.output import echo_columns
 
-    from trainops.cli.output import console
-
-    table = Table(title=listing.repository)
-    for column in ("tag", "kind", "created", "size", "digest"):
-        table.add_column(column)
-    for t in listing.tags:
-        table.add_row(t.tag, t.kind, t.created or "", _size(t.size), t.digest[:19])
-    console().print(table)
+    rows = [(t.tag, t.kind or "", t.created or "", _size(t.size or 0), (t.digest or "")[:19]) for t in listing.tags]
+    echo_columns(listing.repository, ("tag", "kind", "created", "size", "digest"), rows)
     if listing.pruned_records:
         click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
 

@@ -15,59 +15,33 @@ import posixpath
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import TYPE_CHECKING, Any, Literal
 
 from trainops.errors import InputError, IntegrityError
 from trainops.registry import media
 from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
+
+if TYPE_CHECKING:
+    from trainops.registry.models import ArtifactConfig as ArtifactConfig
+    from trainops.registry.models import Forced as Forced
+    from trainops.registry.models import Lineage as Lineage
+    from trainops.registry.models import Parent as Parent
 
 Relation = Literal[
     "parent", "resumed-from", "derived-from", "dataset", "image", "evaluated", "released-from", "evaluated-by"
 ]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+_LAZY = ("Parent", "Forced", "Lineage", "ArtifactConfig")
 
 
-class Parent(_Model):
-    """An artifact this one came from."""
+def __getattr__(name: str) -> Any:
+    """The pydantic models load on first use: listing and re-pushing need no pydantic."""
+    if name in _LAZY:
+        from trainops.registry import models
 
-    digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
-    ref: str = Field(description="Where the parent lives (repository URL, with tag if it had one).")
-    relation: Relation = "parent"
-
-
-class Forced(_Model):
-    """A gate someone overrode: the reason they gave and who they are."""
-
-    reason: str = Field(min_length=1)
-    by: str = Field(min_length=1, description="git user.name <user.email>, else $USER.")
-
-
-class Lineage(_Model):
-    """What an artifact came from: code, image, run, data and parent artifacts."""
-
-    pipeline: str | None = None
-    git_commit: str | None = Field(None, alias="gitCommit", pattern=r"^[0-9a-f]{7,64}(-dirty)?$")
-    git_repo: str | None = Field(None, alias="gitRepo")
-    image_digest: str | None = Field(None, alias="imageDigest", pattern=r"^sha256:[0-9a-f]{64}$")
-    run_id: str | None = Field(None, alias="runId")
-    step: int | None = Field(None, ge=0)
-    metrics: dict[str, float] = Field(default_factory=dict)
-    parents: list[Parent] = Field(default_factory=list)
-    forced: Forced | None = Field(None, description="A release made without a passing eval: why, and by whom.")
-
-
-class ArtifactConfig(_Model):
-    """The config blob of trainops kinds (application/vnd.trainops.config.v1+json)."""
-
-    schema_version: Literal[1] = Field(1, alias="schemaVersion")
-    kind: media.Kind
-    created: str = Field(description="RFC 3339 UTC time the content was made.")
-    lineage: Lineage = Field(default_factory=Lineage)
+        return getattr(models, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -166,6 +140,8 @@ def config_blob(
             "modelfs": {"type": "layers", "diffIds": [layer.digest for layer in layers]},
         }
         return canonical_json(body), media.MODEL_CONFIG
+    from trainops.registry.models import ArtifactConfig
+
     config = ArtifactConfig(kind=kind, created=created, lineage=lineage)  # type: ignore[arg-type]
     return canonical_json(config.model_dump(by_alias=True, exclude_none=True)), media.CONFIG
 
@@ -232,6 +208,8 @@ class ParsedManifest:
         return self.annotations.get(media.A_CREATED)
 
     def lineage(self) -> Lineage:
+        from trainops.registry.models import Lineage
+
         raw = self.annotations.get(media.A_LINEAGE)
         if not raw:
             return Lineage()

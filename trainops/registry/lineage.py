@@ -178,8 +178,11 @@ def scan_registry(
         backend = registries.backend(ref)
         tags: dict[str, str] = {}
         try:
-            for name in backend.list_tags(repo):
-                tags.setdefault(backend.get_manifest(repo, name).digest, name)
+            targets = backend.tag_targets(repo)
+            if targets is None:  # one manifest read per tag on this backend
+                targets = {name: backend.get_manifest(repo, name).digest for name in backend.list_tags(repo)}
+            for name in sorted(targets):
+                tags.setdefault(targets[name], name)
             digests = backend.list_manifests(repo)
         except NotFoundError:
             continue

@@ -17,15 +17,13 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from trainops.errors import ExistsError, InputError, IntegrityError, NotFoundError
 from trainops.registry import media
 from trainops.registry.artifact import (
     FileEntry,
-    Lineage,
     ModelConfig,
-    Parent,
     ParsedManifest,
     build_manifest,
     config_blob,
@@ -38,7 +36,11 @@ from trainops.registry.artifact import (
 from trainops.registry.backends.base import Backend, BlobSource, Descriptor, ManifestData, sha256_digest
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache, cache_dir
+from trainops.registry.listing import tagged_manifests
 from trainops.registry.reference import Reference
+
+if TYPE_CHECKING:  # pydantic loads only where lineage is built (see trainops.registry.artifact)
+    from trainops.registry.models import Lineage, Parent
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -103,6 +105,8 @@ def bytes_source(data: bytes) -> BlobSource:
 
 def resolve_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[Parent]:
     """(reference text, relation) pairs → Parents pinned to digests (each must exist)."""
+    from trainops.registry.models import Parent
+
     out: list[Parent] = []
     for text, relation in parents:
         ref = registries.ref(text)
@@ -179,7 +183,10 @@ def push(
     skipped = sum(o.skipped for o in outcomes)
     layers = [layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(files, outcomes, strict=True)]
     created = created_time(files)
-    lineage = lineage or Lineage()
+    if lineage is None:
+        from trainops.registry.models import Lineage
+
+        lineage = Lineage()
     config_bytes, config_type = config_blob(kind, created, lineage, layers, model)
     config_src = bytes_source(config_bytes)
     manifest = build_manifest(
@@ -485,10 +492,10 @@ def remove(registries: Registries, *, ref: Reference) -> RemoveResult:
 @dataclass
 class ListedTag:
     tag: str
-    digest: str
-    kind: str
-    created: str | None
-    size: int
+    digest: str | None = None  # these four only in a detailed listing (they cost a manifest read)
+    kind: str | None = None
+    created: str | None = None
+    size: int | None = None
 
 
 @dataclass
@@ -499,22 +506,25 @@ class Listing:
     pruned_records: int = 0  # `pruned-…` tags left out (records of deleted artifacts)
 
 
-def list_repository(registries: Registries, *, ref: Reference, records: bool = False) -> Listing:
-    """Tags of a repository with what each points at; the tags of pruned records are
-    counted, and listed only with records=True."""
+def list_repository(registries: Registries, *, ref: Reference, records: bool = False, details: bool = True) -> Listing:
+    """Tags of a repository; with details, what each points at (one manifest read per
+    distinct manifest). The tags of pruned records are counted, and listed only with
+    records=True. Without details only the (paginated) tag listing is read."""
     backend = registries.backend(ref)
     listing = Listing(repository=ref.repo_url)
+    names: list[str] = []
     for name in backend.list_tags(ref.repository):
         if not records and name.startswith(media.PRUNED_TAG_PREFIX):
             listing.pruned_records += 1
-            continue
-        try:
-            parsed = parse_manifest(backend.get_manifest(ref.repository, name))
-        except NotFoundError:
-            continue  # moved or removed while listing
-        listing.tags.append(
-            ListedTag(name, parsed.digest, parsed.kind, parsed.created, sum(layer.size for layer in parsed.layers))
-        )
+        else:
+            names.append(name)
+    if not details:
+        listing.tags = [ListedTag(name) for name in names]
+        return listing
+    for item in tagged_manifests(registries, repository=ref, tags=names):
+        parsed = item.parsed
+        size = sum(layer.size for layer in parsed.layers)
+        listing.tags.append(ListedTag(item.tag, parsed.digest, parsed.kind, parsed.created, size))
     return listing
 
 
@@ -532,15 +542,16 @@ def list_registry(registries: Registries, *, url: str | None = None) -> Listing:
     return Listing(repository=None, repositories=[prefix + r for r in repos])
 
 
-def ls(registries: Registries, *, target: str | None, records: bool = False) -> Listing:
-    """The tags of a repository, or (for a registry URL or prefix) its repositories."""
+def ls(registries: Registries, *, target: str | None, records: bool = False, details: bool = True) -> Listing:
+    """The tags of a repository (with details: what each points at), or (for a registry
+    URL or prefix) its repositories."""
     if target is None:
         return list_registry(registries)
     ref = registries.ref(target)
     if ref.tag or ref.digest:
         raise InputError(f"{target} names a tag or digest", hint="list a repository or a registry")
     try:
-        return list_repository(registries, ref=ref, records=records)
+        return list_repository(registries, ref=ref, records=records, details=details)
     except NotFoundError:
         listing = list_registry(registries, url=ref.repo_url)
     if not listing.repositories:

@@ -275,6 +275,14 @@ class Backend(ABC):
     def list_tags(self, repo: str) -> list[str]:
         """Tags of a repository, sorted. NotFoundError if the repository does not exist."""
 
+    def tag_targets(self, repo: str) -> dict[str, str] | None:
+        """Every tag of the repository and the digest of the manifest it names, when the
+        tag listing itself carries them (the file:// index: one read); None when each tag
+        would cost a request of its own (callers then read the manifests by tag).
+        NotFoundError if the repository does not exist.
+        """
+        return None
+
     @abstractmethod
     def delete_tag(self, repo: str, tag: str) -> None:
         """Remove a tag (the manifest stays). NotFoundError if absent."""

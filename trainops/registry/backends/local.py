@@ -37,7 +37,7 @@ from trainops.registry.backends.base import (
     no_progress,
     sha256_digest,
 )
-from trainops.registry.reference import DIGEST_RE
+from trainops.registry.reference import DIGEST_RE, RegistryRoot
 
 COPY_CHUNK = 8 * 1024 * 1024
 INGEST_CHUNK = 1024 * 1024
@@ -51,6 +51,10 @@ def _hex(digest: str) -> str:
 
 class LocalBackend(Backend):
     scheme = "file"
+
+    def __init__(self, root: RegistryRoot) -> None:
+        super().__init__(root)
+        self._types: dict[str, str] = {}  # manifest digest -> media type, as index.json named it
 
     # -- layout helpers ------------------------------------------------------------------
     @staticmethod
@@ -263,28 +267,44 @@ class LocalBackend(Backend):
         return kept
 
     def get_manifest(self, repo: str, reference: str) -> ManifestData:
-        path = self._require(repo)
-        entries = self._read_index(path)
+        """By digest only the blob is read, not index.json: reading every manifest of a
+        repository then costs one small file each, not the whole index each."""
         if DIGEST_RE.match(reference):
-            digest = reference
-            known = [e for e in entries if e["digest"] == digest]
-        else:
-            known = [e for e in entries if _tag_of(e) == reference]
-            if not known:
-                raise NotFoundError(f"no tag {reference!r} in {repo}", hint="`trainops registry ls` lists the tags")
-            digest = known[0]["digest"]
+            return self._manifest(repo, reference, self._types.get(reference))
+        path = self._require(repo)
+        known = next((e for e in self._read_index(path) if _tag_of(e) == reference), None)
+        if known is None:
+            raise NotFoundError(f"no tag {reference!r} in {repo}", hint="`trainops registry ls` lists the tags")
+        return self._manifest(repo, "sha256:" + _hex(str(known["digest"])), str(known["mediaType"]))
+
+    def _manifest(self, repo: str, digest: str, media_type: str | None) -> ManifestData:
+        """digest is already known well-formed (matched, or read from the index)."""
         try:
-            data = self._blob(repo, digest).read_bytes()
+            with open(os.path.join(repo, "blobs", "sha256", digest[7:]), "rb") as fh:
+                data = fh.read()
         except FileNotFoundError:
+            self._require(repo)
             raise NotFoundError(f"no manifest {digest} in {repo}") from None
         if sha256_digest(data) != digest:
             raise IntegrityError(f"manifest {digest} in {repo} is corrupt (its bytes hash differently)")
-        media_type = known[0]["mediaType"] if known else str(json.loads(data).get("mediaType") or media.OCI_MANIFEST)
+        if media_type is None:
+            media_type = _media_type(data) or self._indexed_type(self._dir(repo), digest)
         return ManifestData(data=data, media_type=media_type, digest=digest)
 
+    def _indexed_type(self, path: Path, digest: str) -> str:
+        """The media type index.json records for a manifest whose bytes do not name one."""
+        entry = next((e for e in self._read_index(path) if e["digest"] == digest), None)
+        return str(entry["mediaType"]) if entry else media.OCI_MANIFEST
+
     def list_tags(self, repo: str) -> list[str]:
-        path = self._require(repo)
-        return sorted({t for e in self._read_index(path) if (t := _tag_of(e)) is not None})
+        return sorted(self.tag_targets(repo))
+
+    def tag_targets(self, repo: str) -> dict[str, str]:
+        """From one read of index.json; the media types it names are kept, so that reading
+        those manifests by digest next need not parse them twice."""
+        entries = self._read_index(self._require(repo))
+        self._types.update((str(e["digest"]), str(e["mediaType"])) for e in entries)
+        return {t: str(e["digest"]) for e in entries if (t := _tag_of(e)) is not None}
 
     def delete_tag(self, repo: str, tag: str) -> None:
         path = self._require(repo)
@@ -353,6 +373,14 @@ def _copy_hashing(src: BinaryIO, out: BinaryIO, progress: Progress) -> tuple[str
         size += len(chunk)
         progress(len(chunk))
     return "sha256:" + digest.hexdigest(), size
+
+
+def _media_type(data: bytes) -> str | None:
+    try:
+        found = json.loads(data).get("mediaType")
+    except (ValueError, AttributeError):
+        return None
+    return str(found) if found else None
 
 
 def _tag_of(entry: dict[str, Any]) -> str | None:

@@ -99,7 +99,11 @@ class OCIBackend(Backend):
         self._bearer: dict[str, str] | None = None  # the registry's Bearer challenge, once seen
         self._creds = load_credentials(self.host)
         self._sessions: list[requests.Session] = []
-        self.page_size = 1000
+        # `?n=` of tags/list: None lets the registry choose (Distribution then answers every
+        # tag at once, reading its tag directory once rather than once per page); a page it
+        # cuts short is followed through its Link header either way.
+        self.page_size: int | None = None
+        self.catalog_page_size = 1000  # _catalog: Distribution's default page is only 100
         self._lock = threading.Lock()
 
     # -- HTTP plumbing -------------------------------------------------------------------
@@ -556,10 +560,10 @@ class OCIBackend(Backend):
         media_type = resp.headers.get("Content-Type", "").split(";")[0] or str(json.loads(data).get("mediaType", ""))
         return ManifestData(data=data, media_type=media_type, digest=digest)
 
-    def _paged(self, path: str, key: str, scope: str) -> list[str]:
+    def _paged(self, path: str, key: str, scope: str, page_size: int | None) -> list[str]:
         items: list[str] = []
         url: str | None = path
-        params: dict[str, str] | None = {"n": str(self.page_size)}
+        params: dict[str, str] | None = {"n": str(page_size)} if page_size else None
         while url:
             resp = self._request("GET", url, scope=scope, ok=(200,), params=params)
             items.extend(resp.json().get(key) or [])
@@ -570,7 +574,7 @@ class OCIBackend(Backend):
 
     def list_tags(self, repo: str) -> list[str]:
         try:
-            tags = self._paged(f"/v2/{repo}/tags/list", "tags", self._pull(repo))
+            tags = self._paged(f"/v2/{repo}/tags/list", "tags", self._pull(repo), self.page_size)
         except NotFoundError:
             raise NotFoundError(
                 f"no repository {repo} on {self.host}", hint="check the reference, or push to it first"
@@ -614,7 +618,7 @@ class OCIBackend(Backend):
 
     def list_manifests(self, repo: str) -> list[str]:
         digests: set[str] = set()
-        for tag in self._paged(f"/v2/{repo}/tags/list", "tags", self._pull(repo)):
+        for tag in self._paged(f"/v2/{repo}/tags/list", "tags", self._pull(repo), self.page_size):
             found = self._resolve_digest(repo, tag)
             if not found:
                 continue
@@ -626,7 +630,7 @@ class OCIBackend(Backend):
         return sorted(digests)
 
     def list_repositories(self) -> list[str]:
-        repos = self._paged("/v2/_catalog", "repositories", "registry:catalog:*")
+        repos = self._paged("/v2/_catalog", "repositories", "registry:catalog:*", self.catalog_page_size)
         prefix = self.root.prefix.strip("/")
         return sorted(r for r in repos if not prefix or r == prefix or r.startswith(prefix + "/"))
 

@@ -1,0 +1,53 @@
+"""The pydantic models of lineage and the config blob (re-exported by trainops.registry.artifact,
+which loads them on first use so that commands that need no validation skip pydantic)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from trainops.registry import media
+from trainops.registry.artifact import Relation
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class Parent(_Model):
+    """An artifact this one came from."""
+
+    digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    ref: str = Field(description="Where the parent lives (repository URL, with tag if it had one).")
+    relation: Relation = "parent"
+
+
+class Forced(_Model):
+    """A gate someone overrode: the reason they gave and who they are."""
+
+    reason: str = Field(min_length=1)
+    by: str = Field(min_length=1, description="git user.name <user.email>, else $USER.")
+
+
+class Lineage(_Model):
+    """What an artifact came from: code, image, run, data and parent artifacts."""
+
+    pipeline: str | None = None
+    git_commit: str | None = Field(None, alias="gitCommit", pattern=r"^[0-9a-f]{7,64}(-dirty)?$")
+    git_repo: str | None = Field(None, alias="gitRepo")
+    image_digest: str | None = Field(None, alias="imageDigest", pattern=r"^sha256:[0-9a-f]{64}$")
+    run_id: str | None = Field(None, alias="runId")
+    step: int | None = Field(None, ge=0)
+    metrics: dict[str, float] = Field(default_factory=dict)
+    parents: list[Parent] = Field(default_factory=list)
+    forced: Forced | None = Field(None, description="A release made without a passing eval: why, and by whom.")
+
+
+class ArtifactConfig(_Model):
+    """The config blob of trainops kinds (application/vnd.trainops.config.v1+json)."""
+
+    schema_version: Literal[1] = Field(1, alias="schemaVersion")
+    kind: media.Kind
+    created: str = Field(description="RFC 3339 UTC time the content was made.")
+    lineage: Lineage = Field(default_factory=Lineage)
