@@ -135,3 +135,19 @@ def test_falling_weights_are_a_manifest_error(tmp_path: Path) -> None:
     assert outcome.code == 3
     assert "must not decrease" in outcome.stderr and len(outcome.stderr.strip().splitlines()) == 1
     assert tip(project.gitops) is None
+
+
+def test_lineage_down_lists_the_rollout_commits_that_served_a_release(project: Project) -> None:
+    rollout(project, "start", "tiny-llm/model:v1", "--image", IMAGE)
+    started = rollout(project, "start", "tiny-llm/model:v2", "--image", IMAGE)
+    promoted = rollout(project, "promote", "--full")
+    outcome = run("lineage", "tiny-llm/model:v2", "--down", "--format", "json", "-f", str(project.manifest))
+    assert outcome.code == 0, outcome.stderr
+    graph = json.loads(outcome.stdout)
+    rollouts = {n["git_commit"]: n for n in graph["nodes"] if n["kind"] == "rollout"}
+    assert set(rollouts) == {started["commit"], promoted["commit"]}
+    relations = sorted(e["relation"] for e in graph["edges"])
+    assert relations == ["promote-full stable", "start 1/3 10%"]
+    assert all(e["parent"] == graph["root"] for e in graph["edges"])
+    text = run("lineage", "tiny-llm/model:v2", "--down", "-f", str(project.manifest)).stdout
+    assert f"start 1/3 10%: rollout {SERVE}@{str(started['commit'])[:12]}" in text
