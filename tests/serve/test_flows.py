@@ -6,6 +6,8 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import yaml
+
 from tests.cli.runner import run, run_subprocess
 from tests.gitops.helpers import git, hook, tip
 from tests.render.helpers import write_variant
@@ -151,3 +153,37 @@ def test_lineage_down_lists_the_rollout_commits_that_served_a_release(project: P
     assert all(e["parent"] == graph["root"] for e in graph["edges"])
     text = run("lineage", "tiny-llm/model:v2", "--down", "-f", str(project.manifest)).stdout
     assert f"start 1/3 10%: rollout {SERVE}@{str(started['commit'])[:12]}" in text
+
+
+def test_gateway_api_weights_move_by_commits(tmp_path: Path) -> None:
+    overlay = {"rollout": {"traffic": "gateway-api", "gateway": {"name": "inference", "namespace": "gateway"}}}
+    project = make_project(tmp_path / "p", {"spec": overlay})
+    rollout(project, "start", "tiny-llm/model:v1", "--image", IMAGE)
+
+    def weights() -> list[int]:
+        route = yaml.safe_load(git("--git-dir", str(project.gitops), "show", f"main:{SERVE}/httproute.yaml"))
+        return [ref["weight"] for ref in route["spec"]["rules"][-1]["backendRefs"]]
+
+    assert weights() == [100]
+    rollout(project, "start", "tiny-llm/model:v2", "--image", IMAGE)
+    assert weights() == [90, 10]
+    deployments = git("--git-dir", str(project.gitops), "show", f"main:{SERVE}/deployment.yaml")
+    assert "tiny-llm-canary" in deployments and "model:v2@" in deployments
+    rollout(project, "promote")
+    assert weights() == [50, 50]
+    rollout(project, "promote", "--full")
+    assert weights() == [100]
+    deployments = git("--git-dir", str(project.gitops), "show", f"main:{SERVE}/deployment.yaml")
+    assert "tiny-llm-canary" not in deployments and "model:v2@" in deployments
+
+
+def test_render_writes_the_stable_tree(project: Project, tmp_path: Path) -> None:
+    out = tmp_path / "rendered"
+    outcome = run("rollout", *project.cli("render", "tiny-llm/model:v1", "--image", IMAGE, "-o", str(out)))
+    assert outcome.code == 0, outcome.stderr
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert "rollout.yaml" in names and "trainops-rollout.json" in names and "argocd/application.yaml" in names
+    assert "file:// registry" in outcome.stderr  # a cluster could not pull this release
+    printed = run("rollout", *project.cli("render", "tiny-llm/model:v1", "--image", IMAGE)).stdout
+    assert (out / "rollout.yaml").read_text() in printed
+    assert tip(project.gitops) is None  # render commits nothing
