@@ -5,7 +5,8 @@
 # renders its training image, trains the model on the CPU with `train run --local` (the
 # checkpoint watcher pushes every complete checkpoint with lineage), replaces the "node"
 # and resumes from the registry, lists, pulls and evaluates the newest checkpoint, prints
-# the lineage, then renders the cluster job, validates it and commits it to GitOps.
+# the lineage, then renders the cluster job, validates it and commits it to GitOps, and
+# rolls a release out through the GitOps repo (start, promote, status, history).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${TRAINOPS_VENV:-.venv}"
@@ -56,3 +57,22 @@ placeholder="registry.example.com/tiny-llm/image@sha256:$(printf '0%.0s' $(seq 6
 "$trainops" train render --image "$placeholder" --run-id main-job -o .trainops/rendered
 "$trainops" train submit --image "$placeholder" --run-id main-job
 git --git-dir .trainops/gitops.git log -1 --format='%H%n%B' main
+
+echo "== serving: gray release through the GitOps repo (each action one commit)"
+echo "   analysis skipped: there is no Prometheus here; \`rollout promote --auto\` would measure the canary first"
+# PLACEHOLDER (issue 11) until the release step of issue 10 is in this script: two checkpoints
+# pushed as model artifacts stand in for two releases. On merge, replace these four lines
+# with the releases `trainops release` published.
+rm -rf .trainops/release-a .trainops/release-b
+"$trainops" pull tiny-llm/checkpoints:step-900 .trainops/release-a > /dev/null
+"$trainops" pull tiny-llm/checkpoints:step-1000 .trainops/release-b > /dev/null
+"$trainops" push .trainops/release-a tiny-llm/model:v1-step-900 --kind model > /dev/null
+"$trainops" push .trainops/release-b tiny-llm/model:v1-step-1000 --kind model > /dev/null
+# As for the training job: no serving image is built offline, so a placeholder digest.
+serve_image="registry.example.com/tiny-llm/serve-vllm@sha256:$(printf '0%.0s' $(seq 64))"
+"$trainops" rollout start tiny-llm/model:v1-step-900 --image "$serve_image"
+"$trainops" rollout start tiny-llm/model:v1-step-1000 --image "$serve_image"
+"$trainops" rollout promote
+"$trainops" rollout status
+"$trainops" rollout history
+"$trainops" lineage tiny-llm/model:v1-step-1000 --down

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainops.errors import ExistsError, InputError
+from trainops.errors import InputError
+from trainops.render.directory import write_rendered
 from trainops.serve.context import serve_context
 from trainops.serve.render import build_tree, check_tree
 from trainops.serve.state import RolloutState, Served
 from trainops.spec import Manifest
-
-MARKER = ".trainops-rendered"
 
 
 @dataclass(frozen=True)
@@ -43,28 +40,6 @@ class RolloutRender:
         return "---\n".join(parts)
 
 
-def _write(out: Path, files: dict[str, str]) -> str:
-    """Replace `out` (new, empty, or rendered before) with the files, all or nothing."""
-    out = out.resolve()
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).is_file())):
-        raise ExistsError(f"{out} exists and was not rendered by trainops", hint="pick a new or empty directory for -o")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        for name, text in files.items():
-            target = staging / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        (staging / MARKER).write_text("rollout\n", encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return str(out)
-
-
 def render_rollout(
     manifest: Manifest,
     *,
@@ -90,6 +65,8 @@ def render_rollout(
     problems = check_tree(tree)
     if problems:
         raise InputError(f"rendered serving object is invalid: {problems[0]}", hint="fix spec.rollout")
-    files = tree.contents()
-    directory = _write(out, files) if out is not None else None
-    return RolloutRender(tree.path, served.release, served.image, files, directory, tree.warnings)
+    directory = None
+    if out is not None:
+        write_rendered(out, tree.files, marker=f"rollout\nrelease {served.release}\n")
+        directory = str(out.resolve())
+    return RolloutRender(tree.path, served.release, served.image, tree.contents(), directory, tree.warnings)
