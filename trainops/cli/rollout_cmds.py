@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, manifest_options, output_option
+from trainops.cli.output import echo_json, manifest_options, output_option, render_out_option
 
 _image_option = click.option(
     "--image",
@@ -55,14 +55,7 @@ def rollout() -> None:
 @rollout.command("render")
 @click.argument("release", required=False)
 @manifest_options
-@click.option(
-    "-o",
-    "--out",
-    "out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Write the tree to DIR (new, empty, or rendered before); default: print it.",
-)
+@render_out_option
 @_image_option
 @_insecure_option
 def render_cmd(
