@@ -71,3 +71,27 @@ def test_stable_only_tree_validates(case: str, tmp_path: Path) -> None:
     kinds = [obj["kind"] for obj in rendered.objects]
     assert not any(obj["metadata"]["name"].endswith("-canary") and obj["kind"] != "Service" for obj in rendered.objects)
     assert kinds
+
+
+@pytest.mark.parametrize(
+    ("case", "kind", "path", "value", "expected"),
+    [
+        ("vllm-gateway-api", "Deployment", ["spec", "replica"], 2, "spec.replica: unknown field"),
+        ("vllm-gateway-api", "Deployment", ["spec", "strategy", "type"], "Canary", "spec.strategy.type"),
+        ("vllm-argo-rollouts", "Rollout", ["spec", "strategy", "canary", "stepz"], [], "unknown field"),
+        ("vllm-kserve", "InferenceService", ["spec", "predictor", "canaryTrafficPercent"], "ten", "expected integer"),
+        ("vllm-gateway-api-lws", "LeaderWorkerSet", ["spec", "leaderWorkerTemplate", "size"], "2", "expected"),
+        ("vllm-argo-rollouts", "ServiceMonitor", ["spec", "endpoints"], {"port": "http"}, "expected array"),
+    ],
+)
+def test_a_wrong_field_is_a_problem(
+    case: str, kind: str, path: list[str], value: object, expected: str, tmp_path: Path
+) -> None:
+    rendered = tree(tmp_path, CASES[case])
+    obj = next(o for o in rendered.objects if o["kind"] == kind)
+    node = obj
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    problems = [str(p) for p in check_tree(rendered)]
+    assert any(expected in p for p in problems), problems
