@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainops.errors import InputError
+from trainops.gitops.target import gitops_url as gitops_url
 from trainops.pipeline.context import check_run_id, cluster_image, registries_for, resolve_image, train_spec
 from trainops.spec import Manifest
 
@@ -99,15 +100,6 @@ def render_tree(
     marker = f"run {run_id}\nimage {pinned}\n"
     names = write_rendered(out, rendered.files, marker=marker, executable=_executable)
     return RenderTreeResult(directory=str(out.resolve()), files=names, image=pinned, run_id=run_id)
-
-
-def gitops_url(manifest: Manifest) -> tuple[str, bool]:
-    """The GitOps repository as git reads it, and whether trainops may create it (a local path)."""
-    url = manifest.pipeline.spec.gitops.repo
-    if url.startswith("file://"):
-        path = manifest.local_path(url[len("file://") :])
-        return str(path.resolve()), True
-    return url, False
 
 
 def submit(

@@ -74,7 +74,7 @@ class Repo:
 
 
 def gitops_repo(manifest: Manifest) -> Repo:
-    from trainops.pipeline.submit import gitops_url
+    from trainops.gitops.target import gitops_url
 
     url, create = gitops_url(manifest)
     return Repo(url, manifest.pipeline.spec.gitops.branch, serving_path(manifest), create)

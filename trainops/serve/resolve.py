@@ -48,8 +48,8 @@ def resolve_image(manifest: Manifest, registries: Registries, *, image: str | No
     now), else the image built for this git commit in the serving repository."""
     from trainops.build.api import base_reference
     from trainops.gitinfo import git_state
-    from trainops.pipeline.context import cluster_image
     from trainops.registry.store import resolve
+    from trainops.render.image import cluster_image
 
     if image:
         ref = base_reference(image, registries)
