@@ -11,7 +11,7 @@ import yaml
 from tests.cli.runner import run, run_subprocess
 from tests.gitops.helpers import git, hook, tip
 from tests.render.helpers import write_variant
-from tests.serve.conftest import IMAGE, Project, make_project
+from tests.serve.conftest import IMAGE, Project, make_project, push_model
 
 SERVE = "clusters/dev-serve"
 
@@ -187,3 +187,19 @@ def test_render_writes_the_stable_tree(project: Project, tmp_path: Path) -> None
     printed = run("rollout", *project.cli("render", "tiny-llm/model:v1", "--image", IMAGE)).stdout
     assert (out / "rollout.yaml").read_text() in printed
     assert tip(project.gitops) is None  # render commits nothing
+
+
+def test_without_image_the_serve_image_built_for_head_is_used(project: Project) -> None:
+    outcome = run("rollout", *project.cli("start", "tiny-llm/model:v1"))
+    assert outcome.code == 3 and "not in a git repository" in outcome.stderr  # nothing to find it by
+    git("init", "--quiet", cwd=project.root)
+    (project.root / ".gitignore").write_text("*\n")
+    git("add", "-f", "trainops.yaml", cwd=project.root)
+    git("commit", "--quiet", "-m", "project", cwd=project.root)
+    head = git("rev-parse", "HEAD", cwd=project.root)
+    outcome = run("rollout", *project.cli("start", "tiny-llm/model:v1"))
+    assert outcome.code == 4 and f"no serving image for commit {head[:12]}" in outcome.stderr
+    push_model(project.root, project.manifest, f"tiny-llm/serve-vllm:{head}", "image", kind="other")
+    started = rollout(project, "start", "tiny-llm/model:v1")
+    assert started["stable"]["image"].startswith("file://")  # type: ignore[index]
+    assert "tiny-llm/serve-vllm@sha256:" in started["stable"]["image"]  # type: ignore[index]
