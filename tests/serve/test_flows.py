@@ -153,6 +153,11 @@ def test_lineage_down_lists_the_rollout_commits_that_served_a_release(project: P
     assert all(e["parent"] == graph["root"] for e in graph["edges"])
     text = run("lineage", "tiny-llm/model:v2", "--down", "-f", str(project.manifest)).stdout
     assert f"start 1/3 10%: rollout {SERVE}@{str(started['commit'])[:12]}" in text
+    # v1 served as stable from its own start and, beside the canary, during v2's first step
+    stable = json.loads(
+        run("lineage", "tiny-llm/model:v1", "--down", "--format", "json", "-f", str(project.manifest)).stdout
+    )
+    assert sorted(e["relation"] for e in stable["edges"]) == ["start 1/3 10% (as stable)", "start stable"]
 
 
 def test_gateway_api_weights_move_by_commits(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from trainops.serve.flows import (
     TRAILER_ACTION,
     TRAILER_PIPELINE,
     TRAILER_RELEASE,
+    TRAILER_STABLE,
     TRAILER_STEP,
     ActionResult,
     commit_files,
@@ -60,6 +61,7 @@ class HistoryItem:
     release: str | None
     step: str
     subject: str
+    stable: str | None = None  # during a canary: the release serving the rest
 
     @property
     def version(self) -> str:
@@ -73,6 +75,7 @@ class HistoryItem:
             "release": self.release,
             "version": self.version,
             "step": self.step,
+            "stable": self.stable,
             "subject": self.subject,
         }
 
@@ -112,6 +115,7 @@ def rollout_history(manifest: Manifest, *, limit: int = 50) -> list[HistoryItem]
             release=e.trailers.get(TRAILER_RELEASE),
             step=e.trailers.get(TRAILER_STEP, "-"),
             subject=e.subject,
+            stable=e.trailers.get(TRAILER_STABLE),
         )
         for e in entries
         if e.trailers.get(TRAILER_PIPELINE, name) == name

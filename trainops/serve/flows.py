@@ -28,6 +28,7 @@ TRAILER_PIPELINE = "Trainops-Pipeline"
 TRAILER_RELEASE = "Trainops-Release"
 TRAILER_STEP = "Trainops-Rollout-Step"
 TRAILER_ACTION = "Trainops-Action"
+TRAILER_STABLE = "Trainops-Stable"  # during a canary: the release still serving the rest
 STABLE_STEP = "stable"
 
 
@@ -137,6 +138,8 @@ def commit_files(
     trailers = {TRAILER_PIPELINE: ctx.pipeline, TRAILER_ACTION: action, TRAILER_STEP: step_label(ctx, after)}
     if served is not None:
         trailers[TRAILER_RELEASE] = served.release
+    if after.canary is not None and after.stable is not None:
+        trailers[TRAILER_STABLE] = after.stable.release
     message = _summary(ctx, action, after) + ("\n\n" + "\n".join(body) if body else "")
     result = write_tree(
         repo=repo.url,

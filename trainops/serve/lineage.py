@@ -4,7 +4,9 @@ A release's lineage (trainops.registry.lineage) ends at the model artifact; its 
 history lives in the GitOps repo, in the Trainops-Release trailers of the rollout commits.
 `lineage_with_rollouts` walks the registry graph and adds, below every model in it, a
 node per rollout commit that served that model (key `commit:<sha>`, kind `rollout`),
-linked by the action and step (`promote 2/3 50%`).
+linked by the action and step (`promote 2/3 50%`) — as the release the commit moved
+traffic to (Trainops-Release), or as the stable release serving the rest during another
+release's canary (Trainops-Stable, marked `(as stable)`).
 """
 
 from __future__ import annotations
@@ -28,16 +30,16 @@ def add_rollouts(graph: Graph, manifest: Manifest, *, limit: int = 1000) -> int:
     path = serving_path(manifest)
     added = 0
     for item in reversed(rollout_history(manifest, limit=limit)):  # oldest first
-        if not item.release or "@" not in item.release:
-            continue
-        digest = item.release.rsplit("@", 1)[1]
-        if digest not in models:
-            continue
-        key = KEY_PREFIX + item.commit
-        ref = f"{path}@{item.commit[:12]}"
-        graph.nodes[key] = Node(digest=key, ref=ref, kind="rollout", created=item.date, git_commit=item.commit)
-        graph.edges.append(Edge(key, digest, f"{item.action} {item.step}"))
-        added += 1
+        roles = ((item.release, ""), (item.stable, " (as stable)"))
+        for release, role in roles:
+            digest = release.rsplit("@", 1)[1] if release and "@" in release else None
+            if digest not in models:
+                continue
+            key = KEY_PREFIX + item.commit
+            ref = f"{path}@{item.commit[:12]}"
+            graph.nodes[key] = Node(digest=key, ref=ref, kind="rollout", created=item.date, git_commit=item.commit)
+            graph.edges.append(Edge(key, digest, f"{item.action} {item.step}{role}"))
+            added += 1
     return added
 
 
