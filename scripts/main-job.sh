@@ -7,7 +7,8 @@
 # and resumes from the registry, lists and pulls the newest checkpoint, evaluates it against
 # its quality gates (and shows a tightened gate failing), releases the best checkpoint with a
 # passing eval as a ModelPack model, prints the lineage, then renders the cluster job,
-# validates it and commits it to GitOps.
+# validates it and commits it to GitOps, and rolls the releases out through the GitOps
+# repo (start, promote, status, history).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${TRAINOPS_VENV:-.venv}"
@@ -75,3 +76,19 @@ echo "== the eval as a cluster Job (Volcano): \`trainops eval run\` on the pinne
 "$trainops" eval render --image "$placeholder" --run-id main-job > .trainops/eval-job.yaml
 grep -E '^kind:|^  name:' .trainops/eval-job.yaml
 git --git-dir .trainops/gitops.git log -1 --format='%H%n%B' main
+
+echo "== serving: gray release through the GitOps repo (each action one commit)"
+echo "   analysis skipped: there is no Prometheus here; \`rollout promote --auto\` would measure the canary first"
+# The release before it (step-900, evaluated and released the same way) is served first and
+# becomes stable; the new one then starts as a canary.
+"$trainops" eval run tiny-llm/checkpoints:step-900 --env dev > /dev/null
+"$trainops" release create tiny-llm/checkpoints:step-900 --env dev -o json > .trainops/release-900.json
+previous="$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["ref"])' .trainops/release-900.json)"
+# As for the training job: no serving image is built offline, so a placeholder digest.
+serve_image="registry.example.com/tiny-llm/serve-vllm@sha256:$(printf '0%.0s' $(seq 64))"
+"$trainops" rollout start "$previous" --env dev --image "$serve_image"
+"$trainops" rollout start "$release" --env dev --image "$serve_image"
+"$trainops" rollout promote --env dev
+"$trainops" rollout status --env dev
+"$trainops" rollout history --env dev
+"$trainops" lineage "$release" --down

@@ -17,6 +17,7 @@ from trainops.cli import (
     project_cmds,
     registry_cmds,
     release_cmds,
+    rollout_cmds,
     train_cmds,
 )
 from trainops.errors import TrainopsError
@@ -46,6 +47,7 @@ for _command in (
     *ckpt_cmds.COMMANDS,
     *eval_cmds.COMMANDS,
     *release_cmds.COMMANDS,
+    *rollout_cmds.COMMANDS,
 ):
     cli.add_command(_command)
 

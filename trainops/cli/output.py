@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -18,6 +19,15 @@ output_option = click.option(
     default="text",
     show_default=True,
     help="Human text, or JSON for scripts.",
+)
+
+render_out_option = click.option(
+    "-o",
+    "--out",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write the tree to DIR (new, empty, or rendered before); default: print it.",
 )
 
 

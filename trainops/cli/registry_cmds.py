@@ -27,6 +27,16 @@ def _registry_options(func: Any) -> Any:
     return func
 
 
+def _manifest(file: str | None, env: str | None) -> Any:
+    """trainops.yaml (-f, else ./trainops.yaml if present), or None."""
+    path = Path(file) if file else Path("trainops.yaml")
+    if file is None and not path.is_file():
+        return None
+    from trainops.spec import load_manifest
+
+    return load_manifest(path, env=env)
+
+
 def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
     from trainops.registry.context import Registries
 
@@ -166,13 +176,25 @@ def lineage(
     """Walk the lineage graph of REF, up to its origins or down to what came from it."""
     from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
 
+    manifest = _manifest(file, env)
     with _registries(file, env, insecure) as registries:
-        graph = lineage_graph(
-            registries,
-            ref=registries.ref(ref),
-            direction=direction,  # type: ignore[arg-type]
-            scan=registries.root(scan) if scan else None,
-        )
+        if manifest is not None and manifest.pipeline.spec.rollout is not None:
+            from trainops.serve.lineage import lineage_with_rollouts  # the rollouts that served it
+
+            graph = lineage_with_rollouts(
+                registries,
+                manifest,
+                ref=registries.ref(ref),
+                direction=direction,  # type: ignore[arg-type]
+                scan=registries.root(scan) if scan else None,
+            )
+        else:
+            graph = lineage_graph(
+                registries,
+                ref=registries.ref(ref),
+                direction=direction,  # type: ignore[arg-type]
+                scan=registries.root(scan) if scan else None,
+            )
     if fmt == "json":
         echo_json(graph.as_dict())
     else:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, key_values, manifest_options, output_option
+from trainops.cli.output import echo_json, key_values, manifest_options, output_option, render_out_option
 
 _image_option = click.option(
     "--image",
@@ -39,14 +39,7 @@ def train() -> None:
 
 @train.command("render")
 @manifest_options
-@click.option(
-    "-o",
-    "--out",
-    "out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Write the tree to DIR (new, empty, or rendered before); default: print it.",
-)
+@render_out_option
 @_image_option
 @_run_id_option
 @_insecure_option

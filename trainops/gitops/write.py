@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from trainops.errors import ExistsError, InputError, NotFoundError, RemoteError, TrainopsError
 from trainops.gitops import message as msg
 from trainops.gitops.paths import check_directory, check_files
+from trainops.gitops.read import files_at
 from trainops.gitops.remote import Remote, parse_remote
 from trainops.gitops.scratch import Scratch
 
@@ -52,6 +53,7 @@ class CommitResult:
     attempts: int  # pushes tried
     files: list[str] = field(default_factory=list)  # paths written (relative to the repo root), sorted
     removed: list[str] = field(default_factory=list)  # paths deleted under `path`, sorted
+    stale: bool = False  # the guard refused the branch tip: nothing was committed
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ def write_tree(
     max_attempts: int = 5,
     author: tuple[str, str] | None = None,
     executable: Collection[str] = (),
+    guard: Callable[[Mapping[str, bytes]], bool] | None = None,
 ) -> CommitResult:
     """Commit ``files`` as the whole content of ``path`` on ``branch`` of ``repo`` and push it.
 
@@ -86,6 +89,10 @@ def write_tree(
     If another writer pushed first, the files are re-applied on the new tip and pushed
     again, up to ``max_attempts`` pushes with jittered backoff. Files under ``path`` that
     another writer changed in between are overwritten by these: ``path`` is trainops's.
+    With ``guard``, each tip is checked first: it gets the files under ``path`` at the tip
+    (relative to it) and returns whether these files still apply there; if not, nothing is
+    committed and the result says ``stale`` (a concurrent writer already made the change
+    these files were computed for).
 
     Raises InputError for bad arguments, NotFoundError for a missing repository,
     ExistsError when a file outside ``path`` stands where a directory of ``path`` must be,
@@ -128,6 +135,8 @@ def write_tree(
         while True:
             started = time.monotonic()
             base = scratch.fetch_tip(branch)
+            if guard is not None and not guard(files_at(scratch, base, directory) if base else {}):
+                return replace(result(None, attempts, []), stale=True)
             staged = _stage(scratch, base, directory, blobs, branch, modes)
             if staged.tree is None:
                 return result(None, attempts, [])

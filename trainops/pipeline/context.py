@@ -9,6 +9,7 @@ import time
 from trainops.errors import InputError, NotFoundError
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
+from trainops.render.image import cluster_image as cluster_image
 from trainops.render.names import check_run_id as check_run_id
 from trainops.spec import Manifest
 from trainops.spec.stages import TrainSpec
@@ -43,13 +44,6 @@ def checkpoint_repository(manifest: Manifest, registries: Registries) -> Referen
 def new_run_id(prefix: str = "run") -> str:
     """A fresh run id: DNS-label safe, sortable by time, unique across machines."""
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
-
-
-def cluster_image(ref: Reference) -> str:
-    """How a pod names an image: host/repository@digest (oci://), else the trainops reference."""
-    if ref.scheme == "oci":
-        return f"{ref.location}/{ref.repository}@{ref.digest}"
-    return str(ref.with_tag(None))
 
 
 def resolve_image(manifest: Manifest, registries: Registries, *, image: str | None = None) -> Reference:

@@ -8,22 +8,17 @@ pushes, re-applying the tree on top when another writer pushed first.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainops.errors import ExistsError, InputError
+from trainops.errors import InputError
+from trainops.gitops.target import gitops_url as gitops_url
 from trainops.pipeline.context import check_run_id, cluster_image, registries_for, resolve_image, train_spec
-from trainops.registry.artifact import safe_relpath
 from trainops.spec import Manifest
 
 if TYPE_CHECKING:
     from trainops.render import Rendered
-
-MARKER = ".trainops-rendered"
 
 
 def _executable(path: str) -> bool:
@@ -99,43 +94,12 @@ def render_tree(
     `out` must be new, empty, or a tree trainops rendered before (it holds the marker file);
     it is replaced as a whole, so files of an earlier render that this one lacks go away.
     """
+    from trainops.render.directory import write_rendered
+
     rendered, pinned, _ = _render(manifest, image=image, run_id=run_id, insecure=insecure)
-    out = out.resolve()
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).is_file())):
-        raise ExistsError(f"{out} exists and was not rendered by trainops", hint="pick a new or empty directory for -o")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        names = []
-        for item in rendered.files:
-            rel = safe_relpath(item.path, "rendered file")
-            target = staging / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(item.text, encoding="utf-8")
-            if _executable(rel):
-                target.chmod(0o755)
-            names.append(rel)
-        (staging / MARKER).write_text(f"run {run_id}\nimage {pinned}\n", encoding="utf-8")
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            out.rename(old)
-            staging.rename(out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            staging.rename(out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return RenderTreeResult(directory=str(out), files=sorted(names), image=pinned, run_id=run_id)
-
-
-def gitops_url(manifest: Manifest) -> tuple[str, bool]:
-    """The GitOps repository as git reads it, and whether trainops may create it (a local path)."""
-    url = manifest.pipeline.spec.gitops.repo
-    if url.startswith("file://"):
-        path = manifest.local_path(url[len("file://") :])
-        return str(path.resolve()), True
-    return url, False
+    marker = f"run {run_id}\nimage {pinned}\n"
+    names = write_rendered(out, rendered.files, marker=marker, executable=_executable)
+    return RenderTreeResult(directory=str(out.resolve()), files=names, image=pinned, run_id=run_id)
 
 
 def submit(

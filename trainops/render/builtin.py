@@ -1,13 +1,14 @@
-"""Schemas for the kinds rendered without a vendored CRD: batch/v1 Job, v1 Service, v1
-ConfigMap, JobSet, Kueue ResourceFlavor.
+"""Schemas for the kinds rendered without a vendored CRD: batch/v1 Job, apps/v1 Deployment,
+v1 Service, v1 ConfigMap, JobSet, Kueue ResourceFlavor.
 
 What is upstream-checked: every pod template in them (batch/v1 Job `spec.template`, JobSet
 `spec.replicatedJobs[].template.spec.template`) is validated against the core
 PodTemplateSpec schema that the vendored Volcano Job CRD carries
-(`spec.tasks[].template`, generated from k8s.io/api), and ResourceFlavor tolerations against
+(`spec.tasks[].template`, generated from k8s.io/api), as is apps/v1 Deployment
+`spec.template`, and ResourceFlavor tolerations against
 its Toleration schema. What is not: the fields around them, checked against the small,
 closed allow-lists below, written from the Kubernetes API reference (batch/v1 JobSpec,
-core/v1 ServiceSpec) and the JobSet (v1alpha2) and Kueue (v1beta2) API types — field names,
+apps/v1 DeploymentSpec, core/v1 ServiceSpec) and the JobSet (v1alpha2) and Kueue (v1beta2) API types — field names,
 types and enums, not every rule the API server or a webhook applies. A `--crds DIR` that
 holds a CRD for JobSet or ResourceFlavor is used instead.
 """
@@ -130,6 +131,25 @@ def job_spec(pod_template: dict[str, Any]) -> dict[str, Any]:
             "ttlSecondsAfterFinished": nonneg(INT32),
             "template": pod_template,
         },
+        "template",
+    )
+
+
+def deployment_spec(pod_template: dict[str, Any]) -> dict[str, Any]:
+    """apps/v1 DeploymentSpec."""
+    rolling = obj({"maxUnavailable": INT_OR_STRING, "maxSurge": INT_OR_STRING})
+    return obj(
+        {
+            "replicas": nonneg(INT32),
+            "selector": LABEL_SELECTOR,
+            "template": pod_template,
+            "strategy": obj({"type": enum("Recreate", "RollingUpdate"), "rollingUpdate": rolling}),
+            "minReadySeconds": nonneg(INT32),
+            "revisionHistoryLimit": nonneg(INT32),
+            "paused": BOOL,
+            "progressDeadlineSeconds": nonneg(INT32),
+        },
+        "selector",
         "template",
     )
 
@@ -270,6 +290,8 @@ def builtin_validator(api_version: str, kind: str, crds_dir: Path | None) -> Any
     """A validator for a kind without a CRD in crds_dir, or None when trainops has none."""
     if (api_version, kind) == ("batch/v1", "Job"):
         return make_validator(_root(api_version, kind, job_spec(pod_template_schema(crds_dir)), "spec"))
+    if (api_version, kind) == ("apps/v1", "Deployment"):
+        return make_validator(_root(api_version, kind, deployment_spec(pod_template_schema(crds_dir)), "spec"))
     if (api_version, kind) == ("v1", "Service"):
         return make_validator(_root(api_version, kind, service_spec()))
     if (api_version, kind) == ("v1", "ConfigMap"):
@@ -284,6 +306,7 @@ def builtin_validator(api_version: str, kind: str, crds_dir: Path | None) -> Any
 SCOPES = {
     ("batch/v1", "Job"): "Namespaced",
     ("v1", "ConfigMap"): "Namespaced",
+    ("apps/v1", "Deployment"): "Namespaced",
     ("v1", "Service"): "Namespaced",
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): "Namespaced",
     ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"): "Cluster",

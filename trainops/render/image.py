@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from trainops.errors import InputError
+
+if TYPE_CHECKING:
+    from trainops.registry.reference import Reference
 
 _COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
 _HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]{1,5})?)"
@@ -77,3 +81,10 @@ def is_pinned(text: str) -> bool:
     except InputError:
         return False
     return True
+
+
+def cluster_image(ref: Reference) -> str:
+    """How a pod names an image: host/repository@digest (oci://), else the trainops reference."""
+    if ref.scheme == "oci":
+        return f"{ref.location}/{ref.repository}@{ref.digest}"
+    return str(ref.with_tag(None))

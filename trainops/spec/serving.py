@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from trainops.spec.common import CompareOp, Duration, Name, Percent, Quantity, StrictModel
+from trainops.spec.common import CompareOp, Duration, Name, Percent, Quantity, RelativePath, StrictModel
 from trainops.spec.stages import ImageSpec
 
 
@@ -75,7 +75,15 @@ class RolloutSpec(StrictModel):
     image: ImageSpec | None = Field(None, description="Serving image; default template: serve-<engine>.")
     namespace: Name | None = None
     replicas: int = Field(2, ge=1)
-    gpus_per_replica: int = Field(1, ge=1, le=64)
+    gpus_per_replica: int = Field(1, ge=1, le=512)
+    gpus_per_node: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="GPUs a node has; a replica needing more becomes a LeaderWorkerSet of "
+        "gpusPerReplica / gpusPerNode pods (the leader starts the engine's multi-node mode, workers join).",
+    )
+    gpu_resource: str = Field("nvidia.com/gpu", min_length=1, description="Extended resource name of a GPU.")
     tensor_parallel: int = Field(1, ge=1)
     pipeline_parallel: int = Field(1, ge=1)
     max_model_len: int | None = Field(None, ge=1)
@@ -84,6 +92,24 @@ class RolloutSpec(StrictModel):
     port: int = Field(8000, ge=1, le=65535)
     cpu: Quantity | int | None = None
     memory: Quantity | None = None
+    shared_memory: Quantity = Field("16Gi", description="Size of the memory-backed /dev/shm.")
+    startup_budget: Duration = Field("30m", description="How long the engine may take to load weights and start.")
+    model_delivery: Literal["init-container", "image-volume"] = Field(
+        "init-container",
+        description="init-container: `trainops pull RELEASE@sha256:… /models` (verified) before the engine starts; "
+        "image-volume: the model artifact mounted as a Kubernetes image volume (Kubernetes ≥ 1.31, oci:// only).",
+    )
+    agent_image: str | None = Field(
+        None, description="Image with trainops that runs the model pull; default: the serving image."
+    )
+    metrics: Literal["service-monitor", "annotations"] = Field(
+        "service-monitor",
+        description="How Prometheus finds the engine's /metrics: a ServiceMonitor (Prometheus Operator) "
+        "or prometheus.io scrape annotations on the pods.",
+    )
+    gitops_path: RelativePath | None = Field(
+        None, description="Directory of the serving objects in the GitOps repo; default: <gitops.path>-serve."
+    )
     canary: Canary | None = None
     analysis: Analysis | None = None
     ab_test: ABTest | None = None
@@ -96,6 +122,18 @@ class RolloutSpec(StrictModel):
                 f"tensorParallel × pipelineParallel ({self.tensor_parallel}×{self.pipeline_parallel}) "
                 f"must equal gpusPerReplica ({self.gpus_per_replica})"
             )
+        if self.gpus_per_replica > self.gpus_per_node and self.gpus_per_replica % self.gpus_per_node:
+            raise ValueError(
+                f"gpusPerReplica ({self.gpus_per_replica}) spans nodes: it must be a multiple of "
+                f"gpusPerNode ({self.gpus_per_node})"
+            )
+        if self.gpus_per_replica > self.gpus_per_node and self.traffic != "gateway-api":
+            raise ValueError(
+                f"a replica larger than one node is a LeaderWorkerSet, which {self.traffic} cannot shift traffic "
+                "between: use traffic gateway-api"
+            )
+        if self.traffic == "argo-rollouts" and self.ab_test is not None and self.gateway is None:
+            raise ValueError("abTest with argo-rollouts routes headers through the Gateway API plugin: set gateway")
         if self.traffic == "kserve" and self.ab_test is not None:
             raise ValueError("kserve splits traffic by weight only: abTest needs argo-rollouts or gateway-api")
         if self.traffic == "gateway-api" and self.gateway is None:

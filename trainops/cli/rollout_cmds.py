@@ -1,0 +1,180 @@
+"""The `rollout` group: serving objects, and gray release as GitOps commits (trainops.serve)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainops.cli.output import echo_json, manifest_options, output_option, render_out_option
+
+_image_option = click.option(
+    "--image",
+    metavar="REF",
+    default=None,
+    help="Serving image (name@sha256:…, or a tag resolved now); default: the serve image built for HEAD.",
+)
+_insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
+
+
+def _load(file: str, env: str | None) -> Any:
+    from trainops.spec import load_manifest
+
+    return load_manifest(Path(file), env=env)
+
+
+def _print_action(result: Any, output: str) -> None:
+    if output == "json":
+        echo_json(result.as_dict())
+        return
+    for line in result.analysis:
+        click.echo(line)
+    if result.stale:
+        click.echo(
+            f"{result.action}: another operator changed the rollout first; nothing committed (now {result.step})"
+        )
+        return
+    state = result.after
+    if state.canary is not None:
+        stable = state.stable.version if state.stable else "none"
+        what = f"canary {state.canary.version} at {result.weight}% (step {result.step}), stable {stable}"
+    else:
+        what = f"{state.stable.version if state.stable else 'nothing'} serves 100%"
+    commit = result.commit[:12] if result.commit else "nothing to commit"
+    click.echo(f"{result.action}: {what} — {commit} in {result.path}")
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+
+
+@click.group()
+def rollout() -> None:
+    """Serving and gray release: render, start, promote, abort, rollback — each a GitOps commit."""
+
+
+@rollout.command("render")
+@click.argument("release", required=False)
+@manifest_options
+@render_out_option
+@_image_option
+@_insecure_option
+def render_cmd(
+    release: str | None, file: str, env: str | None, out: Path | None, image: str | None, insecure: bool
+) -> None:
+    """Render the serving objects of RELEASE (default: rollout.model) for rollout.engine × rollout.traffic."""
+    from trainops.serve import render_rollout
+
+    result = render_rollout(_load(file, env), release=release, image=image, out=out, insecure=insecure)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if out is None:
+        click.echo(result.text(), nl=False)
+        return
+    click.echo(f"rendered {len(result.files)} files into {result.directory} (release {result.release})")
+    for name in sorted(result.files):
+        click.echo(f"  {name}")
+
+
+@rollout.command("start")
+@click.argument("release")
+@manifest_options
+@_image_option
+@_insecure_option
+@output_option
+def start_cmd(release: str, file: str, env: str | None, image: str | None, insecure: bool, output: str) -> None:
+    """Commit the first canary step of RELEASE (stable: the release served now)."""
+    from trainops.serve import start_rollout
+
+    _print_action(start_rollout(_load(file, env), release=release, image=image, insecure=insecure), output)
+
+
+@rollout.command("promote")
+@manifest_options
+@click.option("--full", is_flag=True, help="Promote the canary to stable at once.")
+@click.option("--auto", is_flag=True, help="Step by step while rollout.analysis holds on Prometheus; abort if not.")
+@output_option
+def promote_cmd(file: str, env: str | None, full: bool, auto: bool, output: str) -> None:
+    """Advance the canary one step (a commit)."""
+    from trainops.serve import promote
+
+    _print_action(promote(_load(file, env), full=full, auto=auto), output)
+
+
+@rollout.command("abort")
+@manifest_options
+@output_option
+def abort_cmd(file: str, env: str | None, output: str) -> None:
+    """Return all traffic to the stable release (a commit)."""
+    from trainops.serve import abort
+
+    _print_action(abort(_load(file, env)), output)
+
+
+@rollout.command("rollback")
+@manifest_options
+@click.option(
+    "--to",
+    "to",
+    metavar="VERSION",
+    default=None,
+    help="Release tag or digest served before (default: the previous one).",
+)
+@output_option
+def rollback_cmd(file: str, env: str | None, to: str | None, output: str) -> None:
+    """Make an earlier release stable again: its serving tree, byte for byte, in a new commit."""
+    from trainops.serve import rollback
+
+    _print_action(rollback(_load(file, env), to=to), output)
+
+
+@rollout.command("status")
+@manifest_options
+@output_option
+def status_cmd(file: str, env: str | None, output: str) -> None:
+    """What the GitOps repo serves now."""
+    from trainops.serve import rollout_status
+
+    status = rollout_status(_load(file, env))
+    if output == "json":
+        echo_json(status.as_dict())
+        return
+    click.echo(f"path:    {status.path}")
+    click.echo(f"commit:  {status.commit[:12] if status.commit else '-'}")
+    click.echo(
+        f"stable:  {status.stable.version if status.stable else '-'}  {status.stable.release if status.stable else ''}"
+    )
+    if status.canary is not None:
+        click.echo(f"canary:  {status.canary.version}  {status.canary.release}")
+        click.echo(f"weight:  {status.weight}% (step {status.step})")
+    else:
+        click.echo("canary:  none")
+
+
+@rollout.command("history")
+@manifest_options
+@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True, help="Commits to show.")
+@output_option
+def history_cmd(file: str, env: str | None, limit: int, output: str) -> None:
+    """The rollout commits, newest first, from their trailers."""
+    from trainops.serve import rollout_history
+
+    items = rollout_history(_load(file, env), limit=limit)
+    if output == "json":
+        echo_json([item.as_dict() for item in items])
+        return
+    if not items:
+        click.echo("no rollout commits yet")
+        return
+    from rich.table import Table
+
+    from trainops.cli.output import console
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("COMMIT", "DATE", "ACTION", "VERSION", "STEP"):
+        table.add_column(column, no_wrap=True)
+    for item in items:
+        table.add_row(item.commit[:12], item.date[:19].replace("T", " "), item.action, item.version, item.step)
+    console().print(table)
+
+
+COMMANDS = [rollout]

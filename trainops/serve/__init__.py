@@ -1,0 +1,31 @@
+"""Serving and gray release through GitOps.
+
+The serving objects of rollout.engine (vLLM, SGLang) × rollout.traffic (Argo Rollouts,
+Gateway API, KServe) are built as data and checked strictly (trainops.serve.render); every
+rollout action is one commit to the GitOps repo, which is the only state
+(trainops.serve.flows, trainops.serve.audit); `promote --auto` measures the canary on
+Prometheus first (trainops.serve.analysis, trainops.serve.auto).
+
+The stable library API (keyword-only, each returning a result object):
+render_rollout, start_rollout, promote, abort, rollback, rollout_status, rollout_history.
+"""
+
+from __future__ import annotations
+
+from trainops.serve.api import RolloutRender, render_rollout
+from trainops.serve.audit import HistoryItem, RolloutStatus, rollback, rollout_history, rollout_status
+from trainops.serve.flows import ActionResult, abort, promote, start_rollout
+
+__all__ = [
+    "ActionResult",
+    "HistoryItem",
+    "RolloutRender",
+    "RolloutStatus",
+    "abort",
+    "promote",
+    "render_rollout",
+    "rollback",
+    "rollout_history",
+    "rollout_status",
+    "start_rollout",
+]

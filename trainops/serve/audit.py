@@ -1,0 +1,169 @@
+"""Reading the rollout back from the GitOps repo: status, history, and the rollback it allows.
+
+History comes from the commit trailers under the serving path (Trainops-Action,
+Trainops-Release, Trainops-Rollout-Step), newest first. A rollback looks there for the
+newest commit that left the release serving as stable (step `stable`), reads that
+commit's serving tree and commits those bytes again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainops.errors import ExistsError, InputError, NotFoundError
+from trainops.serve.context import serve_context
+from trainops.serve.flows import (
+    STABLE_STEP,
+    TRAILER_ACTION,
+    TRAILER_PIPELINE,
+    TRAILER_RELEASE,
+    TRAILER_STABLE,
+    TRAILER_STEP,
+    ActionResult,
+    commit_files,
+    gitops_repo,
+    read_state,
+    step_label,
+    weight_of,
+)
+from trainops.serve.state import STATE_FILE, RolloutState, Served, parse_state
+from trainops.spec import Manifest
+
+
+@dataclass(frozen=True)
+class RolloutStatus:
+    commit: str | None
+    path: str
+    stable: Served | None
+    canary: Served | None
+    weight: int
+    step: str
+    steps: int  # canary steps in the manifest
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "path": self.path,
+            "stable": self.stable.as_dict() if self.stable else None,
+            "canary": self.canary.as_dict() if self.canary else None,
+            "weight": self.weight,
+            "step": self.step,
+            "steps": self.steps,
+        }
+
+
+@dataclass(frozen=True)
+class HistoryItem:
+    commit: str
+    date: str
+    action: str
+    release: str | None
+    step: str
+    subject: str
+    stable: str | None = None  # during a canary: the release serving the rest
+
+    @property
+    def version(self) -> str:
+        return Served(self.release, "").version if self.release and "@" in self.release else "-"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "date": self.date,
+            "action": self.action,
+            "release": self.release,
+            "version": self.version,
+            "step": self.step,
+            "stable": self.stable,
+            "subject": self.subject,
+        }
+
+
+def rollout_status(manifest: Manifest) -> RolloutStatus:
+    """What the branch tip of the GitOps repo serves."""
+    ctx = serve_context(manifest)
+    state, commit = read_state(manifest)
+    steps = len(ctx.rollout.canary.steps) if ctx.rollout.canary else 0
+    return RolloutStatus(
+        commit=commit,
+        path=gitops_repo(manifest).path,
+        stable=state.stable,
+        canary=state.canary,
+        weight=weight_of(ctx, state),
+        step=step_label(ctx, state),
+        steps=steps,
+    )
+
+
+def rollout_history(manifest: Manifest, *, limit: int = 50) -> list[HistoryItem]:
+    """The rollout commits of this pipeline under the serving path, newest first."""
+    from trainops.gitops import history
+    from trainops.gitops.remote import parse_remote
+
+    repo = gitops_repo(manifest)
+    local = parse_remote(repo.url).local
+    if local is not None and (not local.exists() or not any(local.iterdir())):
+        return []
+    entries = history(repo=repo.url, branch=repo.branch, path=repo.path, limit=limit)
+    name = manifest.pipeline.metadata.name
+    return [
+        HistoryItem(
+            commit=e.commit,
+            date=e.date,
+            action=e.trailers.get(TRAILER_ACTION, "edit"),
+            release=e.trailers.get(TRAILER_RELEASE),
+            step=e.trailers.get(TRAILER_STEP, "-"),
+            subject=e.subject,
+            stable=e.trailers.get(TRAILER_STABLE),
+        )
+        for e in entries
+        if e.trailers.get(TRAILER_PIPELINE, name) == name
+    ]
+
+
+def _served_as_stable(items: list[HistoryItem], to: str | None, current: RolloutState) -> HistoryItem:
+    stable_items = [i for i in items if i.step == STABLE_STEP and i.release and "@" in i.release]
+    if to is None:
+        now = current.stable.digest if current.stable else None
+        for item in stable_items:
+            if item.release and Served(item.release, "").digest != now:
+                return item
+        raise NotFoundError("no earlier release was served as stable: nothing to roll back to")
+    for item in stable_items:
+        if item.release and Served(item.release, "").matches(to):
+            return item
+    raise NotFoundError(
+        f"{to} was never served as stable from this GitOps path",
+        hint="`trainops rollout history` lists the releases served",
+    )
+
+
+def rollback(manifest: Manifest, *, to: str | None = None, limit: int = 500, max_attempts: int = 5) -> ActionResult:
+    """Make an earlier release stable again (the one before the current stable, or `to`):
+    a new commit whose serving tree is byte-identical to the one that served it before."""
+    from trainops.gitops import read_tree
+
+    ctx = serve_context(manifest)
+    before, _ = read_state(manifest)
+    if before.stable is None and before.canary is None:
+        raise NotFoundError("nothing has been served from this GitOps path: nothing to roll back")
+    target = _served_as_stable(rollout_history(manifest, limit=limit), to, before)
+    repo = gitops_repo(manifest)
+    snapshot = read_tree(repo=repo.url, branch=repo.branch, path=repo.path, commit=target.commit)
+    after = parse_state(snapshot.files.get(STATE_FILE))
+    if after.stable is None or after.canary is not None:
+        raise InputError(f"commit {target.commit[:12]} does not hold a stable-only serving tree")
+    if after == before:
+        raise ExistsError(f"{after.stable.version} is already served as stable", hint="nothing to roll back")
+    body = [f"Restores the serving tree of {target.commit} byte for byte."]
+    return commit_files(
+        manifest,
+        ctx,
+        action="rollback",
+        before=before,
+        after=after,
+        files=snapshot.files,
+        body=body,
+        max_attempts=max_attempts,
+    )

@@ -1,0 +1,222 @@
+"""The traffic objects of each rollout.traffic, for a state (stable, canary, step).
+
+argo-rollouts — a Rollout whose pod template serves the newest release; the controller
+  shifts traffic between the stable and canary Services. trainops commits one canary step at
+  a time: while a canary is under way the Rollout's steps are the current step's
+  `setHeaderRoute` (A/B), `setWeight`, `analysis` (the AnalysisTemplate made from
+  rollout.analysis.thresholds), then `pause: {}`, which waits for the next commit. With no
+  canary under way the steps are empty, so a change of the template (a rollback, an abort)
+  goes to 100% at once. With rollout.gateway the weights and header routes are set on an
+  HTTPRoute through the Argo Rollouts Gateway API plugin; without it Argo Rollouts
+  approximates weights by replica counts.
+gateway-api — stable and canary Deployments (or LeaderWorkerSets), a Service each, and an
+  HTTPRoute on rollout.gateway whose rule sends (100 - w)% to stable and w% to canary; A/B
+  header matches go to the canary whole. trainops moves the weights itself, by commits.
+kserve — an InferenceService whose predictor is the newest release, with
+  canaryTrafficPercent w; KServe keeps the previous revision serving the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainops.errors import InputError
+from trainops.serve.context import ServeContext
+from trainops.serve.state import RolloutState, Served
+from trainops.serve.workload import metrics_objects, pod_template, service, workload
+
+PLUGIN = "argoproj-labs/gatewayAPI"
+AB_ROUTE = "ab-test"
+_ARGO_OPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
+
+
+def _weight(ctx: ServeContext, state: RolloutState) -> int:
+    if state.canary is None or state.step is None:
+        return 0
+    canary = ctx.rollout.canary
+    if canary is None or state.step >= len(canary.steps):
+        raise InputError(
+            f"the GitOps repo is at canary step {state.step}, which rollout.canary.steps does not have",
+            hint="abort the canary, or restore the steps it was started with",
+        )
+    return canary.steps[state.step].weight
+
+
+def _served_now(state: RolloutState) -> Served:
+    served = state.canary or state.stable
+    if served is None:
+        raise InputError("nothing is served: start a rollout with a release first")
+    return served
+
+
+def _route(ctx: ServeContext, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    gateway = ctx.rollout.gateway
+    assert gateway is not None
+    parent: dict[str, Any] = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway.name}
+    if gateway.namespace:
+        parent["namespace"] = gateway.namespace
+    if gateway.section_name:
+        parent["sectionName"] = gateway.section_name
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": ctx.metadata(ctx.name),
+        "spec": {"parentRefs": [parent], "rules": rules},
+    }
+
+
+def _backend(ctx: ServeContext, name: str, weight: int) -> dict[str, Any]:
+    return {"group": "", "kind": "Service", "name": name, "port": ctx.rollout.port, "weight": weight}
+
+
+def _header_matches(ctx: ServeContext) -> list[dict[str, Any]]:
+    ab = ctx.rollout.ab_test
+    if ab is None:
+        return []
+    headers = [
+        {"type": "Exact" if m.type == "exact" else "RegularExpression", "name": m.header, "value": m.value}
+        for m in ab.match
+    ]
+    return [{"headers": headers}]
+
+
+# -- argo-rollouts ---------------------------------------------------------------------------
+
+
+def analysis_template(ctx: ServeContext) -> dict[str, Any]:
+    analysis = ctx.rollout.analysis
+    assert analysis is not None
+    metrics = []
+    for threshold in analysis.thresholds:
+        metric: dict[str, Any] = {
+            "name": threshold.metric.replace("_", "-").lower(),
+            "interval": analysis.interval,
+            "failureLimit": analysis.failure_limit,
+            "successCondition": f"len(result) > 0 && result[0] {_ARGO_OPS[threshold.op]} {threshold.value:g}",
+            "provider": {"prometheus": {"address": analysis.prometheus, "query": threshold.query}},
+        }
+        if analysis.count is not None:
+            metric["count"] = analysis.count
+        metrics.append(metric)
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "AnalysisTemplate",
+        "metadata": ctx.metadata(f"{ctx.name}-analysis"),
+        "spec": {"metrics": metrics},
+    }
+
+
+def _argo_steps(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
+    if state.canary is None:
+        return []
+    steps: list[dict[str, Any]] = []
+    ab = ctx.rollout.ab_test
+    if ab is not None:
+        match = [{"headerName": m.header, "headerValue": {m.type: m.value}} for m in ab.match]
+        steps.append({"setHeaderRoute": {"name": AB_ROUTE, "match": match}})
+    steps.append({"setWeight": _weight(ctx, state)})
+    if ctx.rollout.analysis is not None:
+        steps.append({"analysis": {"templates": [{"templateName": f"{ctx.name}-analysis"}]}})
+    steps.append({"pause": {}})
+    return steps
+
+
+def _argo_canary(ctx: ServeContext, state: RolloutState) -> dict[str, Any]:
+    canary: dict[str, Any] = {"canaryService": f"{ctx.name}-canary", "stableService": f"{ctx.name}-stable"}
+    if ctx.rollout.gateway is not None:
+        routing: dict[str, Any] = {
+            "plugins": {PLUGIN: {"httpRoute": ctx.name, **({"namespace": ctx.namespace} if ctx.namespace else {})}}
+        }
+        if ctx.rollout.ab_test is not None:
+            routing["managedRoutes"] = [{"name": AB_ROUTE}]
+        canary["trafficRouting"] = routing
+    canary["steps"] = _argo_steps(ctx, state)
+    return canary
+
+
+def argo_rollouts(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
+    served = _served_now(state)
+    rollout = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout",
+        "metadata": ctx.metadata(ctx.name),
+        "spec": {
+            "replicas": ctx.rollout.replicas,
+            "revisionHistoryLimit": 5,
+            "selector": {"matchLabels": ctx.selector()},
+            "template": pod_template(ctx, served, track=None),
+            "strategy": {"canary": _argo_canary(ctx, state)},
+        },
+    }
+    objects: list[dict[str, Any]] = [rollout]
+    for track in ("stable", "canary"):
+        objects.append(service(ctx, name=f"{ctx.name}-{track}", selector=ctx.selector(), track=track))
+    if ctx.rollout.gateway is not None:
+        rule = {"backendRefs": [_backend(ctx, f"{ctx.name}-stable", 100), _backend(ctx, f"{ctx.name}-canary", 0)]}
+        objects.append(_route(ctx, [rule]))
+    if ctx.rollout.analysis is not None:
+        objects.append(analysis_template(ctx))
+    return objects + metrics_objects(ctx, ctx.selector())
+
+
+# -- gateway-api -----------------------------------------------------------------------------
+
+
+def gateway_api(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
+    stable = state.stable or state.canary
+    if stable is None:
+        raise InputError("nothing is served: start a rollout with a release first")
+    objects = [workload(ctx, stable, name=f"{ctx.name}-stable", track="stable")]
+    objects.append(service(ctx, name=f"{ctx.name}-stable", selector=ctx.selector("stable"), track="stable"))
+    rules: list[dict[str, Any]] = []
+    if state.canary is not None and state.stable is not None:
+        weight = _weight(ctx, state)
+        objects.append(workload(ctx, state.canary, name=f"{ctx.name}-canary", track="canary"))
+        objects.append(service(ctx, name=f"{ctx.name}-canary", selector=ctx.selector("canary"), track="canary"))
+        if ctx.rollout.ab_test is not None:
+            rules.append({"matches": _header_matches(ctx), "backendRefs": [_backend(ctx, f"{ctx.name}-canary", 1)]})
+        backends = [_backend(ctx, f"{ctx.name}-stable", 100 - weight), _backend(ctx, f"{ctx.name}-canary", weight)]
+        rules.append({"backendRefs": backends})
+    else:
+        rules.append({"backendRefs": [_backend(ctx, f"{ctx.name}-stable", 100)]})
+    objects.append(_route(ctx, rules))
+    return objects + metrics_objects(ctx, ctx.selector())
+
+
+# -- kserve ----------------------------------------------------------------------------------
+
+
+def kserve(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
+    served = _served_now(state)
+    template = pod_template(ctx, served, track=None)
+    spec = template["spec"]
+    container = dict(spec["containers"][0], name="kserve-container")
+    predictor: dict[str, Any] = {
+        "minReplicas": ctx.rollout.replicas,
+        "maxReplicas": ctx.rollout.replicas,
+        "labels": template["metadata"]["labels"],
+        "annotations": template["metadata"]["annotations"],
+        "enableServiceLinks": False,
+        "securityContext": spec["securityContext"],
+    }
+    if state.canary is not None and state.stable is not None:
+        predictor["canaryTrafficPercent"] = _weight(ctx, state)
+    if "initContainers" in spec:
+        predictor["initContainers"] = spec["initContainers"]
+    predictor["containers"] = [container]
+    predictor["volumes"] = spec["volumes"]
+    isvc = {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": ctx.metadata(ctx.name),
+        "spec": {"predictor": predictor},
+    }
+    return [isvc, *metrics_objects(ctx, {"serving.kserve.io/inferenceservice": ctx.name})]
+
+
+def traffic_objects(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
+    if ctx.rollout.traffic == "argo-rollouts":
+        return argo_rollouts(ctx, state)
+    if ctx.rollout.traffic == "gateway-api":
+        return gateway_api(ctx, state)
+    return kserve(ctx, state)
