@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from trainops.errors import GateFailedError, InputError, NotFoundError, TrainopsError, UsageError
 from trainops.hub.safetensors import ModelInfo, model_info
+from trainops.registry import media
 from trainops.registry.artifact import Forced, Lineage, ModelConfig, Parent, scan_tree
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import TAG_RE, Reference
@@ -33,13 +34,6 @@ from trainops.release.choose import Candidate, choose
 from trainops.release.immutable import same_release
 from trainops.spec import Manifest
 from trainops.spec.stages import ReleaseSpec
-
-A_CHECKPOINT = "dev.trainops.release.checkpoint"  # the released checkpoint, ref@sha256:…
-A_EVAL = "dev.trainops.release.eval"  # the eval report that let it, ref@sha256:… (absent if forced)
-A_FORCED = "dev.trainops.release.forced"  # "true" when a gate was overridden
-A_REASON = "dev.trainops.release.reason"
-A_BY = "dev.trainops.release.by"
-A_VERSION = "org.opencontainers.image.version"
 
 
 @dataclass(frozen=True)
@@ -268,9 +262,11 @@ def _lineage(manifest: Manifest, chosen: Candidate, forced: Forced | None, image
 
 def _annotations(spec: ReleaseSpec, chosen: Candidate, tag: str, forced: Forced | None) -> dict[str, str]:
     notes = dict(spec.annotations)
-    notes.update({A_VERSION: tag, A_CHECKPOINT: str(chosen.checkpoint.ref)})
+    notes.update({media.A_VERSION: tag, media.A_RELEASE_CHECKPOINT: str(chosen.checkpoint.ref)})
     if chosen.passing is not None:
-        notes[A_EVAL] = chosen.passing.ref
+        notes[media.A_RELEASE_EVAL] = chosen.passing.ref
     if forced is not None:
-        notes.update({A_FORCED: "true", A_REASON: forced.reason, A_BY: forced.by})
+        notes.update(
+            {media.A_RELEASE_FORCED: "true", media.A_RELEASE_REASON: forced.reason, media.A_RELEASE_BY: forced.by}
+        )
     return notes
