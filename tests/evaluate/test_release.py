@@ -168,8 +168,9 @@ def test_a_release_tag_is_never_moved(local_project: Project) -> None:
     for step in (1, 2):
         assert local_project.trainops("eval", "run", f"step-{step}").code == 0
     first = released(local_project, "step-1", "--version", "v1")
-    again = released(local_project, "step-1", "--version", "v1")
+    again = released(local_project, "step-1", "--version", "v1", "--force", "--reason", "retry")
     assert again["digest"] == first["digest"] and again["created"] is False
+    assert again["forced"] is None and again["eval"] == first["eval"]  # as it was made, not as asked
     other = local_project.trainops("release", "create", "step-2", "--version", "v1")
     assert other.code == 5
     assert "exists with other content" in other.last_error_line and "never moved" in other.last_error_line

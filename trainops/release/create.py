@@ -17,7 +17,7 @@ import os
 import shutil
 import string
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from fnmatch import fnmatch
 from pathlib import Path
@@ -114,7 +114,7 @@ def create_release(
         lineage = chosen.checkpoint.parsed.lineage()
         existing = same_release(registries, target=target, directory=files)
         if existing is not None:
-            return _result(target.with_digest(existing), chosen, tag, False, forced, info, files)
+            return _as_made(existing, _result(existing.ref, chosen, tag, False, None, info, files))
         pushed = push(
             registries,
             source=files,
@@ -143,6 +143,17 @@ def _result(
         forced=forced,
         model=info,
         files=[e.relpath for e in scan_tree(files)],
+    )
+
+
+def _as_made(existing: Resolved, result: ReleaseResult) -> ReleaseResult:
+    """The same files were released before: report that release as it was made."""
+    notes = existing.parsed.annotations
+    return replace(
+        result,
+        checkpoint=notes.get(media.A_RELEASE_CHECKPOINT, result.checkpoint),
+        eval=notes.get(media.A_RELEASE_EVAL),
+        forced=existing.parsed.lineage().forced,
     )
 
 
