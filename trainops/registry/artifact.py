@@ -250,22 +250,38 @@ class ParsedManifest:
 
 
 def parse_manifest(manifest: ManifestData) -> ParsedManifest:
+    """A manifest or index as trainops reads it; IntegrityError names what is malformed."""
     try:
         body = json.loads(manifest.data)
+        if not isinstance(body, dict):
+            raise ValueError(f"it is a JSON {type(body).__name__}, not an object")
         config = Descriptor.from_oci(body["config"]) if body.get("config") else None
-        layers = [Descriptor.from_oci(d) for d in body.get("layers") or []]
-        children = [Descriptor.from_oci(d) for d in body.get("manifests") or []]
+        layers = [Descriptor.from_oci(d) for d in _list(body, "layers")]
+        children = [Descriptor.from_oci(d) for d in _list(body, "manifests")]
         subject = Descriptor.from_oci(body["subject"]) if body.get("subject") else None
-    except (ValueError, KeyError, TypeError) as err:
+        annotations = body.get("annotations") or {}
+        if not isinstance(annotations, dict):
+            raise ValueError("annotations is not an object")
+        artifact_type = body.get("artifactType")
+        if artifact_type is not None and not isinstance(artifact_type, str):
+            raise ValueError("artifactType is not a string")
+    except (ValueError, KeyError, TypeError, RecursionError) as err:
         raise IntegrityError(f"manifest {manifest.digest} is not a valid OCI manifest: {err}") from None
     return ParsedManifest(
         digest=manifest.digest,
         media_type=manifest.media_type,
         size=len(manifest.data),
-        artifact_type=body.get("artifactType"),
+        artifact_type=artifact_type,
         config=config,
         layers=layers,
-        annotations={str(k): str(v) for k, v in (body.get("annotations") or {}).items()},
+        annotations={str(k): str(v) for k, v in annotations.items()},
         subject=subject,
         children=children,
     )
+
+
+def _list(body: dict[str, Any], key: str) -> list[Any]:
+    value = body.get(key) or []
+    if not isinstance(value, list):
+        raise ValueError(f"{key} is not a list")
+    return value
