@@ -132,7 +132,9 @@ def read_header(read_at: ReadAt, *, size: int, name: str) -> SafetensorsHeader:
     if len(raw) != length:
         raise _bad(name, f"header truncated: read {len(raw)} of {length} bytes")
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique)
+    except _Duplicate as dup:
+        raise _bad(name, f"the header names {dup.key!r} twice") from None
     except (UnicodeDecodeError, ValueError) as err:
         raise _bad(name, f"the header is not JSON ({str(err).splitlines()[0][:120]})") from None
     if not isinstance(doc, dict):
@@ -141,6 +143,22 @@ def read_header(read_at: ReadAt, *, size: int, name: str) -> SafetensorsHeader:
     tensors = {key: _tensor(key, value, name) for key, value in doc.items()}
     _check_layout(tensors, data_size=size - 8 - length, name=name)
     return SafetensorsHeader(name=name, size=size, header_size=length, tensors=tensors, metadata=metadata)
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique (a repeated tensor name could hide a tensor)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(key)
+        out[key] = value
+    return out
 
 
 def _metadata(value: Any, name: str) -> dict[str, str]:
