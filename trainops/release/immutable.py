@@ -18,20 +18,25 @@ from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved, resolve
 
 
-def same_release(registries: Registries, *, target: Reference, directory: Path) -> Resolved | None:
-    """None if target's tag is free; the release if it holds exactly these files; else ExistsError."""
+def same_release(registries: Registries, *, target: Reference, files: dict[str, str]) -> Resolved | None:
+    """None if target's tag is free; the release if it holds exactly `files` (relpath →
+    digest); else ExistsError."""
     try:
         found = resolve(registries, ref=target)
     except NotFoundError:
         return None
     theirs = {found.parsed.file_path(layer, i): layer.digest for i, layer in enumerate(found.parsed.layers)}
-    cache = DigestCache()
-    ours = {entry.relpath: cache.digest(entry.path)[0] for entry in scan_tree(directory)}
-    if theirs == ours and found.parsed.kind == "model":
+    if theirs == files and found.parsed.kind == "model":
         return found
-    changed = sorted(set(theirs) ^ set(ours) | {k for k in theirs.keys() & ours.keys() if theirs[k] != ours[k]})
+    changed = sorted(set(theirs) ^ set(files) | {k for k in theirs.keys() & files.keys() if theirs[k] != files[k]})
     raise ExistsError(
         f"release {target} exists with other content ({found.manifest.digest[:19]}; differs in "
         f"{', '.join(changed[:3]) or 'its kind'}); releases are immutable and a tag is never moved",
         hint="release under another --version, or change release.tag",
     )
+
+
+def local_files(directory: Path) -> dict[str, str]:
+    """relpath → digest of the files under directory."""
+    cache = DigestCache()
+    return {entry.relpath: cache.digest(entry.path)[0] for entry in scan_tree(directory)}
