@@ -6,8 +6,8 @@ and who (git user, else $USER) go into the release's lineage and annotations. Th
 the checkpoint matching release.include and not release.exclude — after release.export
 converted them, if set — become a ModelPack model (config: format, paramSize,
 precision, architecture) in release.repository, tagged from release.tag; without an export
-it is assembled from the checkpoint's blobs in the registry (trainops.release.package), never
-downloaded. Releases are
+it is assembled from the checkpoint's blobs (trainops.release.package): mounted within one
+registry, copied across registries, never the excluded files. Releases are
 immutable: an existing tag with other files is refused (exit 5), the same files are the
 same release. Lineage parents: the checkpoint (`released-from`), the eval (`evaluated-by`)
 and the training image the checkpoint recorded (`image`), when it is in the image repository.

@@ -1,8 +1,9 @@
 """What a release is made of: the checkpoint's files that release.include/exclude select.
 
-Without release.export nothing is downloaded: the selected files are already blobs of the
-checkpoint's repository, so the release is assembled from them (mounted or copied between
-repositories by the store), and the ModelPack config is read from the safetensors headers
+Without release.export the checkpoint is not pulled: the selected files are already blobs
+of the checkpoint's repository, so the release is assembled from them (mounted server-side
+within one registry, copied through a verified temporary file across registries, by the
+store), and the ModelPack config is read from the safetensors headers
 alone — 8 bytes and the JSON header of each weight file, streamed from the registry — and
 config.json. With release.export the checkpoint is pulled (verified), converted, and the
 export's output is pushed.
