@@ -120,3 +120,10 @@ def test_submit_commits_the_eval_job_with_trailers(pinned: Project) -> None:
     assert "Trainops-Run: e7" in body and f"Trainops-Artifact: {result['checkpoint'].split('@')[1]}" in body
     again = pinned.trainops("eval", "submit", "--image", IMAGE, "--run-id", "e7", "-o", "json")
     assert json.loads(again.stdout)["changed"] is False
+
+
+@pytest.mark.parametrize("scheduler", ["local", "slurm"])
+def test_no_eval_job_without_kubernetes(pinned: Project, scheduler: str) -> None:
+    write(pinned, {"scheduler": scheduler, "gpusPerNode": 0})
+    out = pinned.trainops("eval", "render", "--image", IMAGE, "--run-id", "e1")
+    assert out.code == 3 and f"train.scheduler is {scheduler}" in out.last_error_line

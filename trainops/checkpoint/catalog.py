@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -104,3 +105,26 @@ def latest_checkpoint(registries: Registries, *, repository: Reference) -> Check
             break
     with_step = sorted((i for i in found if i.step is not None), key=_order)
     return with_step[-1] if with_step else None
+
+
+def ranked(
+    infos: list[CheckpointInfo],
+    *,
+    metric: str,
+    mode: str,
+    value: Callable[[CheckpointInfo], float | None] | None = None,
+) -> list[CheckpointInfo]:
+    """The checkpoints that have a value of metric, best first (min or max; ties: newest step
+    first). value(info) gives it, by default the checkpoint's own recorded metric."""
+    get = value or (lambda info: info.metrics.get(metric))
+    scored = [(v, info) for info in infos if (v := get(info)) is not None]
+    sign = 1.0 if mode == "min" else -1.0
+    return [info for _, info in sorted(scored, key=lambda item: (sign * item[0], -(item[1].step or 0)))]
+
+
+def best_checkpoint(
+    registries: Registries, *, repository: Reference, metric: str, mode: str
+) -> CheckpointInfo | None:
+    """The checkpoint of repository with the best recorded metric, or None."""
+    found = ranked(list_checkpoints(registries, repository=repository), metric=metric, mode=mode)
+    return found[0] if found else None

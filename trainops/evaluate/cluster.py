@@ -87,6 +87,11 @@ def render_eval(
     train = pipeline.spec.train
     if train is None:
         raise InputError(f"{manifest.path} has no train section", hint="the eval Job runs where training runs")
+    if train.scheduler in ("local", "slurm"):
+        raise InputError(
+            f"train.scheduler is {train.scheduler}: there is no Kubernetes cluster to render an eval Job for",
+            hint="run `trainops eval run` where the checkpoint can be pulled (on Slurm: in a job step)",
+        )
     found = resolve_checkpoint(registries, manifest=manifest, which=checkpoint or spec.checkpoint)
     pinned = pin_image(_image(manifest, registries, image), field="image")
     job = EvalJobInput(

@@ -464,6 +464,56 @@ def copy(
     )
 
 
+@dataclass(frozen=True)
+class AssembleResult:
+    ref: Reference  # pinned
+    digest: str
+    blobs_copied: int
+    bytes_copied: int
+
+
+def assemble(
+    registries: Registries,
+    *,
+    src: Reference,
+    files: list[tuple[str, Descriptor]],
+    ref: Reference,
+    kind: str,
+    created: str,
+    lineage: Lineage | None = None,
+    annotations: dict[str, str] | None = None,
+    model: ModelConfig | None = None,
+    progress: ProgressSink | None = None,
+) -> AssembleResult:
+    """A new artifact of files that are already blobs of src's repository, (relpath, layer)
+    pairs: the blobs are mounted or copied (verified) into ref's repository, never pulled
+    to this machine; then the config and the manifest are written, tagged if ref has a tag."""
+    if ref.digest:
+        raise InputError(f"cannot write to a digest ({ref})", hint="name a tag; the digest is computed")
+    layers = []
+    for relpath, layer in files:
+        notes = {media.A_FILEPATH: relpath, media.A_TITLE: relpath}
+        if layer.annotations.get(media.A_FILE_MODE):
+            notes[media.A_FILE_MODE] = layer.annotations[media.A_FILE_MODE]
+        layers.append(Descriptor(media.layer_media_type(relpath, kind), layer.digest, layer.size, notes))
+    copied, _, nbytes = copy_blobs(registries, src=src, dst=ref, blobs=layers, progress=progress)
+    lineage = lineage or Lineage()
+    config_bytes, config_type = config_blob(kind, created, lineage, layers, model)
+    config_src = bytes_source(config_bytes)
+    backend = registries.backend(ref)
+    upload_if_missing(backend, ref.repository, config_src, lambda _n: None)
+    manifest = build_manifest(
+        kind=kind,
+        config=Descriptor(config_type, config_src.digest, config_src.size),
+        layers=layers,
+        created=created,
+        lineage=lineage,
+        annotations=annotations or {},
+    )
+    backend.put_manifest(ref.repository, manifest, tag=ref.tag)
+    return AssembleResult(ref.with_digest(manifest.digest), manifest.digest, copied, nbytes)
+
+
 def tag(registries: Registries, *, src: Reference, dst: Reference) -> CopyResult:
     """Point dst's tag at src's manifest (copying it first if dst is another repository)."""
     if not dst.tag:
