@@ -53,6 +53,6 @@ echo "== the cluster side: render the Volcano job and tenant queues, validated a
 # No image is built offline (no engine, no base image in a registry), so this shows the
 # render with an explicitly placeholder digest; a real run pins the image it built.
 placeholder="registry.example.com/tiny-llm/image@sha256:$(printf '0%.0s' $(seq 64))"
-"$trainops" train render --image "$placeholder" --run-id main-job -o .trainops/rendered
+"$trainops" train render --image "$placeholder" --run-id main-job --out .trainops/rendered
 "$trainops" train submit --image "$placeholder" --run-id main-job
 git --git-dir .trainops/gitops.git log -1 --format='%H%n%B' main

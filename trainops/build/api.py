@@ -117,10 +117,6 @@ def render_image(manifest: Manifest) -> Rendered:
     return render(_image_spec(manifest))
 
 
-def registries_for(manifest: Manifest, *, insecure: bool = False) -> Registries:
-    return Registries.for_manifest(manifest, insecure=insecure)
-
-
 def target_repository(manifest: Manifest, registries: Registries) -> Reference:
     """image.repository, else <spec.registry>/<metadata.name>/image (as `trainops plan` shows)."""
     spec = manifest.pipeline.spec
@@ -239,7 +235,7 @@ def build_image(
     values = available_values(list(image.secrets), manifest.root)
     check_not_baked(list(image.secrets), values, manifest.root, selection)
     support = support_files()
-    with registries_for(manifest, insecure=insecure) as registries:
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
         inputs = _Inputs(
             manifest=manifest,
             image=image,

@@ -10,6 +10,7 @@ import click
 
 from trainops import __version__
 from trainops.cli import ckpt_cmds, image_cmds, manifest_cmds, project_cmds, registry_cmds, train_cmds
+from trainops.cli.output import add_verbose
 from trainops.errors import TrainopsError
 
 DEBUG_ENV = "TRAINOPS_DEBUG"
@@ -17,7 +18,7 @@ DEBUG_ENV = "TRAINOPS_DEBUG"
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="trainops")
-@click.option("-v", "--verbose", count=True, help="Say more (repeat for debug logs).")
+@click.option("-v", "--verbose", count=True, help="Say more (repeat for debug logs; also after a command).")
 def cli(verbose: int) -> None:
     """Declarative GitOps for large-model training and inference.
 
@@ -37,6 +38,7 @@ for _command in (
     *ckpt_cmds.COMMANDS,
 ):
     cli.add_command(_command)
+add_verbose(cli)
 
 
 def _debug() -> bool:

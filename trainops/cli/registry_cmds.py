@@ -7,8 +7,9 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, key_values, output_option
+from trainops.cli.output import echo_json, key_values, output_option, short_time, wide_option
 from trainops.units import format_size as _size
+from trainops.units import natural_key
 
 KINDS = ("checkpoint", "model", "dataset", "eval", "other")
 
@@ -28,14 +29,9 @@ def _registry_options(func: Any) -> Any:
 
 
 def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
-    from trainops.registry.context import Registries
+    from trainops.registry.context import open_registries
 
-    path = Path(file) if file else Path("trainops.yaml")
-    if file is None and not path.is_file():
-        return Registries(insecure=insecure)
-    from trainops.spec import load_manifest
-
-    return Registries.for_manifest(load_manifest(path, env=env), insecure=insecure)
+    return open_registries(file=file, env=env, insecure=insecure).registries
 
 
 @click.command()
@@ -156,12 +152,25 @@ def pull(
 @click.option("--down", "direction", flag_value="down", help="What came from REF.")
 @click.option("--both", "direction", flag_value="both", help="Both directions.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["tree", "json", "mermaid", "dot"]), default="tree", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["tree", "mermaid", "dot", "json"]),
+    default="tree",
+    show_default=True,
+    help="The text form: an indented tree, or a Mermaid or Graphviz graph (json: same as -o json).",
 )
 @click.option("--registry", "scan", default=None, metavar="URL", help="Registry to search for descendants.")
 @_registry_options
+@output_option
 def lineage(
-    ref: str, direction: str, fmt: str, scan: str | None, file: str | None, env: str | None, insecure: bool
+    ref: str,
+    direction: str,
+    fmt: str,
+    scan: str | None,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
 ) -> None:
     """Walk the lineage graph of REF, up to its origins or down to what came from it."""
     from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
@@ -173,7 +182,7 @@ def lineage(
             direction=direction,  # type: ignore[arg-type]
             scan=registries.root(scan) if scan else None,
         )
-    if fmt == "json":
+    if output == "json" or fmt == "json":
         echo_json(graph.as_dict())
     else:
         click.echo({"tree": to_tree, "mermaid": to_mermaid, "dot": to_dot}[fmt](graph))
@@ -189,12 +198,16 @@ def registry() -> None:
 @click.option("--all", "show_all", is_flag=True, help="Also list the records of pruned checkpoints.")
 @_registry_options
 @output_option
-def ls(target: str | None, show_all: bool, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+@wide_option
+def ls(
+    target: str | None, show_all: bool, file: str | None, env: str | None, insecure: bool, output: str, wide: bool
+) -> None:
     """List repositories of a registry (URL, default: the manifest's), or the tags of REPO."""
     from trainops.registry import store
 
     with _registries(file, env, insecure) as registries:
         listing = store.ls(registries, target=target, records=show_all)
+    listing.tags.sort(key=lambda t: natural_key(t.tag))
     if output == "json":
         from dataclasses import asdict
 
@@ -204,16 +217,14 @@ def ls(target: str | None, show_all: bool, file: str | None, env: str | None, in
         for repo in listing.repositories:
             click.echo(repo)
         return
-    from rich.table import Table
+    from trainops.cli.output import console, table
 
-    from trainops.cli.output import console
-
-    table = Table(title=listing.repository)
-    for column in ("tag", "kind", "created", "size", "digest"):
-        table.add_column(column)
+    click.echo(listing.repository)
+    rows = table(("tag", "kind", "created", "size", "digest"), wide=wide)
     for t in listing.tags:
-        table.add_row(t.tag, t.kind, t.created or "", _size(t.size), t.digest[:19])
-    console().print(table)
+        created = (t.created or "") if wide else short_time(t.created)
+        rows.add_row(t.tag, t.kind, created, _size(t.size), t.digest if wide else t.digest[:19])
+    console(wide=wide).print(rows)
     if listing.pruned_records:
         click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
 
@@ -231,27 +242,48 @@ def show(ref: str, file: str | None, env: str | None, insecure: bool, output: st
     if output == "json":
         echo_json(info.as_dict())
         return
-    out = [
-        f"{info.ref}",
-        f"  kind:     {info.kind} ({info.artifact_type or info.media_type})",
-        f"  created:  {info.created or '-'}",
-        f"  size:     {_size(info.size)} in {len(info.files)} file(s)",
+    click.echo("\n".join(_show_lines(info)))
+
+
+_LINEAGE_LABELS = {
+    "pipeline": "pipeline",
+    "runId": "run",
+    "step": "step",
+    "metrics": "metrics",
+    "gitCommit": "commit",
+    "gitRepo": "git repo",
+    "imageDigest": "image",
+}
+
+
+def _show_lines(info: Any) -> list[str]:
+    """`registry show` for people: aligned fields, values as text, each said once."""
+    fields: list[tuple[str, str]] = [
+        ("digest", info.digest),
+        ("kind", f"{info.kind} ({info.artifact_type or info.media_type})"),
+        ("created", info.created or "-"),
+        ("size", f"{_size(info.size)} in {len(info.files)} file(s)"),
     ]
     for key, value in info.lineage.items():
-        if value not in ({}, [], None):
-            out.append(f"  {key + ':':<9} {value}")
+        if value in ({}, [], None):
+            continue
+        text = " ".join(f"{k}={v:g}" for k, v in sorted(value.items())) if isinstance(value, dict) else str(value)
+        fields.append((_LINEAGE_LABELS.get(key, key), text))
     for parent in info.parents:
-        out.append(f"  parent:   {parent['relation']} {parent['ref']}@{parent['digest'][:19]}")
+        relation = "" if parent["relation"] == "parent" else f" ({parent['relation']})"
+        fields.append(("parent", f"{parent['ref']}@{parent['digest'][:19]}{relation}"))
     if info.subject:
-        out.append(f"  subject:  {info.subject}")
-    for key, value in info.annotations.items():
-        out.append(f"  @{key}={value}")
+        fields.append(("subject", info.subject))
+    out = [info.ref] + [f"  {name + ':':<10}{value}" for name, value in fields]
+    if info.annotations:
+        out.append("  annotations:")
+        out += [f"    {key} = {value}" for key, value in info.annotations.items()]
     out.append("  files:")
-    for f in info.files:
-        out.append(f"    {f.digest[:19]}  {_size(f.size):>10}  {f.path}")
-    for r in info.referrers:
-        out.append(f"  referrer: {r['kind']} {r['digest'][:19]}")
-    click.echo("\n".join(out))
+    out += [f"    {f.digest[:19]}  {_size(f.size):>10}  {f.path}" for f in info.files]
+    if info.referrers:
+        out.append("  referrers:")
+        out += [f"    {r['kind']:<10}{r['digest'][:19]}" for r in info.referrers]
+    return out
 
 
 @registry.command("tag")

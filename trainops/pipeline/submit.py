@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainops.errors import ExistsError, InputError
-from trainops.pipeline.context import check_run_id, cluster_image, registries_for, resolve_image, train_spec
+from trainops.pipeline.context import check_run_id, cluster_image, resolve_image, train_spec
 from trainops.registry.artifact import safe_relpath
+from trainops.registry.context import Registries
 from trainops.spec import Manifest
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: boo
             hint="run it with `trainops train run --local`, or pick another --env / scheduler",
         )
     check_run_id(run_id)
-    registries = registries_for(manifest, insecure=insecure)
+    registries = Registries.for_manifest(manifest, insecure=insecure)
     try:
         pinned = cluster_image(resolve_image(manifest, registries, image=image))
     finally:
@@ -102,7 +103,9 @@ def render_tree(
     rendered, pinned, _ = _render(manifest, image=image, run_id=run_id, insecure=insecure)
     out = out.resolve()
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).is_file())):
-        raise ExistsError(f"{out} exists and was not rendered by trainops", hint="pick a new or empty directory for -o")
+        raise ExistsError(
+            f"{out} exists and was not rendered by trainops", hint="pick a new or empty directory for --out"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
@@ -180,11 +183,26 @@ def submit(
     )
 
 
-def render_text(manifest: Manifest, *, run_id: str, image: str | None = None, insecure: bool = False) -> str:
-    """The rendered tree as one text for a terminal: each file under a `# file:` comment."""
-    rendered, _, _ = _render(manifest, image=image, run_id=run_id, insecure=insecure)
-    parts = []
-    for item in rendered.files:
-        text = item.text if item.text.endswith("\n") else item.text + "\n"
-        parts.append(f"# file: {item.path}\n{text}")
-    return "---\n".join(parts)
+@dataclass(frozen=True)
+class RenderedText:
+    files: dict[str, str]  # path in the tree → content
+    image: str
+    run_id: str
+
+    @property
+    def text(self) -> str:
+        """The tree as one text for a terminal: each file under a `# file:` comment."""
+        parts = []
+        for path, content in self.files.items():
+            body = content if content.endswith("\n") else content + "\n"
+            parts.append(f"# file: {path}\n{body}")
+        return "---\n".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"files": self.files, "image": self.image, "runId": self.run_id}
+
+
+def render_text(manifest: Manifest, *, run_id: str, image: str | None = None, insecure: bool = False) -> RenderedText:
+    """The rendered tree in memory (nothing written)."""
+    rendered, pinned, _ = _render(manifest, image=image, run_id=run_id, insecure=insecure)
+    return RenderedText({item.path: item.text for item in rendered.files}, pinned, run_id)
