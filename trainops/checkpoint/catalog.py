@@ -60,10 +60,12 @@ def checkpoint_repository(
     manifest: Manifest | None,
     given: str | None = None,
     environ: Mapping[str, str] | None = None,
+    given_as: str = "REPO",
 ) -> Reference:
     """The checkpoint repository, the one rule for every command and run: the argument
     `given`, else $TRAINOPS_CKPT_REPOSITORY of `environ` (default os.environ), else the
-    manifest's train.checkpoint.repository, else <spec.registry>/<pipeline>/checkpoints."""
+    manifest's train.checkpoint.repository, else <spec.registry>/<pipeline>/checkpoints.
+    `given_as` is how the caller's user passes `given` (for the hint when nothing is found)."""
     environ = os.environ if environ is None else environ
     text = given or environ.get(podenv.CKPT_REPOSITORY) or None
     where = "the argument" if given else podenv.CKPT_REPOSITORY
@@ -76,7 +78,7 @@ def checkpoint_repository(
     if text is None:
         raise UsageError(
             "no checkpoint repository given",
-            hint=f"pass REPO, set {podenv.CKPT_REPOSITORY}, or run where trainops.yaml is (or pass -f FILE)",
+            hint=f"pass {given_as}, set {podenv.CKPT_REPOSITORY}, or run where trainops.yaml is (or pass -f FILE)",
         )
     ref = registries.ref(text)
     if ref.tag or ref.digest:

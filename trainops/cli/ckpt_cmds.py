@@ -35,10 +35,10 @@ def _open(file: str | None, env: str | None, insecure: bool) -> Any:
     return open_registries(file=file, env=env, insecure=insecure)
 
 
-def _repository(opened: Any, given: str | None) -> Any:
+def _repository(opened: Any, given: str | None, given_as: str = "REPO") -> Any:
     from trainops.checkpoint.catalog import checkpoint_repository
 
-    return checkpoint_repository(opened.registries, manifest=opened.manifest, given=given)
+    return checkpoint_repository(opened.registries, manifest=opened.manifest, given=given, given_as=given_as)
 
 
 def _policy(opened: Any) -> Any:
@@ -224,7 +224,7 @@ def _watch(
         lineage = _base_lineage(ctx.manifest, digest)
         config = WatchConfig(
             directory=directory,
-            repository=_repository(ctx, repository),
+            repository=_repository(ctx, repository, "--repository"),
             run_id=run_id,
             layout=layout or (policy.layout if policy is not None else "auto"),
             keep=_retention(policy.keep if policy is not None else None, *keep),

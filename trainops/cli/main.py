@@ -26,7 +26,7 @@ def cli(verbose: int) -> None:
     rollout; trainops carries it out on registries, S3, git and clusters.
     """
     level = logging.WARNING - 10 * verbose if verbose else logging.WARNING
-    logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s: %(message)s", force=True)
 
 
 for _command in (

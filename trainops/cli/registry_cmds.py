@@ -28,6 +28,20 @@ def _registry_options(func: Any) -> Any:
     return func
 
 
+_no_move_option = click.option(
+    "--no-move",
+    "no_move",
+    is_flag=True,
+    help="Refuse to move a tag that names other content (for tags that must never change, such as releases).",
+)
+
+
+def _say_moved(tag: str | None, old: str | None, new: str) -> None:
+    """A tag that now names other content says so, on stderr."""
+    if old is not None:
+        click.echo(f"moved tag {tag}: {old} → {new}", err=True)
+
+
 def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
     from trainops.registry.context import open_registries
 
@@ -44,6 +58,7 @@ def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
 @click.option("--metric", "metrics", multiple=True, metavar="K=V", help="A metric (lineage, repeatable).")
 @click.option("--run-id", default=None, help="Run id (lineage).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@_no_move_option
 @_registry_options
 @output_option
 def push(
@@ -56,6 +71,7 @@ def push(
     metrics: tuple[str, ...],
     run_id: str | None,
     jobs: int | None,
+    no_move: bool,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -92,6 +108,7 @@ def push(
                 annotations=key_values(annotations, "--annotation"),
                 jobs=jobs,
                 progress=progress,
+                move_tag=not no_move,
             )
     if output == "json":
         echo_json(
@@ -103,9 +120,11 @@ def push(
                 "bytesSent": result.bytes_sent,
                 "blobsSkipped": result.blobs_skipped,
                 "seconds": round(result.seconds, 3),
+                "movedFrom": result.moved_from,
             }
         )
         return
+    _say_moved(result.ref.tag, result.moved_from, result.digest)
     click.echo(
         f"pushed {result.files} file(s), {_size(result.bytes_total)} "
         f"({_size(result.bytes_sent)} sent, {result.blobs_skipped} blob(s) already there) "
@@ -289,17 +308,21 @@ def _show_lines(info: Any) -> list[str]:
 @registry.command("tag")
 @click.argument("src")
 @click.argument("dst")
+@_no_move_option
 @_registry_options
 @output_option
-def tag(src: str, dst: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+def tag(src: str, dst: str, no_move: bool, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Point tag DST at the artifact SRC (copying it if DST is another repository)."""
     from trainops.registry import store
 
     with _registries(file, env, insecure) as registries:
-        result = store.tag(registries, src=registries.ref(src), dst=registries.ref(dst))
+        result = store.tag(registries, src=registries.ref(src), dst=registries.ref(dst), move_tag=not no_move)
     if output == "json":
-        echo_json({"src": str(result.src), "dst": str(result.dst), "digest": result.digest})
+        echo_json(
+            {"src": str(result.src), "dst": str(result.dst), "digest": result.digest, "movedFrom": result.moved_from}
+        )
     else:
+        _say_moved(result.dst.tag, result.moved_from, result.digest)
         click.echo(f"{result.dst}")
 
 
@@ -307,15 +330,32 @@ def tag(src: str, dst: str, file: str | None, env: str | None, insecure: bool, o
 @click.argument("src")
 @click.argument("dst")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@_no_move_option
 @_registry_options
 @output_option
-def copy(src: str, dst: str, jobs: int | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+def copy(
+    src: str,
+    dst: str,
+    jobs: int | None,
+    no_move: bool,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
     """Copy an artifact between any two registries (file, oci, s3); its digest is unchanged."""
     from trainops.cli.progress import transfer_progress
     from trainops.registry import store
 
     with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
-        result = store.copy(registries, src=registries.ref(src), dst=registries.ref(dst), jobs=jobs, progress=progress)
+        result = store.copy(
+            registries,
+            src=registries.ref(src),
+            dst=registries.ref(dst),
+            jobs=jobs,
+            progress=progress,
+            move_tag=not no_move,
+        )
     if output == "json":
         echo_json(
             {
@@ -325,9 +365,11 @@ def copy(src: str, dst: str, jobs: int | None, file: str | None, env: str | None
                 "blobsCopied": result.blobs_copied,
                 "blobsSkipped": result.blobs_skipped,
                 "bytesCopied": result.bytes_copied,
+                "movedFrom": result.moved_from,
             }
         )
         return
+    _say_moved(result.dst.tag, result.moved_from, result.digest)
     click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there)")
 
 
