@@ -185,4 +185,18 @@ def parse_reference(text: str, *, default_registry: str | None = None, base_dir:
         raise _bad(text, "it names no repository")
     if not REPO_RE.match(repo):
         raise _bad(text, f"repository {repo!r} must be {NAME_RULE}")
+    if scheme_ == "oci" and location.endswith("docker.io"):
+        location, repo = _docker_hub(location, repo)
     return Reference(scheme_, location, repo, tag, digest)
+
+
+def _docker_hub(location: str, repo: str) -> tuple[str, str]:
+    """Docker Hub names as Docker reads them: docker-py resolves the index name
+    (index.docker.io is docker.io), and a one-component name is an official image
+    (`ubuntu` is `library/ubuntu`)."""
+    from docker.auth import INDEX_NAME, resolve_repository_name
+
+    index, remote = resolve_repository_name(f"{location}/{repo}")
+    if index != INDEX_NAME:
+        return location, repo
+    return index, remote if "/" in remote else f"library/{remote}"

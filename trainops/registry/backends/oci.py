@@ -39,9 +39,12 @@ from trainops.registry.backends.base import (
     sha256_digest,
 )
 from trainops.registry.backends.oci_auth import (
+    HUB_API,
+    Credentials,
     TokenCache,
     basic_header,
     fetch_token,
+    is_docker_hub,
     load_credentials,
     parse_challenge,
 )
@@ -94,11 +97,13 @@ class OCIBackend(Backend):
     def __init__(self, root: RegistryRoot, *, insecure: bool = False) -> None:
         super().__init__(root)
         self.host = root.location
-        self.base = f"{'http' if insecure else 'https'}://{self.host}"
+        api = HUB_API if self.host.endswith("docker.io") and is_docker_hub(self.host) else self.host
+        self.base = f"{'http' if insecure else 'https'}://{api}"
         self.insecure = insecure
         self._local = threading.local()
         self._tokens = TokenCache()
-        self._creds = load_credentials(self.host)
+        self._creds_loaded = False
+        self._creds_value: Credentials | None = None
         self._sessions: list[requests.Session] = []
         self.page_size = 1000
         self._lock = threading.Lock()
@@ -122,6 +127,14 @@ class OCIBackend(Backend):
             for session in self._sessions:
                 session.close()
             self._sessions.clear()
+
+    @property
+    def _creds(self) -> Credentials | None:
+        """Docker's credentials for this registry, read when it first asks for them."""
+        if not self._creds_loaded:
+            self._creds_value = load_credentials(self.host)
+            self._creds_loaded = True
+        return self._creds_value
 
     def _url(self, path: str) -> str:
         return path if path.startswith("http") else urljoin(self.base, path)
