@@ -15,7 +15,7 @@ from trainops.cli.output import echo_json, output_option
 @click.option("--force", is_flag=True, help="Replace existing files.")
 @output_option
 def init(directory: Path, name: str | None, force: bool, output: str) -> None:
-    """Scaffold trainops.yaml, .gitignore and a CI workflow in DIRECTORY."""
+    """Scaffold trainops.yaml, .gitignore, a CI workflow and a runnable minimal trainer in DIRECTORY."""
     from trainops.scaffold import init_project
 
     result = init_project(directory=directory, name=name, force=force)
@@ -32,7 +32,10 @@ def init(directory: Path, name: str | None, force: bool, output: str) -> None:
         click.echo(f"wrote   {directory / rel}")
     for rel in result.updated:
         click.echo(f"updated {directory / rel}")
-    click.echo(f"next: edit {directory / 'trainops.yaml'}, then run `trainops validate`")
+    click.echo(
+        f"next: edit {directory / 'trainops.yaml'}, then run `trainops validate`; "
+        "`trainops train run --local --env dev` trains here"
+    )
 
 
 @click.command()
