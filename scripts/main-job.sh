@@ -27,7 +27,7 @@ mkdir -p .trainops && "$trainops" image render > .trainops/Dockerfile && head -n
 
 echo "== train on this machine (--env dev: the local scheduler), checkpoints pushed as they land"
 # The watcher beside the trainer pushes each complete checkpoint with lineage and keeps
-# the last 3 plus the best by val_loss (train.checkpoint.keep); -e overrides train.env.
+# the last 5 plus the best by val_loss (train.checkpoint.keep); -e overrides train.env.
 "$trainops" train run --local --env dev --run-id first-node -e TRAINOPS_MAX_STEPS=600 | tail -n 1
 
 echo "== the node is replaced: its disk is gone; the new run pulls the newest checkpoint and resumes"
