@@ -300,3 +300,17 @@ def test_shell_completion(shell: str) -> None:
     env = {"_TRAINOPS_COMPLETE": "bash_complete", "COMP_WORDS": "trainops regi", "COMP_CWORD": "1"}
     out = run_subprocess([], env=env)
     assert out.code == 0 and "registry" in out.stdout
+
+
+def test_every_option_a_hint_names_exists() -> None:
+    """Hints in the library name trainops options that exist (or another tool's, in backticks)."""
+    other_tools = {"--force-reinstall", "--branch", "--bare"}  # pip's and git's, quoted as commands
+    options: set[str] = set()
+    for _, command in _walk(cli):
+        options.update(opt for p in command.params for opt in getattr(p, "opts", ()))
+    named: set[str] = set()
+    for path in (REPO / "trainops").rglob("*.py"):
+        for hint in re.findall(r'hint=(f?"[^"]*"(?:\s*f?"[^"]*")*)', path.read_text()):
+            named.update(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", hint))
+    assert named, "the scan found no hint naming an option"
+    assert named - other_tools <= options, sorted(named - other_tools - options)
