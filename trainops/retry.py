@@ -17,6 +17,8 @@ The API is three names:
   `GET https://h/v2/… failed (503 Service Unavailable); retry 2 of 5 in 0.5 s` and sleeps;
   it returns False, without sleeping, when the attempts or the total waiting time
   (`RetryPolicy.budget`) are used up: the caller then raises its own error.
+  `next_delay(reason)` does the same but returns the wait (or None) for a caller that
+  sleeps itself (botocore's retry hook in the s3 backend).
 - Delays grow exponentially from `base`, capped at `cap`, with jitter (`jitter` = the
   fraction of the delay that is random; 1.0 is "full jitter", for writers that collide).
 - A server's `Retry-After` (seconds or an HTTP date; `retry_after_seconds` parses the
@@ -77,10 +79,18 @@ class Backoff:
 
     def wait(self, reason: str, *, retry_after: float | None = None) -> bool:
         """After a failure: log and sleep before the next attempt; False when out of retries."""
+        delay = self.next_delay(reason, retry_after=retry_after)
+        if delay is None:
+            return False
+        time.sleep(delay)
+        return True
+
+    def next_delay(self, reason: str, *, retry_after: float | None = None) -> float | None:
+        """As wait, for a caller that sleeps itself (botocore): the wait, logged, or None."""
         self.failures += 1
         retries = self.policy.attempts - 1
         if self.failures > retries:
-            return False
+            return None
         left = self.budget - self.waited
         if retry_after is not None:
             if retry_after > left:
@@ -88,18 +98,17 @@ class Backoff:
                     "%s failed (%s); the server asks to wait %.1f s, more than the %.1f s left of %s=%g: giving up",
                     self.what, reason, retry_after, max(left, 0.0), BUDGET_ENV, self.budget,
                 )  # fmt: skip
-                return False
+                return None
             delay, why = retry_after, " (Retry-After)"
         else:
             if left <= 0:
-                return False
+                return None
             delay, why = min(self.policy.delay(self.failures), left), ""
         self._log.warning(
             "%s failed (%s); retry %d of %d in %.1f s%s", self.what, reason, self.failures, retries, delay, why
         )
-        time.sleep(delay)
         self.waited += delay
-        return True
+        return delay
 
 
 def retry_after_seconds(value: str | None) -> float | None:
