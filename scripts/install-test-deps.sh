@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the system packages trainops' test suite needs (Debian 12 / Ubuntu 24.04).
-# Run as root: `sudo scripts/install-test-deps.sh`.  Idempotent: re-running is a no-op
+# Run as root: `scripts/as-root scripts/install-test-deps.sh` (sudo only when not root).  Idempotent: re-running is a no-op
 # apart from `apt-get update`.  Python packages come from `pip install -e '.[dev]'`.
 #
 # What each package is for:
@@ -20,7 +20,7 @@
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
-    echo "install-test-deps.sh: must run as root (try: sudo $0)" >&2
+    echo "install-test-deps.sh: must run as root (try: scripts/as-root $0)" >&2
     exit 1
 fi
 

@@ -123,7 +123,7 @@ def test_init_and_validate_from_the_installed_wheel(installed: Installed, tmp_pa
     assert (project / ".github" / "workflows" / "trainops.yml").is_file()
 
     out = _run([installed.trainops, "validate", "-f", manifest], cwd=installed.work)
-    assert out == f"{manifest} is valid; environments checked: prod\n"
+    assert out == f"{manifest} is valid; environments checked: dev, prod\n"
     rendered = _run([installed.trainops, "validate", "--render", "-f", manifest], cwd=installed.work)
     assert "checked against the CRDs" in rendered, rendered
     version = _run([installed.trainops, "--version"], cwd=installed.work)

@@ -1,4 +1,5 @@
-"""`trainops init`: a new project's trainops.yaml, .gitignore and CI workflow, from templates."""
+"""`trainops init`: a new project's trainops.yaml, .gitignore, CI workflow and a runnable
+minimal trainer (so `trainops train run --local --env dev` works at once), from templates."""
 
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ def project_name(directory: Path) -> str:
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # as an editor would create it (mkstemp makes it private)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -40,6 +44,19 @@ def _write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _trainer_files(directory: Path, name: str, module: str) -> dict[Path, str]:
+    """A runnable minimal trainer and eval in <module>/, unless that package exists (the
+    user's own code is never touched)."""
+    package = Path(module)
+    if (directory / package).exists():
+        return {}
+    return {
+        package / "__init__.py": "",
+        package / "train.py": render_template("project/train.py.j2", name=name, module=module),
+        package / "eval.py": render_template("project/eval.py.j2", name=name, module=module),
+    }
 
 
 def init_project(*, directory: Path, name: str | None = None, force: bool = False) -> InitResult:
@@ -57,15 +74,16 @@ def init_project(*, directory: Path, name: str | None = None, force: bool = Fals
         raise InputError(f"{directory} exists and is not a directory")
     module = name.replace("-", "_")
     files = {
-        MANIFEST: render_template("project/trainops.yaml.j2", name=name, module=module),
+        MANIFEST: render_template("project/trainops.yaml.j2", name=name, module=module, version=__version__),
         WORKFLOW: render_template("project/workflow.yml.j2", version=__version__),
     }
+    trainer = _trainer_files(directory, name, module)
     existing = [rel for rel in files if (directory / rel).exists()]
     if existing and not force:
         names = ", ".join(str(p) for p in existing)
         raise ExistsError(f"refusing to overwrite {names} in {directory}", hint="pass --force to replace them")
     result = InitResult(directory=directory)
-    for rel, text in files.items():
+    for rel, text in {**files, **trainer}.items():
         _write_atomic(directory / rel, text)
         result.written.append(rel)
     ignore = directory / GITIGNORE

@@ -45,7 +45,7 @@ def _git(remote: Path, *args: str) -> str:
 
 
 def test_render_writes_a_tree_that_validates_and_replaces_it_whole(project: Path) -> None:
-    out = run("train", "render", "--image", IMAGE, "--run-id", "r1", "-o", "rendered")
+    out = run("train", "render", "--image", IMAGE, "--run-id", "r1", "--out", "rendered")
     assert out.code == 0, out.stderr
     files = sorted(str(p.relative_to(project / "rendered")) for p in (project / "rendered").rglob("*.yaml"))
     assert files == ["tenants/volcano-queues.yaml", "train/volcano-job.yaml"]
@@ -57,7 +57,7 @@ def test_render_writes_a_tree_that_validates_and_replaces_it_whole(project: Path
 
     # a second render with another scheduler replaces the tree: the Volcano job is gone
     stale = project / "rendered" / "train" / "volcano-job.yaml"
-    out = run("train", "render", "--env", "prod", "--image", IMAGE, "--run-id", "r2", "-o", "rendered")
+    out = run("train", "render", "--env", "prod", "--image", IMAGE, "--run-id", "r2", "--out", "rendered")
     assert out.code == 0, out.stderr
     assert stale.is_file()  # prod is volcano too: same file, new content
     assert "tiny-llm-r2" in stale.read_text() and "tiny-llm-r1" not in stale.read_text()
@@ -67,7 +67,7 @@ def test_render_refuses_a_directory_it_did_not_render(project: Path) -> None:
     mine = project / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
-    out = run("train", "render", "--image", IMAGE, "--run-id", "r1", "-o", "mine")
+    out = run("train", "render", "--image", IMAGE, "--run-id", "r1", "--out", "mine")
     assert out.code == 5
     assert "was not rendered by trainops" in out.last_error_line
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]

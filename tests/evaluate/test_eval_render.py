@@ -109,11 +109,11 @@ def test_submit_commits_the_eval_job_with_trailers(pinned: Project) -> None:
     out = pinned.trainops("eval", "submit", "--image", IMAGE, "--run-id", "e7", "-o", "json")
     assert out.code == 0, out.stderr
     result = json.loads(out.stdout)
-    assert result["changed"] is True and result["path"] == "clusters/default/eval"
+    assert result["changed"] is True and result["path"] == "clusters/default-eval"
     git = pinned.root / ".trainops" / "gitops.git"
     listing = ["git", "--git-dir", str(git), "ls-tree", "-r", "--name-only", "main"]
     files = subprocess.run(listing, capture_output=True, text=True, check=True).stdout.split()
-    assert files == ["clusters/default/eval/manifest-configmap.yaml", "clusters/default/eval/volcano-job.yaml"]
+    assert files == ["clusters/default-eval/manifest-configmap.yaml", "clusters/default-eval/volcano-job.yaml"]
     body = subprocess.run(
         ["git", "--git-dir", str(git), "log", "-1", "--format=%B", "main"], capture_output=True, text=True, check=True
     ).stdout

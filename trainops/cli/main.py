@@ -20,6 +20,7 @@ from trainops.cli import (
     rollout_cmds,
     train_cmds,
 )
+from trainops.cli.output import add_verbose
 from trainops.errors import TrainopsError
 
 DEBUG_ENV = "TRAINOPS_DEBUG"
@@ -27,7 +28,7 @@ DEBUG_ENV = "TRAINOPS_DEBUG"
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="trainops")
-@click.option("-v", "--verbose", count=True, help="Say more (repeat for debug logs).")
+@click.option("-v", "--verbose", count=True, help="Say more (repeat for debug logs; also after a command).")
 def cli(verbose: int) -> None:
     """Declarative GitOps for large-model training and inference.
 
@@ -35,7 +36,7 @@ def cli(verbose: int) -> None:
     rollout; trainops carries it out on registries, S3, git and clusters.
     """
     level = logging.WARNING - 10 * verbose if verbose else logging.WARNING
-    logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s: %(message)s", force=True)
 
 
 for _command in (
@@ -50,6 +51,7 @@ for _command in (
     *rollout_cmds.COMMANDS,
 ):
     cli.add_command(_command)
+add_verbose(cli)
 
 
 def _debug() -> bool:

@@ -43,8 +43,9 @@ def train() -> None:
 @_image_option
 @_run_id_option
 @_insecure_option
+@output_option
 def render_cmd(
-    file: str, env: str | None, out: Path | None, image: str | None, run_id: str | None, insecure: bool
+    file: str, env: str | None, out: Path | None, image: str | None, run_id: str | None, insecure: bool, output: str
 ) -> None:
     """Render the training job (and the tenants' queues) for the manifest's scheduler."""
     manifest = _load(file, env)
@@ -52,11 +53,18 @@ def render_cmd(
     if out is None:
         from trainops.pipeline.submit import render_text
 
-        click.echo(render_text(manifest, run_id=rid, image=image, insecure=insecure), nl=False)
+        rendered = render_text(manifest, run_id=rid, image=image, insecure=insecure)
+        if output == "json":
+            echo_json(rendered.as_dict())
+        else:
+            click.echo(rendered.text, nl=False)
         return
     from trainops.pipeline.submit import render_tree
 
     result = render_tree(manifest, out=out, run_id=rid, image=image, insecure=insecure)
+    if output == "json":
+        echo_json(result.as_dict())
+        return
     click.echo(
         f"rendered {len(result.files)} files into {result.directory} (run {result.run_id}, image {result.image})"
     )
@@ -126,17 +134,18 @@ def run_cmd(
     """Run train.command here with a pod's environment; push each complete checkpoint.
 
     With checkpoint.resume: latest it first pulls the newest checkpoint from the registry
-    unless the checkpoint directory already holds one at least as new. Exits with the
-    training command's exit code.
+    unless the checkpoint directory already holds one at least as new. When the training
+    command fails, trainops exits 9 and prints the command's own status.
     """
     from trainops.pipeline.local import run_local
 
     manifest = _load(file, env)
     pinned = None
     if image:
-        from trainops.pipeline.context import registries_for, resolve_image
+        from trainops.pipeline.context import resolve_image
+        from trainops.registry.context import Registries
 
-        with registries_for(manifest, insecure=insecure) as registries:
+        with Registries.for_manifest(manifest, insecure=insecure) as registries:
             pinned = resolve_image(manifest, registries, image=image)
 
     def announce(item: Any) -> None:
@@ -174,8 +183,15 @@ def run_cmd(
             err=True,
         )
     if result.exit_code:
-        sys.stdout.flush()
-        raise click.exceptions.Exit(result.exit_code)
+        from trainops.errors import CommandFailedError
+        from trainops.supervise import status_text
+
+        raise CommandFailedError(
+            f"train.command {status_text(result.exit_code)} (run {result.run_id}); "
+            f"{len(result.pushed)} checkpoint(s) pushed to {result.repository}",
+            status=result.exit_code,
+            hint="its output above says why; run again to resume from the newest checkpoint",
+        )
     if result.final_scan_failed:
         from trainops.errors import RemoteError
 

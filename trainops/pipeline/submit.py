@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from trainops.errors import InputError
 from trainops.gitops.target import gitops_url as gitops_url
-from trainops.pipeline.context import check_run_id, cluster_image, registries_for, resolve_image, train_spec
+from trainops.pipeline.context import check_run_id, cluster_image, resolve_image, train_spec
+from trainops.registry.context import Registries
 from trainops.spec import Manifest
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: boo
             hint="run it with `trainops train run --local`, or pick another --env / scheduler",
         )
     check_run_id(run_id)
-    registries = registries_for(manifest, insecure=insecure)
+    registries = Registries.for_manifest(manifest, insecure=insecure)
     try:
         pinned = cluster_image(resolve_image(manifest, registries, image=image))
     finally:
@@ -144,11 +145,26 @@ def submit(
     )
 
 
-def render_text(manifest: Manifest, *, run_id: str, image: str | None = None, insecure: bool = False) -> str:
-    """The rendered tree as one text for a terminal: each file under a `# file:` comment."""
-    rendered, _, _ = _render(manifest, image=image, run_id=run_id, insecure=insecure)
-    parts = []
-    for item in rendered.files:
-        text = item.text if item.text.endswith("\n") else item.text + "\n"
-        parts.append(f"# file: {item.path}\n{text}")
-    return "---\n".join(parts)
+@dataclass(frozen=True)
+class RenderedText:
+    files: dict[str, str]  # path in the tree → content
+    image: str
+    run_id: str
+
+    @property
+    def text(self) -> str:
+        """The tree as one text for a terminal: each file under a `# file:` comment."""
+        parts = []
+        for path, content in self.files.items():
+            body = content if content.endswith("\n") else content + "\n"
+            parts.append(f"# file: {path}\n{body}")
+        return "---\n".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"files": self.files, "image": self.image, "runId": self.run_id}
+
+
+def render_text(manifest: Manifest, *, run_id: str, image: str | None = None, insecure: bool = False) -> RenderedText:
+    """The rendered tree in memory (nothing written)."""
+    rendered, pinned, _ = _render(manifest, image=image, run_id=run_id, insecure=insecure)
+    return RenderedText({item.path: item.text for item in rendered.files}, pinned, run_id)

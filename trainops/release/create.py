@@ -149,6 +149,7 @@ def _publish(
                 annotations=notes,
                 progress=progress,
                 model=model,
+                move_tag=False,  # a release tag is never moved, even by a writer that raced this one
             ).ref
         else:
             ref = assemble(
@@ -162,6 +163,7 @@ def _publish(
                 annotations=notes,
                 model=model,
                 progress=progress,
+                move_tag=False,
             ).ref
         return _result(ref, chosen, tag, True, forced, info, files)
 

@@ -2,8 +2,8 @@
 
 `same_release` looks the tag up before anything is pushed: absent → None (push it); present
 with the same files (path and digest of every layer) → that release (nothing to do); present
-with other files → ExistsError (exit 5). Between this check and the push another writer
-could still take the tag; the store's refuse-to-move option closes that window once it lands.
+with other files → ExistsError (exit 5). The push itself then writes with the store's
+move_tag=False, so a writer that took the tag in between is not overwritten either.
 """
 
 from __future__ import annotations

@@ -19,9 +19,7 @@ transfers are in s3_transfer (verified multipart uploads that resume) and s3_dow
 from __future__ import annotations
 
 import json
-import random
 import threading
-import time
 from collections import deque
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
@@ -57,6 +55,7 @@ from trainops.registry.backends.s3_transfer import (
     TransferSettings,
 )
 from trainops.registry.reference import DIGEST_RE, TAG_RE, RegistryRoot
+from trainops.retry import Backoff, RetryPolicy
 
 __all__ = ["DEFAULT_PAGE_SIZE", "DEFAULT_PART_SIZE", "MIN_PART_SIZE", "S3Backend"]
 
@@ -85,8 +84,9 @@ def _check_tag(tag: str) -> str:
     return tag
 
 
-def _contention_pause(attempt: int) -> None:
-    time.sleep(random.uniform(0, min(0.5, 0.005 * 2 ** min(attempt, 7))))
+def _contention(what: str) -> Backoff:
+    """Writers that lost a conditional write: short, fully jittered waits spread them apart."""
+    return Backoff(what, policy=RetryPolicy(attempts=TAG_ATTEMPTS, base=0.005, cap=0.5, jitter=1.0))
 
 
 class S3Backend(Backend):
@@ -332,7 +332,8 @@ class S3Backend(Backend):
         """Point tag at descriptor: compare-and-swap on the tag object's ETag, retried."""
         key = self.tag_key(repo, tag)
         body = _json(descriptor.as_oci())
-        for attempt in range(1, TAG_ATTEMPTS + 1):
+        contention = _contention(f"moving tag {tag!r} of {self._url(repo)}")
+        for _attempt in range(1, TAG_ATTEMPTS + 1):
             current = self._read_tag(key)
             try:
                 if current is None:
@@ -341,7 +342,7 @@ class S3Backend(Backend):
                     self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfMatch=current[1])
                 return
             except (ConditionFailed, KeyMissing):  # moved or deleted since we read it
-                _contention_pause(attempt)
+                contention.wait("another writer changed the tag meanwhile")
         raise ExistsError(
             f"tag {tag!r} of {self._url(repo)} kept changing: other writers won {TAG_ATTEMPTS} times in a row",
             hint="other pushes are moving this tag; run the command again",
@@ -430,7 +431,8 @@ class S3Backend(Backend):
     def _untag_if(self, repo: str, tag: str, digest: str) -> None:
         """Delete tag if it points at digest, unless another writer moves it meanwhile."""
         key = self.tag_key(repo, tag)
-        for attempt in range(1, TAG_ATTEMPTS + 1):
+        contention = _contention(f"removing tag {tag!r} of {self._url(repo)}")
+        for _attempt in range(1, TAG_ATTEMPTS + 1):
             current = self._read_tag(key)
             if current is None:
                 return
@@ -444,7 +446,7 @@ class S3Backend(Backend):
                 self.ops.call("delete_object", key, IfMatch=current[1])
                 return
             except ConditionFailed:
-                _contention_pause(attempt)
+                contention.wait("another writer changed the tag meanwhile")
             except Unsupported:  # a server without conditional deletes
                 self.ops.call("delete_object", key)
                 return
