@@ -1,0 +1,114 @@
+"""A registry the browser tests read: one lineage chain from a git commit to a model, with
+an eval report as a referrer, a pruned checkpoint, and one hostile artifact."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainops.registry import media
+from trainops.registry.artifact import Lineage, Parent
+from trainops.registry.backends.base import Descriptor
+from trainops.registry.context import Registries
+from trainops.registry.store import push, resolve
+from trainops.registry.tombstone import write_record
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+RUN = "run-42"
+HOSTILE = "<script>window.__pwned=1;alert('x')</script>"
+HOSTILE_FILE = "<img src=x onerror=alert(1)>.bin"
+STEPS = (100, 200, 300, 400)
+LOSS = {100: 3.5, 200: 2.75, 300: 2.25, 400: 2.0}
+
+
+@dataclass
+class Filled:
+    url: str
+    dataset: str = ""
+    checkpoints: dict[int, str] = field(default_factory=dict)  # step -> digest
+    pruned: int = 100  # the step whose checkpoint was pruned (only its record remains)
+    eval_report: str = ""
+    model: str = ""
+    hostile: str = ""
+
+    def repo(self, name: str) -> str:
+        return f"{self.url}/{name}"
+
+
+def _tree(root: Path, files: dict[str, bytes]) -> Path:
+    for rel, data in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return root
+
+
+def fill(registries: Registries, url: str, work: Path) -> Filled:
+    """Push the sample artifacts into the registry at url."""
+    out = Filled(url)
+    ref = registries.ref
+    data = push(
+        registries,
+        source=_tree(work / "data", {"train.jsonl": b'{"x": 1}\n'}),
+        ref=ref(out.repo("tiny/data:v1")),
+        kind="dataset",
+    )
+    out.dataset = data.digest
+    previous: Parent = Parent(digest=data.digest, ref=out.repo("tiny/data:v1"), relation="dataset")
+    for step in STEPS:
+        tree = _tree(
+            work / f"step-{step}", {"model.safetensors": f"weights {step}".encode(), "trainer_state.json": b"{}"}
+        )
+        lineage = Lineage(
+            git_commit=COMMIT, run_id=RUN, step=step, metrics={"loss": LOSS[step], "lr": 0.001}, parents=[previous]
+        )
+        pushed = push(
+            registries,
+            source=tree,
+            ref=ref(out.repo(f"tiny/checkpoints:step-{step}")),
+            kind="checkpoint",
+            lineage=lineage,
+        )
+        out.checkpoints[step] = pushed.digest
+        relation = "dataset" if step == STEPS[0] else "resumed-from"
+        previous = Parent(digest=pushed.digest, ref=out.repo(f"tiny/checkpoints:step-{step}"), relation="resumed-from")
+        del relation
+    # retention pruned the first checkpoint: a record takes its place, the manifest goes
+    first = ref(out.repo("tiny/checkpoints"))
+    found = resolve(registries, ref=first.with_tag(f"step-{STEPS[0]}"))
+    write_record(registries, repository=first, parsed=found.parsed, shown=out.repo(f"tiny/checkpoints:step-{STEPS[0]}"))
+    registries.backend(first).delete_manifest(first.repository, found.manifest.digest)
+    last = STEPS[-1]
+    subject = resolve(registries, ref=ref(out.repo(f"tiny/checkpoints:step-{last}")))
+    report = push(
+        registries,
+        source=_tree(work / "eval", {"report.json": b'{"val_loss": 1.9}'}),
+        ref=ref(out.repo("tiny/checkpoints:eval-step-400")),
+        kind="eval",
+        lineage=Lineage(metrics={"val_loss": 1.9}),
+        subject=Descriptor(media.OCI_MANIFEST, subject.manifest.digest, len(subject.manifest.data)),
+    )
+    out.eval_report = report.digest
+    model = push(
+        registries,
+        source=_tree(work / "model", {"model.safetensors": b"exported", "README.md": b"# tiny"}),
+        ref=ref(out.repo("tiny/model:v1")),
+        kind="model",
+        lineage=Lineage(
+            git_commit=COMMIT,
+            parents=[
+                Parent(digest=out.checkpoints[last], ref=out.repo("tiny/checkpoints:step-400"), relation="derived-from")
+            ],
+        ),
+    )
+    out.model = model.digest
+    hostile = push(
+        registries,
+        source=_tree(work / "hostile", {HOSTILE_FILE: b"x", "ok.txt": b"y"}),
+        ref=ref(out.repo("tiny/hostile:v1")),
+        kind="checkpoint",
+        lineage=Lineage(step=1, run_id=HOSTILE, metrics={HOSTILE: 1.0}),
+        annotations={"note": HOSTILE, "org.opencontainers.image.description": "</script><script>alert(2)</script>"},
+    )
+    out.hostile = hostile.digest
+    return out
