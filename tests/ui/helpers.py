@@ -70,9 +70,7 @@ def fill(registries: Registries, url: str, work: Path) -> Filled:
             lineage=lineage,
         )
         out.checkpoints[step] = pushed.digest
-        relation = "dataset" if step == STEPS[0] else "resumed-from"
         previous = Parent(digest=pushed.digest, ref=out.repo(f"tiny/checkpoints:step-{step}"), relation="resumed-from")
-        del relation
     # retention pruned the first checkpoint: a record takes its place, the manifest goes
     first = ref(out.repo("tiny/checkpoints"))
     found = resolve(registries, ref=first.with_tag(f"step-{STEPS[0]}"))

@@ -25,6 +25,8 @@ class Param:
     description: str = ""
     pattern: str | None = None
     default: int | None = None
+    maximum: int | None = None
+    max_length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ ENDPOINTS: list[Endpoint] = [
         [
             Param("repository", "query", required=True, description=_REPO.description),
             Param("page", "query", "integer", default=1),
-            Param("perPage", "query", "integer", default=100),
+            Param("perPage", "query", "integer", default=100, maximum=queries.MAX_PER_PAGE),
         ],
     ),
     Endpoint(
@@ -122,7 +124,16 @@ ENDPOINTS: list[Endpoint] = [
         "Artifacts by tag, digest prefix, git commit (prefix) or run id.",
         models.SearchResult,
         lambda db, a: queries.search(db, query=_need(a, "q")),
-        [Param("q", "query", required=True, description="What to look for (1-200 characters).")],
+        [
+            Param(
+                "q",
+                "query",
+                required=True,
+                description="What to look for (1-200 characters).",
+                pattern=r"\S",
+                max_length=200,
+            )
+        ],
     ),
 ]
 
@@ -135,6 +146,12 @@ def _parameter(p: Param) -> dict[str, Any]:
         schema["default"] = p.default
     if p.kind == "integer":
         schema["minimum"] = 1
+        if p.maximum is not None:
+            schema["maximum"] = p.maximum
+    elif p.required:
+        schema["minLength"] = 1
+    if p.max_length is not None:
+        schema["maxLength"] = p.max_length
     out: dict[str, Any] = {"name": p.name, "in": p.where, "required": p.required, "schema": schema}
     if p.description:
         out["description"] = p.description
