@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from registry.conftest import make_tree
+
 from trainops.registry import media
 from trainops.registry.artifact import Lineage, Parent
 from trainops.registry.backends.base import Descriptor
@@ -35,28 +37,20 @@ class Filled:
         return f"{self.url}/{name}"
 
 
-def _tree(root: Path, files: dict[str, bytes]) -> Path:
-    for rel, data in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    return root
-
-
 def fill(registries: Registries, url: str, work: Path) -> Filled:
     """Push the sample artifacts into the registry at url."""
     out = Filled(url)
     ref = registries.ref
     data = push(
         registries,
-        source=_tree(work / "data", {"train.jsonl": b'{"x": 1}\n'}),
+        source=make_tree(work / "data", {"train.jsonl": b'{"x": 1}\n'}),
         ref=ref(out.repo("tiny/data:v1")),
         kind="dataset",
     )
     out.dataset = data.digest
     previous: Parent = Parent(digest=data.digest, ref=out.repo("tiny/data:v1"), relation="dataset")
     for step in STEPS:
-        tree = _tree(
+        tree = make_tree(
             work / f"step-{step}", {"model.safetensors": f"weights {step}".encode(), "trainer_state.json": b"{}"}
         )
         lineage = Lineage(
@@ -80,7 +74,7 @@ def fill(registries: Registries, url: str, work: Path) -> Filled:
     subject = resolve(registries, ref=ref(out.repo(f"tiny/checkpoints:step-{last}")))
     report = push(
         registries,
-        source=_tree(work / "eval", {"report.json": b'{"val_loss": 1.9}'}),
+        source=make_tree(work / "eval", {"report.json": b'{"val_loss": 1.9}'}),
         ref=ref(out.repo("tiny/checkpoints:eval-step-400")),
         kind="eval",
         lineage=Lineage(metrics={"val_loss": 1.9}),
@@ -89,7 +83,7 @@ def fill(registries: Registries, url: str, work: Path) -> Filled:
     out.eval_report = report.digest
     model = push(
         registries,
-        source=_tree(work / "model", {"model.safetensors": b"exported", "README.md": b"# tiny"}),
+        source=make_tree(work / "model", {"model.safetensors": b"exported", "README.md": b"# tiny"}),
         ref=ref(out.repo("tiny/model:v1")),
         kind="model",
         lineage=Lineage(
@@ -102,7 +96,7 @@ def fill(registries: Registries, url: str, work: Path) -> Filled:
     out.model = model.digest
     hostile = push(
         registries,
-        source=_tree(work / "hostile", {HOSTILE_FILE: b"x", "ok.txt": b"y"}),
+        source=make_tree(work / "hostile", {HOSTILE_FILE: b"x", "ok.txt": b"y"}),
         ref=ref(out.repo("tiny/hostile:v1")),
         kind="checkpoint",
         lineage=Lineage(step=1, run_id=HOSTILE, metrics={HOSTILE: 1.0}),

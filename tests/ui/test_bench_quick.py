@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from cli.runner import REPO
 
 pytestmark = pytest.mark.slow

@@ -9,8 +9,7 @@ Content-Security-Policy allows scripts from this server only.
 from __future__ import annotations
 
 import json
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -39,7 +38,6 @@ class Browser:
     urls: list[str]
     token: str | None = None
     loopback_only: bool = True
-    refreshing: threading.Event = field(default_factory=threading.Event)
 
 
 def _status(err: TrainopsError) -> int:

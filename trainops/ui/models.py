@@ -5,21 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field
+
+from trainops.spec.common import StrictModel as _ManifestModel
 
 
-class StrictModel(BaseModel):
-    """Closed (extra="forbid"), frozen, camelCase on the wire, built by field name in code."""
+class StrictModel(_ManifestModel):
+    """The manifest's strict model (extra="forbid", frozen, camelCase on the wire), built by
+    field name in code as well."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        alias_generator=to_camel,
-        validate_by_alias=True,
-        validate_by_name=True,
-        serialize_by_alias=True,
-        frozen=True,
-    )
+    model_config = ConfigDict(**{**_ManifestModel.model_config, "validate_by_name": True})
 
 
 class RepositorySummary(StrictModel):
