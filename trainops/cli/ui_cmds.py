@@ -60,10 +60,13 @@ def ui(
     first = prepared.first_refresh
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
-    click.echo(
-        f"indexed {first.repositories} repositories ({first.artifacts_added} new artifacts) in {first.seconds:.1f} s",
-        err=True,
-    )
+    if first is None:
+        click.echo(f"serving the index {prepared.index_path}; refreshing it in the background", err=True)
+    else:
+        count = f"{first.repositories} repositories ({first.artifacts_added} artifacts)"
+        click.echo(f"indexed {count} in {first.seconds:.1f} s", err=True)
+        for problem in first.errors:
+            click.echo(f"warning: {problem}", err=True)
     click.echo(
         f"serving {url} (read-only; Ctrl-C stops)" + (" — open it with ?token=YOUR_TOKEN" if token else ""), err=True
     )

@@ -93,6 +93,9 @@ class Index:
             self._local.db = db
         return db
 
+    def is_empty(self) -> bool:
+        return self.connect().execute("SELECT 1 FROM repos LIMIT 1").fetchone() is None
+
     @contextmanager
     def writing(self) -> Iterator[sqlite3.Connection]:
         with self._write_lock:
