@@ -72,12 +72,23 @@ def fill(registries: Registries, url: str, work: Path) -> Filled:
     registries.backend(first).delete_manifest(first.repository, found.manifest.digest)
     last = STEPS[-1]
     subject = resolve(registries, ref=ref(out.repo(f"tiny/checkpoints:step-{last}")))
+    report_json = (
+        b'{"gates":[{"actual":1.9,"metric":"val_loss","op":"<=","passed":true,"value":2.5}],'
+        b'"metrics":{"val_loss":1.9},"passed":true,"schemaVersion":1}'
+    )
     report = push(
         registries,
-        source=make_tree(work / "eval", {"report.json": b'{"val_loss": 1.9}'}),
+        source=make_tree(work / "eval", {"eval-report.json": report_json}),
         ref=ref(out.repo("tiny/checkpoints:eval-step-400")),
         kind="eval",
-        lineage=Lineage(metrics={"val_loss": 1.9}),
+        lineage=Lineage(
+            git_commit=COMMIT,
+            metrics={"val_loss": 1.9},
+            parents=[
+                Parent(digest=subject.manifest.digest, ref=out.repo("tiny/checkpoints:step-400"), relation="evaluated")
+            ],
+        ),
+        annotations={"dev.trainops.eval.passed": "true"},
         subject=Descriptor(media.OCI_MANIFEST, subject.manifest.digest, len(subject.manifest.data)),
     )
     out.eval_report = report.digest

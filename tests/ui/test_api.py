@@ -90,9 +90,14 @@ def test_api_reads_the_index(site: Site) -> None:
     assert tags["tags"][1]["metrics"] == {"loss": 2.75, "lr": 0.001}
     art = _get(site, f"/api/artifacts/{f.checkpoints[400]}").json()
     assert [p["digest"] for p in art["parents"]] == [f.checkpoints[300]]
-    assert [c["digest"] for c in art["children"]] == [f.model]
+    assert {c["digest"]: c["relation"] for c in art["children"]} == {
+        f.model: "derived-from",
+        f.eval_report: "evaluated",
+    }
     assert [r["digest"] for r in art["referrers"]] == [f.eval_report]
-    assert art["referrers"][0]["metrics"] == {"val_loss": 1.9}
+    report = art["referrers"][0]
+    assert report["metrics"] == {"val_loss": 1.9} and report["passed"] is True
+    assert report["gates"] == [{"metric": "val_loss", "op": "<=", "value": 2.5, "actual": 1.9, "passed": True}]
     pruned = _get(site, f"/api/artifacts/{f.checkpoints[200]}").json()["parents"][0]
     assert pruned["digest"] == f.checkpoints[100] and pruned["pruned"] is True
     diff = _get(site, "/api/diff", params={"a": f.checkpoints[300], "b": f.checkpoints[400]}).json()

@@ -70,7 +70,7 @@ def test_removed_artifacts_leave_the_index(tmp_path: Path) -> None:
         db = index.connect()
         assert queries.search(db, query=filled.model).hits == []
         children = queries.artifact(db, digest=filled.checkpoints[STEPS[-1]]).children
-        assert children == []
+        assert [c.digest for c in children] == [filled.eval_report]  # the model is gone
 
 
 def test_graph_walks_through_the_pruned_checkpoint(tmp_path: Path) -> None:
@@ -85,4 +85,24 @@ def test_graph_walks_through_the_pruned_checkpoint(tmp_path: Path) -> None:
         assert filled.dataset in nodes  # reached through the pruned one
         relations = {(e.child, e.parent): e.relation for e in found.edges}
         assert relations[(filled.checkpoints[100], filled.dataset)] == "dataset"
-        assert relations[(filled.eval_report, filled.checkpoints[400])] == "describes"
+        # the report names the checkpoint as its subject and as its parent: one edge
+        assert relations[(filled.eval_report, filled.checkpoints[400])] == "evaluated"
+        assert sum(1 for e in found.edges if e.child == filled.eval_report and not e.parent.startswith("git:")) == 1
+
+
+def test_prepare_builds_an_empty_index_and_serves_a_filled_one(tmp_path: Path) -> None:
+    from trainops.errors import UsageError
+    from trainops.ui.server import prepare
+
+    url = f"file://{tmp_path / 'registry'}"
+    with Registries(default_registry=url) as registries:
+        fill(registries, url, tmp_path / "work")
+        path = tmp_path / "index.sqlite"
+        first = prepare(registries=registries, urls=[url], host="127.0.0.1", token=None, index_path=path)
+        assert first.first_refresh is not None and first.first_refresh.repositories == 4
+        assert first.browser.loopback_only and first.browser.token is None
+        again = prepare(registries=registries, urls=[url], host="0.0.0.0", token="t0ken", index_path=path)
+        assert again.first_refresh is None  # served at once, refreshed in the background
+        assert not again.browser.loopback_only and again.browser.token == "t0ken"
+        with pytest.raises(UsageError, match="not a loopback address"):
+            prepare(registries=registries, urls=[url], host="192.0.2.1", token=None, index_path=path)

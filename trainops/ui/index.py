@@ -25,7 +25,7 @@ from typing import Any
 from trainops.errors import NotFoundError, TrainopsError
 from trainops.registry import tombstone
 from trainops.registry.artifact import ParsedManifest
-from trainops.registry.backends.base import ManifestData
+from trainops.registry.backends.base import Descriptor, ManifestData
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.registry.store import list_registry, resolve
@@ -43,7 +43,8 @@ CREATE TABLE IF NOT EXISTS artifacts (
   repo_id INTEGER NOT NULL, digest TEXT NOT NULL, kind TEXT NOT NULL, artifact_type TEXT,
   media_type TEXT NOT NULL, created TEXT, size INTEGER NOT NULL, files INTEGER NOT NULL,
   step INTEGER, run_id TEXT, git_commit TEXT, metrics TEXT NOT NULL, annotations TEXT NOT NULL,
-  lineage TEXT NOT NULL, subject TEXT, manifest TEXT NOT NULL, config TEXT, pruned INTEGER NOT NULL,
+  lineage TEXT NOT NULL, subject TEXT, manifest TEXT NOT NULL, config TEXT, report TEXT,
+  pruned INTEGER NOT NULL,
   stored TEXT NOT NULL,
   PRIMARY KEY (repo_id, digest)
 );
@@ -138,22 +139,38 @@ def _row_of(parsed: ParsedManifest, data: ManifestData, config: str | None, prun
     }
 
 
-def _config_text(registries: Registries, repo: Reference, parsed: ParsedManifest) -> str | None:
-    """The config blob as text when it is small JSON (verified against its digest), else None."""
+def _small_json(registries: Registries, repo: Reference, blob: Descriptor | None) -> str | None:
+    """A blob as text when it is small (≤ CONFIG_LIMIT) and verified against its digest, else None."""
     from trainops.registry.backends.base import sha256_digest
 
-    config = parsed.config
-    if config is None or config.size > CONFIG_LIMIT or not config.media_type.endswith("json"):
+    if blob is None or blob.size > CONFIG_LIMIT:
         return None
     try:
-        with registries.backend(repo).open_blob(repo.repository, config.digest) as fh:
+        with registries.backend(repo).open_blob(repo.repository, blob.digest) as fh:
             data = fh.read(CONFIG_LIMIT + 1)
     except (NotFoundError, OSError):
         return None
-    if sha256_digest(data) != config.digest:
-        log.warning("config blob %s of %s does not match its digest; not shown", config.digest, repo.repo_url)
+    if sha256_digest(data) != blob.digest:
+        log.warning("blob %s of %s does not match its digest; not shown", blob.digest, repo.repo_url)
         return None
     return data.decode("utf-8", "replace")
+
+
+def _config_text(registries: Registries, repo: Reference, parsed: ParsedManifest) -> str | None:
+    """The config blob when it is small JSON."""
+    if parsed.config is None or not parsed.config.media_type.endswith("json"):
+        return None
+    return _small_json(registries, repo, parsed.config)
+
+
+def _report_text(registries: Registries, repo: Reference, parsed: ParsedManifest) -> str | None:
+    """An eval report's JSON file (its metrics, gates and verdict), when it has one small enough."""
+    if parsed.kind != "eval":
+        return None
+    for i, layer in enumerate(parsed.layers):
+        if parsed.file_path(layer, i).endswith(".json"):
+            return _small_json(registries, repo, layer)
+    return None
 
 
 def _fetch(registries: Registries, repo: Reference, target: str) -> tuple[ParsedManifest, ManifestData] | None:
@@ -173,13 +190,14 @@ def _insert(db: sqlite3.Connection, registries: Registries, repo_id: int, repo: 
     shown = record if record is not None else parsed
     config = None if record is not None else _config_text(registries, repo, parsed)
     row = _row_of(shown, data, config, pruned=record is not None)
+    row["report"] = None if record is not None else _report_text(registries, repo, parsed)
     row["repo_id"] = repo_id
     row["stored"] = parsed.digest  # the manifest the repository holds (a pruned record's own digest)
     cols = ", ".join(row)
     db.execute(f"INSERT OR REPLACE INTO artifacts ({cols}) VALUES ({', '.join(':' + c for c in row)})", row)
     db.execute("DELETE FROM edges WHERE repo_id = ? AND child = ?", (repo_id, shown.digest))
     edges = [(p.digest, p.relation, p.ref) for p in shown.lineage().parents]
-    if shown.subject is not None:
+    if shown.subject is not None and shown.subject.digest not in {e[0] for e in edges}:
         edges.append((shown.subject.digest, "describes", repo.repo_url))
     db.executemany(
         "INSERT INTO edges (repo_id, child, parent, relation, ref) VALUES (?, ?, ?, ?, ?)",

@@ -79,7 +79,10 @@ class Referrer(StrictModel):
     created: str | None = None
     annotations: dict[str, str] = Field(default_factory=dict)
     metrics: dict[str, float] = Field(default_factory=dict)
-    gates: list[dict[str, Any]] = Field(default_factory=list, description="The `gates` of its config, if it has any.")
+    gates: list[dict[str, Any]] = Field(
+        default_factory=list, description="An eval report's gates (metric, op, value, actual, passed), if it has any."
+    )
+    passed: bool | None = Field(None, description="An eval report's verdict; null for other referrers.")
 
 
 class Artifact(StrictModel):

@@ -36,6 +36,7 @@ from trainops.ui.models import (
 
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 HEX_PREFIX = re.compile(r"^(sha256:)?[0-9a-f]{4,64}$")
+A_EVAL_PASSED = "dev.trainops.eval.passed"  # an eval report's verdict (registry/SPEC.md, eval reports)
 MAX_PER_PAGE = 500
 MAX_HITS = 200
 _VISIBLE = f"tag NOT LIKE '{PRUNED_TAG_PREFIX}%'"
@@ -147,16 +148,24 @@ def _link(db: sqlite3.Connection, digest: str, relation: str, ref: str) -> Link:
     )
 
 
+def _json_object(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def _referrer(row: sqlite3.Row) -> Referrer:
-    gates: list[dict[str, Any]] = []
-    if row["config"]:
-        try:
-            found = json.loads(row["config"]).get("gates")
-        except (ValueError, AttributeError):
-            found = None
-        if isinstance(found, list):
-            gates = [g if isinstance(g, dict) else {"gate": g} for g in found]
+    """A referrer; for an eval report also its gates and verdict (from its report file, else its config)."""
+    report = _json_object(row["report"])
+    found = report.get("gates", _json_object(row["config"]).get("gates"))
+    gates = [g if isinstance(g, dict) else {"gate": g} for g in found] if isinstance(found, list) else []
     annotations = {k: v for k, v in json.loads(row["annotations"]).items() if k != "dev.trainops.lineage"}
+    verdict = annotations.get(A_EVAL_PASSED, report.get("passed"))
+    passed = None if verdict is None else verdict in (True, "true")
     return Referrer(
         digest=row["digest"],
         repository=row["url"],
@@ -166,6 +175,7 @@ def _referrer(row: sqlite3.Row) -> Referrer:
         annotations=annotations,
         metrics=json.loads(row["metrics"]),
         gates=gates,
+        passed=passed,
     )
 
 
