@@ -49,6 +49,20 @@ def _neighbours(db: sqlite3.Connection, digest: str, up: bool) -> list[tuple[str
     return [(r["child"], r["parent"], r["relation"]) for r in rows]
 
 
+def _add_commits(nodes: dict[str, GraphNode], edges: set[tuple[str, str, str]]) -> None:
+    """A node per git commit, linked from the first artifacts built from it: those with no
+    parent in the graph from the same commit (the rest reach it through their parents)."""
+    for node in list(nodes.values()):
+        if not node.git_commit:
+            continue
+        parents = [nodes[p] for c, p, _ in edges if c == node.id and p in nodes]
+        if any(p.git_commit == node.git_commit for p in parents):
+            continue
+        commit = f"git:{node.git_commit}"
+        nodes.setdefault(commit, GraphNode(id=commit, kind="git", label=f"git {node.git_commit[:12]}"))
+        edges.add((node.id, commit, "built-from"))
+
+
 def lineage(db: sqlite3.Connection, *, digest: str, repository: str | None = None) -> LineageGraph:
     """Ancestors and descendants of an artifact, as far as MAX_NODES nodes."""
     artifact_row(db, digest, repository)  # must exist
@@ -67,10 +81,6 @@ def lineage(db: sqlite3.Connection, *, digest: str, repository: str | None = Non
                 if other not in seen and DIGEST.match(other):
                     seen.add(other)
                     queue.append(other)
-    for node in list(nodes.values()):
-        if node.git_commit:
-            commit = f"git:{node.git_commit}"
-            nodes.setdefault(commit, GraphNode(id=commit, kind="git", label=f"git {node.git_commit[:12]}"))
-            edges.add((node.id, commit, "built-from"))
+    _add_commits(nodes, edges)
     kept = [GraphEdge(child=c, parent=p, relation=r) for c, p, r in sorted(edges) if c in nodes and p in nodes]
     return LineageGraph(root=digest, nodes=list(nodes.values()), edges=kept)
