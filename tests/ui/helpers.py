@@ -9,10 +9,10 @@ from pathlib import Path
 from registry.conftest import make_tree
 
 from trainops.registry import media
-from trainops.registry.artifact import Lineage, Parent
-from trainops.registry.backends.base import Descriptor
+from trainops.registry.artifact import Lineage, Parent, canonical_json
+from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
 from trainops.registry.context import Registries
-from trainops.registry.store import push, resolve
+from trainops.registry.store import bytes_source, push, resolve
 from trainops.registry.tombstone import write_record
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -31,10 +31,48 @@ class Filled:
     pruned: int = 100  # the step whose checkpoint was pruned (only its record remains)
     eval_report: str = ""
     model: str = ""
+    image: str = ""
     hostile: str = ""
 
     def repo(self, name: str) -> str:
         return f"{self.url}/{name}"
+
+
+def push_image(registries: Registries, ref: str) -> str:
+    """An image as an engine pushes one: an OCI image manifest whose config carries the
+    trainops lineage in its labels (engines cannot annotate manifests). Its digest."""
+    target = registries.ref(ref)
+    backend = registries.backend(target)
+    layer = bytes_source(b"not really a tar, but a blob all the same")
+    labels = {
+        media.A_LINEAGE: canonical_json(
+            Lineage(git_commit=COMMIT).model_dump(by_alias=True, exclude_none=True)
+        ).decode(),
+        media.A_REVISION: COMMIT,
+        media.A_CREATED: "2026-12-01T00:00:00Z",
+    }
+    config = bytes_source(
+        canonical_json(
+            {
+                "architecture": "amd64",
+                "os": "linux",
+                "config": {"Labels": labels},
+                "rootfs": {"type": "layers", "diff_ids": [layer.digest]},
+            }
+        )
+    )
+    for blob in (layer, config):
+        backend.upload_blob(target.repository, blob)
+    body = {
+        "schemaVersion": 2,
+        "mediaType": media.OCI_MANIFEST,
+        "config": {"mediaType": media.IMAGE_CONFIGS[0], "digest": config.digest, "size": config.size},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer.digest, "size": layer.size}],
+    }
+    data = canonical_json(body)
+    manifest = ManifestData(data, media.OCI_MANIFEST, sha256_digest(data))
+    backend.put_manifest(target.repository, manifest, tag=target.tag)
+    return manifest.digest
 
 
 def fill(registries: Registries, url: str, work: Path) -> Filled:
@@ -48,13 +86,19 @@ def fill(registries: Registries, url: str, work: Path) -> Filled:
         kind="dataset",
     )
     out.dataset = data.digest
+    out.image = push_image(registries, out.repo("tiny/image:abc123"))
     previous: Parent = Parent(digest=data.digest, ref=out.repo("tiny/data:v1"), relation="dataset")
     for step in STEPS:
         tree = make_tree(
             work / f"step-{step}", {"model.safetensors": f"weights {step}".encode(), "trainer_state.json": b"{}"}
         )
         lineage = Lineage(
-            git_commit=COMMIT, run_id=RUN, step=step, metrics={"loss": LOSS[step], "lr": 0.001}, parents=[previous]
+            git_commit=COMMIT,
+            image_digest=out.image,
+            run_id=RUN,
+            step=step,
+            metrics={"loss": LOSS[step], "lr": 0.001},
+            parents=[previous],
         )
         pushed = push(
             registries,

@@ -89,7 +89,10 @@ def test_api_reads_the_index(site: Site) -> None:
     assert [t["tag"] for t in tags["tags"]] == ["eval-step-400", "step-200", "step-300", "step-400"]
     assert tags["tags"][1]["metrics"] == {"loss": 2.75, "lr": 0.001}
     art = _get(site, f"/api/artifacts/{f.checkpoints[400]}").json()
-    assert [p["digest"] for p in art["parents"]] == [f.checkpoints[300]]
+    assert {p["digest"]: p["relation"] for p in art["parents"]} == {
+        f.checkpoints[300]: "resumed-from",
+        f.image: "image",
+    }
     assert {c["digest"]: c["relation"] for c in art["children"]} == {
         f.model: "derived-from",
         f.eval_report: "evaluated",
@@ -98,7 +101,8 @@ def test_api_reads_the_index(site: Site) -> None:
     report = art["referrers"][0]
     assert report["metrics"] == {"val_loss": 1.9} and report["passed"] is True
     assert report["gates"] == [{"metric": "val_loss", "op": "<=", "value": 2.5, "actual": 1.9, "passed": True}]
-    pruned = _get(site, f"/api/artifacts/{f.checkpoints[200]}").json()["parents"][0]
+    parents = _get(site, f"/api/artifacts/{f.checkpoints[200]}").json()["parents"]
+    pruned = next(p for p in parents if p["relation"] == "resumed-from")
     assert pruned["digest"] == f.checkpoints[100] and pruned["pruned"] is True
     diff = _get(site, "/api/diff", params={"a": f.checkpoints[300], "b": f.checkpoints[400]}).json()
     assert [m["path"] for m in diff["modified"]] == ["model.safetensors"] and diff["unchanged"] == 1

@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ui.conftest import Site
-from ui.helpers import HOSTILE, HOSTILE_FILE, STEPS
+from ui.helpers import COMMIT, HOSTILE, HOSTILE_FILE, STEPS
 
 TIMEOUT = 15_000
 
@@ -34,7 +34,7 @@ def test_repository_artifact_lineage_parent(site: Site, page: Any, tmp_path: Pat
     page.screenshot(path=str(tmp_path / f"artifact-{site.scheme}.png"), full_page=True)
     page.locator("#lineage-link").click()
     page.wait_for_selector("#graph[data-nodes]", timeout=TIMEOUT)
-    hops = [f.dataset, *f.checkpoints.values(), f.eval_report, f.model, f"git:{'0123456789abcdef' * 2}01234567"]
+    hops = [f"git:{COMMIT}", f.image, f.dataset, *f.checkpoints.values(), f.eval_report, f.model]
     assert int(page.locator("#graph").get_attribute("data-nodes")) == len(hops)
     for hop in hops:
         assert page.evaluate("(id) => window.trainopsGraph.getElementById(id).length", hop) == 1, hop

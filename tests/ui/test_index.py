@@ -11,7 +11,7 @@ from trainops.registry.context import Registries
 from trainops.registry.store import push, remove, tag
 from trainops.ui import graph, queries
 from trainops.ui.index import Index, natural_key, refresh
-from ui.helpers import STEPS, fill
+from ui.helpers import COMMIT, STEPS, fill
 
 
 @pytest.fixture(autouse=True)
@@ -30,9 +30,9 @@ def test_refresh_reads_only_what_changed(tmp_path: Path) -> None:
         filled = fill(registries, url, tmp_path / "work")
         index = Index(tmp_path / "index.sqlite")
         first = refresh(index, registries, urls=[url])
-        assert first.errors == [] and first.repositories == 4
-        # data v1; 3 checkpoints + the pruned record; eval report; model; hostile
-        assert first.artifacts_added == 8
+        assert first.errors == [] and first.repositories == 5
+        # data v1; image; 3 checkpoints + the pruned record; eval report; model; hostile
+        assert first.artifacts_added == 9
         again = refresh(index, registries, urls=[url])
         assert (again.artifacts_added, again.artifacts_removed, again.tags_changed) == (0, 0, 0)
 
@@ -83,7 +83,13 @@ def test_graph_walks_through_the_pruned_checkpoint(tmp_path: Path) -> None:
         nodes = {n.id: n for n in found.nodes}
         assert nodes[filled.checkpoints[100]].pruned
         assert filled.dataset in nodes  # reached through the pruned one
+        assert nodes[filled.image].kind == "image" and nodes[filled.image].git_commit == COMMIT  # from its labels
         relations = {(e.child, e.parent): e.relation for e in found.edges}
+        # the run's first checkpoint links to its image and the image to the commit; the rest inherit
+        assert relations[(filled.checkpoints[100], filled.image)] == "image"
+        assert (filled.checkpoints[200], filled.image) not in relations
+        assert relations[(filled.image, f"git:{COMMIT}")] == "built-from"
+        assert [e.child for e in found.edges if e.parent == f"git:{COMMIT}"] == [filled.image]
         assert relations[(filled.checkpoints[100], filled.dataset)] == "dataset"
         # the report names the checkpoint as its subject and as its parent: one edge
         assert relations[(filled.eval_report, filled.checkpoints[400])] == "evaluated"
@@ -99,7 +105,7 @@ def test_prepare_builds_an_empty_index_and_serves_a_filled_one(tmp_path: Path) -
         fill(registries, url, tmp_path / "work")
         path = tmp_path / "index.sqlite"
         first = prepare(registries=registries, urls=[url], host="127.0.0.1", token=None, index_path=path)
-        assert first.first_refresh is not None and first.first_refresh.repositories == 4
+        assert first.first_refresh is not None and first.first_refresh.repositories == 5
         assert first.browser.loopback_only and first.browser.token is None
         again = prepare(registries=registries, urls=[url], host="0.0.0.0", token="t0ken", index_path=path)
         assert again.first_refresh is None  # served at once, refreshed in the background

@@ -53,10 +53,10 @@ def test_serves_what_it_indexed(tmp_path: Path) -> None:
         wait_for(up, timeout=60, what="trainops ui", proc=proc, log_path=tmp_path / "ui.log")
         with urllib.request.urlopen(base + "/api/repositories", timeout=5) as resp:
             repos = [r["url"] for r in json.load(resp)["repositories"]]
-        assert filled.repo("tiny/checkpoints") in repos and len(repos) == 4
+        assert filled.repo("tiny/checkpoints") in repos and len(repos) == 5
         assert (tmp_path / "cache" / "ui").is_dir()  # the index lives in trainops' cache
     finally:
         proc.terminate()
         proc.wait(timeout=20)
         log.close()
-    assert "indexed 4 repositories" in (tmp_path / "ui.log").read_text()
+    assert "indexed 5 repositories" in (tmp_path / "ui.log").read_text()

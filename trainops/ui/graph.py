@@ -49,6 +49,18 @@ def _neighbours(db: sqlite3.Connection, digest: str, up: bool) -> list[tuple[str
     return [(r["child"], r["parent"], r["relation"]) for r in rows]
 
 
+def _inherited_images(edges: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+    """Image edges a parent already draws: a run's checkpoints all ran in its image, so only
+    the first one (whose parents did not) links to it; the others reach it through it."""
+    images = {(c, p) for c, p, r in edges if r == "image"}
+    inherited = set()
+    for child, image in images:
+        parents = [p for c, p, r in edges if c == child and r != "image"]
+        if any((parent, image) in images for parent in parents):
+            inherited.add((child, image, "image"))
+    return inherited
+
+
 def _add_commits(nodes: dict[str, GraphNode], edges: set[tuple[str, str, str]]) -> None:
     """A node per git commit, linked from the first artifacts built from it: those with no
     parent in the graph from the same commit (the rest reach it through their parents)."""
@@ -81,6 +93,7 @@ def lineage(db: sqlite3.Connection, *, digest: str, repository: str | None = Non
                 if other not in seen and DIGEST.match(other):
                     seen.add(other)
                     queue.append(other)
+    edges -= _inherited_images(edges)
     _add_commits(nodes, edges)
     kept = [GraphEdge(child=c, parent=p, relation=r) for c, p, r in sorted(edges) if c in nodes and p in nodes]
     return LineageGraph(root=digest, nodes=list(nodes.values()), edges=kept)

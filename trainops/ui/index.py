@@ -27,6 +27,7 @@ from trainops.registry import tombstone
 from trainops.registry.artifact import ParsedManifest
 from trainops.registry.backends.base import Descriptor, ManifestData
 from trainops.registry.context import Registries
+from trainops.registry.lineage import parse_artifact
 from trainops.registry.reference import Reference
 from trainops.registry.store import list_registry, resolve
 
@@ -181,7 +182,7 @@ def _fetch(registries: Registries, repo: Reference, target: str) -> tuple[Parsed
         )
     except NotFoundError:
         return None
-    return found.parsed, found.manifest
+    return parse_artifact(registries, found.ref, found.manifest), found.manifest
 
 
 def _insert(db: sqlite3.Connection, registries: Registries, repo_id: int, repo: Reference, item: Any) -> None:
@@ -196,7 +197,10 @@ def _insert(db: sqlite3.Connection, registries: Registries, repo_id: int, repo: 
     cols = ", ".join(row)
     db.execute(f"INSERT OR REPLACE INTO artifacts ({cols}) VALUES ({', '.join(':' + c for c in row)})", row)
     db.execute("DELETE FROM edges WHERE repo_id = ? AND child = ?", (repo_id, shown.digest))
-    edges = [(p.digest, p.relation, p.ref) for p in shown.lineage().parents]
+    lineage = shown.lineage()
+    edges = [(p.digest, p.relation, p.ref) for p in lineage.parents]
+    if lineage.image_digest and lineage.image_digest not in {e[0] for e in edges}:
+        edges.append((lineage.image_digest, "image", ""))  # the image it ran in (lineage imageDigest)
     if shown.subject is not None and shown.subject.digest not in {e[0] for e in edges}:
         edges.append((shown.subject.digest, "describes", repo.repo_url))
     db.executemany(
