@@ -88,3 +88,19 @@ def test_hostile_values_are_shown_as_text(file_site: Site, page: Any, tmp_path: 
     page.wait_for_selector("#graph[data-nodes]", timeout=TIMEOUT)
     _no_injection(page)
     assert not page.errors
+
+
+def test_diff_two_versions_from_the_tag_page(file_site: Site, page: Any, tmp_path: Path) -> None:
+    f = file_site.filled
+    page.goto(file_site.url("/repository?repository=" + quote(f.repo("tiny/checkpoints"), safe="")))
+    page.get_by_label("diff from step-300").check()
+    page.get_by_label("diff to step-400").check()
+    page.get_by_role("button", name="Diff a → b").click()
+    page.wait_for_url("**/diff?**", timeout=TIMEOUT)
+    assert page.locator("#summary").inner_text().startswith("0 added, 0 removed, 1 modified, 1 unchanged")
+    assert page.locator("#changes tr.modified td").nth(1).inner_text() == "model.safetensors"
+    page.screenshot(path=str(tmp_path / "diff.png"), full_page=True)
+    # search by run id finds every checkpoint of the run, linked to its page
+    page.goto(file_site.url("/search?q=run-42"))
+    assert page.locator("#hits tbody tr").count() == len(STEPS)
+    assert not page.errors and not page.dialogs
