@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -198,16 +199,30 @@ def measure(
 
 
 def main() -> int:
+    """Parse the options, run the bench in a temporary directory, remove it."""
+    args = _options()
+    work = Path(tempfile.mkdtemp(prefix="trainops-bench-ui-"))
+    try:
+        return run(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _options() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repos", type=int, default=4)
     parser.add_argument("--per-repo", type=int, default=2500)
     parser.add_argument("--samples", type=int, default=40)
     parser.add_argument("--quick", action="store_true", help="2 repositories x 250 artifacts, 10 samples")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the JSON results")
     args = parser.parse_args()
     if args.quick:
         args.repos, args.per_repo, args.samples = 2, 250, 10
-    work = Path(tempfile.mkdtemp(prefix="trainops-bench-ui-"))
+    return args
+
+
+def run(args: argparse.Namespace, work: Path) -> int:
     registry = work / "registry"
     made = time.perf_counter()
     digests: dict[str, list[str]] = {}
@@ -270,8 +285,8 @@ def main() -> int:
         },
         "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()},
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\n{total} artifacts; index cold {cold:.1f} s (start-up included), warm refresh {warm:.1f} s")
     print(f"restart on the filled index: serving after {restart:.1f} s")
     print(f"{'request':<16}{'median':>10}{'p95':>10}{'max':>10}  target")
@@ -282,7 +297,7 @@ def main() -> int:
         print(f"{name:<16}{times}  ≤ {target:.0f} ms {mark}")
     peer = f"`registry ls` of {args.per_repo} tags {peer_ls:.0f} ms, `registry show` {peer_show:.0f} ms"
     print(f"peer without the index: {peer}")
-    print(f"(trainops start-up alone: {startup:.0f} ms)  → {RESULTS.relative_to(REPO)}")
+    print(f"(trainops start-up alone: {startup:.0f} ms)  → {args.results}")
     return 1 if args.check and not (ok_page and ok_artifact) else 0
 
 

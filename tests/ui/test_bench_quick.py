@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cli.runner import REPO
@@ -12,12 +13,12 @@ from cli.runner import REPO
 pytestmark = pytest.mark.slow
 
 
-def test_ui_index_bench_quick() -> None:
-    proc = subprocess.run(
-        [sys.executable, "bench/ui_index.py", "--quick"], cwd=REPO, capture_output=True, text=True, timeout=600
-    )
+def test_ui_index_bench_quick(tmp_path: Path) -> None:
+    out = tmp_path / "ui_index.json"
+    argv = [sys.executable, "bench/ui_index.py", "--quick", "--results", str(out)]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads((REPO / "bench" / "results" / "ui_index.json").read_text())
+    result = json.loads(out.read_text())
     assert result["artifacts"] == 500
     assert set(result["pages"]) == {"page_html", "page_api", "artifact_html", "artifact_api"}
     assert all(stats["n"] == 10 for stats in result["pages"].values())
