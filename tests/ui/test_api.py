@@ -13,6 +13,7 @@ import requests
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
+from tests.planted import secret
 from ui.conftest import Site, start_site
 from ui.helpers import COMMIT, HOSTILE_FILE, RUN
 
@@ -63,17 +64,18 @@ def test_foreign_host_header_is_refused(file_site: Site) -> None:
 def token_site(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, _ui_cache: None
 ) -> Iterator[Site]:
-    yield from start_site(request, "file", tmp_path_factory.mktemp("ui-token"), token="s3cret-token")
+    yield from start_site(request, "file", tmp_path_factory.mktemp("ui-token"), token=secret("ui-token"))
 
 
 def test_token_is_required_when_set(token_site: Site) -> None:
     assert _get(token_site, "/api/repositories").status_code == 401
     assert _get(token_site, "/").status_code == 401
     assert _get(token_site, "/api/repositories", headers={"Authorization": "Bearer wrong"}).status_code == 401
-    ok = _get(token_site, "/api/repositories", headers={"Authorization": "Bearer s3cret-token"})
+    token = secret("ui-token")
+    ok = _get(token_site, "/api/repositories", headers={"Authorization": f"Bearer {token}"})
     assert ok.status_code == 200 and ok.json()["repositories"]
     session = requests.Session()
-    first = session.get(token_site.url("/?token=s3cret-token"), timeout=30, allow_redirects=False)
+    first = session.get(token_site.url(f"/?token={token}"), timeout=30, allow_redirects=False)
     assert first.status_code == 303 and first.headers["location"] == "/"
     assert "HttpOnly" in first.headers["set-cookie"] and "SameSite=Strict" in first.headers["set-cookie"]
     assert session.get(token_site.url("/api/repositories"), timeout=30).status_code == 200
