@@ -184,7 +184,14 @@ def measure(
 ) -> dict[str, dict[str, float]]:
     rng = random.Random(7)
     per_page = 100
-    out: dict[str, list[float]] = {"page_html": [], "page_api": [], "artifact_html": [], "artifact_api": []}
+    out: dict[str, list[float]] = {
+        "page_html": [],
+        "page_api": [],
+        "artifact_html": [],
+        "artifact_api": [],
+        "lineage_api": [],
+        "curve_api": [],
+    }
     for _ in range(samples):
         repo = rng.choice(repos)
         pages = max(1, len(digests[repo]) // per_page)
@@ -195,6 +202,9 @@ def measure(
         digest = rng.choice(digests[repo])
         out["artifact_html"].append(_timed_get(f"{server.base}/artifact/{digest}?repository={q}"))
         out["artifact_api"].append(_timed_get(f"{server.base}/api/artifacts/{digest}?repository={q}"))
+        # no targets: the graph of a long run (bounded to 400 nodes), every checkpoint's point
+        out["lineage_api"].append(_timed_get(f"{server.base}/api/lineage/{digest}"))
+        out["curve_api"].append(_timed_get(f"{server.base}/api/curve?repository={q}"))
     return {name: _stats(values) for name, values in out.items()}
 
 
@@ -291,10 +301,13 @@ def run(args: argparse.Namespace, work: Path) -> int:
     print(f"restart on the filled index: serving after {restart:.1f} s")
     print(f"{'request':<16}{'median':>10}{'p95':>10}{'max':>10}  target")
     for name, stats in pages.items():
-        target = PAGE_TARGET_MS if name.startswith("page") else ARTIFACT_TARGET_MS
-        mark = "ok" if stats["median_ms"] <= target else "MISSED"
         times = f"{stats['median_ms']:>8.1f}ms{stats['p95_ms']:>8.1f}ms{stats['max_ms']:>8.1f}ms"
-        print(f"{name:<16}{times}  ≤ {target:.0f} ms {mark}")
+        if name.startswith(("page", "artifact")):
+            target = PAGE_TARGET_MS if name.startswith("page") else ARTIFACT_TARGET_MS
+            mark = "ok" if stats["median_ms"] <= target else "MISSED"
+            print(f"{name:<16}{times}  ≤ {target:.0f} ms {mark}")
+        else:
+            print(f"{name:<16}{times}")
     peer = f"`registry ls` of {args.per_repo} tags {peer_ls:.0f} ms, `registry show` {peer_show:.0f} ms"
     print(f"peer without the index: {peer}")
     print(f"(trainops start-up alone: {startup:.0f} ms)  → {args.results}")

@@ -20,5 +20,12 @@ def test_ui_index_bench_quick(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(out.read_text())
     assert result["artifacts"] == 500
-    assert set(result["pages"]) == {"page_html", "page_api", "artifact_html", "artifact_api"}
+    assert set(result["pages"]) == {
+        "page_html",
+        "page_api",
+        "artifact_html",
+        "artifact_api",
+        "lineage_api",
+        "curve_api",
+    }
     assert all(stats["n"] == 10 for stats in result["pages"].values())

@@ -10,16 +10,14 @@ import sqlite3
 from collections import deque
 
 from trainops.ui.models import GraphEdge, GraphNode, LineageGraph
-from trainops.ui.queries import DIGEST, artifact_row
+from trainops.ui.queries import DIGEST, TAG_OF, artifact_row
 
 MAX_NODES = 400
 
 
 def _node(db: sqlite3.Connection, digest: str) -> GraphNode:
     row = db.execute(
-        """SELECT a.kind, a.step, a.metrics, a.git_commit, a.pruned, r.url, (SELECT t.tag FROM tags t
-               WHERE t.repo_id = a.repo_id AND t.digest = a.stored AND t.tag NOT LIKE 'pruned-%'
-               ORDER BY t.natural LIMIT 1) AS tag
+        f"""SELECT a.kind, a.step, a.metrics, a.git_commit, a.pruned, r.url, {TAG_OF} AS tag
            FROM artifacts a JOIN repos r ON r.id = a.repo_id WHERE a.digest = ? ORDER BY a.pruned, r.url LIMIT 1""",
         (digest,),
     ).fetchone()

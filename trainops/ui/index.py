@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS artifacts (
   PRIMARY KEY (repo_id, digest)
 );
 CREATE INDEX IF NOT EXISTS artifacts_stored ON artifacts (repo_id, stored);
+CREATE INDEX IF NOT EXISTS artifacts_listing ON artifacts (repo_id, pruned, created);
 CREATE INDEX IF NOT EXISTS artifacts_digest ON artifacts (digest);
 CREATE INDEX IF NOT EXISTS artifacts_commit ON artifacts (git_commit);
 CREATE INDEX IF NOT EXISTS artifacts_run ON artifacts (run_id);
@@ -60,6 +61,7 @@ CREATE TABLE IF NOT EXISTS tags (
 );
 CREATE INDEX IF NOT EXISTS tags_order ON tags (repo_id, natural);
 CREATE INDEX IF NOT EXISTS tags_digest ON tags (digest);
+CREATE INDEX IF NOT EXISTS tags_repo_digest ON tags (repo_id, digest);
 CREATE INDEX IF NOT EXISTS tags_tag ON tags (tag);
 CREATE TABLE IF NOT EXISTS edges (
   repo_id INTEGER NOT NULL, child TEXT NOT NULL, parent TEXT NOT NULL, relation TEXT NOT NULL, ref TEXT NOT NULL

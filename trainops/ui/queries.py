@@ -40,6 +40,10 @@ A_EVAL_PASSED = "dev.trainops.eval.passed"  # an eval report's verdict (registry
 MAX_PER_PAGE = 500
 MAX_HITS = 200
 _VISIBLE = f"tag NOT LIKE '{PRUNED_TAG_PREFIX}%'"
+# The first visible tag (natural order) of artifact row `a`; looked up by (repo, digest), not
+# by scanning the repository's tags in order, which costs a scan per row
+TAG_OF = f"""(SELECT t.tag FROM tags t INDEXED BY tags_repo_digest WHERE t.repo_id = a.repo_id
+    AND t.digest = a.stored AND t.{_VISIBLE} ORDER BY t.natural LIMIT 1)"""
 
 
 def repositories(db: sqlite3.Connection) -> RepositoryList:
@@ -125,8 +129,7 @@ def _files(manifest_text: str, digest: str) -> list[FileRow]:
 def _where(db: sqlite3.Connection, digest: str) -> sqlite3.Row | None:
     """The first indexed place of a digest: repository, tag, kind, pruned."""
     row: sqlite3.Row | None = db.execute(
-        """SELECT r.url, a.kind, a.pruned, (SELECT t.tag FROM tags t WHERE t.repo_id = a.repo_id
-               AND t.digest = a.stored AND t.tag NOT LIKE 'pruned-%' ORDER BY t.natural LIMIT 1) AS tag
+        f"""SELECT r.url, a.kind, a.pruned, {TAG_OF} AS tag
            FROM artifacts a JOIN repos r ON r.id = a.repo_id WHERE a.digest = ? ORDER BY a.pruned, r.url LIMIT 1""",
         (digest,),
     ).fetchone()
@@ -220,8 +223,7 @@ def curve(db: sqlite3.Connection, *, repository: str, metric: str | None = None)
     """A metric against step over a repository's checkpoints (pruned ones included, marked)."""
     rid = repo_id(db, repository)
     rows = db.execute(
-        """SELECT a.digest, a.step, a.metrics, a.pruned, (SELECT t.tag FROM tags t WHERE t.repo_id = a.repo_id
-               AND t.digest = a.stored AND t.tag NOT LIKE 'pruned-%' ORDER BY t.natural LIMIT 1) AS tag
+        f"""SELECT a.digest, a.step, a.metrics, a.pruned, {TAG_OF} AS tag
            FROM artifacts a WHERE a.repo_id = ? AND a.kind = 'checkpoint' AND a.step IS NOT NULL ORDER BY a.step""",
         (rid,),
     ).fetchall()
@@ -273,50 +275,52 @@ def _row(info: FileInfo | None) -> FileRow | None:
     )
 
 
-_SEARCHES = (
-    ("tag", "t.tag = ? OR t.tag LIKE ? ESCAPE '\\'"),
-    ("digest", "a.digest LIKE ? ESCAPE '\\'"),
-    ("gitCommit", "a.git_commit LIKE ? ESCAPE '\\'"),
-    ("runId", "a.run_id = ?"),
-)
+_TAG_TEXT = re.compile(r"^[A-Za-z0-9_.-]+$")
+_COMMIT_PREFIX = re.compile(r"^[0-9a-f]{4,64}(-dirty)?$")
+
+
+# a tag search starts from the tags (index on tag), the others from the artifacts
+_FROM_TAGS = f"""tags t JOIN artifacts a ON a.repo_id = t.repo_id AND a.stored = t.digest AND t.{_VISIBLE}
+    JOIN repos r ON r.id = a.repo_id"""
+_FROM_ARTIFACTS = f"""artifacts a JOIN repos r ON r.id = a.repo_id
+    LEFT JOIN tags t ON t.repo_id = a.repo_id AND t.digest = a.stored AND t.{_VISIBLE}"""
+
+
+def _conditions(q: str) -> list[tuple[str, str, str]]:
+    """(what matched, SQL condition, argument) for each way q can name an artifact. Prefixes
+    are GLOBs over characters that cannot be wildcards, so they use the indexes."""
+    found = [("runId", "a.run_id = ?", q)]
+    if _TAG_TEXT.match(q):
+        found.insert(0, ("tag", "t.tag GLOB ?", q + "*"))
+    if HEX_PREFIX.match(q):
+        found.append(("digest", "a.digest GLOB ?", ("" if q.startswith("sha256:") else "sha256:") + q + "*"))
+    if _COMMIT_PREFIX.match(q):
+        found.append(("gitCommit", "a.git_commit GLOB ?", q + "*"))
+    return found
 
 
 def search(db: sqlite3.Connection, *, query: str) -> SearchResult:
-    """Artifacts whose tag, digest (prefix), git commit (prefix) or run id matches query."""
+    """Artifacts whose tag (prefix), digest (prefix), git commit (prefix) or run id matches query."""
     q = query.strip()
     if not q or len(q) > 200:
         raise InputError("a search needs 1 to 200 characters", hint="type a tag, a digest prefix, a commit or a run id")
-    like = q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     hits: dict[tuple[str, str, str | None], SearchHit] = {}
-    for matched, condition in _SEARCHES:
-        if matched == "digest" and not HEX_PREFIX.match(q):
-            continue
-        if matched == "digest" and not q.startswith("sha256:"):
-            args: tuple[str, ...] = ("sha256:" + like,)
-        elif matched == "tag":
-            args = (q, like)
-        elif matched == "runId":
-            args = (q,)
-        else:
-            args = (like,)
+    for matched, condition, arg in _conditions(q):
+        source = _FROM_TAGS if matched == "tag" else _FROM_ARTIFACTS
         rows = db.execute(
-            f"""SELECT r.url, a.digest, a.kind, a.created, t.tag FROM artifacts a JOIN repos r ON r.id = a.repo_id
-                LEFT JOIN tags t ON t.repo_id = a.repo_id AND t.digest = a.stored AND {_VISIBLE}
+            f"""SELECT r.url, a.digest, a.kind, a.created, t.tag FROM {source}
                 WHERE {condition} ORDER BY r.url, t.natural LIMIT ?""",
-            (*args, MAX_HITS + 1),
+            (arg, MAX_HITS + 1),
         )
         for r in rows:
-            key = (r["url"], r["digest"], r["tag"])
-            hits.setdefault(
-                key,
-                SearchHit(
-                    repository=r["url"],
-                    digest=r["digest"],
-                    tag=r["tag"],
-                    kind=r["kind"],
-                    created=r["created"],
-                    matched=matched,
-                ),
+            hit = SearchHit(
+                repository=r["url"],
+                digest=r["digest"],
+                tag=r["tag"],
+                kind=r["kind"],
+                created=r["created"],
+                matched=matched,
             )
+            hits.setdefault((r["url"], r["digest"], r["tag"]), hit)
     found = list(hits.values())
     return SearchResult(query=q, hits=found[:MAX_HITS], truncated=len(found) > MAX_HITS)
