@@ -19,6 +19,7 @@ from trainops.cli import (
     release_cmds,
     rollout_cmds,
     train_cmds,
+    ui_cmds,
 )
 from trainops.cli.output import add_verbose
 from trainops.errors import TrainopsError
@@ -49,6 +50,7 @@ for _command in (
     *eval_cmds.COMMANDS,
     *release_cmds.COMMANDS,
     *rollout_cmds.COMMANDS,
+    *ui_cmds.COMMANDS,
 ):
     cli.add_command(_command)
 add_verbose(cli)
