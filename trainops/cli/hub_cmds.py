@@ -89,4 +89,65 @@ def import_cmd(
     click.echo(pushed.digest)
 
 
+@hub.command("export")
+@click.argument("ref")
+@click.argument("repo_id")
+@click.option("--revision", default=None, metavar="BRANCH", help="Branch to commit to (default main; created if new).")
+@click.option("--private", is_flag=True, help="Create the repository private (when it does not exist).")
+@click.option("--create-pr", is_flag=True, help="Open a pull request instead of committing to the branch.")
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers of the pull.")
+@_registry_options
+@output_option
+def export_cmd(
+    ref: str,
+    repo_id: str,
+    revision: str | None,
+    private: bool,
+    create_pr: bool,
+    jobs: int | None,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Upload the artifact REF to the Hub repository REPO_ID as one commit, with a model card from its lineage."""
+    from trainops.cli.progress import transfer_progress
+    from trainops.hub.exporter import export_model
+    from trainops.hub.hfapi import parse_repo_spec
+
+    repo, at = parse_repo_spec(repo_id)
+    if at:
+        raise click.UsageError("name the branch with --revision, not REPO_ID@REVISION")
+    with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
+        result = export_model(
+            registries,
+            ref=registries.ref(ref),
+            repo_id=repo,
+            revision=revision,
+            private=private,
+            create_pr=create_pr,
+            jobs=jobs,
+            progress=progress,
+        )
+    if output == "json":
+        echo_json(
+            {
+                "source": result.source,
+                "digest": result.digest,
+                "repoId": result.repo_id,
+                "revision": result.revision,
+                "files": result.files,
+                "cardWritten": result.card_written,
+                "parentCommit": result.parent_commit,
+                "commit": result.commit,
+                "commitUrl": result.commit_url,
+                "prUrl": result.pr_url,
+            }
+        )
+        return
+    card = " (model card written from the lineage)" if result.card_written else ""
+    click.echo(f"exported {len(result.files)} file(s) of {result.source} to {result.repo_id}@{result.revision}{card}")
+    click.echo(result.pr_url or result.commit_url)
+
+
 COMMANDS = (hub,)
