@@ -180,3 +180,18 @@ def test_import_to_a_distribution_registry(hf_cache: HfCache, registry: object, 
     assert manifest["artifactType"] == media.MODEL_ARTIFACT
     assert manifest["annotations"]["dev.trainops.hub.revision"] == hf_cache.commit
     assert sum(layer["size"] for layer in manifest["layers"]) == result["bytesTotal"]
+
+
+def test_a_cached_commit_needs_no_network(hf_cache: HfCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Online, but the Hub unreachable: a commit the cache holds imports all the same."""
+    from tests.services import free_port
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hf_cache.root))
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    result = _import(f"{REPO_ID}@{hf_cache.commit}", f"file://{tmp_path}/reg/m:v1")
+    assert result["commit"] == hf_cache.commit and result["files"] == len(hf_cache.files)
+    # a branch is asked of the Hub (it may have moved); unreachable, huggingface_hub falls
+    # back to the commit the cache recorded for it
+    branch = _import(REPO_ID, f"file://{tmp_path}/reg/m:v2")
+    assert branch["commit"] == hf_cache.commit and branch["bytesSent"] == 0

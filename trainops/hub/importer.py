@@ -13,6 +13,7 @@ commit (a Hub repository is a git repository), also in the annotations below.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import tempfile
@@ -58,10 +59,16 @@ def repo_folder(repo_id: str) -> str:
 def download_snapshot(
     *, repo_id: str, revision: str | None, include: Sequence[str], exclude: Sequence[str], settings: HubSettings
 ) -> Snapshot:
-    """snapshot_download into the HF cache (offline: only what the cache holds)."""
+    """snapshot_download into the HF cache (offline: only what the cache holds). A commit
+    the cache already holds is read from it without asking the Hub: it cannot change."""
     from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
 
     what = f"{repo_id}@{revision}" if revision else repo_id
+    if revision and COMMIT.match(revision) and not settings.offline:
+        with contextlib.suppress(LocalEntryNotFoundError):
+            cached = snapshot_download(repo_id, revision=revision, cache_dir=settings.cache, local_files_only=True)
+            return Snapshot(Path(cached), revision)
     with hub_errors(what, settings=settings):
         path = snapshot_download(
             repo_id,
