@@ -195,3 +195,18 @@ def test_a_cached_commit_needs_no_network(hf_cache: HfCache, tmp_path: Path, mon
     # back to the commit the cache recorded for it
     branch = _import(REPO_ID, f"file://{tmp_path}/reg/m:v2")
     assert branch["commit"] == hf_cache.commit and branch["bytesSent"] == 0
+
+
+@pytest.mark.parametrize("revision", [None, TAG, "commit"])
+def test_the_cache_fast_path_agrees_with_huggingface_hub(hf_cache: HfCache, revision: str | None) -> None:
+    """cache_lookup reads the layout alone; huggingface_hub's own reader finds the same snapshot."""
+    from huggingface_hub import snapshot_download
+
+    from trainops.hub.importer import cache_lookup
+
+    rev = hf_cache.commit if revision == "commit" else revision
+    ours = cache_lookup(cache=hf_cache.root, repo_id=REPO_ID, revision=rev)
+    theirs = snapshot_download(REPO_ID, revision=rev, cache_dir=str(hf_cache.root), local_files_only=True)
+    assert ours is not None and ours.path == Path(theirs) and ours.commit == hf_cache.commit
+    assert cache_lookup(cache=hf_cache.root, repo_id=REPO_ID, revision="../../etc") is None
+    assert cache_lookup(cache=hf_cache.root, repo_id="nobody/none", revision=rev) is None

@@ -31,7 +31,7 @@ class HubSettings:
     endpoint: str
     token: str | None
     offline: bool
-    cache: str | None  # HF_HUB_CACHE, else $HF_HOME/hub, else huggingface_hub's default
+    cache: str | None  # HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub
 
     @classmethod
     def from_env(cls) -> HubSettings:
@@ -40,12 +40,19 @@ class HubSettings:
             endpoint=(os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/"),
             token=os.environ.get("HF_TOKEN") or None,
             offline=offline in _TRUE,
-            cache=os.environ.get("HF_HUB_CACHE")
-            or (os.path.join(os.environ["HF_HOME"], "hub") if os.environ.get("HF_HOME") else None),
+            cache=os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or _default_cache(),
         )
 
     def repo_url(self, repo_id: str) -> str:
         return f"{self.endpoint}/{repo_id}"
+
+
+def _default_cache() -> str:
+    """huggingface_hub's default: $HF_HOME/hub, HF_HOME defaulting to $XDG_CACHE_HOME/huggingface."""
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
+    )
+    return os.path.join(os.path.expanduser(home), "hub")
 
 
 def parse_repo_spec(text: str) -> tuple[str, str | None]:

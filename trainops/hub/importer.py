@@ -13,9 +13,9 @@ commit (a Hub repository is a git repository), also in the annotations below.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,19 +56,43 @@ def repo_folder(repo_id: str) -> str:
     return "models--" + repo_id.replace("/", "--")
 
 
+_REF_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}$")
+
+
+def cache_lookup(*, cache: Path, repo_id: str, revision: str | None) -> Snapshot | None:
+    """The snapshot the HF cache holds for repo_id@revision, read from its layout alone
+    (refs/<branch or tag> holds a commit; snapshots/<commit>/ its files), or None.
+
+    This is the fast path of an import from the cache: it spares loading huggingface_hub
+    (about 0.3-0.7 s here). Anything it does not find goes to snapshot_download, which
+    then says why (not cached, unknown revision, offline)."""
+    rev = revision or "main"
+    folder = cache / repo_folder(repo_id)
+    if COMMIT.match(rev):
+        commit = rev
+    elif _REF_NAME.match(rev) and ".." not in rev.split("/"):
+        try:
+            commit = (folder / "refs" / rev).read_text(encoding="ascii", errors="replace").strip()
+        except OSError:
+            return None
+    else:
+        return None
+    snapshot = folder / "snapshots" / commit
+    return Snapshot(snapshot, commit) if COMMIT.match(commit) and snapshot.is_dir() else None
+
+
 def download_snapshot(
     *, repo_id: str, revision: str | None, include: Sequence[str], exclude: Sequence[str], settings: HubSettings
 ) -> Snapshot:
     """snapshot_download into the HF cache (offline: only what the cache holds). A commit
     the cache already holds is read from it without asking the Hub: it cannot change."""
+    if settings.cache and (settings.offline or (revision and COMMIT.match(revision))):
+        found = cache_lookup(cache=Path(settings.cache), repo_id=repo_id, revision=revision)
+        if found is not None:
+            return found
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
 
     what = f"{repo_id}@{revision}" if revision else repo_id
-    if revision and COMMIT.match(revision) and not settings.offline:
-        with contextlib.suppress(LocalEntryNotFoundError):
-            cached = snapshot_download(repo_id, revision=revision, cache_dir=settings.cache, local_files_only=True)
-            return Snapshot(Path(cached), revision)
     with hub_errors(what, settings=settings):
         path = snapshot_download(
             repo_id,
@@ -85,7 +109,10 @@ def download_snapshot(
 
 
 def cached_snapshot(*, cache: Path, repo_id: str, revision: str | None, settings: HubSettings) -> Snapshot:
-    """The snapshot of repo_id@revision in the HF cache at `cache`, read by huggingface_hub, offline."""
+    """The snapshot of repo_id@revision in the HF cache at `cache`, offline."""
+    found = cache_lookup(cache=cache, repo_id=repo_id, revision=revision)
+    if found is not None:
+        return found
     from huggingface_hub import snapshot_download
 
     what = f"{repo_id}@{revision or 'main'} in {cache}"
