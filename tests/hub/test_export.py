@@ -18,11 +18,9 @@ import pytest
 
 from tests.cli.runner import run
 from tests.services import free_port
-from trainops.hub.card import EVAL_REPORT_MEDIA_TYPE
 from trainops.hub.exporter import operations, prepare_export
-from trainops.registry import media, store
-from trainops.registry.artifact import Lineage, Parent, build_manifest, canonical_json
-from trainops.registry.backends.base import Descriptor
+from trainops.registry import store
+from trainops.registry.artifact import Lineage, Parent
 from trainops.registry.context import Registries
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "hub" / "model-card.md"
@@ -39,39 +37,29 @@ def _push(registries: Registries, root: Path, name: str, files: dict[str, bytes]
     return result.digest
 
 
-def _eval_report(registries: Registries, checkpoint: str, ckpt_digest: str) -> str:
-    """An eval report as trainops' evaluate stage lays it out: one report JSON layer, the
-    checkpoint as subject and as `evaluated` parent."""
-    report = canonical_json(
-        {
-            "passed": True,
-            "metrics": {"val_loss": 1.93, "accuracy": 0.71},
-            "gates": [
-                {"metric": "val_loss", "op": "<=", "value": 2.5, "actual": 1.93, "passed": True},
-                {"metric": "accuracy", "op": ">=", "value": 0.5, "actual": 0.71, "passed": True},
-            ],
-        }
+def _eval_report(registries: Registries, checkpoint: str) -> str:
+    """An eval report pushed the way `trainops eval run` pushes one (trainops.evaluate)."""
+    from trainops.evaluate.report import EvalReport, ReportGate, push_report
+
+    found = store.resolve(registries, ref=registries.ref(checkpoint))
+    report = EvalReport(
+        pipeline="tiny-llm",
+        checkpoint=f"{checkpoint}@{found.manifest.digest}",  # short: the same digests in every tmp dir
+        command=["python", "-m", "tiny_llm.eval"],
+        metrics={"val_loss": 1.93, "accuracy": 0.71},
+        gates=[
+            ReportGate(metric="val_loss", op="<=", value=2.5, actual=1.93, passed=True),
+            ReportGate(metric="accuracy", op=">=", value=0.5, actual=0.71, passed=True),
+        ],
+        passed=True,
+        started="2026-01-01T00:00:00Z",
+        ended="2026-01-01T00:00:05Z",
     )
-    ref = registries.ref(checkpoint)
-    backend = registries.backend(ref)
-    layer = store.bytes_source(report)
-    backend.upload_blob(ref.repository, layer)
-    config = store.bytes_source(b"{}")
-    backend.upload_blob(ref.repository, config)
     lineage = Lineage(
-        metrics={"val_loss": 1.93}, parents=[Parent(digest=ckpt_digest, ref=checkpoint, relation="evaluated")]
+        metrics=report.metrics,
+        parents=[Parent(digest=found.manifest.digest, ref=checkpoint, relation="evaluated")],
     )
-    manifest = build_manifest(
-        kind="eval",
-        config=Descriptor(media.OCI_EMPTY, config.digest, config.size),
-        layers=[Descriptor(EVAL_REPORT_MEDIA_TYPE, layer.digest, layer.size, {media.A_TITLE: "eval-report.json"})],
-        created="2026-01-01T00:00:00Z",
-        lineage=lineage,
-        annotations={},
-        subject=Descriptor(media.OCI_MANIFEST, ckpt_digest, 1),
-    )
-    backend.put_manifest(ref.repository, manifest)
-    return manifest.digest
+    return str(push_report(registries, checkpoint=found, report=report, lineage=lineage).digest)
 
 
 @pytest.fixture
@@ -96,7 +84,7 @@ def lineage_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[R
             parents=[Parent(digest=data, ref="data:v1", relation="dataset")],
         ),
     )
-    report = _eval_report(registries, "run/checkpoints", ckpt)
+    report = _eval_report(registries, "run/checkpoints:step-300")
     _push(
         registries,
         tmp_path,
@@ -107,7 +95,7 @@ def lineage_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[R
             git_commit=COMMIT,
             parents=[
                 Parent(digest=ckpt, ref="run/checkpoints:step-300", relation="derived-from"),
-                Parent(digest=report, ref="run/checkpoints", relation="parent"),
+                Parent(digest=report, ref="run/checkpoints", relation="evaluated-by"),
             ],
         ),
     )

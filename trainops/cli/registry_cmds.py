@@ -86,6 +86,12 @@ def push(
             metrics=metric_values,
             parents=store.resolve_parents(registries, [(p, "parent") for p in parents]),
         )
+        model = None
+        if kind == "model" and path.is_dir():  # ModelPack config from the local files, as releases do
+            from trainops.hub.safetensors import model_info
+            from trainops.registry.artifact import ModelConfig
+
+            model = ModelConfig(config=model_info(path).as_config())
         with transfer_progress(output == "text") as progress:
             result = store.push(
                 registries,
@@ -96,6 +102,7 @@ def push(
                 annotations=key_values(annotations, "--annotation"),
                 jobs=jobs,
                 progress=progress,
+                model=model,
             )
     if output == "json":
         echo_json(
@@ -223,14 +230,16 @@ def ls(target: str | None, show_all: bool, file: str | None, env: str | None, in
 @_registry_options
 @output_option
 def show(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
-    """Show an artifact: files, sizes, digests, kind, annotations, lineage and referrers."""
-    from trainops.registry.inspect import show as show_artifact
+    """Show an artifact: files, sizes, digests, kind, annotations, lineage and referrers;
+    for a model or checkpoint also its tensors (read from the safetensors headers only)."""
+    from trainops.hub.tensors import show as show_artifact
 
     with _registries(file, env, insecure) as registries:
-        info = show_artifact(registries, ref=registries.ref(ref))
+        shown = show_artifact(registries, ref=registries.ref(ref))
     if output == "json":
-        echo_json(info.as_dict())
+        echo_json(shown.as_dict())
         return
+    info = shown.info
     out = [
         f"{info.ref}",
         f"  kind:     {info.kind} ({info.artifact_type or info.media_type})",
@@ -251,7 +260,24 @@ def show(ref: str, file: str | None, env: str | None, insecure: bool, output: st
         out.append(f"    {f.digest[:19]}  {_size(f.size):>10}  {f.path}")
     for r in info.referrers:
         out.append(f"  referrer: {r['kind']} {r['digest'][:19]}")
+    if shown.tensors is not None:
+        out.extend(_tensor_lines(shown.tensors))
     click.echo("\n".join(out))
+
+
+def _tensor_lines(t: Any) -> list[str]:
+    dtypes = ", ".join(f"{name} {count:,}" for name, count in t.dtypes.items())
+    lines = [
+        f"  tensors:  {t.tensors:,} in {t.files} safetensors file(s), {t.parameters:,} parameters",
+        f"  dtypes:   {dtypes}",
+        f"  (read {_size(t.header_bytes)} of headers, not the {_size(t.bytes_total)} of tensors)",
+        "  shapes (most parameters first):",
+    ]
+    for s in t.shapes:
+        shape = "×".join(str(d) for d in s.shape) or "scalar"
+        lines.append(f"    {s.tensors:>5} × {s.dtype:<5} {shape:<24} {s.parameters:>15,} params")
+    lines.extend(f"  unreadable: {reason}" for reason in t.unreadable.values())
+    return lines
 
 
 @registry.command("tag")

@@ -9,19 +9,13 @@ escaped; nothing else (no secret) is read.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
-from typing import Any
 
-from trainops.errors import IntegrityError, TrainopsError
+from trainops.errors import TrainopsError
 from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
 from trainops.registry.lineage import Graph, Node, lineage_graph
 from trainops.registry.store import Resolved, resolve
-
-EVAL_REPORT_MEDIA_TYPE = "application/vnd.trainops.eval.report.v1+json"
-MAX_REPORT = 1024 * 1024  # bytes read of an eval report for a card
 
 
 @dataclass(frozen=True)
@@ -75,55 +69,18 @@ def _resolve(registries: Registries, node: Node) -> Resolved | None:
         return None
 
 
-def _report(registries: Registries, node: Node) -> dict[str, Any] | None:
-    """An eval node's report JSON (bounded, verified), or None if it has none readable."""
-    found = _resolve(registries, node)
-    if found is None:
-        return None
-    ref = found.ref
-    layer = next((lay for lay in found.parsed.layers if lay.media_type == EVAL_REPORT_MEDIA_TYPE), None)
-    if layer is None or layer.size > MAX_REPORT:
-        return None
-    with registries.backend(found.ref).open_blob(found.ref.repository, layer.digest) as fh:
-        data = fh.read(MAX_REPORT + 1)
-    if "sha256:" + hashlib.sha256(data).hexdigest() != layer.digest:
-        raise IntegrityError(f"{ref}: the eval report does not match its digest {layer.digest}")
-    try:
-        body = json.loads(data)
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) else None
-
-
-def _gates(raw: object) -> list[GateLine]:
-    out: list[GateLine] = []
-    for g in raw if isinstance(raw, list) else []:
-        try:
-            actual = g.get("actual")
-            out.append(
-                GateLine(
-                    str(g["metric"]),
-                    str(g["op"]),
-                    float(g["value"]),
-                    None if actual is None else float(actual),
-                    bool(g["passed"]),
-                )
-            )
-        except (KeyError, TypeError, ValueError, AttributeError):
-            continue
-    return out
-
-
 def _eval_facts(registries: Registries, node: Node) -> EvalFacts:
-    report = _report(registries, node) or {}
-    passed = report.get("passed")
-    metrics = report.get("metrics") if isinstance(report.get("metrics"), dict) else node.metrics
-    return EvalFacts(
-        ref=_at(node),
-        passed=passed if isinstance(passed, bool) else None,
-        metrics={str(k): float(v) for k, v in (metrics or {}).items() if isinstance(v, (int, float))},
-        gates=_gates(report.get("gates")),
-    )
+    """An eval ancestor's verdict, metrics and gates, from its report (trainops.evaluate);
+    a report that cannot be read leaves only what the lineage node knows."""
+    from trainops.evaluate.report import read_report
+
+    try:
+        entry = read_report(registries, ref=registries.ref(node.ref).with_tag(None).with_digest(node.digest))
+    except TrainopsError:
+        return EvalFacts(ref=_at(node), passed=None, metrics=dict(node.metrics))
+    report = entry.report
+    gates = [GateLine(g.metric, g.op, g.value, g.actual, g.passed) for g in report.gates]
+    return EvalFacts(ref=_at(node), passed=report.passed, metrics=dict(report.metrics), gates=gates)
 
 
 def _nearest(graph: Graph, kind: str) -> Node | None:

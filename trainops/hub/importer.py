@@ -23,8 +23,9 @@ from pathlib import Path
 
 from trainops.errors import InputError
 from trainops.hub.hfapi import COMMIT, HubSettings, hub_errors
+from trainops.hub.safetensors import model_info
 from trainops.registry import media, store
-from trainops.registry.artifact import FileEntry, Lineage, scan_tree
+from trainops.registry.artifact import FileEntry, Lineage, ModelConfig, scan_tree
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
 
@@ -212,6 +213,7 @@ def import_model(
     lineage = Lineage(git_repo=settings.repo_url(repo_id), git_commit=snapshot.commit)
     with tempfile.TemporaryDirectory(prefix="trainops-hub-") as tmp:
         stage_links(files, Path(tmp))
+        info = model_info(Path(tmp))  # ModelPack config from the headers; a hostile one stops here
         pushed = store.push(
             registries,
             source=Path(tmp),
@@ -221,5 +223,6 @@ def import_model(
             annotations=annotations,
             jobs=jobs,
             progress=progress,
+            model=ModelConfig(config=info.as_config()),
         )
     return ImportResult(repo_id, revision, snapshot.commit, snapshot.path, pushed)
