@@ -9,8 +9,9 @@ directory. Then, alternately, R times each, in fresh registries with a cold dige
 - **push**: `trainops push SNAPSHOT_DIR file://… --kind model` of the very same snapshot.
 
 Each is run a second time on the same registry (warm digest cache, blobs present: nothing
-to send). It reports median wall times, the ratio import/push (target ≤ 1.0 within noise),
-the time trainops reports for the work, and the peak RSS.
+to send). It reports median wall and CPU (user + system) times, the ratios import/push
+(target ≤ 1.0 within noise; CPU time is the steadier one on a loaded machine), the time
+trainops reports for the work, and the peak RSS.
 
     python bench/hub_import.py [-r 3] [--model DIR] [--quick]
 
@@ -41,8 +42,9 @@ def _trainops() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "trainops.cli.main"]
 
 
-def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, int, dict[str, object]]:
-    """Wall seconds, peak RSS (KiB) and the JSON a trainops command printed."""
+def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int, dict[str, object]]:
+    """Wall seconds, CPU seconds (user + system), peak RSS (KiB) and the JSON a trainops
+    command printed. CPU time is steadier than wall time on a shared, loaded machine."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
@@ -52,7 +54,7 @@ def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, int, dict[str, 
         err.seek(0)
         if os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"{' '.join(argv)} failed: {err.read().decode()[-2000:]}")
-        return seconds, int(usage.ru_maxrss), json.loads(out.read())
+        return seconds, usage.ru_utime + usage.ru_stime, int(usage.ru_maxrss), json.loads(out.read())
 
 
 def _model_dir(given: str | None) -> Path:
@@ -78,8 +80,9 @@ def one_round(work: Path, snapshot: Path, cache_root: Path) -> dict[str, float]:
             "HF_HOME": str(work / "hf-home"),
         }
         for phase in ("cold", "warm"):
-            seconds, rss, report = _timed(argv, env)
+            seconds, cpu, rss, report = _timed(argv, env)
             rows[f"{name}_{phase}_s"] = seconds
+            rows[f"{name}_{phase}_cpu_s"] = cpu
             rows[f"{name}_{phase}_work_s"] = float(report["seconds"])  # type: ignore[arg-type]
             rows[f"{name}_{phase}_rss_kib"] = rss
             rows[f"{name}_{phase}_sent"] = float(report["bytesSent"])  # type: ignore[arg-type]
@@ -112,6 +115,8 @@ def main() -> None:
         **{k: round(v, 3) for k, v in med.items()},
         "ratio_cold": round(med["import_cold_s"] / med["push_cold_s"], 3),
         "ratio_warm": round(med["import_warm_s"] / med["push_warm_s"], 3),
+        "ratio_cold_cpu": round(med["import_cold_cpu_s"] / med["push_cold_cpu_s"], 3),
+        "ratio_warm_cpu": round(med["import_warm_cpu_s"] / med["push_warm_cpu_s"], 3),
         "target": "ratio <= 1.0 (within noise): the import costs no more than pushing the same directory",
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
