@@ -43,7 +43,10 @@ def import_cmd(
     insecure: bool,
     output: str,
 ) -> None:
-    """Import a Hub model (REPO_ID at REVISION, default main) and push it to REF as a ModelPack model."""
+    """Import a Hub model and push it to REF as a ModelPack model.
+
+    REVISION is a branch, tag or commit (default main). HF_TOKEN, HF_ENDPOINT,
+    HF_HUB_OFFLINE and the HF cache are honoured."""
     from trainops.cli.progress import transfer_progress
     from trainops.hub.hfapi import parse_repo_spec
     from trainops.hub.importer import import_model
@@ -110,7 +113,11 @@ def export_cmd(
     insecure: bool,
     output: str,
 ) -> None:
-    """Upload the artifact REF to the Hub repository REPO_ID as one commit, with a model card from its lineage."""
+    """Upload the artifact REF to the Hub as one commit on REPO_ID.
+
+    The files are pulled verified; a model card (README.md) is written from the
+    lineage unless the artifact has one. A branch that moved since the upload
+    started is refused (exit 5)."""
     from trainops.cli.progress import transfer_progress
     from trainops.hub.exporter import export_model
     from trainops.hub.hfapi import parse_repo_spec
