@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,3 +112,28 @@ def _hub_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     monkeypatch.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf-home")))
     for name in ("HF_TOKEN", "HF_ENDPOINT", "HF_HUB_CACHE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(name, raising=False)
+
+
+@dataclass(frozen=True)
+class Hub:
+    endpoint: str
+    repo_id: str
+    commit: str  # the mirror's git commit of main (and of TAG)
+
+
+@pytest.fixture(scope="session")
+def hub_server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    """olah serving the model as a git repository over the Hub's HTTP API, offline."""
+    from tests.hub.hubserver import OlahHub, git_mirror
+    from tests.services import ServiceError
+
+    work = tmp_path_factory.mktemp("olah")
+    commit = git_mirror(work / "mirrors", REPO_ID, model_dir, tag=TAG)
+    server = OlahHub(work, work / "mirrors")
+    try:
+        server.start()
+    except ServiceError as err:
+        server.stop()
+        pytest.fail(str(err), pytrace=False)
+    yield Hub(server.endpoint, REPO_ID, commit)
+    server.stop()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.runner import run
-from tests.hub.conftest import REPO_ID, TAG, HfCache
+from tests.hub.conftest import REPO_ID, TAG, HfCache, Hub
 from trainops.registry import media
 
 
@@ -210,3 +210,40 @@ def test_the_cache_fast_path_agrees_with_huggingface_hub(hf_cache: HfCache, revi
     assert ours is not None and ours.path == Path(theirs) and ours.commit == hf_cache.commit
     assert cache_lookup(cache=hf_cache.root, repo_id=REPO_ID, revision="../../etc") is None
     assert cache_lookup(cache=hf_cache.root, repo_id="nobody/none", revision=rev) is None
+
+
+def test_import_over_http_from_a_hub_server(
+    hub_server: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_dir: Path
+) -> None:
+    """snapshot_download for real, over HTTP from olah; then the cache serves a re-import."""
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", hub_server.endpoint)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 120)  # a loaded 2-core machine
+    monkeypatch.setattr(constants, "HF_HUB_ETAG_TIMEOUT", 120)
+    ref = f"file://{tmp_path}/reg/minilm:v1"
+    first = _import(f"{REPO_ID}@{TAG}", ref, "--exclude", "*.md")
+    assert first["commit"] == hub_server.commit  # the mirror's real git commit, resolved from the tag
+    info = _show(ref)
+    assert info["lineage"]["gitRepo"] == f"{hub_server.endpoint}/{REPO_ID}"  # type: ignore[index]
+    assert "README.md" not in {f["path"] for f in info["files"]}  # type: ignore[attr-defined]
+    expected = {k: v for k, v in _tree_digests(model_dir).items() if not k.endswith(".md")}
+    assert {f["path"]: f["digest"] for f in info["files"]} == expected  # type: ignore[attr-defined]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the cache now holds it: no network at all
+    again = _import(f"{REPO_ID}@{TAG}", ref, "--exclude", "*.md")  # the tag, resolved from the cache's refs
+    assert again["bytesSent"] == 0 and again["digest"] == first["digest"]
+
+
+def test_unknown_repo_over_http_is_one_line_and_pushes_nothing(
+    hub_server: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", hub_server.endpoint)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    for spec in ("nobody/no-such-model", f"{REPO_ID}@no-such-branch"):
+        out = run("hub", "import", spec, f"file://{tmp_path}/reg/m:v1")
+        assert out.code == 4, out.stderr  # olah reports an unknown revision as an unknown repository
+        assert "no such repository" in out.last_error_line and len(out.stderr.strip().splitlines()) == 1
+    assert _nothing_pushed(tmp_path)
