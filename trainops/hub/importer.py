@@ -92,9 +92,9 @@ def download_snapshot(
         if found is not None:
             return found
     from huggingface_hub import snapshot_download
-    from huggingface_hub.utils import disable_progress_bars
+    from huggingface_hub.utils import tqdm as hf_tqdm
 
-    disable_progress_bars()  # library code prints nothing; its own bars would go to stderr
+    hf_tqdm.disable_progress_bars()  # library code prints nothing; its own bars would go to stderr
     what = f"{repo_id}@{revision}" if revision else repo_id
     with hub_errors(what, settings=settings):
         path = snapshot_download(
