@@ -144,12 +144,16 @@ def test_an_artifact_with_a_readme_keeps_its_own(hf_cache: object, tmp_path: Pat
 def test_export_to_an_unreachable_hub_is_one_line_exit_6(
     lineage_registry: tuple[Registries, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from tests.planted import secret
+
     _, url = lineage_registry
     monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_TOKEN", secret("hf-token"))
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     out = run("hub", "export", f"{url}/tiny-llm:1.0.0", "team/tiny-llm", "-o", "json")
     assert out.code == 6, out.stderr
     assert "could not be reached" in out.last_error_line and len(out.stderr.strip().splitlines()) == 1
+    assert secret("hf-token") not in out.stderr
     assert out.stdout == ""
 
 

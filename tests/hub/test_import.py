@@ -218,7 +218,10 @@ def test_import_over_http_from_a_hub_server(
     """snapshot_download for real, over HTTP from olah; then the cache serves a re-import."""
     from huggingface_hub import constants
 
+    from tests.planted import secret
+
     monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_TOKEN", secret("hf-token"))  # sent to the Hub; found nowhere trainops writes
     monkeypatch.setenv("HF_ENDPOINT", hub_server.endpoint)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 120)  # a loaded 2-core machine

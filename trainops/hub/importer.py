@@ -91,10 +91,10 @@ def download_snapshot(
         found = cache_lookup(cache=Path(settings.cache), repo_id=repo_id, revision=revision)
         if found is not None:
             return found
-    import huggingface_hub.utils.tqdm as hf_tqdm
     from huggingface_hub import snapshot_download
+    from huggingface_hub.utils.tqdm import disable_progress_bars
 
-    hf_tqdm.disable_progress_bars()  # library code prints nothing; its own bars would go to stderr
+    disable_progress_bars()  # library code prints nothing; its own bars would go to stderr
     what = f"{repo_id}@{revision}" if revision else repo_id
     with hub_errors(what, settings=settings):
         path = snapshot_download(
