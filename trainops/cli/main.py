@@ -12,6 +12,7 @@ from trainops import __version__
 from trainops.cli import (
     ckpt_cmds,
     eval_cmds,
+    hub_cmds,
     image_cmds,
     manifest_cmds,
     project_cmds,
@@ -51,6 +52,7 @@ for _command in (
     *release_cmds.COMMANDS,
     *rollout_cmds.COMMANDS,
     *ui_cmds.COMMANDS,
+    *hub_cmds.COMMANDS,
 ):
     cli.add_command(_command)
 add_verbose(cli)

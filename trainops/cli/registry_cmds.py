@@ -98,6 +98,12 @@ def push(
             metrics=metric_values,
             parents=store.resolve_parents(registries, [(p, "parent") for p in parents]),
         )
+        model = None
+        if kind == "model" and path.is_dir():  # ModelPack config from the local files, as releases do
+            from trainops.hub.safetensors import model_info
+            from trainops.registry.artifact import ModelConfig
+
+            model = ModelConfig(config=model_info(path).as_config())
         with transfer_progress(output == "text") as progress:
             result = store.push(
                 registries,
@@ -109,6 +115,7 @@ def push(
                 jobs=jobs,
                 progress=progress,
                 move_tag=not no_move,
+                model=model,
             )
     if output == "json":
         echo_json(
@@ -289,15 +296,19 @@ def ls(
 @_registry_options
 @output_option
 def show(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
-    """Show an artifact: files, sizes, digests, kind, annotations, lineage and referrers."""
-    from trainops.registry.inspect import show as show_artifact
+    """Show an artifact: files, sizes, digests, kind, annotations, lineage and referrers;
+    for a model or checkpoint also its tensors (read from the safetensors headers only)."""
+    from trainops.hub.tensors import show as show_artifact
 
     with _registries(file, env, insecure) as registries:
-        info = show_artifact(registries, ref=registries.ref(ref))
+        shown = show_artifact(registries, ref=registries.ref(ref))
     if output == "json":
-        echo_json(info.as_dict())
+        echo_json(shown.as_dict())
         return
-    click.echo("\n".join(_show_lines(info)))
+    lines = _show_lines(shown.info)
+    if shown.tensors is not None:
+        lines.extend(_tensor_lines(shown.tensors))
+    click.echo("\n".join(lines))
 
 
 _LINEAGE_LABELS = {
@@ -339,6 +350,21 @@ def _show_lines(info: Any) -> list[str]:
         out.append("  referrers:")
         out += [f"    {r['kind']:<10}{r['digest'][:19]}" for r in info.referrers]
     return out
+
+
+def _tensor_lines(t: Any) -> list[str]:
+    dtypes = ", ".join(f"{name} {count:,}" for name, count in t.dtypes.items())
+    lines = [
+        f"  tensors:  {t.tensors:,} in {t.files} safetensors file(s), {t.parameters:,} parameters",
+        f"  dtypes:   {dtypes}",
+        f"  (read {_size(t.header_bytes)} of headers, not the {_size(t.bytes_total)} of tensors)",
+        "  shapes (most parameters first):",
+    ]
+    for s in t.shapes:
+        shape = "×".join(str(d) for d in s.shape) or "scalar"
+        lines.append(f"    {s.tensors:>5} × {s.dtype:<5} {shape:<24} {s.parameters:>15,} params")
+    lines.extend(f"  unreadable: {reason}" for reason in t.unreadable.values())
+    return lines
 
 
 @registry.command("tag")

@@ -495,6 +495,45 @@ class OCIBackend(Backend):
 
         return body()
 
+    def read_range(self, repo: str, digest: str, offset: int, length: int) -> bytes:
+        """An HTTP Range GET. A 206 must carry a Content-Range that starts at offset; a
+        registry that ignores Range (200) is read only up to offset + length, and said so."""
+        import logging
+        import re
+
+        from trainops.registry.backends.base import check_range, read_exact, read_span
+
+        check_range(offset, length)
+        if length == 0:
+            return b""
+        resp = self._request(
+            "GET",
+            f"/v2/{repo}/blobs/{digest}",
+            scope=self._pull(repo),
+            ok=(200, 206, 416),
+            headers={"Range": f"bytes={offset}-{offset + length - 1}", "Accept-Encoding": "identity"},
+            stream=True,
+        )
+        with contextlib.closing(resp):
+            if resp.status_code == 416:  # offset at or past the end
+                return b""
+            if resp.status_code == 200:
+                logging.getLogger(__name__).warning(
+                    "%s ignored the Range request for %s; reading its first %d bytes",
+                    self.host,
+                    digest,
+                    offset + length,
+                )
+                return read_span(resp.raw, offset, length)
+            found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", resp.headers.get("Content-Range", "").strip())
+            if not found or int(found[1]) != offset or int(found[2]) > offset + length - 1:
+                raise RemoteError(
+                    f"{self.host} answered a Range request for {digest} with Content-Range "
+                    f"{resp.headers.get('Content-Range')!r}, not bytes {offset}-{offset + length - 1}",
+                    hint="the registry or a proxy in front of it mishandles Range requests",
+                )
+            return read_exact(resp.raw, int(found[2]) - offset + 1)
+
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
         resp = self._request(
             "POST",

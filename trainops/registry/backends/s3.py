@@ -225,6 +225,38 @@ class S3Backend(Backend):
             raise NotFoundError(f"blob {digest} is not in {self._url(repo)}") from None
         return cast(AbstractContextManager[BinaryIO], resp["Body"])  # botocore StreamingBody
 
+    def read_range(self, repo: str, digest: str, offset: int, length: int) -> bytes:
+        """A ranged GetObject (Range: bytes=offset-end); past the end (InvalidRange) is b""."""
+        import re
+
+        from trainops.errors import RemoteError
+        from trainops.registry.backends.base import check_range, read_exact, read_span
+
+        check_range(offset, length)
+        if length == 0:
+            return b""
+        try:
+            resp = self.ops.call(
+                "get_object", self.blob_key(repo, digest), Range=f"bytes={offset}-{offset + length - 1}"
+            )
+        except KeyMissing:
+            raise NotFoundError(f"blob {digest} is not in {self._url(repo)}") from None
+        except RemoteError as err:
+            code = (getattr(err.__cause__, "response", None) or {}).get("Error", {}).get("Code")
+            if code == "InvalidRange":
+                return b""
+            raise
+        body = resp["Body"]
+        try:
+            found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", str(resp.get("ContentRange") or "").strip())
+            if found is None:  # the store ignored Range: read only what was asked for
+                return read_span(body, offset, length)
+            if int(found[1]) != offset:
+                raise RemoteError(f"{self._url(repo)}: S3 answered bytes {found[1]}- for a range from {offset}")
+            return read_exact(body, min(length, int(found[2]) - offset + 1))
+        finally:
+            body.close()
+
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
         """A server-side copy inside the bucket: no byte passes through this machine."""
         src, dst = self.blob_key(from_repo, digest), self.blob_key(repo, digest)
