@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,8 @@ class LocalRunResult:
     watcher_errors: list[str] = field(default_factory=list)
     final_scan_failed: bool = False  # the last checkpoints may not be in the registry
     missing_secret_env: list[str] = field(default_factory=list)
+    signal: str | None = None  # the first signal passed on to the command (SIGTERM, SIGUSR1, …)
+    stopped: str | None = None  # why the watchdog stopped the command (a hang), if it did
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +71,8 @@ class LocalRunResult:
             "watcherErrors": self.watcher_errors,
             "finalScanFailed": self.final_scan_failed,
             "missingSecretEnv": self.missing_secret_env,
+            "signal": self.signal,
+            "stopped": self.stopped,
         }
 
 
@@ -143,11 +148,13 @@ def run_local(
     base_env: Mapping[str, str] | None = None,
     env_overrides: Mapping[str, str] | None = None,
     command_stdout: int | IO[Any] | None = None,
+    supervision: Supervision | None = None,
 ) -> LocalRunResult:
     """Restore, train and watch, as described in the module docstring.
 
     The command's stdout is this process's unless command_stdout says otherwise (the CLI
-    sends it to stderr under `-o json`, so stdout carries the result alone).
+    sends it to stderr under `-o json`, so stdout carries the result alone). supervision
+    adds signals to pass on and a watchdog (the Slurm supervisor's hang detection).
     """
     from trainops.checkpoint import WatchConfig, Watcher, restore_latest
     from trainops.gitinfo import git_state
@@ -230,13 +237,19 @@ def run_local(
 
         scan(final=False)  # complete checkpoints a killed run left behind are pushed before it resumes
         resumed_from = watcher.resumed_from
-        exit_code = _supervise(
-            argv, cwd=manifest.root, env=env, interval=interval, tick=lambda: scan(False), stdout=command_stdout
+        supervised = _supervise(
+            argv,
+            cwd=manifest.root,
+            env=env,
+            interval=interval,
+            tick=lambda: scan(False),
+            stdout=command_stdout,
+            supervision=supervision or Supervision(),
         )
         final_ok = scan(final=True)
         return LocalRunResult(
             run_id=run_id,
-            exit_code=exit_code,
+            exit_code=supervised.code,
             checkpoint_dir=str(directory),
             repository=repository.repo_url,
             restored=restored,
@@ -246,6 +259,8 @@ def run_local(
             watcher_errors=errors,
             final_scan_failed=not final_ok,
             missing_secret_env=missing,
+            signal=supervised.signal,
+            stopped=supervised.stopped,
         )
     finally:
         registries.close()
@@ -266,6 +281,24 @@ def _refuse_foreign_checkpoints(registries: Registries, *, repository: Reference
         )
 
 
+@dataclass(frozen=True)
+class Supervision:
+    """More than `train run --local` needs: extra signals passed on to the command as SIGTERM
+    (the Slurm time-limit warning, SIGUSR1), and a watchdog asked on every tick; when it
+    returns a reason the command gets SIGTERM, then SIGKILL after kill_after seconds."""
+
+    signals: tuple[int, ...] = ()
+    watchdog: Callable[[], str | None] | None = None
+    kill_after: float = 30.0
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    code: int
+    signal: str | None
+    stopped: str | None
+
+
 def _supervise(
     argv: list[str],
     *,
@@ -274,11 +307,12 @@ def _supervise(
     interval: float,
     tick: Callable[[], object],
     stdout: int | IO[Any] | None,
-) -> int:
+    supervision: Supervision,
+) -> _Outcome:
     """Run argv; call tick every interval while it runs; pass SIGTERM/SIGINT on to it.
 
     The watcher scans on this thread between waits, so a scan never overlaps another.
-    Returns the command's exit code (128+N when a signal N ended it, as a shell reports).
+    The exit code is the command's (128+N when a signal N ended it, as a shell reports).
     """
     try:
         child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout)
@@ -288,17 +322,19 @@ def _supervise(
         ) from None
     except PermissionError:
         raise InputError(f"train.command: {argv[0]!r} is not executable", hint="chmod +x it or fix the path") from None
-    forwarded = threading.Event()
+    received: list[str] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        forwarded.set()
+        received.append(signal.Signals(signum).name)
         if child.poll() is None:
-            child.send_signal(signal.SIGTERM if signum == signal.SIGINT else signum)
+            child.send_signal(signal.SIGTERM)  # SIGINT and the extra signals too: the trainer saves on it
 
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        for number in (signal.SIGTERM, signal.SIGINT):
+        for number in (signal.SIGTERM, signal.SIGINT, *supervision.signals):
             previous[number] = signal.signal(number, forward)
+    stopped: str | None = None
+    kill_at = 0.0
     try:
         while True:
             try:
@@ -306,10 +342,17 @@ def _supervise(
                 break
             except subprocess.TimeoutExpired:
                 tick()
+            if stopped is None and supervision.watchdog is not None:
+                stopped = supervision.watchdog()
+                if stopped is not None:
+                    child.terminate()
+                    kill_at = time.monotonic() + supervision.kill_after
+            elif stopped is not None and time.monotonic() >= kill_at:
+                child.kill()
     finally:
         for key, handler in previous.items():
             signal.signal(key, handler)
         if child.poll() is None:  # an exception on this thread: do not leave the command running
             child.kill()
             child.wait()
-    return 128 - code if code < 0 else code
+    return _Outcome(128 - code if code < 0 else code, received[0] if received else None, stopped)

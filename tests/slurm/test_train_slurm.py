@@ -1,0 +1,107 @@
+"""examples/tiny-llm trained through a real Slurm scheduler (env slurm-local, bare metal).
+
+`trainops train submit` runs sbatch on the one-node cluster of the fixture; the job's
+supervisor (`trainops train run --slurm`) restores, trains, pushes checkpoints to the
+embedded registry. Checked from the outside: Slurm's own view (`scontrol show job`), the
+registry's tags and lineage, the GitOps repository's commits.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from slurm_cluster import SlurmCluster
+
+from tests.cli.runner import run
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "tiny-llm"
+DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+
+
+@pytest.fixture
+def project(tmp_path: Path, slurm: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of examples/tiny-llm; its slurm-local setup line activates this interpreter's venv."""
+    root = tmp_path / "tiny-llm"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".trainops", "checkpoints", "__pycache__"))
+    monkeypatch.setenv("TRAINOPS_VENV", sys.prefix)
+    monkeypatch.delenv("TRAINOPS_DEBUG", raising=False)
+    return root
+
+
+def overlay(root: Path, name: str, train: dict[str, object]) -> None:
+    """Add environment `name`: slurm-local with these train fields merged over it."""
+    doc = yaml.safe_load((root / "trainops.yaml").read_text())
+    base = doc["environments"]["slurm-local"]
+    env = {**base, "train": {**base["train"], **train}}
+    doc["environments"][name] = env
+    (root / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def submit(root: Path, env: str = "slurm-local") -> dict[str, object]:
+    result = run("train", "submit", "-f", str(root / "trainops.yaml"), "--env", env, "-o", "json")
+    assert result.code == 0, result.stderr
+    data: dict[str, object] = json.loads(result.stdout)
+    return data
+
+
+def steps(root: Path) -> list[int]:
+    """The steps of the checkpoints in the registry, as `trainops ckpt ls` lists them."""
+    result = run("ckpt", "ls", "-f", str(root / "trainops.yaml"), "-o", "json")
+    assert result.code == 0, result.stderr
+    return sorted(int(item["step"]) for item in json.loads(result.stdout))
+
+
+def lineage_text(root: Path, tag: str) -> str:
+    ref = f"tiny-llm/checkpoints:{tag}"
+    result = run("lineage", ref, "-f", str(root / "trainops.yaml"), "--up", "--format", "json")
+    assert result.code == 0, result.stderr
+    return result.stdout
+
+
+def git_log(root: Path) -> str:
+    repo = root / ".trainops" / "gitops.git"
+    if not repo.exists():
+        return ""
+    proc = subprocess.run(["git", "--git-dir", str(repo), "log", "--format=%B"], capture_output=True, text=True)
+    return proc.stdout
+
+
+def test_submit_trains_tiny_llm_through_slurm(project: Path, slurm: SlurmCluster) -> None:
+    data = submit(project)
+    job = str(data["jobId"])
+    run_id = str(data["runId"])
+    assert job.isdigit()
+    assert f"Trainops-Slurm-Job: {job}" in git_log(project)
+    info = slurm.wait_job(job, DONE, timeout=180)
+    log = run("train", "logs", run_id, "-f", str(project / "trainops.yaml"), "--env", "slurm-local")
+    assert info["JobState"] == "COMPLETED", log.stdout[-3000:]
+    assert steps(project)[-1] == 400
+    status = run("train", "status", run_id, "-f", str(project / "trainops.yaml"), "-o", "json")
+    assert status.code == 0, status.stderr
+    assert json.loads(status.stdout)["state"] == "COMPLETED"
+    assert json.loads(status.stdout)["jobId"] == job
+    assert "pushed step-000400" in log.stdout
+
+
+def test_sbatch_refusal_commits_nothing(project: Path, slurm: SlurmCluster) -> None:
+    overlay(project, "bad", {"queue": "no-such-partition"})
+    result = run("train", "submit", "-f", str(project / "trainops.yaml"), "--env", "bad")
+    assert result.code == 3, result.stderr
+    assert "Invalid partition" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Trainops-Slurm-Job" not in git_log(project)
+    assert not list((project / ".trainops").glob("runs/*/*/run.json"))
+
+
+def test_unknown_run_is_not_found(project: Path, slurm: SlurmCluster) -> None:
+    for command in ("status", "cancel", "logs"):
+        result = run("train", command, "run-nope", "-f", str(project / "trainops.yaml"))
+        assert result.code == 4, (command, result.stderr)
+        assert "run-nope" in result.stderr
