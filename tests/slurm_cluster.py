@@ -12,6 +12,7 @@ Plain Python, no pytest: ``tests/slurm/conftest.py`` wraps it in a fixture.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 from collections.abc import Mapping
@@ -186,12 +187,9 @@ class SlurmCluster:
         proc = self.run("scontrol", "show", "job", "-o", job_id)
         if proc.returncode != 0:
             return {}
-        fields: dict[str, str] = {}
-        for word in proc.stdout.split():
-            key, eq, value = word.partition("=")
-            if eq:
-                fields[key] = value
-        return fields
+        # one line of Key=Value pairs; a value (Comment, Reason) may hold spaces
+        pairs = re.split(r"\s+(?=[A-Za-z][A-Za-z0-9_:/]*=)", proc.stdout.strip())
+        return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
 
     def wait_job(self, job_id: str, states: tuple[str, ...], *, timeout: float) -> dict[str, str]:
         seen: dict[str, str] = {}
