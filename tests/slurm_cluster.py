@@ -205,6 +205,20 @@ class SlurmCluster:
             raise ServiceError(f"{err} (last: {seen.get('JobState')} {seen.get('Reason')})\n{self.logs()}") from None
         return dict(seen)
 
+    def job_processes(self, job_id: str) -> list[int]:
+        """PIDs of the slurmstepd processes of a job on this node (its steps not yet done)."""
+        pids = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmdline.startswith(f"slurmstepd: [{job_id}.".encode()):
+                pids.append(int(proc.name))
+        return pids
+
     def logs(self) -> str:
         parts = []
         for name in ("slurmctld.log", "slurmd.log"):

@@ -230,6 +230,8 @@ def _run_slurm(
         echo_json(result.as_dict())
         return
     run = result.run
+    where = f"restored {run.restored}" if run.restored else f"nothing restored ({run.restore_note})"
+    click.echo(f"trainops: run {run.run_id}: {where}", err=True)
     if run.resumed_from:
         click.echo(f"trainops: resumed from {run.resumed_from.ref}", err=True)
     click.echo(
