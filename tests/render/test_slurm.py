@@ -230,3 +230,24 @@ def test_scancel_stops_training_without_a_requeue(tmp_path: Path) -> None:
 def test_the_image_is_named_as_enroot_wants_it(tmp_path: Path) -> None:
     script = _slurm(tmp_path)
     assert "image='harbor.example.com#llm/tiny-llm/image:sha256:" in script
+
+
+def test_bare_metal_runs_the_setup_lines_then_the_supervisor(tmp_path: Path) -> None:
+    script = _slurm(
+        tmp_path,
+        {"slurm": {"runtime": "bare-metal", "setup": ["module load cuda/12.4", "source /envs/llm/bin/activate"]}},
+    )
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+    lines = script.splitlines()
+    setup = lines.index("module load cuda/12.4")
+    assert lines[setup + 1] == "source /envs/llm/bin/activate"
+    assert "--container-image" not in script
+    assert lines[-2].startswith("exec trainops train run --slurm -f trainops.yaml --run-id ")
+    assert lines.index('cd "${SLURM_SUBMIT_DIR}"') < setup < lines.index(lines[-2])
+
+
+def test_setup_lines_need_bare_metal(tmp_path: Path) -> None:
+    from trainops.errors import ManifestError
+
+    with pytest.raises(ManifestError, match="setup lines run only with runtime: bare-metal"):
+        _slurm(tmp_path, {"slurm": {"setup": ["module load cuda"]}})
