@@ -244,3 +244,71 @@ class SlurmCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+_SSHD_CONF = """\
+Port {port}
+ListenAddress 127.0.0.1
+HostKey {dir}/host_key
+PidFile {dir}/sshd.pid
+AuthorizedKeysFile {dir}/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AcceptEnv SLURM_CONF TRAINOPS_VENV
+"""
+
+_SSH_CONF = """\
+Host *
+  IdentityFile {dir}/id
+  IdentitiesOnly yes
+  UserKnownHostsFile {dir}/known_hosts
+  StrictHostKeyChecking yes
+  SendEnv SLURM_CONF TRAINOPS_VENV
+"""
+
+SSH_INSTALL = "apt-get install -y openssh-server openssh-client (or scripts/install-test-deps.sh)"
+
+
+class SshServer(_ManagedProcess):
+    """sshd on a free loopback port with its own host key and one authorized client key: a
+    stand-in login host. ``ssh_command`` is the client command that reaches it (its own config
+    file: key, known host, SLURM_CONF and TRAINOPS_VENV sent along)."""
+
+    name = "sshd"
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = Path(directory)
+        super().__init__(self.dir / "sshd.log")
+        self.port = 0
+
+    @property
+    def ssh_command(self) -> str:
+        return f"{require('ssh', SSH_INSTALL)} -F {self.dir / 'ssh_config'}"
+
+    def start(self) -> None:
+        sshd = require("sshd", SSH_INSTALL)
+        keygen = require("ssh-keygen", SSH_INSTALL)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for key in ("host_key", "id"):
+            if not (self.dir / key).exists():
+                subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f", str(self.dir / key)], check=True)
+        (self.dir / "authorized_keys").write_text((self.dir / "id.pub").read_text())
+        self.port = free_port()
+        host_pub = (self.dir / "host_key.pub").read_text().split()
+        (self.dir / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {host_pub[0]} {host_pub[1]}\n")
+        (self.dir / "sshd_config").write_text(_SSHD_CONF.format(port=self.port, dir=self.dir))
+        (self.dir / "ssh_config").write_text(_SSH_CONF.format(dir=self.dir))
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+        self._spawn([sshd, "-D", "-e", "-f", str(self.dir / "sshd_config")])
+        probe = [*self.ssh_command.split(), "-o", "BatchMode=yes", "-p", str(self.port), "root@127.0.0.1", "true"]
+        wait_for(
+            lambda: subprocess.run(probe, capture_output=True, timeout=20).returncode == 0,
+            timeout=30,
+            what="sshd",
+            proc=self.proc,
+            log_path=self.log_path,
+            interval=0.2,
+        )

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from services import ServiceError
-from slurm_cluster import SlurmCluster
+from slurm_cluster import SlurmCluster, SshServer
 
 
 @pytest.fixture(scope="session")
@@ -31,3 +31,19 @@ def slurm(slurm_cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> Slurm
     for name, value in slurm_cluster.env.items():
         monkeypatch.setenv(name, value)
     return slurm_cluster
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    """sshd on a free loopback port: the Slurm login host; ``.port``, ``.ssh_command``."""
+    server = SshServer(tmp_path_factory.mktemp("sshd"))
+    error = None
+    try:
+        server.start()
+    except ServiceError as exc:
+        error = str(exc)
+    if error is not None:
+        server.stop()
+        pytest.fail(error, pytrace=False)
+    yield server
+    server.stop()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from slurm_cluster import SlurmCluster
+from slurm_cluster import SlurmCluster, SshServer
 
 from tests.cli.runner import run
 
@@ -105,3 +105,28 @@ def test_unknown_run_is_not_found(project: Path, slurm: SlurmCluster) -> None:
         result = run("train", command, "run-nope", "-f", str(project / "trainops.yaml"))
         assert result.code == 4, (command, result.stderr)
         assert "run-nope" in result.stderr
+
+
+def test_submit_status_logs_over_ssh_on_a_login_host(
+    project: Path, slurm: SlurmCluster, sshd: SshServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAINOPS_SSH_COMMAND", sshd.ssh_command)
+    base = yaml.safe_load((project / "trainops.yaml").read_text())["environments"]["slurm-local"]["train"]
+    login = {"loginHost": f"root@127.0.0.1:{sshd.port}", "submitDir": str(project)}
+    overlay(project, "login", {"slurm": {**base["slurm"], **login}})
+    data = submit(project, "login")
+    job, run_id = str(data["jobId"]), str(data["runId"])
+    record = json.loads((project / ".trainops" / "runs" / "tiny-llm" / run_id / "run.json").read_text())
+    assert record["loginHost"] == f"root@127.0.0.1:{sshd.port}"
+    info = slurm.wait_job(job, DONE, timeout=180)
+    manifest = str(project / "trainops.yaml")
+    log = run("train", "logs", run_id, "-f", manifest)
+    assert info["JobState"] == "COMPLETED", log.stdout[-3000:]
+    assert "pushed step-000400" in log.stdout
+    status = run("train", "status", "-f", manifest, "-o", "json")  # every run submitted from here
+    assert [(s["runId"], s["state"]) for s in json.loads(status.stdout)] == [(run_id, "COMPLETED")]
+    # a login host that does not answer: a remote failure, on one line
+    monkeypatch.setenv("TRAINOPS_SSH_COMMAND", f"{sshd.ssh_command} -o Port=1")
+    down = run("train", "status", run_id, "-f", manifest)
+    assert down.code == 6, down.stderr
+    assert "ssh to root@127.0.0.1" in down.stderr

@@ -3,12 +3,14 @@
 No accounting daemon is needed: a job's state comes from `scontrol show job -o`, which
 knows every job slurmctld still holds (MinJobAge after it ends). Over ssh, every argument
 is quoted for the remote shell, the script goes to sbatch on stdin, and ssh runs in batch
-mode (keys or an agent; it never prompts).
+mode (keys or an agent; it never prompts); $TRAINOPS_SSH_COMMAND replaces `ssh` (options,
+a config file), as GIT_SSH_COMMAND does for git.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shlex
 import shutil
@@ -20,6 +22,7 @@ from trainops.errors import InputError, NotFoundError, RemoteError
 log = logging.getLogger(__name__)
 
 TIMEOUT = 60.0
+SSH_COMMAND_ENV = "TRAINOPS_SSH_COMMAND"
 _JOB_ID = re.compile(r"^([0-9]+)(;[^\s]*)?$")
 _SSH_FAILED = 255
 # sbatch's own words for a request the cluster refuses (what to change is in the manifest)
@@ -59,7 +62,7 @@ class SlurmHost:
         remote = " ".join(shlex.quote(word) for word in command)
         if cwd:
             remote = f"cd {shlex.quote(cwd)} && {remote}"
-        ssh = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=15"]
+        ssh = [*ssh_command(), "-o", "BatchMode=yes", "-o", "ConnectTimeout=15"]
         if port:
             ssh += ["-p", port]
         return [*ssh, "--", target, remote]
@@ -102,6 +105,12 @@ class SlurmHost:
         return RemoteError(
             f"{command[0]} {self.where} failed: {text}", hint="check that slurmctld is up (`scontrol ping`)"
         )
+
+
+def ssh_command() -> list[str]:
+    """`ssh`, or $TRAINOPS_SSH_COMMAND split as a shell would (as git's GIT_SSH_COMMAND)."""
+    text = os.environ.get(SSH_COMMAND_ENV, "").strip()
+    return shlex.split(text) if text else ["ssh"]
 
 
 def one_line(text: str) -> str:
