@@ -130,3 +130,20 @@ def test_submit_status_logs_over_ssh_on_a_login_host(
     down = run("train", "status", run_id, "-f", manifest)
     assert down.code == 6, down.stderr
     assert "ssh to root@127.0.0.1" in down.stderr
+
+
+def test_a_failed_gitops_commit_cancels_the_held_job(project: Path, slurm: SlurmCluster) -> None:
+    doc = yaml.safe_load((project / "trainops.yaml").read_text())
+    env = dict(doc["environments"]["slurm-local"])
+    env["gitops"] = {"repo": f"file://{project}/no-such-dir/gitops.git", "branch": "main", "path": "x"}
+    doc["environments"]["nogit"] = env
+    (project / "no-such-dir").write_text("a file where the repository's parent directory should be")
+    (project / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    before = set(slurm.run("squeue", "-h", "-t", "all", "-o", "%i").stdout.split())
+    result = run("train", "submit", "-f", str(project / "trainops.yaml"), "--env", "nogit")
+    assert result.code != 0 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    (new,) = set(slurm.run("squeue", "-h", "-t", "all", "-o", "%i").stdout.split()) - before
+    info = slurm.job(new)
+    assert (info["JobState"], info["RunTime"]) == ("CANCELLED", "00:00:00"), info  # held, never ran
+    assert not list((project / ".trainops").glob("runs/*/*/run.json"))
