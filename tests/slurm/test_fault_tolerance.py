@@ -153,3 +153,18 @@ def test_hang_is_killed_requeued_then_fails_after_max_retry(project: Path, slurm
     assert "faultTolerance.maxRetry is 1" in json.loads(status.stdout)["comment"]
     text = logs(project, run_id)
     assert text.count("trainer started") == 2, text[-3000:]
+
+
+def test_a_heartbeat_keeps_a_slow_trainer_alive(project: Path, slurm: SlurmCluster) -> None:
+    beat = 'for i in $(seq 8); do touch "$TRAINOPS_HEARTBEAT_FILE"; sleep 1; done; echo heartbeat-done'
+    overlay(
+        project,
+        "beat",
+        {"command": ["sh", "-c", beat], "faultTolerance": {"hangTimeout": "4s", "maxRetry": 0}},
+    )
+    data = submit(project, "beat")
+    job, run_id = str(data["jobId"]), str(data["runId"])
+    info = slurm.wait_job(job, DONE, timeout=180)
+    text = logs(project, run_id)
+    assert (info["JobState"], info["Restarts"]) == ("COMPLETED", "0"), text[-3000:]
+    assert "heartbeat-done" in text

@@ -20,6 +20,7 @@ the job ends; Slurm itself requeues a `--requeue` job whose node failed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -32,6 +33,7 @@ from typing import IO, Any
 from trainops.errors import CommandFailedError, UsageError
 from trainops.pipeline.context import train_spec
 from trainops.pipeline.local import LocalRunResult, Supervision, run_local
+from trainops.render.env import RDZV_PORT
 from trainops.slurm.client import SlurmHost, control
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
@@ -112,7 +114,7 @@ def _save_state(path: Path, data: dict[str, Any]) -> None:
 
 def srun_argv(train: TrainSpec, *, run_id: str, head: str) -> list[str]:
     """train.command on every node of the allocation, one task per node (torchrun for python)."""
-    from trainops.render.env import RDZV_PORT, launch_argv
+    from trainops.render.env import launch_argv
 
     command = launch_argv(list(train.command), train=train, endpoint=f"{head}:{RDZV_PORT}", run_id=run_id)
     return ["srun", f"--nodes={train.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *command]
@@ -145,25 +147,31 @@ def run_slurm(
     ckpt_dir = ckpt_dir.resolve()
     run_dir = ckpt_dir.parent
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    heartbeat = run_dir / "heartbeat"
-    clock = ProgressClock(ckpt_dir, heartbeat, duration_seconds(train.fault_tolerance.hang_timeout))
+    clock = ProgressClock(ckpt_dir, run_dir / "heartbeat", duration_seconds(train.fault_tolerance.hang_timeout))
     head = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
-    result = run_local(
-        manifest,
-        run_id=run_id,
-        ckpt_dir=ckpt_dir,
-        command=srun_argv(train, run_id=run_id, head=head),
-        interval=interval,
-        insecure=insecure,
-        on_push=on_push,
-        env_overrides={"TRAINOPS_RDZV_ENDPOINT": f"{head}:29500", HEARTBEAT_ENV: str(heartbeat)},
-        command_stdout=command_stdout,
-        supervision=Supervision(
-            signals=(signal.SIGUSR1,),
-            watchdog=clock,
-            kill_after=duration_seconds(train.checkpoint.grace_period),
-        ),
-    )
+    early: list[int] = []  # a SIGUSR1 before the trainer runs (during the restore) must not end us
+    previous = signal.signal(signal.SIGUSR1, lambda signum, _frame: early.append(signum))
+    try:
+        result = run_local(
+            manifest,
+            run_id=run_id,
+            ckpt_dir=ckpt_dir,
+            command=srun_argv(train, run_id=run_id, head=head),
+            interval=interval,
+            insecure=insecure,
+            on_push=on_push,
+            env_overrides={"TRAINOPS_RDZV_ENDPOINT": f"{head}:{RDZV_PORT}", HEARTBEAT_ENV: str(clock.heartbeat)},
+            command_stdout=command_stdout,
+            supervision=Supervision(
+                signals=(signal.SIGUSR1,),
+                watchdog=clock,
+                kill_after=duration_seconds(train.checkpoint.grace_period),
+            ),
+        )
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    if early and result.signal is None and result.exit_code:
+        result = dataclasses.replace(result, signal="SIGUSR1")
     restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
     return _conclude(train, job_id=job_id, restart=restart, state_file=run_dir / STATE_FILE, result=result)
 
