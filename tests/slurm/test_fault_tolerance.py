@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from services import wait_for
 from slurm_cluster import SlurmCluster
 
@@ -168,3 +169,25 @@ def test_a_heartbeat_keeps_a_slow_trainer_alive(project: Path, slurm: SlurmClust
     text = logs(project, run_id)
     assert (info["JobState"], info["Restarts"]) == ("COMPLETED", "0"), text[-3000:]
     assert "heartbeat-done" in text
+
+
+def test_a_real_time_limit_sends_the_signal_and_the_job_requeues(project: Path, slurm: SlurmCluster) -> None:
+    """Slurm itself sends SIGUSR1 checkpoint.gracePeriod before train.slurm.time (no stand-in)."""
+    base = yaml.safe_load((project / "trainops.yaml").read_text())["environments"]["slurm-local"]["train"]
+    overlay(
+        project,
+        "limited",
+        {
+            "env": {"TRAINOPS_CKPT_EVERY": "100", "TRAINOPS_MAX_STEPS": "1000000"},
+            "slurm": {**base["slurm"], "time": "00:01:30"},
+            "checkpoint": {"gracePeriod": "60s", "layout": "trainops"},
+        },
+    )
+    data = submit(project, "limited")
+    job, run_id = str(data["jobId"]), str(data["runId"])
+    try:
+        start_again(slurm, job, restarts=1)
+        assert "the time limit is near (SIGUSR1)" in slurm.job(job).get("Comment", ""), logs(project, run_id)[-3000:]
+        assert steps(project), "the last checkpoint was pushed before the requeue"
+    finally:
+        slurm.run("scancel", job)
