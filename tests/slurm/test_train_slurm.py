@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from services import wait_for
 from slurm_cluster import SlurmCluster, SshServer
 
 from tests.cli.runner import run
@@ -147,3 +148,26 @@ def test_a_failed_gitops_commit_cancels_the_held_job(project: Path, slurm: Slurm
     info = slurm.job(new)
     assert (info["JobState"], info["RunTime"]) == ("CANCELLED", "00:00:00"), info  # held, never ran
     assert not list((project / ".trainops").glob("runs/*/*/run.json"))
+
+
+def test_cancel_stops_the_job_and_its_last_checkpoint_is_pushed(project: Path, slurm: SlurmCluster) -> None:
+    overlay(project, "long", {"env": {"TRAINOPS_CKPT_EVERY": "100", "TRAINOPS_MAX_STEPS": "1000000"}})
+    data = submit(project, "long")
+    job, run_id = str(data["jobId"]), str(data["runId"])
+    manifest = str(project / "trainops.yaml")
+    slurm.wait_job(job, ("RUNNING",), timeout=120)
+    saved = lambda: "saved checkpoint" in run("train", "logs", run_id, "-f", manifest).stdout  # noqa: E731
+    wait_for(saved, timeout=120, what="a checkpoint")
+    text = run("train", "status", run_id, "-f", manifest)
+    assert text.code == 0 and f"{run_id}  job {job}  RUNNING" in text.stdout, text.stdout
+    cancelled = run("train", "cancel", run_id, "-f", manifest, "-o", "json")
+    assert cancelled.code == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout)["jobId"] == job
+    info = slurm.wait_job(job, DONE, timeout=120)
+    assert info["JobState"] == "CANCELLED"
+    wait_for(lambda: not slurm.job_processes(job), timeout=60, what="the job's steps gone", interval=0.3)
+    log = run("train", "logs", run_id, "-f", manifest).stdout
+    assert "stopping after the current step" in log and "stopped (SIGTERM from Slurm)" in log, log[-3000:]
+    saves = [line for line in log.splitlines() if "saved checkpoint" in line]
+    last_saved = max(int(line.rsplit("step-", 1)[1].split()[0]) for line in saves)
+    assert steps(project)[-1] == last_saved, log[-3000:]  # what the trainer saved on SIGTERM is in the registry
