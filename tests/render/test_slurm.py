@@ -46,6 +46,7 @@ if [ "$1" = torchrun ]; then
     for name in ${FAKE_ENV_NAMES:-}; do printf '%s' "${!name}" > "$FAKE_DIR/env-$name"; done
     if [ -n "${TRAINOPS_TEST_HANG:-}" ]; then
         trap 'echo training-stopped >> "$FAKE_DIR/events"; exit 0' TERM
+        echo hanging >> "$FAKE_DIR/events"  # the trap is set: a signal now is handled
         while :; do sleep 0.05; done
     fi
 fi
@@ -212,19 +213,20 @@ def test_a_missing_secret_stops_the_script_before_anything_runs(tmp_path: Path) 
 
 def test_the_time_limit_signal_stops_training_then_the_watcher_then_requeues(tmp_path: Path) -> None:
     proc = _start(tmp_path, _slurm(tmp_path), env={"TRAINOPS_TEST_HANG": "1"})
-    _wait_for(tmp_path, proc, "start torchrun")
+    _wait_for(tmp_path, proc, "hanging")
     os.kill(proc.pid, signal.SIGUSR1)  # what `#SBATCH --signal=B:USR1@600` does
     _, err = proc.communicate(timeout=30)
-    events = [e for e in _events(tmp_path) if not e.startswith("start")]
+    events = [e for e in _events(tmp_path) if not e.startswith(("start", "hanging"))]
     assert events == ["training-stopped", "watcher-stopped", "scontrol requeue 42"], err
 
 
 def test_scancel_stops_training_without_a_requeue(tmp_path: Path) -> None:
     proc = _start(tmp_path, _slurm(tmp_path), env={"TRAINOPS_TEST_HANG": "1"})
-    _wait_for(tmp_path, proc, "start torchrun")
+    _wait_for(tmp_path, proc, "hanging")
     os.kill(proc.pid, signal.SIGTERM)
     proc.communicate(timeout=30)
-    assert [e for e in _events(tmp_path) if not e.startswith("start")] == ["training-stopped", "watcher-stopped"]
+    events = [e for e in _events(tmp_path) if not e.startswith(("start", "hanging"))]
+    assert events == ["training-stopped", "watcher-stopped"]
 
 
 def test_the_image_is_named_as_enroot_wants_it(tmp_path: Path) -> None:
