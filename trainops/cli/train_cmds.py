@@ -32,6 +32,16 @@ def _run_id(run_id: str | None, prefix: str) -> str:
     return check_run_id(run_id) if run_id else new_run_id(prefix)
 
 
+def _announcer(output: str) -> Any:
+    """A line on stderr per checkpoint pushed (text output only)."""
+
+    def announce(item: Any) -> None:
+        if output == "text":
+            click.echo(f"trainops: pushed {item.name} (step {item.step}) → {item.ref}", err=True)
+
+    return announce
+
+
 @click.group()
 def train() -> None:
     """Training: render the scheduler job, submit it through GitOps, or run it locally."""
@@ -160,10 +170,6 @@ def run_cmd(
         with registries_for(manifest, insecure=insecure) as registries:
             pinned = resolve_image(manifest, registries, image=image)
 
-    def announce(item: Any) -> None:
-        if output == "text":
-            click.echo(f"trainops: pushed {item.name} (step {item.step}) → {item.ref}", err=True)
-
     result = run_local(
         manifest,
         run_id=_run_id(run_id, "local"),
@@ -171,7 +177,7 @@ def run_cmd(
         image=pinned,
         interval=interval,
         insecure=insecure,
-        on_push=announce,
+        on_push=_announcer(output),
         env_overrides=key_values(setenv, "-e"),
         command_stdout=sys.stderr if output == "json" else None,
     )
@@ -214,16 +220,13 @@ def _run_slurm(
     if not run_id or ckpt_dir is None:
         raise click.UsageError("--slurm needs --run-id and --ckpt-dir (the sbatch script passes them)")
 
-    def announce(item: Any) -> None:
-        click.echo(f"trainops: pushed {item.name} (step {item.step}) → {item.ref}", err=True)
-
     result = run_slurm(
         manifest,
         run_id=_run_id(run_id, "run"),
         ckpt_dir=ckpt_dir,
         interval=interval,
         insecure=insecure,
-        on_push=announce,
+        on_push=_announcer("text"),  # the job's output file keeps a line per push
         command_stdout=sys.stderr if output == "json" else None,
     )
     if output == "json":
