@@ -215,7 +215,7 @@ def run_cmd(
 def _run_slurm(
     manifest: Any, *, run_id: str | None, ckpt_dir: Path | None, interval: float, insecure: bool, output: str
 ) -> None:
-    from trainops.slurm.node import run_slurm
+    from trainops.pipeline.slurm import run_slurm
 
     if not run_id or ckpt_dir is None:
         raise click.UsageError("--slurm needs --run-id and --ckpt-dir (the sbatch script passes them)")

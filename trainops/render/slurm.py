@@ -1,6 +1,6 @@
 """Slurm: an sbatch script (templates/slurm/sbatch.sh.j2) that runs the job under pyxis/enroot,
 or, with train.slurm.runtime bare-metal, one (sbatch-bare-metal.sh.j2) that runs no container:
-its setup lines, then `trainops train run --slurm`, the supervisor of trainops.slurm.node.
+its setup lines, then `trainops train run --slurm`, the supervisor of trainops.pipeline.slurm.
 
 One task per node (`srun --container-image=<image by digest>`), each starting torchrun with
 c10d rendezvous on the first node of the allocation; the same environment contract and

@@ -2,6 +2,8 @@
 
 - `client`: Slurm's commands, locally or on train.slurm.loginHost over ssh;
 - `record`: which job a run became (`.trainops/runs/<pipeline>/<run>/run.json`);
-- `jobs`: submit (held, committed to GitOps, released), status, logs, cancel;
-- `node`: `trainops train run --slurm`, the supervisor a bare-metal sbatch script runs.
+- `jobs`: submit (held, committed to GitOps, released), status, logs, cancel.
+
+The job's supervisor (`trainops train run --slurm`, what a bare-metal sbatch script runs)
+is an executor beside the local one: trainops.pipeline.slurm.
 """

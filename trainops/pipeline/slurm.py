@@ -1,4 +1,4 @@
-"""`trainops train run --slurm`: the job's supervisor on the batch host of a Slurm allocation.
+"""The Slurm executor, `trainops train run --slurm`: the job's supervisor on its batch host.
 
 The bare-metal sbatch script ends in it. It is `train run --local` (trainops.pipeline.local:
 restore the newest checkpoint, run the command, push every complete checkpoint, pass
