@@ -17,6 +17,8 @@
 #   prometheus                canary analysis against a real Prometheus (and promtool for PromQL checks)
 #   chromium                  the real browser the registry browser's tests drive through
 #                             Playwright (executable_path=/usr/bin/chromium; never `playwright install`)
+#   slurmctld slurmd slurm-client munge  a one-node Slurm cluster (tests/slurm_cluster.py)
+#   openssh-server openssh-client        sshd on loopback: the Slurm login host of the tests
 # Not needed: fuse-overlayfs/slirp4netns/uidmap (tests run as root with the vfs driver and
 # host networking; see tests/services.py for the containers.conf they use).
 set -euo pipefail
@@ -37,6 +39,7 @@ packages=(
     python3 python3-venv python3-pip curl time openssl
     prometheus
     chromium
+    slurmctld slurmd slurm-client munge openssh-server openssh-client
 )
 # Optional or differently named across releases: take what this release has.
 for optional in netavark catatonit; do
@@ -53,7 +56,7 @@ apt-get install -y --no-install-recommends "${packages[@]}"
 # The Debian package may start a registry on :5000 where an init system runs; the tests
 # start their own on free ports and do not need it.
 missing=0
-for binary in podman conmon runc skopeo umoci docker-registry busybox git prometheus promtool chromium; do
+for binary in podman conmon runc skopeo umoci docker-registry busybox git prometheus promtool chromium slurmctld slurmd sbatch munged sshd ssh; do
     if ! command -v "$binary" >/dev/null 2>&1; then
         echo "install-test-deps.sh: $binary still missing after install" >&2
         missing=1

@@ -6,6 +6,9 @@ and on other processes.
   passes SIGTERM and SIGINT on to it, and returns its status as a shell reports it (128+N
   for signal N). With `group`, the command gets its own process group, killed when the
   command ends (nothing it started outlives it) or after `timeout` seconds.
+- `Supervision` adds what the Slurm supervisor needs: more signals passed on as SIGTERM (the
+  time-limit warning SIGUSR1) and a watchdog asked on every tick (hang detection); the
+  `Outcome` says which signal was passed on first and why a watchdog stopped the command.
 - `stop_when(stop, signals=…, until_pid=…)` sets an Event on SIGTERM/SIGINT (a second
   signal interrupts) or when another process exits (the sidecar's `--until-pid`).
 - `alive(pid)`: whether a process runs (a zombie does not).
@@ -21,6 +24,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
@@ -100,6 +104,24 @@ def _start(
         raise InputError(f"{what}: {argv[0]!r} is not executable", hint="chmod +x it or fix the path") from None
 
 
+@dataclass(frozen=True)
+class Supervision:
+    """Extra signals passed on to the command as SIGTERM (the Slurm time-limit warning,
+    SIGUSR1), and a watchdog asked on every tick; when it returns a reason the command gets
+    SIGTERM, then SIGKILL after kill_after seconds."""
+
+    signals: tuple[int, ...] = ()
+    watchdog: Callable[[], str | None] | None = None
+    kill_after: float = 30.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: int  # as a shell reports it: 128+N when signal N ended the command
+    signal: str | None = None  # the first signal passed on to it (SIGTERM, SIGUSR1, …)
+    stopped: str | None = None  # why the watchdog stopped it (a hang), if it did
+
+
 def run_command(
     argv: list[str],
     *,
@@ -111,16 +133,17 @@ def run_command(
     what: str = "train.command",
     group: bool = False,
     timeout: float | None = None,
-) -> int:
+    supervision: Supervision | None = None,
+) -> Outcome:
     """Run argv; call tick every interval while it runs; pass SIGTERM/SIGINT on to it.
 
-    tick runs on this thread between waits, so two ticks never overlap. Returns the
-    command's exit code (128+N when signal N ended it). `what` names the command in errors.
-    With group, the command runs in its own process group, killed when the command ends or
-    after `timeout` seconds, which raises subprocess.TimeoutExpired.
+    tick runs on this thread between waits, so two ticks never overlap. `what` names the
+    command in errors. With group, the command runs in its own process group, killed when
+    the command ends or after `timeout` seconds, which raises subprocess.TimeoutExpired.
     """
+    plan = supervision or Supervision()
     child = _start(argv, cwd=cwd, env=env, stdout=stdout, what=what, group=group)
-    deadline = None if timeout is None else time.monotonic() + timeout
+    received: list[str] = []
 
     def signal_child(signum: int) -> None:
         if group:
@@ -130,15 +153,22 @@ def run_command(
             child.send_signal(signum)
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        if child.poll() is None:
-            signal_child(signal.SIGTERM if signum == signal.SIGINT else signum)
+        received.append(signal.Signals(signum).name)
+        if child.poll() is None:  # SIGINT and the extra signals too: the trainer saves on SIGTERM
+            signal_child(signal.SIGTERM)
 
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        for number in (signal.SIGTERM, signal.SIGINT):
+        for number in (signal.SIGTERM, signal.SIGINT, *plan.signals):
             previous[number] = signal.signal(number, forward)
+    watch = _Watch(plan, child, signal_child)
+
+    def ticks() -> None:
+        tick()
+        watch.check()
+
     try:
-        code = _wait(child, argv, interval=interval, tick=tick, deadline=deadline, timeout=timeout)
+        code = _wait(child, argv, interval=interval, tick=ticks, timeout=timeout)
     finally:
         for key, handler in previous.items():
             signal.signal(key, handler)
@@ -147,18 +177,31 @@ def run_command(
         if child.poll() is None:  # an exception on this thread: do not leave the command running
             child.kill()
             child.wait()
-    return 128 - code if code < 0 else code
+    return Outcome(128 - code if code < 0 else code, received[0] if received else None, watch.stopped)
+
+
+class _Watch:
+    """The watchdog of a Supervision: SIGTERM when it names a reason, SIGKILL kill_after later."""
+
+    def __init__(self, plan: Supervision, child: Any, signal_child: Callable[[int], None]) -> None:
+        self.plan, self.child, self.signal_child = plan, child, signal_child
+        self.stopped: str | None = None
+        self.kill_at = 0.0
+
+    def check(self) -> None:
+        if self.stopped is None and self.plan.watchdog is not None:
+            self.stopped = self.plan.watchdog()
+            if self.stopped is not None:
+                self.signal_child(signal.SIGTERM)
+                self.kill_at = time.monotonic() + self.plan.kill_after
+        elif self.stopped is not None and time.monotonic() >= self.kill_at:
+            self.signal_child(signal.SIGKILL)
 
 
 def _wait(
-    child: Any,
-    argv: list[str],
-    *,
-    interval: float,
-    tick: Callable[[], object],
-    deadline: float | None,
-    timeout: float | None,
+    child: Any, argv: list[str], *, interval: float, tick: Callable[[], object], timeout: float | None
 ) -> int:
+    deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:

@@ -165,21 +165,3 @@ def test_run_local_with_a_missing_command_fails_in_one_line(project: Path) -> No
     out = run("train", "run", "--local", "--env", "dev", "--run-id", "r1")
     assert out.code == 3
     assert "'no-such-trainer-xyz' not found" in out.last_error_line
-
-
-def test_submit_of_a_slurm_job_commits_an_executable_script(project: Path, git_remote: Path) -> None:
-    doc = yaml.safe_load((project / "trainops.yaml").read_text())
-    doc["spec"]["train"]["scheduler"] = "slurm"
-    doc["spec"]["train"]["slurm"] = {"partition": "gpu", "time": "04:00:00"}
-    doc["spec"]["train"].pop("topology")
-    doc["spec"]["patches"] = []
-    doc["spec"]["tenants"] = []
-    (project / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    out = run("train", "submit", "--image", IMAGE, "--run-id", "s1")
-    assert out.code == 0, out.stderr
-    listing = _git(git_remote, "ls-tree", "-r", "main").splitlines()
-    (entry,) = [line for line in listing if line.endswith("clusters/dev/train/sbatch.sh")]
-    assert entry.startswith("100755 blob")
-    script = _git(git_remote, "show", "main:clusters/dev/train/sbatch.sh")
-    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
-    assert "#SBATCH --partition=gpu" in script

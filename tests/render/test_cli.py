@@ -16,10 +16,11 @@ def test_validate_render_passes_on_the_example() -> None:
     out = run("validate", "-f", str(EXAMPLE), "--render")
     assert out.code == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == f"{EXAMPLE} is valid; environments checked: dev, prod"
+    assert lines[0] == f"{EXAMPLE} is valid; environments checked: dev, slurm-local, prod"
     assert "render (base): volcano: 2 objects checked against the CRDs (Job 1, Queue 1)" in lines
     local = "train.scheduler is local: the job runs as a subprocess, there is nothing to render for a cluster"
     assert f"render (env dev): {local}" in lines
+    assert "render (env slurm-local): slurm: train/sbatch.sh rendered (not Kubernetes objects)" in lines
     assert "render (env prod): volcano: 2 objects checked against the CRDs (Job 1, Queue 1)" in lines
 
 
@@ -28,7 +29,7 @@ def test_validate_render_json() -> None:
     assert out.code == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["ok"] is True
-    assert [r["env"] for r in data["render"]] == [None, "dev", "prod"]
+    assert [r["env"] for r in data["render"]] == [None, "dev", "slurm-local", "prod"]
     assert data["render"][0]["counts"] == {"batch.volcano.sh/v1alpha1 Job": 1, "scheduling.volcano.sh/v1beta1 Queue": 1}
     assert data["render"][0]["files"] == ["train/volcano-job.yaml", "tenants/volcano-queues.yaml"]
 

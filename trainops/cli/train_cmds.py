@@ -32,6 +32,16 @@ def _run_id(run_id: str | None, prefix: str) -> str:
     return check_run_id(run_id) if run_id else new_run_id(prefix)
 
 
+def _announcer(output: str) -> Any:
+    """A line on stderr per checkpoint pushed (text output only)."""
+
+    def announce(item: Any) -> None:
+        if output == "text":
+            click.echo(f"trainops: pushed {item.name} (step {item.step}) → {item.ref}", err=True)
+
+    return announce
+
+
 @click.group()
 def train() -> None:
     """Training: render the scheduler job, submit it through GitOps, or run it locally."""
@@ -87,6 +97,8 @@ def submit_cmd(file: str, env: str | None, image: str | None, run_id: str | None
     if output == "json":
         echo_json(result.as_dict())
         return
+    if result.job_id:
+        click.echo(f"submitted run {result.run_id} as Slurm job {result.job_id}")
     if not result.changed:
         click.echo(f"{result.repo} {result.branch}:{result.path} already holds this render; nothing committed")
         return
@@ -99,7 +111,13 @@ def submit_cmd(file: str, env: str | None, image: str | None, run_id: str | None
 
 @train.command("run")
 @manifest_options
-@click.option("--local", "local", is_flag=True, required=True, help="Run here, in a subprocess (the only mode yet).")
+@click.option("--local", "mode", flag_value="local", help="Run here, in a subprocess.")
+@click.option(
+    "--slurm",
+    "mode",
+    flag_value="slurm",
+    help="Supervise a Slurm job from its batch host (what the bare-metal sbatch script runs).",
+)
 @_run_id_option
 @click.option(
     "--ckpt-dir",
@@ -122,7 +140,7 @@ def submit_cmd(file: str, env: str | None, image: str | None, run_id: str | None
 def run_cmd(
     file: str,
     env: str | None,
-    local: bool,
+    mode: str | None,
     run_id: str | None,
     ckpt_dir: Path | None,
     image: str | None,
@@ -135,11 +153,18 @@ def run_cmd(
 
     With checkpoint.resume: latest it first pulls the newest checkpoint from the registry
     unless the checkpoint directory already holds one at least as new. When the training
-    command fails, trainops exits 9 and prints the command's own status.
+    command fails, trainops exits 9 and prints the command's own status. With --slurm
+    (inside a job) the command runs on every node with srun, hangs are detected and the job
+    is requeued on the time-limit signal.
     """
     from trainops.pipeline.local import run_local
 
+    if mode is None:
+        raise click.UsageError("pass --local (run here) or --slurm (inside a Slurm job)")
     manifest = _load(file, env)
+    if mode == "slurm":
+        _run_slurm(manifest, run_id=run_id, ckpt_dir=ckpt_dir, interval=interval, insecure=insecure, output=output)
+        return
     pinned = None
     if image:
         from trainops.pipeline.context import resolve_image
@@ -148,10 +173,6 @@ def run_cmd(
         with Registries.for_manifest(manifest, insecure=insecure) as registries:
             pinned = resolve_image(manifest, registries, image=image)
 
-    def announce(item: Any) -> None:
-        if output == "text":
-            click.echo(f"trainops: pushed {item.name} (step {item.step}) → {item.ref}", err=True)
-
     result = run_local(
         manifest,
         run_id=_run_id(run_id, "local"),
@@ -159,7 +180,7 @@ def run_cmd(
         image=pinned,
         interval=interval,
         insecure=insecure,
-        on_push=announce,
+        on_push=_announcer(output),
         env_overrides=key_values(setenv, "-e"),
         command_stdout=sys.stderr if output == "json" else None,
     )
@@ -199,6 +220,91 @@ def run_cmd(
             f"training finished but its last checkpoints could not be pushed to {result.repository}",
             hint=f"`trainops ckpt watch {result.checkpoint_dir} --once --run-id {result.run_id}` pushes them",
         )
+
+
+def _run_slurm(
+    manifest: Any, *, run_id: str | None, ckpt_dir: Path | None, interval: float, insecure: bool, output: str
+) -> None:
+    from trainops.pipeline.slurm import run_slurm
+
+    if not run_id or ckpt_dir is None:
+        raise click.UsageError("--slurm needs --run-id and --ckpt-dir (the sbatch script passes them)")
+
+    result = run_slurm(
+        manifest,
+        run_id=_run_id(run_id, "run"),
+        ckpt_dir=ckpt_dir,
+        interval=interval,
+        insecure=insecure,
+        on_push=_announcer("text"),  # the job's output file keeps a line per push
+        command_stdout=sys.stderr if output == "json" else None,
+    )
+    if output == "json":
+        echo_json(result.as_dict())
+        return
+    run = result.run
+    where = f"restored {run.restored}" if run.restored else f"nothing restored ({run.restore_note})"
+    click.echo(f"trainops: run {run.run_id}: {where}", err=True)
+    if run.resumed_from:
+        click.echo(f"trainops: resumed from {run.resumed_from.ref}", err=True)
+    click.echo(
+        f"trainops: job {result.job_id} start {result.restart}: {result.action} ({result.reason}); "
+        f"{len(run.pushed)} checkpoint(s) pushed to {run.repository}",
+        err=True,
+    )
+
+
+@train.command("status")
+@manifest_options
+@click.argument("run_id", metavar="[RUN]", required=False)
+@output_option
+def status_cmd(file: str, env: str | None, run_id: str | None, output: str) -> None:
+    """The Slurm job of RUN (default: of every run submitted from here): state, reason, restarts."""
+    from trainops.slurm.jobs import job_status
+
+    statuses = job_status(_load(file, env), run_id=run_id)
+    if output == "json":
+        echo_json(statuses[0].as_dict() if run_id else [s.as_dict() for s in statuses])
+        return
+    if not statuses:
+        click.echo("no runs submitted from here (trainops train submit)")
+        return
+    for item in statuses:
+        reason = f" ({item.reason})" if item.reason else ""
+        click.echo(f"{item.run_id}  job {item.job_id}  {item.state}{reason}  restarts {item.restarts}")
+        details = [("nodes", item.nodes), ("exit", item.exit_code), ("note", item.comment), ("log", item.stdout)]
+        for key, value in details:
+            if value:
+                click.echo(f"  {key:<6}{value}")
+
+
+@train.command("logs")
+@manifest_options
+@click.argument("run_id", metavar="RUN")
+def logs_cmd(file: str, env: str | None, run_id: str) -> None:
+    """Print the output of RUN's Slurm job (every start of it: requeues append)."""
+    from trainops.slurm.jobs import job_logs
+
+    result = job_logs(_load(file, env), run_id=run_id)
+    if result.text is None:
+        click.echo(f"job {result.job_id} has written no output yet ({result.path or 'no output file'})", err=True)
+        return
+    click.echo(result.text, nl=False)
+
+
+@train.command("cancel")
+@manifest_options
+@click.argument("run_id", metavar="RUN")
+@output_option
+def cancel_cmd(file: str, env: str | None, run_id: str, output: str) -> None:
+    """Cancel RUN's Slurm job (SIGTERM: the trainer saves and the last checkpoint is pushed)."""
+    from trainops.slurm.jobs import cancel_job
+
+    result = cancel_job(_load(file, env), run_id=run_id)
+    if output == "json":
+        echo_json(result.as_dict())
+        return
+    click.echo(f"cancelled job {result.job_id} of run {result.run_id} (now {result.state})")
 
 
 COMMANDS: list[click.Command] = [train]

@@ -178,7 +178,7 @@ def _run_command(spec: EvalSpec, *, cwd: Path, env: dict[str, str], stdout: int 
             timeout=timeout,
             group=True,
             what="eval.command",
-        )
+        ).code
     except subprocess.TimeoutExpired:
         raise CommandFailedError(
             f"eval.command timed out after {spec.timeout} (eval.timeout); its process group was killed",

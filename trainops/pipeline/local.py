@@ -33,7 +33,7 @@ from trainops.registry.artifact import Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
 from trainops.spec import Manifest
-from trainops.supervise import run_command
+from trainops.supervise import Supervision, run_command
 
 if TYPE_CHECKING:
     from trainops.checkpoint import PushedCheckpoint, Watcher
@@ -52,6 +52,8 @@ class LocalRunResult:
     watcher_errors: list[str] = field(default_factory=list)
     final_scan_failed: bool = False  # the last checkpoints may not be in the registry
     missing_secret_env: list[str] = field(default_factory=list)
+    signal: str | None = None  # the first signal passed on to the command (SIGTERM, SIGUSR1, …)
+    stopped: str | None = None  # why the watchdog stopped the command (a hang), if it did
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +68,8 @@ class LocalRunResult:
             "watcherErrors": self.watcher_errors,
             "finalScanFailed": self.final_scan_failed,
             "missingSecretEnv": self.missing_secret_env,
+            "signal": self.signal,
+            "stopped": self.stopped,
         }
 
 
@@ -219,12 +223,14 @@ def run_local(
     base_env: Mapping[str, str] | None = None,
     env_overrides: Mapping[str, str] | None = None,
     command_stdout: int | IO[Any] | None = None,
+    supervision: Supervision | None = None,
 ) -> LocalRunResult:
     """Restore, train and watch, as described in the module docstring.
 
     The command's stdout is this process's unless command_stdout says otherwise (the CLI
     sends it to stderr under `-o json`, so stdout carries the result alone). The command's
-    exit status is in the result; the caller decides what a failure means.
+    exit status is in the result; the caller decides what a failure means. supervision adds
+    signals to pass on and a watchdog (the Slurm supervisor's hang detection).
     """
     from trainops.checkpoint.catalog import checkpoint_repository
 
@@ -260,13 +266,19 @@ def run_local(
         scans = _Scans(watcher, on_push)
         scans.scan()  # complete checkpoints a killed run left behind are pushed before it resumes
         resumed_from = watcher.resumed_from
-        exit_code = run_command(
-            argv, cwd=manifest.root, env=env, interval=interval, tick=scans.scan, stdout=command_stdout
+        outcome = run_command(
+            argv,
+            cwd=manifest.root,
+            env=env,
+            interval=interval,
+            tick=scans.scan,
+            stdout=command_stdout,
+            supervision=supervision,
         )
         final_ok = scans.scan(final=True)
     return LocalRunResult(
         run_id=run_id,
-        exit_code=exit_code,
+        exit_code=outcome.code,
         checkpoint_dir=str(directory),
         repository=repository.repo_url,
         restored=restored.ref,
@@ -276,6 +288,8 @@ def run_local(
         watcher_errors=scans.errors,
         final_scan_failed=not final_ok,
         missing_secret_env=missing,
+        signal=outcome.signal,
+        stopped=outcome.stopped,
     )
 
 

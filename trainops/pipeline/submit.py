@@ -17,6 +17,7 @@ from trainops.gitops.target import gitops_url as gitops_url
 from trainops.pipeline.context import check_run_id, cluster_image, resolve_image, train_spec
 from trainops.registry.context import Registries
 from trainops.spec import Manifest
+from trainops.spec.stages import TrainSpec
 
 if TYPE_CHECKING:
     from trainops.render import Rendered
@@ -50,9 +51,11 @@ class SubmitResult:
     removed: list[str]
     image: str
     run_id: str
+    job_id: str | None = None  # the Slurm job (scheduler slurm)
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "jobId": self.job_id,
             "repo": self.repo,
             "branch": self.branch,
             "path": self.path,
@@ -77,6 +80,13 @@ def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: boo
             hint="run it with `trainops train run --local`, or pick another --env / scheduler",
         )
     check_run_id(run_id)
+    if image is None and _bare_metal(train):
+        from trainops.render.api import placeholder_image
+
+        pinned = placeholder_image(manifest)  # no container: the job runs no image
+        git = git_state(manifest.root)
+        commit = git.commit if git else None
+        return render_all(manifest, image=pinned, run_id=run_id, commit=commit), pinned, commit
     registries = Registries.for_manifest(manifest, insecure=insecure)
     try:
         pinned = cluster_image(resolve_image(manifest, registries, image=image))
@@ -103,34 +113,59 @@ def render_tree(
     return RenderTreeResult(directory=str(out.resolve()), files=names, image=pinned, run_id=run_id)
 
 
+def _bare_metal(train: TrainSpec) -> bool:
+    return train.scheduler == "slurm" and train.slurm is not None and train.slurm.runtime == "bare-metal"
+
+
 def submit(
     manifest: Manifest, *, run_id: str, image: str | None = None, insecure: bool = False, max_attempts: int = 5
 ) -> SubmitResult:
-    """Commit the rendered tree to the GitOps repository and push it."""
+    """Commit the rendered tree to the GitOps repository and push it.
+
+    With scheduler slurm the script is also submitted with sbatch (trainops.slurm.jobs:
+    held until the commit, which names the job, is pushed; nothing is committed if sbatch
+    refuses it).
+    """
     from trainops.gitops import write_tree
 
     rendered, pinned, git_commit = _render(manifest, image=image, run_id=run_id, insecure=insecure)
     gitops = manifest.pipeline.spec.gitops
     repo, create = gitops_url(manifest)
     name = manifest.pipeline.metadata.name
-    digest = pinned.rsplit("@", 1)[1] if "@" in pinned else None
-    trailers = {"Trainops-Pipeline": name, "Trainops-Run": run_id, "Trainops-Image": pinned}
+    train = train_spec(manifest)
+    bare = _bare_metal(train) and image is None
+    digest = pinned.rsplit("@", 1)[1] if "@" in pinned and not bare else None
+    trailers = {"Trainops-Pipeline": name, "Trainops-Run": run_id}
+    if not bare:
+        trailers["Trainops-Image"] = pinned
     if digest:
         trailers["Trainops-Artifact"] = digest
     if git_commit:
         trailers["Trainops-Commit"] = git_commit
-    train = train_spec(manifest)
-    result = write_tree(
-        repo=repo,
-        branch=gitops.branch,
-        path=gitops.path,
-        files={item.path: item.text for item in rendered.files},
-        executable=[item.path for item in rendered.files if _executable(item.path)],
-        message=f"train {name}: run {run_id} on {train.scheduler}",
-        trailers=trailers,
-        create=create,
-        max_attempts=max_attempts,
-    )
+
+    def commit(extra: dict[str, str]) -> Any:
+        return write_tree(
+            repo=repo,
+            branch=gitops.branch,
+            path=gitops.path,
+            files={item.path: item.text for item in rendered.files},
+            executable=[item.path for item in rendered.files if _executable(item.path)],
+            message=f"train {name}: run {run_id} on {train.scheduler}",
+            trailers={**trailers, **extra},
+            create=create,
+            max_attempts=max_attempts,
+        )
+
+    job_id = None
+    if train.scheduler == "slurm":
+        from trainops.render.names import object_name
+        from trainops.slurm.jobs import submit_job
+
+        script = next(item.text for item in rendered.files if item.path.endswith(".sh"))
+        job = submit_job(manifest, script=script, run_id=run_id, job_name=object_name(name, run_id), commit=commit)
+        result, job_id = job.commit, job.job_id
+    else:
+        result = commit({})
     return SubmitResult(
         repo=result.repo,
         branch=result.branch,
@@ -140,8 +175,9 @@ def submit(
         attempts=result.attempts,
         files=result.files,
         removed=result.removed,
-        image=pinned,
+        image="" if bare else pinned,
         run_id=run_id,
+        job_id=job_id,
     )
 
 

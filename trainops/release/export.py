@@ -45,7 +45,7 @@ def run_export(
         stdout=stdout,
         group=True,
         what="release.export",
-    )
+    ).code
     if code:
         raise CommandFailedError(f"release.export exited {code}", status=code, hint="nothing was released")
     if not any(p.is_file() for p in output.rglob("*")):
