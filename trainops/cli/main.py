@@ -9,7 +9,7 @@ import sys
 import click
 
 from trainops import __version__
-from trainops.cli import ckpt_cmds, image_cmds, manifest_cmds, project_cmds, registry_cmds, train_cmds
+from trainops.cli import ckpt_cmds, image_cmds, manifest_cmds, project_cmds, registry_cmds, run_cmds, train_cmds
 from trainops.errors import TrainopsError
 
 DEBUG_ENV = "TRAINOPS_DEBUG"
@@ -35,6 +35,7 @@ for _command in (
     *image_cmds.COMMANDS,
     *train_cmds.COMMANDS,
     *ckpt_cmds.COMMANDS,
+    *run_cmds.COMMANDS,
 ):
     cli.add_command(_command)
 

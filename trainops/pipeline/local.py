@@ -32,7 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from trainops.errors import InputError, TrainopsError
 from trainops.pipeline.context import checkpoint_repository, registries_for, train_spec
-from trainops.registry.artifact import Lineage, Parent
+from trainops.registry.artifact import Environment, Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
 from trainops.spec import Manifest
@@ -143,11 +143,13 @@ def run_local(
     base_env: Mapping[str, str] | None = None,
     env_overrides: Mapping[str, str] | None = None,
     command_stdout: int | IO[Any] | None = None,
+    environment: Environment | None = None,
 ) -> LocalRunResult:
     """Restore, train and watch, as described in the module docstring.
 
     The command's stdout is this process's unless command_stdout says otherwise (the CLI
-    sends it to stderr under `-o json`, so stdout carries the result alone).
+    sends it to stderr under `-o json`, so stdout carries the result alone). Without an
+    image, `environment` (the interpreter and its packages) goes into every checkpoint's lineage.
     """
     from trainops.checkpoint import WatchConfig, Watcher, restore_latest
     from trainops.gitinfo import git_state
@@ -190,6 +192,7 @@ def run_local(
             git_commit=git.commit if git else None,
             git_repo=git.remote if git else None,
             image_digest=image.digest if image else None,
+            environment=None if image else environment,
         )
         watcher = Watcher(
             registries,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,7 +140,13 @@ def gitops_url(manifest: Manifest) -> tuple[str, bool]:
 
 
 def submit(
-    manifest: Manifest, *, run_id: str, image: str | None = None, insecure: bool = False, max_attempts: int = 5
+    manifest: Manifest,
+    *,
+    run_id: str,
+    image: str | None = None,
+    insecure: bool = False,
+    max_attempts: int = 5,
+    trailers: Mapping[str, str] | None = None,
 ) -> SubmitResult:
     """Commit the rendered tree to the GitOps repository and push it."""
     from trainops.gitops import write_tree
@@ -149,11 +156,12 @@ def submit(
     repo, create = gitops_url(manifest)
     name = manifest.pipeline.metadata.name
     digest = pinned.rsplit("@", 1)[1] if "@" in pinned else None
-    trailers = {"Trainops-Pipeline": name, "Trainops-Run": run_id, "Trainops-Image": pinned}
+    written = {"Trainops-Pipeline": name, "Trainops-Run": run_id, "Trainops-Image": pinned}
     if digest:
-        trailers["Trainops-Artifact"] = digest
+        written["Trainops-Artifact"] = digest
     if git_commit:
-        trailers["Trainops-Commit"] = git_commit
+        written["Trainops-Commit"] = git_commit
+    written.update(trailers or {})
     train = train_spec(manifest)
     result = write_tree(
         repo=repo,
@@ -162,7 +170,7 @@ def submit(
         files={item.path: item.text for item in rendered.files},
         executable=[item.path for item in rendered.files if _executable(item.path)],
         message=f"train {name}: run {run_id} on {train.scheduler}",
-        trailers=trailers,
+        trailers=written,
         create=create,
         max_attempts=max_attempts,
     )
