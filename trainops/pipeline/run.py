@@ -128,7 +128,8 @@ def run_pipeline(*, manifest: Manifest, options: RunOptions, on_event: EventSink
         last = [n.name for n in nodes].index(window[-1])
         try:
             for node in nodes[: last + 1]:
-                stage = flow.stage(node, before_window=node.name not in window)
+                flow.hold = node.name not in window  # the stages before --from report once all are found
+                stage = flow.stage(node, before_window=flow.hold)
                 result.stages.append(stage)
                 if stage.status == "failed":
                     result.error = flow.error
@@ -165,6 +166,8 @@ class _Flow:
         self.repository: Reference = cache.records_repository(manifest, registries)
         self.results: dict[str, StageResult] = {}
         self.error: TrainopsError | None = None
+        self.hold = False
+        self.held: list[Event] = []
 
     def stage(self, node: Node, *, before_window: bool) -> StageResult:
         name = node.name
@@ -260,5 +263,9 @@ class _Flow:
 
     def _done(self, res: StageResult, kind: Any, message: str) -> StageResult:
         self.results[res.name] = res
-        self.emit(Event(res.name, kind, message))
+        self.held.append(Event(res.name, kind, message))
+        if not self.hold:
+            for event in self.held:
+                self.emit(event)
+            self.held.clear()
         return res
