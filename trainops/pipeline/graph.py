@@ -58,13 +58,12 @@ def order(nodes: Mapping[str, Node]) -> list[Node]:
     placed: set[str] = set()
     pending = dict(nodes)
     while pending:
-        ready = [n for n in pending.values() if all(d in placed or d not in nodes for d in n.needs)]
-        if not ready:
+        node = next((n for n in pending.values() if all(d in placed or d not in nodes for d in n.needs)), None)
+        if node is None:
             raise InputError(f"the stage graph has a cycle: {_cycle(pending)}", hint="a stage cannot need itself")
-        for node in ready:
-            done.append(node)
-            placed.add(node.name)
-            del pending[node.name]
+        done.append(node)
+        placed.add(node.name)
+        del pending[node.name]
     return done
 
 
