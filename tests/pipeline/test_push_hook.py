@@ -48,9 +48,7 @@ def test_a_push_runs_the_flow_and_a_docs_push_runs_nothing(tmp_path: Path) -> No
     runs.mkdir()
     hook = origin / "hooks" / "post-receive"
     hook.write_text(
-        HOOK.format(
-            work=tmp_path / "runner", origin=origin, runs=runs, python=sys.executable, pythonpath=REPO
-        ),
+        HOOK.format(work=tmp_path / "runner", origin=origin, runs=runs, python=sys.executable, pythonpath=REPO),
         encoding="utf-8",
     )
     hook.chmod(0o755)
