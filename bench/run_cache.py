@@ -1,0 +1,199 @@
+"""What `trainops run` costs when nothing changed, and what stage keys cost on a big tree.
+
+Two measurements, each beside a peer, in one run:
+
+- **no-op run**: tiny-llm (a copy, in a git repository) is run once (`trainops run`: image
+  skipped, training, checkpoint), then `trainops run` again, R times, with nothing changed:
+  every stage is found in the registry by its key. Peer: `trainops validate` on the same
+  manifest, the floor of any command that reads it (interpreter, pydantic, the manifest).
+  Target: the no-op run ≤ 2 s.
+- **stage keys of 10,000 files**: the source digest `trainops run` keys the image and train
+  stages with (`trainops.pipeline.keys.source_digest`), cold (every file hashed) and warm
+  (the digest cache: a stat per file). Peer: `git status --porcelain` on the same tree with
+  a warm index, git's own stat cache. Target: warm ≤ 1 s.
+
+    python bench/run_cache.py [--files 10000] [-r 5]
+    python bench/run_cache.py --quick     # seconds: 2,000 files, 100 training steps, 2 runs
+
+Writes bench/results/run_cache.json (bench/results/ is not committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "tiny-llm"
+RESULTS = REPO / "bench" / "results" / "run_cache.json"
+TRAINOPS = [sys.executable, "-m", "trainops.cli.main"]
+
+
+def _env(cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRAINOPS_", "TINY_LLM_", "GITHUB_", "CI_"))}
+    env.update(
+        TRAINOPS_CACHE_DIR=str(cache),
+        DOCKER_HOST=f"unix://{cache}/no-engine.sock",
+        GIT_AUTHOR_NAME="bench",
+        GIT_AUTHOR_EMAIL="bench@trainops.invalid",
+        GIT_COMMITTER_NAME="bench",
+        GIT_COMMITTER_EMAIL="bench@trainops.invalid",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_NOSYSTEM="1",
+    )
+    return env
+
+
+def _timed(argv: list[str], *, cwd: Path, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed: {done.stderr[-2000:]}")
+    return seconds
+
+
+def _project(root: Path, steps: int) -> None:
+    shutil.copytree(EXAMPLE / "tiny_llm", root / "tiny_llm", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(EXAMPLE / "data", root / "data")
+    doc: dict[str, Any] = {
+        "apiVersion": "trainops.dev/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": "tiny-llm"},
+        "spec": {
+            "image": {"builder": "docker", "include": ["tiny_llm/**", "data/**"], "exclude": ["**/__pycache__/**"]},
+            "train": {
+                "scheduler": "local",
+                "gpusPerNode": 0,
+                "command": [sys.executable, "-m", "tiny_llm.train"],
+                "env": {"TRAINOPS_MAX_STEPS": str(steps), "TRAINOPS_CKPT_EVERY": "100"},
+                "checkpoint": {"layout": "trainops", "keep": {"last": 3}},
+            },
+        },
+    }
+    (root / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    (root / ".gitignore").write_text(".trainops/\n__pycache__/\n", encoding="utf-8")
+
+
+def noop_run(work: Path, *, steps: int, repeat: int) -> dict[str, Any]:
+    root, cache = work / "tiny-llm", work / "cache"
+    root.mkdir()
+    _project(root, steps)
+    env = _env(cache)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "bench"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True)
+    first = _timed([*TRAINOPS, "run"], cwd=root, env=env)
+    runs, floors = [], []
+    for _ in range(repeat):  # alternately, so a change in the machine's load hits both
+        runs.append(_timed([*TRAINOPS, "run"], cwd=root, env=env))
+        floors.append(_timed([*TRAINOPS, "validate"], cwd=root, env=env))
+    out = subprocess.run([*TRAINOPS, "run", "-o", "json"], cwd=root, env=env, capture_output=True, text=True)
+    statuses = {s["name"]: s["status"] for s in json.loads(out.stdout)["stages"]}
+    return {
+        "firstRunSeconds": round(first, 3),
+        "noopRunSeconds": round(statistics.median(runs), 3),
+        "validateSeconds": round(statistics.median(floors), 3),
+        "ratio": round(statistics.median(runs) / statistics.median(floors), 2),
+        "statuses": statuses,
+        "target": "no-op run <= 2 s",
+        "met": statistics.median(runs) <= 2.0 and statuses.get("train") == "cached",
+    }
+
+
+def _tree(root: Path, files: int) -> None:
+    for i in range(files):
+        path = root / "src" / f"pkg{i // 100:03d}" / f"mod{i % 100:03d}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# module {i}\nVALUE = {i}\n" + "x = 1\n" * (i % 50), encoding="utf-8")
+
+
+def keys(work: Path, *, files: int, repeat: int) -> dict[str, Any]:
+    from trainops.pipeline.keys import source_digest
+    from trainops.spec import load_manifest
+
+    root, cache = work / "big", work / "keys-cache"
+    root.mkdir()
+    _tree(root, files)
+    manifest_doc = {
+        "apiVersion": "trainops.dev/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": "big"},
+        "spec": {"image": {"builder": "docker", "include": ["src/**"]}},
+    }
+    (root / "trainops.yaml").write_text(yaml.safe_dump(manifest_doc), encoding="utf-8")
+    os.environ["TRAINOPS_CACHE_DIR"] = str(cache)
+    manifest = load_manifest(root / "trainops.yaml")
+    started = time.perf_counter()
+    cold = source_digest(manifest=manifest)
+    cold_s = time.perf_counter() - started
+    warm_times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        warm = source_digest(manifest=manifest)
+        warm_times.append(time.perf_counter() - started)
+    assert warm.digest == cold.digest and len(warm.files) == files
+    env = _env(cache)
+    subprocess.run(["git", "init", "-q"], cwd=root, env=env, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, env=env, check=True)
+    git_times = [_timed(["git", "status", "--porcelain"], cwd=root, env=env) for _ in range(repeat)]
+    warm_s = statistics.median(warm_times)
+    return {
+        "files": files,
+        "coldSeconds": round(cold_s, 3),
+        "warmSeconds": round(warm_s, 3),
+        "gitStatusSeconds": round(statistics.median(git_times), 3),
+        "ratio": round(warm_s / statistics.median(git_times), 2),
+        "target": "warm <= 1 s",
+        "met": warm_s <= 1.0,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("-r", "--repeat", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="seconds: 2,000 files, 100 steps, 2 runs")
+    args = parser.parse_args()
+    if args.quick:
+        args.files, args.steps, args.repeat = 2_000, 100, 2
+    with tempfile.TemporaryDirectory(prefix="trainops-bench-run-") as tmp:
+        work = Path(tmp)
+        result = {
+            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()[0]},
+            "noopRun": noop_run(work, steps=args.steps, repeat=args.repeat),
+            "keys": keys(work, files=args.files, repeat=args.repeat),
+        }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    noop, key = result["noopRun"], result["keys"]
+    print(f"{'measure':<34} {'trainops':>10} {'peer':>10} {'ratio':>6}  target")
+    print(
+        f"{'no-op trainops run (all cached)':<34} {noop['noopRunSeconds']:>9.2f}s "
+        f"{noop['validateSeconds']:>9.2f}s {noop['ratio']:>6}  ≤ 2 s {'✓' if noop['met'] else '✗'}"
+    )
+    print(
+        f"{'keys, ' + format(key['files'], ',') + ' files, warm':<34} {key['warmSeconds']:>9.2f}s "
+        f"{key['gitStatusSeconds']:>9.2f}s {key['ratio']:>6}  ≤ 1 s {'✓' if key['met'] else '✗'}"
+    )
+    print(
+        f"(first run {noop['firstRunSeconds']:.2f} s; keys cold {key['coldSeconds']:.2f} s; "
+        f"load {result['machine']['load']:.1f})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
