@@ -28,7 +28,13 @@ def _lineage(project: Project, ref: str) -> dict[str, object]:
 
 
 def test_first_run_then_everything_cached(project: Project) -> None:
-    first = by_name(project.run_json())
+    done = project.trainops("run", "-o", "json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = [line for line in done.stderr.splitlines() if line.startswith("trainops: [")]
+    assert events[0].startswith("trainops: [image] skipped: no container engine")  # one line per event off a TTY
+    assert "trainops: [train] start: runs (never ran: no record in the registry)" in events
+    assert any(e.startswith("trainops: [train] note: pushed step-000100") for e in events)
+    first = by_name(json.loads(done.stdout))
     image, train, ckpt = first["image"], first["train"], first["checkpoint"]
     assert image["status"] == "skipped"
     assert "no container engine" in image["why"] and "layer builder needs image.base" in image["why"]

@@ -105,6 +105,13 @@ def _print_run(result: Any) -> None:
 @click.option(
     "--timeout", type=float, default=24 * 3600.0, show_default=True, help="Cluster: seconds to wait for a job."
 )
+@click.option(
+    "--settle",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Cluster: the job is taken as finished when no checkpoint of it arrived for this many seconds.",
+)
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
 @output_option
 def run_cmd(
@@ -115,6 +122,7 @@ def run_cmd(
     dry_run: bool,
     executor: str | None,
     timeout: float,
+    settle: float,
     insecure: bool,
     output: str,
 ) -> None:
@@ -130,6 +138,7 @@ def run_cmd(
         executor=executor,
         insecure=insecure,
         timeout=timeout,
+        quiet=settle,
         command_stdout=sys.stderr,
     )
     with _progress() as sink:

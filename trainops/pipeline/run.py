@@ -173,7 +173,11 @@ class _Flow:
         name = node.name
         pending = [n for n in node.needs if self.results[n].status in ("runs", "failed", "not-run")]
         if pending:
-            res = StageResult(name, "runs", why=f"after {', '.join(pending)} (its inputs are not known yet)")
+            why = f"after {', '.join(pending)} (its inputs are not known yet)"
+            module = missing_provider(name)
+            if module is not None:
+                why = f"cannot run here: it needs {module}, which this trainops does not have"
+            res = StageResult(name, "runs", why=why)
             return self._done(res, "plan", res.why)
         config = stage_config(self.manifest, name)
         inputs = {
@@ -199,6 +203,9 @@ class _Flow:
                 hint=f"run from {name} (trainops run --from {name}), or without --from",
             )
         if self.options.dry_run:
+            module = missing_provider(name)
+            if module is not None:
+                why = f"cannot run here: it needs {module}, which this trainops does not have"
             return self._done(StageResult(name, "runs", key=key, why=why), "plan", f"runs ({why})")
         return self._run(ctx, inputs, why)
 
@@ -214,6 +221,7 @@ class _Flow:
             insecure=self.options.insecure,
             timeout=self.options.timeout,
             quiet=self.options.quiet,
+            poll=max(0.2, min(5.0, self.options.quiet / 5)),
             command_stdout=self.options.command_stdout,
         )
 
