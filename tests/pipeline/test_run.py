@@ -154,3 +154,16 @@ def test_a_cycle_in_the_stage_graph_is_named() -> None:
     with pytest.raises(InputError, match=r"the stage graph has a cycle: a → c → b → a"):
         order(nodes)
     assert [n.name for n in order({"x": Node("x", ("y",)), "y": Node("y", ())})] == ["y", "x"]
+
+
+def test_a_named_input_that_is_missing_stops_the_run_before_anything_runs(project: Project) -> None:
+    doc = base_manifest()
+    doc["spec"]["eval"] = {"command": ["true"], "checkpoint": "tiny-llm/checkpoints:step-999"}
+    project.write_manifest(doc)
+    done = project.trainops("run", "--to", "checkpoint")
+    assert done.returncode == 4
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith(
+        "Error: stage checkpoint needs eval.checkpoint tiny-llm/checkpoints:step-999, which is not in its registry"
+    )
+    assert not (project.root / ".trainops" / "runs").exists()  # training did not start

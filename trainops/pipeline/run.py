@@ -124,6 +124,7 @@ def run_pipeline(*, manifest: Manifest, options: RunOptions, on_event: EventSink
         source=source.digest,
     )
     with Registries.for_manifest(manifest, insecure=options.insecure) as registries:
+        check_references(manifest, registries, window)
         flow = _Flow(manifest, registries, options, executor, source, on_event)
         last = [n.name for n in nodes].index(window[-1])
         try:
@@ -147,6 +148,39 @@ def _check_providers(window: list[str]) -> None:
                 f"stage {stage} needs {module}, which this trainops does not have yet",
                 hint=f"run the stages before it: --to {window[max(0, window.index(stage) - 1)]}",
             )
+
+
+def named_inputs(manifest: Manifest, window: list[str]) -> list[tuple[str, str, str]]:
+    """(stage, field, reference) of every input the manifest names outright for the window."""
+    from trainops.pipeline.executors.local import checkpoint_selection
+
+    spec = manifest.pipeline.spec
+    found = []
+    if "image" in window and spec.train is not None and spec.train.image:
+        found.append(("image", "train.image", spec.train.image))
+    choice = checkpoint_selection(manifest)
+    if "checkpoint" in window and choice not in ("latest", "best"):
+        field = "eval.checkpoint" if spec.eval is not None else "release.source"
+        found.append(("checkpoint", field, choice))
+    if "rollout" in window and spec.release is None and spec.rollout is not None and spec.rollout.model:
+        found.append(("rollout", "rollout.model", spec.rollout.model))
+    return found
+
+
+def check_references(manifest: Manifest, registries: Registries, window: list[str]) -> None:
+    """Every reference the manifest names as a stage input exists, before anything runs."""
+    from trainops.build.api import base_reference
+    from trainops.errors import NotFoundError
+    from trainops.registry.store import resolve
+
+    for stage, field, text in named_inputs(manifest, window):
+        try:
+            resolve(registries, ref=base_reference(text, registries))
+        except NotFoundError:
+            raise NotFoundError(
+                f"stage {stage} needs {field} {text}, which is not in its registry",
+                hint=f"push it, or fix {field} in {manifest.path.name}",
+            ) from None
 
 
 class _Flow:
