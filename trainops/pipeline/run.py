@@ -160,8 +160,8 @@ def named_inputs(manifest: Manifest, window: list[str]) -> list[tuple[str, str, 
         found.append(("image", "train.image", spec.train.image))
     choice = checkpoint_selection(manifest)
     if "checkpoint" in window and choice not in ("latest", "best"):
-        field = "eval.checkpoint" if spec.eval is not None else "release.source"
-        found.append(("checkpoint", field, choice))
+        named = "eval.checkpoint" if spec.eval is not None else "release.source"
+        found.append(("checkpoint", named, choice))
     if "rollout" in window and spec.release is None and spec.rollout is not None and spec.rollout.model:
         found.append(("rollout", "rollout.model", spec.rollout.model))
     return found
@@ -173,13 +173,13 @@ def check_references(manifest: Manifest, registries: Registries, window: list[st
     from trainops.errors import NotFoundError
     from trainops.registry.store import resolve
 
-    for stage, field, text in named_inputs(manifest, window):
+    for stage, name, text in named_inputs(manifest, window):
         try:
             resolve(registries, ref=base_reference(text, registries))
         except NotFoundError:
             raise NotFoundError(
-                f"stage {stage} needs {field} {text}, which is not in its registry",
-                hint=f"push it, or fix {field} in {manifest.path.name}",
+                f"stage {stage} needs {name} {text}, which is not in its registry",
+                hint=f"push it, or fix {name} in {manifest.path.name}",
             ) from None
 
 
