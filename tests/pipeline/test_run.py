@@ -167,3 +167,40 @@ def test_a_named_input_that_is_missing_stops_the_run_before_anything_runs(projec
         "Error: stage checkpoint needs eval.checkpoint tiny-llm/checkpoints:step-999, which is not in its registry"
     )
     assert not (project.root / ".trainops" / "runs").exists()  # training did not start
+
+
+def test_on_a_terminal_progress_is_one_live_table(project: Project) -> None:
+    import os
+    import pty
+    import subprocess
+
+    from tests.pipeline.flow import TRAINOPS
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [*TRAINOPS, "run", "--dry-run", "-o", "json"],
+            cwd=project.root,
+            env=project.env(TERM="xterm", COLUMNS="100"),
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=120,
+            check=False,
+        )
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(leader)
+    screen = b"".join(chunks).decode("utf-8", "replace")
+    assert done.returncode == 0
+    assert "trainops: [" not in screen  # not the line-per-event form
+    assert "stage" in screen and "skipped" in screen and "planned" in screen
+    assert json.loads(done.stdout)["dryRun"] is True  # stdout stays the result alone
