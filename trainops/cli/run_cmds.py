@@ -112,6 +112,12 @@ def _print_run(result: Any) -> None:
     show_default=True,
     help="Cluster: the job is taken as finished when no checkpoint of it arrived for this many seconds.",
 )
+@click.option(
+    "--serve-image",
+    metavar="REF",
+    default=None,
+    help="Rollout: the serving image (name@sha256:…, or a tag resolved now); default: the one built for HEAD.",
+)
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
 @output_option
 def run_cmd(
@@ -123,6 +129,7 @@ def run_cmd(
     executor: str | None,
     timeout: float,
     settle: float,
+    serve_image: str | None,
     insecure: bool,
     output: str,
 ) -> None:
@@ -139,6 +146,7 @@ def run_cmd(
         insecure=insecure,
         timeout=timeout,
         quiet=settle,
+        serve_image=serve_image,
         command_stdout=sys.stderr,
     )
     with _progress() as sink:

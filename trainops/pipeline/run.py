@@ -70,6 +70,7 @@ class RunOptions:
     timeout: float = 24 * 3600.0
     quiet: float = 300.0
     command_stdout: IO[Any] | None = None
+    serve_image: str | None = None
 
 
 def default_executor(manifest: Manifest) -> str:
@@ -257,6 +258,7 @@ class _Flow:
             quiet=self.options.quiet,
             poll=max(0.2, min(5.0, self.options.quiet / 5)),
             command_stdout=self.options.command_stdout,
+            serve_image=self.options.serve_image,
         )
 
     def _run(self, ctx: StageContext, inputs: dict[str, str], why: str) -> StageResult:
