@@ -4,8 +4,10 @@
 # beside it. It installs trainops into a venv, checks and plans the tiny-llm pipeline,
 # renders its training image, trains the model on the CPU with `train run --local` (the
 # checkpoint watcher pushes every complete checkpoint with lineage), replaces the "node"
-# and resumes from the registry, lists, pulls and evaluates the newest checkpoint, prints
-# the lineage, then renders the cluster job, validates it and commits it to GitOps.
+# and resumes from the registry, lists and pulls the newest checkpoint, evaluates it against
+# its quality gates (and shows a tightened gate failing), releases the best checkpoint with a
+# passing eval as a ModelPack model, prints the lineage, then renders the cluster job,
+# validates it and commits it to GitOps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${TRAINOPS_VENV:-.venv}"
@@ -40,13 +42,27 @@ latest="$("$trainops" ckpt latest)"
 echo "latest: $latest"
 "$trainops" registry diff tiny-llm/checkpoints:step-900 tiny-llm/checkpoints:step-1000
 
-echo "== pull the newest back (verified) and evaluate it"
+echo "== pull the newest back (verified)"
 rm -rf .trainops/pulled
 "$trainops" ckpt pull --latest .trainops/pulled
-"$python" -m tiny_llm.eval --checkpoint ".trainops/pulled/$(ls .trainops/pulled | grep '^step-' | tail -n 1)"
 
-echo "== lineage: step-1000 ← … ← step-700 ← resumed-from step-600 ← … ← step-100 (retention pruned the oldest)"
-"$trainops" lineage "$latest"
+echo "== evaluate the newest checkpoint against its gates; the report is pushed beside it"
+"$trainops" eval run --env dev
+echo "== a gate tightened by an environment overlay fails: exit 8, the failed report is pushed"
+set +e
+"$trainops" eval run --env dev-strict -o json > .trainops/strict-eval.json
+code=$?
+set -e
+[ "$code" = 8 ] || { echo "expected exit 8 from the tightened gate, got $code" >&2; exit 1; }
+"$trainops" eval ls --env dev
+
+echo "== release the best checkpoint that passed its gates as a ModelPack model (immutable tag)"
+"$trainops" release create --env dev -o json > .trainops/release.json
+release="$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["ref"])' .trainops/release.json)"
+"$trainops" release show "$release"
+"$trainops" release ls
+echo "== lineage: model ← eval ← step-1000 ← … ← step-700 ← resumed-from step-600 ← … ← step-100 (retention pruned the oldest)"
+"$trainops" lineage "$release"
 
 echo "== the cluster side: render the Volcano job and tenant queues, validated against the upstream CRDs"
 "$trainops" validate --render
@@ -55,4 +71,7 @@ echo "== the cluster side: render the Volcano job and tenant queues, validated a
 placeholder="registry.example.com/tiny-llm/image@sha256:$(printf '0%.0s' $(seq 64))"
 "$trainops" train render --image "$placeholder" --run-id main-job -o .trainops/rendered
 "$trainops" train submit --image "$placeholder" --run-id main-job
+echo "== the eval as a cluster Job (Volcano): \`trainops eval run\` on the pinned checkpoint, in the image"
+"$trainops" eval render --image "$placeholder" --run-id main-job > .trainops/eval-job.yaml
+grep -E '^kind:|^  name:' .trainops/eval-job.yaml
 git --git-dir .trainops/gitops.git log -1 --format='%H%n%B' main

@@ -260,9 +260,11 @@ class DistributionRegistry(_ManagedProcess):
         start_timeout: float = 30.0,
         tls: tuple[Path, Path] | None = None,
         htpasswd: Path | None = None,
+        auth_config: str | None = None,
     ) -> None:
         self.tls = tls  # (certificate, key): serve HTTPS
         self.htpasswd = htpasswd  # bcrypt htpasswd file: require Basic auth
+        self.auth_config = auth_config  # a whole `auth:` section, e.g. token auth
         self.data_dir = Path(data_dir).resolve()
         self.port = port
         self.http_secret = http_secret
@@ -285,6 +287,7 @@ class DistributionRegistry(_ManagedProcess):
         if self.tls:
             secret += f"\n  tls:\n    certificate: {self.tls[0]}\n    key: {self.tls[1]}"
         auth = f"auth:\n  htpasswd:\n    realm: trainops-test\n    path: {self.htpasswd}\n" if self.htpasswd else ""
+        auth = self.auth_config or auth
         self.config_path.write_text(
             "version: 0.1\n"
             "log:\n  level: info\n"
@@ -294,6 +297,9 @@ class DistributionRegistry(_ManagedProcess):
             "  maintenance:\n    uploadpurging:\n      enabled: false\n"
             f"http:\n  addr: {self.host}{secret}\n" + auth
         )
+
+    def _ready_statuses(self) -> tuple[int, ...]:
+        return (401, 200) if self.htpasswd or self.auth_config else (200,)
 
     def start(self) -> None:
         binary = require("docker-registry", "apt-get install -y docker-registry")
@@ -308,7 +314,7 @@ class DistributionRegistry(_ManagedProcess):
             self._spawn([binary, "serve", str(self.config_path)])
             try:
                 wait_for(
-                    lambda: _http_status(f"{self.url}/v2/") in ((401, 200) if self.htpasswd else (200,)),
+                    lambda: _http_status(f"{self.url}/v2/") in self._ready_statuses(),
                     timeout=self.start_timeout,
                     what=f"docker-registry on {self.host}",
                     proc=self.proc,

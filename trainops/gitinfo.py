@@ -45,3 +45,13 @@ def _strip_credentials(url: str | None) -> str | None:
     scheme, rest = url.split("://", 1)
     host_part, _, path = rest.partition("/")
     return f"{scheme}://{host_part.rsplit('@', 1)[1]}/{path}"
+
+
+def git_user(path: Path) -> str | None:
+    """`user.name <user.email>` of git's configuration at path (either part alone if only
+    one is set), or None when git has neither."""
+    name = _git(path, "config", "--get", "user.name") or ""
+    email = _git(path, "config", "--get", "user.email") or ""
+    if name and email:
+        return f"{name} <{email}>"
+    return name or email or None

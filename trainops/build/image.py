@@ -130,29 +130,50 @@ def resolve_image(registries: Registries, ref: Reference, platform: Platform) ->
     if sha256_digest(data) != config.digest:
         raise IntegrityError(f"{ref}: config blob {config.digest[:19]} does not match its digest")
     image = Image(ref.with_digest(manifest.digest), manifest, config, layers, data)
-    cfg = image.config
+    cfg = _config_object(data, str(ref))
     found = f"{cfg.get('os')}/{cfg.get('architecture')}" + (f"/{cfg['variant']}" if cfg.get("variant") else "")
     if not platform.matches(cfg.get("os"), cfg.get("architecture"), cfg.get("variant")):
         raise InputError(
             f"{ref} is a {found} image, not {platform}", hint=f"set image.platform: {found}, or use a {platform} base"
         )
-    if len((cfg.get("rootfs") or {}).get("diff_ids") or []) != len(layers):
+    rootfs = cfg.get("rootfs") or {}
+    diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+    if not isinstance(diff_ids, list) or len(diff_ids) != len(layers):
         raise IntegrityError(f"{ref}: its config lists a different number of layers than its manifest")
     return image
+
+
+def _config_object(data: bytes, shown: str) -> dict[str, Any]:
+    """An image config: a JSON object (whoever pushed the base wrote it; check before use)."""
+    try:
+        cfg = json.loads(data)
+    except ValueError:
+        raise IntegrityError(f"{shown}: its image config is not JSON") from None
+    if not isinstance(cfg, dict):
+        raise IntegrityError(f"{shown}: its image config is not a JSON object")
+    return cfg
 
 
 def _pick_platform(index: dict[str, Any], platform: Platform, shown: str) -> str:
     seen: list[str] = []
     candidates: list[tuple[int, str]] = []
-    for entry in index.get("manifests") or []:
+    entries = index.get("manifests") or []
+    if not isinstance(entries, list):
+        raise IntegrityError(f"{shown}: the image index's manifests are not a list")
+    for entry in entries:
+        try:
+            child = Descriptor.from_oci(entry)
+        except ValueError as err:
+            raise IntegrityError(f"{shown}: malformed image index entry ({err})") from None
         plat = entry.get("platform") or {}
-        ann = entry.get("annotations") or {}
-        if ann.get("vnd.docker.reference.type") == "attestation-manifest":
+        if not isinstance(plat, dict):
+            raise IntegrityError(f"{shown}: index entry {child.digest[:19]} has a platform that is not an object")
+        if child.annotations.get("vnd.docker.reference.type") == "attestation-manifest":
             continue
         seen.append("/".join(str(p) for p in (plat.get("os"), plat.get("architecture"), plat.get("variant")) if p))
         if platform.matches(plat.get("os"), plat.get("architecture"), plat.get("variant")):
             exact = 0 if plat.get("variant") == platform.variant else 1
-            candidates.append((exact, str(entry["digest"])))
+            candidates.append((exact, child.digest))
     if not candidates:
         raise NotFoundError(
             f"{shown} has no {platform} image", hint=f"it has {', '.join(sorted(set(seen))) or 'no platforms'}"

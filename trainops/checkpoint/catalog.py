@@ -13,7 +13,7 @@ from trainops.registry.artifact import ParsedManifest, parse_manifest
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 
-STEP_TAG = re.compile(r"^step-(\d+)$")
+STEP_TAG = re.compile(r"^step-([0-9]+)$")
 A_NAME = media.A_CKPT_NAME
 A_LAYOUT = media.A_CKPT_LAYOUT
 KIND = "checkpoint"

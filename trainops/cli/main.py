@@ -9,7 +9,17 @@ import sys
 import click
 
 from trainops import __version__
-from trainops.cli import ckpt_cmds, image_cmds, manifest_cmds, project_cmds, registry_cmds, run_cmds, train_cmds
+from trainops.cli import (
+    ckpt_cmds,
+    eval_cmds,
+    image_cmds,
+    manifest_cmds,
+    project_cmds,
+    registry_cmds,
+    release_cmds,
+    run_cmds,
+    train_cmds,
+)
 from trainops.errors import TrainopsError
 
 DEBUG_ENV = "TRAINOPS_DEBUG"
@@ -36,6 +46,8 @@ for _command in (
     *train_cmds.COMMANDS,
     *ckpt_cmds.COMMANDS,
     *run_cmds.COMMANDS,
+    *eval_cmds.COMMANDS,
+    *release_cmds.COMMANDS,
 ):
     cli.add_command(_command)
 

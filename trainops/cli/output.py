@@ -62,3 +62,18 @@ def key_values(values: tuple[str, ...], what: str) -> dict[str, str]:
             raise UsageError(f"{what} {item!r} must be KEY=VALUE")
         out[key] = value
     return out
+
+
+def command_stdout(output: str) -> Any:
+    """Where a command trainops runs for the user writes its stdout: ours, except under
+    `-o json`, where stdout carries the result alone and the command's output goes to stderr."""
+    import io
+    import sys
+
+    if output != "json":
+        return None
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, io.UnsupportedOperation):  # a captured stderr (tests): the real one
+        return sys.__stderr__
+    return sys.stderr

@@ -19,11 +19,13 @@ behind, and the watcher never pushes it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,26 +279,38 @@ def _supervise(
     interval: float,
     tick: Callable[[], object],
     stdout: int | IO[Any] | None,
+    timeout: float | None = None,
+    group: bool = False,
+    what: str = "train.command",
 ) -> int:
     """Run argv; call tick every interval while it runs; pass SIGTERM/SIGINT on to it.
 
     The watcher scans on this thread between waits, so a scan never overlaps another.
     Returns the command's exit code (128+N when a signal N ended it, as a shell reports).
+    With group, the command runs in its own process group, which is killed when the command
+    ends (nothing it started outlives it) or after `timeout` seconds; the timeout raises
+    subprocess.TimeoutExpired.
     """
     try:
-        child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout)
+        child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, start_new_session=group)
     except FileNotFoundError:
-        raise InputError(
-            f"train.command: {argv[0]!r} not found", hint="install it, or fix train.command in trainops.yaml"
-        ) from None
+        raise InputError(f"{what}: {argv[0]!r} not found", hint=f"install it, or fix {what} in trainops.yaml") from None
     except PermissionError:
-        raise InputError(f"train.command: {argv[0]!r} is not executable", hint="chmod +x it or fix the path") from None
+        raise InputError(f"{what}: {argv[0]!r} is not executable", hint="chmod +x it or fix the path") from None
     forwarded = threading.Event()
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def signal_child(signum: int) -> None:
+        if group:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signum)
+        elif child.poll() is None:
+            child.send_signal(signum)
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         forwarded.set()
         if child.poll() is None:
-            child.send_signal(signal.SIGTERM if signum == signal.SIGINT else signum)
+            signal_child(signal.SIGTERM if signum == signal.SIGINT else signum)
 
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
@@ -304,14 +318,19 @@ def _supervise(
             previous[number] = signal.signal(number, forward)
     try:
         while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(argv, timeout or 0.0)
             try:
-                code = child.wait(timeout=interval)
+                code = child.wait(timeout=interval if left is None else min(interval, left))
                 break
             except subprocess.TimeoutExpired:
                 tick()
     finally:
         for key, handler in previous.items():
             signal.signal(key, handler)
+        if group:  # what the command started dies with it
+            signal_child(signal.SIGKILL)
         if child.poll() is None:  # an exception on this thread: do not leave the command running
             child.kill()
             child.wait()

@@ -118,7 +118,7 @@ def plan_pipeline(*, manifest: Manifest) -> Plan:
             StagePlan(
                 name="eval",
                 consumes=[f"checkpoint {source}"],
-                produces=[f"eval report {spec.repository(name, 'evals')} (subject: the checkpoint)"],
+                produces=[f"eval report in {checkpoints or ev.checkpoint} (a referrer: its subject is the checkpoint)"],
                 runs_on="same place as train" if spec.train else "local subprocess",
                 details={"gates": [f"{g.metric} {g.op} {g.value:g}" for g in ev.gates]},
             )

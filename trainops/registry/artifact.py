@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +23,9 @@ from trainops.errors import InputError, IntegrityError
 from trainops.registry import media
 from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
 
-Relation = Literal["parent", "resumed-from", "derived-from", "dataset", "image", "evaluated"]
+Relation = Literal[
+    "parent", "resumed-from", "derived-from", "dataset", "image", "evaluated", "released-from", "evaluated-by"
+]
 
 
 class _Model(BaseModel):
@@ -52,6 +54,13 @@ class Environment(_Model):
     )
 
 
+class Forced(_Model):
+    """A gate someone overrode: the reason they gave and who they are."""
+
+    reason: str = Field(min_length=1)
+    by: str = Field(min_length=1, description="git user.name <user.email>, else $USER.")
+
+
 class Lineage(_Model):
     """What an artifact came from: code, image, run, data and parent artifacts."""
 
@@ -64,6 +73,7 @@ class Lineage(_Model):
     step: int | None = Field(None, ge=0)
     metrics: dict[str, float] = Field(default_factory=dict)
     parents: list[Parent] = Field(default_factory=list)
+    forced: Forced | None = Field(None, description="A release made without a passing eval: why, and by whom.")
 
 
 class ArtifactConfig(_Model):
@@ -73,6 +83,15 @@ class ArtifactConfig(_Model):
     kind: media.Kind
     created: str = Field(description="RFC 3339 UTC time the content was made.")
     lineage: Lineage = Field(default_factory=Lineage)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """ModelPack config fields of a model: `descriptor` (name, version, …) and `config`
+    (format, paramSize, precision, architecture)."""
+
+    descriptor: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -142,14 +161,23 @@ def canonical_json(data: Any) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def config_blob(kind: str, created: str, lineage: Lineage, layers: list[Descriptor]) -> tuple[bytes, str]:
-    """The config blob bytes and media type for an artifact of kind."""
+def config_blob(
+    kind: str, created: str, lineage: Lineage, layers: list[Descriptor], model: ModelConfig | None = None
+) -> tuple[bytes, str]:
+    """The config blob bytes and media type for an artifact of kind (model: ModelPack's
+    `descriptor` and `config` fields the caller knows, such as paramSize and precision)."""
     if kind == "model":
+        found = {"format": "safetensors"} if any(
+            layer.annotations.get(media.A_FILEPATH, "").endswith(".safetensors") for layer in layers
+        ) else {}
+        extra = model or ModelConfig()
         body = {
-            "descriptor": {"createdAt": created, **({"revision": lineage.git_commit} if lineage.git_commit else {})},
-            "config": {"format": "safetensors"}
-            if any(layer.annotations.get(media.A_FILEPATH, "").endswith(".safetensors") for layer in layers)
-            else {},
+            "descriptor": {
+                "createdAt": created,
+                **({"revision": lineage.git_commit} if lineage.git_commit else {}),
+                **extra.descriptor,
+            },
+            "config": {**found, **extra.config},
             "modelfs": {"type": "layers", "diffIds": [layer.digest for layer in layers]},
         }
         return canonical_json(body), media.MODEL_CONFIG
@@ -237,22 +265,38 @@ class ParsedManifest:
 
 
 def parse_manifest(manifest: ManifestData) -> ParsedManifest:
+    """A manifest or index as trainops reads it; IntegrityError names what is malformed."""
     try:
         body = json.loads(manifest.data)
+        if not isinstance(body, dict):
+            raise ValueError(f"it is a JSON {type(body).__name__}, not an object")
         config = Descriptor.from_oci(body["config"]) if body.get("config") else None
-        layers = [Descriptor.from_oci(d) for d in body.get("layers") or []]
-        children = [Descriptor.from_oci(d) for d in body.get("manifests") or []]
+        layers = [Descriptor.from_oci(d) for d in _list(body, "layers")]
+        children = [Descriptor.from_oci(d) for d in _list(body, "manifests")]
         subject = Descriptor.from_oci(body["subject"]) if body.get("subject") else None
-    except (ValueError, KeyError, TypeError) as err:
+        annotations = body.get("annotations") or {}
+        if not isinstance(annotations, dict):
+            raise ValueError("annotations is not an object")
+        artifact_type = body.get("artifactType")
+        if artifact_type is not None and not isinstance(artifact_type, str):
+            raise ValueError("artifactType is not a string")
+    except (ValueError, KeyError, TypeError, RecursionError) as err:
         raise IntegrityError(f"manifest {manifest.digest} is not a valid OCI manifest: {err}") from None
     return ParsedManifest(
         digest=manifest.digest,
         media_type=manifest.media_type,
         size=len(manifest.data),
-        artifact_type=body.get("artifactType"),
+        artifact_type=artifact_type,
         config=config,
         layers=layers,
-        annotations={str(k): str(v) for k, v in (body.get("annotations") or {}).items()},
+        annotations={str(k): str(v) for k, v in annotations.items()},
         subject=subject,
         children=children,
     )
+
+
+def _list(body: dict[str, Any], key: str) -> list[Any]:
+    value = body.get(key) or []
+    if not isinstance(value, list):
+        raise ValueError(f"{key} is not a list")
+    return value

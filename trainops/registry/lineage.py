@@ -115,8 +115,8 @@ def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False) -> Node:
 def _parents(parsed: ParsedManifest) -> list[tuple[str, str, str]]:
     """(digest, ref text, relation) of everything this artifact names as its origin."""
     out: list[tuple[str, str, str]] = [(p.digest, p.ref, p.relation) for p in parsed.lineage().parents]
-    if parsed.subject is not None:
-        out.append((parsed.subject.digest, "", "describes"))
+    if parsed.subject is not None and parsed.subject.digest not in {digest for digest, _, _ in out}:
+        out.append((parsed.subject.digest, "", "describes"))  # unless its lineage names it already
     return out
 
 
@@ -265,17 +265,19 @@ def to_tree(graph: Graph) -> str:
         else:
             links.setdefault(edge.child, []).append((edge.parent, edge.relation))
     lines = [_label(graph.nodes[graph.root])]
+    shown = {graph.root}  # a node reached twice (a release's checkpoint via its eval) is expanded once
 
-    def walk(digest: str, prefix: str, seen: frozenset[str]) -> None:
+    def walk(digest: str, prefix: str) -> None:
         items = links.get(digest, [])
         for i, (other, relation) in enumerate(items):
             last = i == len(items) - 1
-            repeat = " (see above)" if other in seen else ""
+            repeat = " (see above)" if other in shown else ""
             lines.append(f"{prefix}{'└── ' if last else '├── '}{relation}: {_label(graph.nodes[other])}{repeat}")
             if not repeat:
-                walk(other, prefix + ("    " if last else "│   "), seen | {other})
+                shown.add(other)
+                walk(other, prefix + ("    " if last else "│   "))
 
-    walk(graph.root, "", frozenset({graph.root}))
+    walk(graph.root, "")
     return "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ from trainops.registry import media
 from trainops.registry.artifact import (
     FileEntry,
     Lineage,
+    ModelConfig,
     Parent,
     ParsedManifest,
     build_manifest,
@@ -123,8 +124,10 @@ def push(
     jobs: int | None = None,
     progress: ProgressSink | None = None,
     cache: DigestCache | None = None,
+    model: ModelConfig | None = None,
 ) -> PushResult:
-    """Push a file or directory tree as one artifact; tag it if ref has a tag."""
+    """Push a file or directory tree as one artifact; tag it if ref has a tag (model: the
+    ModelPack config fields of a kind="model" artifact)."""
     started = time.monotonic()
     if ref.digest:
         raise InputError(f"cannot push to a digest ({ref})", hint="push to a tag; the digest is computed")
@@ -177,7 +180,7 @@ def push(
     layers = [layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(files, outcomes, strict=True)]
     created = created_time(files)
     lineage = lineage or Lineage()
-    config_bytes, config_type = config_blob(kind, created, lineage, layers)
+    config_bytes, config_type = config_blob(kind, created, lineage, layers, model)
     config_src = bytes_source(config_bytes)
     manifest = build_manifest(
         kind=kind,

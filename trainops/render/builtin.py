@@ -1,5 +1,5 @@
-"""Schemas for the kinds rendered without a vendored CRD: batch/v1 Job, v1 Service, JobSet,
-Kueue ResourceFlavor.
+"""Schemas for the kinds rendered without a vendored CRD: batch/v1 Job, v1 Service, v1
+ConfigMap, JobSet, Kueue ResourceFlavor.
 
 What is upstream-checked: every pod template in them (batch/v1 Job `spec.template`, JobSet
 `spec.replicatedJobs[].template.spec.template`) is validated against the core
@@ -247,6 +247,24 @@ def resource_flavor_spec(toleration: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def configmap_schema() -> dict[str, Any]:
+    """core/v1 ConfigMap: data (keys: [-._a-zA-Z0-9]+), binaryData, immutable; no spec."""
+    key = {"propertyNames": {"pattern": r"^[-._a-zA-Z0-9]+$", "maxLength": 253}}
+    return obj(
+        {
+            "apiVersion": {"type": "string", "enum": ["v1"]},
+            "kind": {"type": "string", "enum": ["ConfigMap"]},
+            "metadata": {"type": "object"},  # ObjectMeta: checked by trainops.render.validate
+            "data": {**STRING_MAP, **key},
+            "binaryData": {"type": "object", "additionalProperties": {"type": "string"}, **key},
+            "immutable": BOOL,
+        },
+        "apiVersion",
+        "kind",
+        "metadata",
+    )
+
+
 @lru_cache(maxsize=16)
 def builtin_validator(api_version: str, kind: str, crds_dir: Path | None) -> Any:
     """A validator for a kind without a CRD in crds_dir, or None when trainops has none."""
@@ -254,6 +272,8 @@ def builtin_validator(api_version: str, kind: str, crds_dir: Path | None) -> Any
         return make_validator(_root(api_version, kind, job_spec(pod_template_schema(crds_dir)), "spec"))
     if (api_version, kind) == ("v1", "Service"):
         return make_validator(_root(api_version, kind, service_spec()))
+    if (api_version, kind) == ("v1", "ConfigMap"):
+        return make_validator(configmap_schema())
     if (api_version, kind) == ("jobset.x-k8s.io/v1alpha2", "JobSet"):
         return make_validator(_root(api_version, kind, jobset_spec(pod_template_schema(crds_dir)), "spec"))
     if (api_version, kind) == ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"):
@@ -263,6 +283,7 @@ def builtin_validator(api_version: str, kind: str, crds_dir: Path | None) -> Any
 
 SCOPES = {
     ("batch/v1", "Job"): "Namespaced",
+    ("v1", "ConfigMap"): "Namespaced",
     ("v1", "Service"): "Namespaced",
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): "Namespaced",
     ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"): "Cluster",

@@ -226,6 +226,18 @@ def _agent(
     }
 
 
+def placement(train: TrainSpec) -> dict[str, Any]:
+    """Where a pod of the run may go and as whom: serviceAccountName, nodeSelector, tolerations."""
+    spec: dict[str, Any] = {}
+    if train.service_account:
+        spec["serviceAccountName"] = train.service_account
+    if train.node_selector:
+        spec["nodeSelector"] = dict(train.node_selector)
+    if train.tolerations:
+        spec["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in train.tolerations]
+    return spec
+
+
 def pod_template(ctx: RunContext, role: PodRole) -> dict[str, Any]:
     train = ctx.train
     check_names(train)
@@ -278,12 +290,7 @@ def pod_template(ctx: RunContext, role: PodRole) -> dict[str, Any]:
         spec["restartPolicy"] = role.restart_policy
     if role.subdomain:
         spec["subdomain"] = role.subdomain
-    if train.service_account:
-        spec["serviceAccountName"] = train.service_account
-    if train.node_selector:
-        spec["nodeSelector"] = dict(train.node_selector)
-    if train.tolerations:
-        spec["tolerations"] = [t.model_dump(by_alias=True, exclude_none=True) for t in train.tolerations]
+    spec.update(placement(train))
     if role.priority_class and train.priority_class:
         spec["priorityClassName"] = train.priority_class
     if role.deadline and train.max_run_duration:

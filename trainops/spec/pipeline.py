@@ -106,7 +106,7 @@ class PipelineSpec(StrictModel):
 
     def repository(self, pipeline: str, kind: str, override: str | None = None) -> str:
         """The repository a stage writes to: the manifest's override, else <registry>/<pipeline>/<kind>
-        (kind: image, checkpoints, evals, model)."""
+        (kind: image, checkpoints, model; eval reports live beside their checkpoint)."""
         return override or f"{self.registry.rstrip('/')}/{pipeline}/{kind}"
 
     @model_validator(mode="after")

@@ -360,6 +360,11 @@ class ReleaseSpec(StrictModel):
     )
     exclude: list[str] = Field(default_factory=lambda: ["optimizer*"])
     annotations: dict[str, str] = Field(default_factory=dict)
+    export: Command | None = Field(
+        None,
+        description="A command converting the checkpoint before packaging (e.g. to a Hugging Face layout): it reads "
+        "TRAINOPS_EXPORT_INPUT and writes into TRAINOPS_EXPORT_OUTPUT (an empty directory), which is released.",
+    )
 
     @model_validator(mode="after")
     def _known_placeholders(self) -> ReleaseSpec:

@@ -6,13 +6,20 @@ Prints exactly one JSON object on stdout::
 
 ``val_loss`` is the mean cross-entropy in nats per character on the validation split of
 the corpus the checkpoint was trained on. ``sample`` is the prompt followed by generated
-text. Without ``--checkpoint`` (or ``$TRAINOPS_CHECKPOINT``) the newest checkpoint in
-``$TRAINOPS_CKPT_DIR`` is used; if there is none, exits 1 with one line on stderr.
+text. Without ``--checkpoint`` (or ``$TRAINOPS_EVAL_CHECKPOINT``, ``$TRAINOPS_CHECKPOINT``) the
+newest checkpoint in ``$TRAINOPS_CKPT_DIR`` is used; if there is none, exits 1 with one line
+on stderr.
+
+Under ``trainops eval run`` (the contract: ``$TRAINOPS_EVAL_CHECKPOINT`` is the checkpoint's
+directory, ``$TRAINOPS_EVAL_OUTPUT`` where the metrics go) the numeric values — ``step``,
+``val_loss``, ``perplexity``, ``bits_per_char`` — are also written to ``$TRAINOPS_EVAL_OUTPUT``
+as one JSON object (``--output`` does the same by hand).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -29,6 +36,7 @@ from .model import loss, sample
 
 EVAL_OPTIONS: tuple[Option, ...] = (
     Option("checkpoint", "TRAINOPS_CHECKPOINT", str, "checkpoint dir (default: newest)"),
+    Option("output", "TRAINOPS_EVAL_OUTPUT", str, "also write the numeric metrics to this JSON file"),
     Option("ckpt_dir", "TRAINOPS_CKPT_DIR", str, "where to look for the newest checkpoint"),
     Option("data", "TINY_LLM_DATA", str, "corpus (default: the one used for training)"),
     Option("prompt", "TINY_LLM_PROMPT", str, "text the sample starts from"),
@@ -38,6 +46,7 @@ EVAL_OPTIONS: tuple[Option, ...] = (
 )
 DEFAULTS = {
     "checkpoint": None,
+    "output": None,
     "ckpt_dir": "./checkpoints",
     "data": None,
     "prompt": "The ",
@@ -78,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return fail(str(exc), code=2)
     opts.update({k: v for k, v in vars(args).items() if v is not None})
+    if opts["checkpoint"] is None and os.environ.get("TRAINOPS_EVAL_CHECKPOINT"):
+        opts["checkpoint"] = os.environ["TRAINOPS_EVAL_CHECKPOINT"]
 
     found = _find_checkpoint(opts["checkpoint"], opts["ckpt_dir"])
     if isinstance(found, str):
@@ -105,15 +116,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         temperature=float(opts["temperature"]),
         pad_id=pad_id,
     )
-    emit(
-        {
-            "step": ckpt.step,
-            "val_loss": val_loss,
-            "perplexity": math.exp(val_loss),
-            "bits_per_char": val_loss / math.log(2),
-            "sample": prompt + decode(generated, ckpt.vocab),
-        }
-    )
+    metrics = {
+        "step": ckpt.step,
+        "val_loss": val_loss,
+        "perplexity": math.exp(val_loss),
+        "bits_per_char": val_loss / math.log(2),
+    }
+    if opts["output"]:
+        try:
+            Path(opts["output"]).write_text(json.dumps(metrics) + "\n", encoding="utf-8")
+        except OSError as exc:
+            return fail(f"cannot write metrics to {opts['output']}: {exc}")
+    emit({**metrics, "sample": prompt + decode(generated, ckpt.vocab)})
     return 0
 
 

@@ -11,11 +11,11 @@ from trainops.checkpoint.layouts.base import Found, Layout, Listing, numbered_di
 
 LATEST = "latest"
 DEFAULT_PREFIX = "global_step"
-TAG_STEP = re.compile(r"^(.*?)(\d+)$")
+TAG_STEP = re.compile(r"^(.*?)([0-9]+)$")
 
 
 def _pattern(prefix: str) -> re.Pattern[str]:
-    return re.compile(rf"^{re.escape(prefix)}(\d+)$")
+    return re.compile(rf"^{re.escape(prefix)}([0-9]+)$")
 
 
 class DeepSpeedLayout(Layout):

@@ -13,8 +13,8 @@ from pathlib import Path
 from trainops.checkpoint.layouts.base import Found, Layout, Listing, entries, numbered_dirs
 from trainops.checkpoint.metrics import STATE_FILE, read_json_object
 
-CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
-STAGING_DIR = re.compile(r"^tmp-checkpoint-(\d+)$")
+CHECKPOINT_DIR = re.compile(r"^checkpoint-([0-9]+)$")
+STAGING_DIR = re.compile(r"^tmp-checkpoint-([0-9]+)$")
 
 
 class HuggingFaceLayout(Layout):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from trainops.checkpoint.layouts.base import Found, Layout, Listing, numbered_dirs, read_small_text, write_atomic
 
-ITER_DIR = re.compile(r"^iter_(\d+)$")
+ITER_DIR = re.compile(r"^iter_([0-9]+)$")
 TRACKER = "latest_checkpointed_iteration.txt"
 RELEASE = "release"
 
@@ -21,7 +21,7 @@ def tracker_value(directory: Path) -> int | str | None:
         return None
     if text == RELEASE:
         return RELEASE
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 class MegatronLayout(Layout):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from trainops.checkpoint.layouts.base import Found, Layout, Listing, numbered_dirs
 
-STEP_DIR = re.compile(r"^step-(\d+)$")
+STEP_DIR = re.compile(r"^step-([0-9]+)$")
 TEMP_PREFIX = ".tmp-"
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import queue
+import re
 import threading
 import weakref
 from abc import ABC, abstractmethod
@@ -40,6 +41,9 @@ Progress = Callable[[int], None]
 
 def no_progress(_: int) -> None:
     return None
+
+
+_SHA256 = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 
 
 @dataclass(frozen=True)
@@ -61,14 +65,31 @@ class Descriptor:
         return out
 
     @classmethod
-    def from_oci(cls, data: dict[str, Any]) -> Descriptor:
-        return cls(
-            media_type=str(data["mediaType"]),
-            digest=str(data["digest"]),
-            size=int(data["size"]),
-            annotations=dict(data.get("annotations") or {}),
-            artifact_type=data.get("artifactType"),
-        )
+    def from_oci(cls, data: Any) -> Descriptor:
+        """A descriptor read from a manifest, index or API answer; ValueError says what is wrong.
+
+        Whoever can push to a registry can write any descriptor, so every field is checked
+        before trainops acts on it: a digest it can verify, a size that is a count of bytes,
+        annotations that are strings.
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"a descriptor must be an object, not {type(data).__name__}")
+        media_type, digest, size = data.get("mediaType"), data.get("digest"), data.get("size")
+        if not isinstance(media_type, str):
+            raise ValueError("a descriptor's mediaType must be a string")
+        if not isinstance(digest, str) or not _SHA256.match(digest):
+            raise ValueError(f"descriptor digest {str(digest)[:80]!r} is not sha256:<64 lowercase hex>")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError(f"descriptor {digest[:19]} has size {str(size)[:40]!r}, not a count of bytes")
+        annotations = data.get("annotations") or {}
+        if not isinstance(annotations, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()
+        ):
+            raise ValueError(f"descriptor {digest[:19]} has annotations that are not a map of strings")
+        artifact_type = data.get("artifactType")
+        if artifact_type is not None and not isinstance(artifact_type, str):
+            raise ValueError(f"descriptor {digest[:19]} has an artifactType that is not a string")
+        return cls(media_type, digest, size, dict(annotations), artifact_type)
 
 
 @dataclass(frozen=True)

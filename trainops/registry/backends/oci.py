@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -47,6 +48,7 @@ from trainops.registry.backends.oci_auth import (
 )
 from trainops.registry.reference import DIGEST_RE, RegistryRoot
 
+logger = logging.getLogger(__name__)
 ACCEPT = ", ".join(media.MANIFEST_TYPES)
 ATTEMPTS = 6
 INGEST_MIN = 32 * 1024 * 1024  # files from this size are sent while they are hashed
@@ -94,6 +96,7 @@ class OCIBackend(Backend):
         self.insecure = insecure
         self._local = threading.local()
         self._tokens = TokenCache()
+        self._bearer: dict[str, str] | None = None  # the registry's Bearer challenge, once seen
         self._creds = load_credentials(self.host)
         self._sessions: list[requests.Session] = []
         self.page_size = 1000
@@ -132,9 +135,19 @@ class OCIBackend(Backend):
             self._tokens.put("*", basic_header(self._creds))
             return True
         if kind == "bearer":
+            self._bearer = challenge
             self._tokens.put(scope, fetch_token(self._session(), challenge, scope, self._creds, self.host))
             return True
         return False
+
+    def _header(self, scope: str) -> str | None:
+        """The Authorization value for scope: cached while fresh, renewed before it expires."""
+        value = self._tokens.get(scope)
+        if value is None and self._bearer is not None:
+            token = fetch_token(self._session(), self._bearer, scope, self._creds, self.host)
+            self._tokens.put(scope, token)
+            value = token.header
+        return value
 
     def _request(
         self,
@@ -158,7 +171,7 @@ class OCIBackend(Backend):
         authorized_once = False
         for attempt in range(1, ATTEMPTS + 1):
             all_headers = dict(headers or {})
-            auth = self._tokens.get(scope)
+            auth = self._header(scope)
             if auth:
                 all_headers["Authorization"] = auth
             try:
@@ -241,12 +254,21 @@ class OCIBackend(Backend):
         return self._url(resp.headers["Location"])
 
     def _upload_offset(self, repo: str, location: str) -> int | None:
-        """Bytes the registry holds for an upload session, or None if the session is gone."""
+        """Bytes the registry holds for an upload session, or None to start a new session.
+
+        Distribution reports an empty session and a one-byte one alike as ``Range: 0-0``;
+        such a session holds nothing worth resuming, so it is None too (a new session, from
+        byte 0, is right in both cases).
+        """
         resp = self._request("GET", location, scope=self._push(repo), ok=(204,), missing_ok=True)
         if resp.status_code == 404:
             return None
-        end = resp.headers.get("Range", "0-0").split("-")[-1]
-        return int(end) + 1 if resp.headers.get("Range") else 0
+        held = resp.headers.get("Range", "")
+        try:
+            end = int(held.rpartition("-")[2])
+        except ValueError:
+            return None
+        return end + 1 if end > 0 else None
 
     def upload_blob(self, repo: str, source: BlobSource, progress: Progress = no_progress) -> None:
         location = self._start_upload(repo)
@@ -296,16 +318,22 @@ class OCIBackend(Backend):
                 self._cancel(repo, location)
                 return None
         if resp.status_code not in (202, 204) or body.sent != size:
+            refused = self._reauthorize(repo, resp)
             self._cancel(repo, location)
-            if resp.status_code in RETRY_STATUS or resp.status_code in (202, 204):
+            if refused or resp.status_code in RETRY_STATUS or resp.status_code in (202, 204):
                 return None
             raise self._error("PATCH", location, resp)
         location = self._url(resp.headers.get("Location", location))
         found = "sha256:" + digest.hexdigest()
         sep = "&" if "?" in location else "?"
-        resp = self._session().put(
-            f"{location}{sep}digest={found}", headers=self._auth(repo, {"Content-Length": "0"}), timeout=(30, 300)
-        )
+
+        def close() -> requests.Response:
+            headers = self._auth(repo, {"Content-Length": "0"})
+            return self._session().put(f"{location}{sep}digest={found}", headers=headers, timeout=(30, 300))
+
+        resp = close()
+        if self._reauthorize(repo, resp):  # the token expired while the file was sent
+            resp = close()
         if resp.status_code != 201:
             self._cancel(repo, location)
             if self.blob_size(repo, found) == size:  # a concurrent upload of the same blob won
@@ -334,7 +362,7 @@ class OCIBackend(Backend):
                         location, data=reader, headers=self._auth(repo, headers), timeout=(30, 600)
                     )
                     if resp.status_code not in (202, 204):
-                        self._retry_or_raise("PATCH", location, resp)
+                        self._retry_or_raise("PATCH", repo, location, resp)
                     location = self._url(resp.headers.get("Location", location))
                     sep = "&" if "?" in location else "?"
                     resp = self._session().put(
@@ -353,15 +381,28 @@ class OCIBackend(Backend):
                 raise _Retry from None
         if resp.status_code == 201:
             return
-        self._retry_or_raise("PUT", location, resp)
+        self._retry_or_raise("PUT", repo, location, resp)
 
-    def _retry_or_raise(self, method: str, location: str, resp: requests.Response) -> None:
-        if resp.status_code in RETRY_STATUS or resp.status_code == 404:
+    def _retry_or_raise(self, method: str, repo: str, location: str, resp: requests.Response) -> None:
+        if resp.status_code in RETRY_STATUS or resp.status_code == 404 or self._reauthorize(repo, resp):
             raise _Retry
         raise self._error(method, location, resp)
 
+    def _reauthorize(self, repo: str, resp: requests.Response) -> bool:
+        """A 401 on an upload request: the token expired mid-transfer; fetch a new one.
+
+        True when a new credential was obtained, so the request is worth repeating (the
+        upload resumes at the offset the registry holds).
+        """
+        if resp.status_code != 401:
+            return False
+        scope = self._push(repo)
+        self._tokens.drop(scope)
+        logger.warning("%s refused the token during an upload to %s (expired); fetching a new one", self.host, repo)
+        return self._authorize(resp, scope)
+
     def _auth(self, repo: str, headers: dict[str, str]) -> dict[str, str]:
-        token = self._tokens.get(self._push(repo))
+        token = self._header(self._push(repo))
         return {**headers, "Authorization": token} if token else headers
 
     def download_blob(self, repo: str, digest: str, dest: Path, progress: Progress = no_progress) -> None:

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,20 +91,49 @@ def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
     return scheme.lower(), dict(_CHALLENGE.findall(rest))
 
 
+DEFAULT_TOKEN_LIFETIME = 60.0  # seconds, when the token service names none (the token spec's default)
+
+
+@dataclass(frozen=True)
+class Token:
+    """An Authorization header value and when it stops being good (monotonic seconds; None: never)."""
+
+    header: str
+    expires: float | None = None
+
+    def fresh(self, now: float) -> bool:
+        """Still good for a request that starts now (``expires`` already keeps a margin)."""
+        return self.expires is None or now < self.expires
+
+
 class TokenCache:
-    """Authorization header values by scope, shared by the threads of one backend."""
+    """Authorization header values by scope, shared by the threads of one backend.
+
+    A Bearer token is dropped from the cache shortly before it expires, so a long transfer
+    made of many requests asks the token service for a new one instead of being refused
+    in the middle (Harbor's tokens live 30 minutes; a 100 GB checkpoint takes longer).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._headers: dict[str, str] = {}
+        self._tokens: dict[str, Token] = {}
 
     def get(self, scope: str) -> str | None:
+        now = time.monotonic()
         with self._lock:
-            return self._headers.get(scope) or self._headers.get("*")
+            for key in (scope, "*"):
+                token = self._tokens.get(key)
+                if token is not None and token.fresh(now):
+                    return token.header
+        return None
 
-    def put(self, scope: str, value: str) -> None:
+    def put(self, scope: str, value: str | Token) -> None:
         with self._lock:
-            self._headers[scope] = value
+            self._tokens[scope] = value if isinstance(value, Token) else Token(value)
+
+    def drop(self, scope: str) -> None:
+        with self._lock:
+            self._tokens.pop(scope, None)
 
 
 def basic_header(creds: Credentials) -> str:
@@ -111,8 +141,8 @@ def basic_header(creds: Credentials) -> str:
     return "Basic " + base64.b64encode(raw).decode()
 
 
-def fetch_token(session: Any, challenge: dict[str, str], scope: str, creds: Credentials | None, host: str) -> str:
-    """A Bearer token from the realm of a WWW-Authenticate challenge."""
+def fetch_token(session: Any, challenge: dict[str, str], scope: str, creds: Credentials | None, host: str) -> Token:
+    """A Bearer token from the realm of a WWW-Authenticate challenge, with its lifetime."""
     realm = challenge.get("realm")
     if not realm:
         raise RemoteError(f"{host} asked for a Bearer token but named no realm")
@@ -142,8 +172,18 @@ def fetch_token(session: Any, challenge: dict[str, str], scope: str, creds: Cred
         )
     if resp.status_code != 200:
         raise RemoteError(f"{host}: token service {realm} answered {resp.status_code}")
-    body = resp.json()
-    token = body.get("token") or body.get("access_token")
-    if not token:
+    received = time.monotonic()
+    try:
+        body = resp.json()
+    except ValueError:
+        raise RemoteError(f"{host}: token service {realm} answered with something that is not JSON") from None
+    token = body.get("token") or body.get("access_token") if isinstance(body, dict) else None
+    if not token or not isinstance(token, str):
         raise RemoteError(f"{host}: token service {realm} returned no token")
-    return f"Bearer {token}"
+    return Token(f"Bearer {token}", received + _usable_life(body.get("expires_in")))
+
+
+def _usable_life(expires_in: Any) -> float:
+    """Seconds to use a token for: its lifetime less a margin (a quarter of it, at most 30 s)."""
+    life = float(expires_in) if isinstance(expires_in, (int, float)) and expires_in > 0 else DEFAULT_TOKEN_LIFETIME
+    return life - min(30.0, life / 4)

@@ -1,0 +1,276 @@
+"""Concurrency: many writers at once on every backend and on a GitOps branch; count lost updates.
+
+- Tag moves: W writer processes, each moving its own tag M times between two artifacts of its
+  own (and, every time, a tag all writers share) in ONE repository, on file://, oci://
+  (Distribution) and s3:// (moto). A lost update is a writer's tag that does not end on the
+  writer's last move, a tag that vanished, or a shared tag that names an artifact that does
+  not pull whole.
+- GitOps commits: W writer processes, each committing C times to its own path of one branch
+  of a bare repository through `trainops.gitops.write_tree` (fetch, re-apply, retry). A lost
+  update is a commit missing from the history or a path whose final content is not the
+  writer's last commit.
+
+    python bench/concurrency.py              # 8 writers x 100 tag moves, 8 committers x 25 commits
+    python bench/concurrency.py --quick      # 4 x 10 and 4 x 5: seconds
+    python bench/concurrency.py --write-doc docs/reliability.md
+
+Exits 1 when any update was lost or an operation failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.services import DistributionRegistry, MotoS3, bare_git_repo, git_env  # noqa: E402
+
+
+@dataclass
+class Row:
+    target: str
+    what: str
+    operations: int = 0
+    failures: int = 0
+    lost_updates: int = 0
+    retries: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.failures == 0 and self.lost_updates == 0
+
+
+def _tag_writer(registry: str, env: dict[str, str], index: int, moves: int, barrier: Any, queue: Any) -> None:
+    os.environ.update(env)
+    from trainops.registry import store
+    from trainops.registry.context import Registries
+
+    registries = Registries(default_registry=registry, insecure_registries=tuple(env.get("INSECURE", "").split(",")))
+    work = Path(tempfile.mkdtemp(prefix=f"tagw{index}-"))
+    digests = []
+    for name in ("a", "b"):
+        (work / name).write_text(f"writer {index} artifact {name}\n")
+        digests.append(store.push(registries, source=work / name, ref=registries.ref(f"moves:w{index}-{name}")).digest)
+    failures, last = 0, None
+    barrier.wait(timeout=300)
+    for move in range(moves):
+        pick = "ab"[move % 2]
+        try:
+            store.tag(registries, src=registries.ref(f"moves:w{index}-{pick}"), dst=registries.ref(f"moves:w{index}"))
+            last = digests[move % 2]
+            store.tag(registries, src=registries.ref(f"moves:w{index}-{pick}"), dst=registries.ref("moves:shared"))
+        except Exception as err:  # counted, reported with the figures
+            failures += 1
+            queue.put(("note", index, f"{type(err).__name__}: {err}"))
+    queue.put(("done", index, {"failures": failures, "last": last, "digests": digests}))
+
+
+def tag_moves(registry: str, env: dict[str, str], writers: int, moves: int) -> Row:
+    from trainops.registry import store
+    from trainops.registry.context import Registries
+
+    row = Row(registry.split(":")[0], f"{writers} writers x {moves} tag moves (+ a shared tag)")
+    context = multiprocessing.get_context("spawn")
+    barrier, queue = context.Barrier(writers), context.Queue()
+    procs = [
+        context.Process(target=_tag_writer, args=(registry, env, i, moves, barrier, queue)) for i in range(writers)
+    ]
+    started = time.perf_counter()
+    for proc in procs:
+        proc.start()
+    results: dict[int, dict[str, Any]] = {}
+    while len(results) < writers:
+        kind, index, payload = queue.get(timeout=1800)
+        if kind == "note":
+            row.notes.append(f"writer {index}: {payload}")
+        else:
+            results[index] = payload
+    for proc in procs:
+        proc.join(timeout=60)
+    row.seconds = round(time.perf_counter() - started, 2)
+    row.operations = writers * moves * 2
+    row.failures = sum(r["failures"] for r in results.values())
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        registries = Registries(
+            default_registry=registry, insecure_registries=tuple(env.get("INSECURE", "").split(","))
+        )
+        for index, result in results.items():
+            try:
+                now = store.resolve(registries, ref=registries.ref(f"moves:w{index}")).parsed.digest
+            except Exception:
+                now = None
+            if now != result["last"]:
+                row.lost_updates += 1
+                row.notes.append(f"writer {index}: its tag ends on {now}, its last move was to {result['last']}")
+        shared = store.resolve(registries, ref=registries.ref("moves:shared")).parsed.digest
+        every = {d for r in results.values() for d in r["digests"]}
+        out = Path(tempfile.mkdtemp(prefix="shared-"))
+        if shared not in every or not store.pull(registries, ref=registries.ref("moves:shared"), dest=out / "d").files:
+            row.lost_updates += 1
+            row.notes.append(f"the shared tag names {shared}, which no writer moved it to, or does not pull whole")
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    return row
+
+
+def _committer(remote: str, index: int, commits: int, barrier: Any, queue: Any) -> None:
+    from trainops.gitops import write_tree
+
+    attempts, failures = 0, 0
+    barrier.wait(timeout=300)
+    for n in range(commits):
+        try:
+            result = write_tree(
+                repo=remote,
+                branch="main",
+                path=f"apps/w{index}",
+                files={"state.yaml": f"writer: {index}\ncommit: {n}\n"},
+                message=f"writer {index} commit {n}",
+                trailers={"Trainops-Writer": str(index), "Trainops-Commit": str(n)},
+                max_attempts=200,
+            )
+            attempts += result.attempts
+        except Exception as err:
+            failures += 1
+            queue.put(("note", index, f"{type(err).__name__}: {err}"))
+    queue.put(("done", index, {"attempts": attempts, "failures": failures}))
+
+
+def gitops_commits(work: Path, writers: int, commits: int) -> Row:
+    from trainops.gitops import history
+
+    row = Row("git", f"{writers} committers x {commits} commits, one branch")
+    remote = bare_git_repo(work / f"gitops-{uuid.uuid4().hex[:6]}.git")
+    seed = work / "seed"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(seed)], check=True, env=git_env())
+    (seed / "README").write_text("gitops\n")
+    for args in (["add", "README"], ["commit", "-qm", "seed"], ["push", "-q", str(remote), "main"]):
+        subprocess.run(["git", *args], cwd=seed, check=True, env=git_env())
+    context = multiprocessing.get_context("spawn")
+    barrier, queue = context.Barrier(writers), context.Queue()
+    procs = [context.Process(target=_committer, args=(str(remote), i, commits, barrier, queue)) for i in range(writers)]
+    started = time.perf_counter()
+    for proc in procs:
+        proc.start()
+    done: dict[int, dict[str, int]] = {}
+    while len(done) < writers:
+        kind, index, payload = queue.get(timeout=1800)
+        if kind == "note":
+            row.notes.append(f"writer {index}: {payload}")
+        else:
+            done[index] = payload
+    for proc in procs:
+        proc.join(timeout=60)
+    row.seconds = round(time.perf_counter() - started, 2)
+    row.operations = writers * commits
+    row.failures = sum(d["failures"] for d in done.values())
+    row.retries = sum(d["attempts"] for d in done.values()) - (row.operations - row.failures)
+    entries = history(repo=str(remote), branch="main", limit=writers * commits + 10)
+    landed = {(e.trailers.get("Trainops-Writer"), e.trailers.get("Trainops-Commit")) for e in entries}
+    expected = {(str(i), str(n)) for i in range(writers) for n in range(commits)}
+    row.lost_updates = len(expected - landed)
+    for i in range(writers):
+        final = subprocess.run(
+            ["git", "--git-dir", str(remote), "show", f"main:apps/w{i}/state.yaml"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        if final != f"writer: {i}\ncommit: {commits - 1}\n":
+            row.lost_updates += 1
+            row.notes.append(f"writer {i}: its path ends as {final!r}")
+    return row
+
+
+def run_all(*, writers: int, moves: int, committers: int, commits: int, backends: list[str]) -> list[Row]:
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="trainops-conc-") as tmp:
+        work = Path(tmp)
+        registry, s3 = DistributionRegistry(work / "distribution"), MotoS3(work / "moto")
+        try:
+            for backend in backends:
+                if backend == "file":
+                    rows.append(tag_moves(f"file://{work / 'layout'}", {}, writers, moves))
+                elif backend == "oci":
+                    registry.start()
+                    rows.append(tag_moves(f"oci://{registry.host}/conc", {"INSECURE": registry.host}, writers, moves))
+                else:
+                    s3.start()
+                    bucket = s3.new_bucket(f"conc-{uuid.uuid4().hex[:8]}")
+                    rows.append(tag_moves(f"s3://{bucket}/conc", dict(s3.env), writers, moves))
+            rows.append(gitops_commits(work, committers, commits))
+        finally:
+            registry.stop()
+            s3.stop()
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    lines = [
+        "| target | what | operations | failures | lost updates | retries | seconds |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {r.target} | {r.what} | {r.operations} | {r.failures} | {r.lost_updates} | {r.retries} | {r.seconds} |"
+        for r in rows
+    ]
+    return "\n".join(lines)
+
+
+def write_doc(path: Path, rows: list[Row], command: str) -> None:
+    start, end = "<!-- concurrency:start -->", "<!-- concurrency:end -->"
+    text = path.read_text() if path.exists() else f"{start}\n{end}\n"
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    path.write_text(f"{head}{start}\n{table(rows)}\n\n_`{command}`, {time.strftime('%Y-%m-%d')}._\n{end}{tail}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="4 writers x 10 moves, 4 committers x 5 commits")
+    parser.add_argument("--writers", type=int, default=8)
+    parser.add_argument("--moves", type=int, default=100)
+    parser.add_argument("--commits", type=int, default=25)
+    parser.add_argument("--backend", action="append", choices=["file", "oci", "s3"], default=None)
+    parser.add_argument("--write-doc", type=Path, default=None)
+    args = parser.parse_args()
+    writers, moves, commits = (4, 10, 5) if args.quick else (args.writers, args.moves, args.commits)
+    rows = run_all(
+        writers=writers,
+        moves=moves,
+        committers=writers,
+        commits=commits,
+        backends=args.backend or ["file", "oci", "s3"],
+    )
+    print(table(rows))
+    for r in rows:
+        for note in r.notes[:5]:
+            print(f"note: {r.target}: {note}")
+    results = ROOT / "bench" / "results"
+    results.mkdir(exist_ok=True)
+    (results / "concurrency.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    if args.write_doc:
+        command = f"python bench/concurrency.py --writers {writers} --moves {moves} --commits {commits}"
+        write_doc(args.write_doc, rows, command)
+    return 0 if all(r.ok for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""The `eval` group: evaluate a checkpoint against its gates, list its evaluations, and
+render or submit the same evaluation as a Kubernetes Job."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainops.cli.output import command_stdout, echo_json, manifest_options, output_option
+
+_insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
+
+
+def _load(file: str, env: str | None) -> Any:
+    from trainops.spec import load_manifest
+
+    return load_manifest(Path(file), env=env)
+
+
+@click.group("eval")
+def eval_group() -> None:
+    """Evaluation: run eval.command on a checkpoint, check the gates, push the report."""
+
+
+def _gate_table(result: Any) -> None:
+    from rich.table import Table
+
+    from trainops.cli.output import console
+
+    click.echo(f"eval of {result.checkpoint}")
+    table = Table()
+    for column in ("metric", "gate", "actual", "result"):
+        table.add_column(column)
+    for gate in result.gates:
+        actual = "missing" if gate.actual is None else f"{gate.actual:g}"
+        table.add_row(gate.metric, f"{gate.op} {gate.value:g}", actual, "pass" if gate.passed else "FAIL")
+    console().print(table)
+    others = {k: v for k, v in result.metrics.items() if k not in {g.metric for g in result.gates}}
+    if others:
+        click.echo("other metrics: " + ", ".join(f"{k}={v:g}" for k, v in sorted(others.items())))
+    verdict = "passed" if result.passed else "FAILED"
+    click.echo(f"{verdict}; report {result.report}")
+
+
+@eval_group.command("run")
+@click.argument("checkpoint", required=False, metavar="[CKPT]")
+@manifest_options
+@click.option("--image", metavar="REF", default=None, help="Image this runs in (recorded); default $TRAINOPS_IMAGE.")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Run eval.command here (default: the manifest's directory).",
+)
+@click.option(
+    "--from",
+    "local_copy",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A local copy of the checkpoint, used when every file's digest matches (else it is pulled).",
+)
+@_insecure_option
+@output_option
+def run_cmd(
+    checkpoint: str | None,
+    file: str,
+    env: str | None,
+    image: str | None,
+    workdir: Path | None,
+    local_copy: Path | None,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Evaluate CKPT (default: eval.checkpoint — latest, best or a reference) with
+    eval.command, check eval.gates and push the report beside the checkpoint.
+
+    Exits 8 when a gate fails (the report is pushed, verdict failed), 9 when the command
+    crashes, times out or writes anything but one JSON object of numbers (nothing pushed).
+    """
+    from trainops.cli.progress import transfer_progress
+    from trainops.evaluate import require_passed, run_eval
+    from trainops.registry.context import Registries
+
+    manifest = _load(file, env)
+    with Registries.for_manifest(manifest, insecure=insecure) as registries, transfer_progress(
+        output == "text"
+    ) as progress:
+        result = run_eval(
+            manifest=manifest,
+            checkpoint=checkpoint,
+            registries=registries,
+            image=image,
+            workdir=workdir,
+            local_copy=local_copy,
+            command_stdout=command_stdout(output),
+            progress=progress,
+        )
+    if output == "json":
+        echo_json(result.as_dict())
+    else:
+        _gate_table(result)
+    sys.stdout.flush()
+    require_passed(result)
+
+
+@eval_group.command("ls")
+@click.argument("checkpoint", required=False, metavar="[CKPT]")
+@manifest_options
+@_insecure_option
+@output_option
+def ls_cmd(checkpoint: str | None, file: str, env: str | None, insecure: bool, output: str) -> None:
+    """List the evaluations of CKPT (default: eval.checkpoint), oldest first."""
+    from trainops.evaluate import list_evals
+    from trainops.evaluate.run import eval_spec
+    from trainops.evaluate.select import resolve_checkpoint
+    from trainops.registry.context import Registries
+
+    manifest = _load(file, env)
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        which = checkpoint or eval_spec(manifest).checkpoint
+        found = resolve_checkpoint(registries, manifest=manifest, which=which)
+        entries = list_evals(registries, checkpoint=found.ref)
+    if output == "json":
+        echo_json([e.as_dict() for e in entries])
+        return
+    if not entries:
+        click.echo(f"no evaluation of {found.ref}")
+        return
+    from rich.table import Table
+
+    from trainops.cli.output import console
+
+    click.echo(f"evaluations of {found.ref}")
+    table = Table()
+    for column in ("ended", "verdict", "metrics", "report"):
+        table.add_column(column)
+    for e in entries:
+        metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(e.report.metrics.items()))
+        table.add_row(e.report.ended, "passed" if e.report.passed else "FAILED", metrics, e.digest[:19])
+    console().print(table)
+
+
+_image_option = click.option(
+    "--image",
+    metavar="REF",
+    default=None,
+    help="Image of the Job (name@sha256:…, or a tag resolved now); default: eval.image, else the training image.",
+)
+_run_id_option = click.option("--run-id", metavar="ID", default=None, help="Eval id in object names (default: new).")
+
+
+def _run_id(run_id: str | None) -> str:
+    from trainops.pipeline.context import check_run_id, new_run_id
+
+    return check_run_id(run_id) if run_id else new_run_id("eval")
+
+
+@eval_group.command("render")
+@click.argument("checkpoint", required=False, metavar="[CKPT]")
+@manifest_options
+@_image_option
+@_run_id_option
+@_insecure_option
+def render_cmd(
+    checkpoint: str | None, file: str, env: str | None, image: str | None, run_id: str | None, insecure: bool
+) -> None:
+    """Print the eval of CKPT as a Kubernetes Job (Volcano when train.scheduler is volcano)
+    running `trainops eval run` in the image; the checkpoint is pinned by digest."""
+    from trainops.evaluate.cluster import render_eval
+    from trainops.registry.context import Registries
+
+    manifest = _load(file, env)
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        made = render_eval(
+            manifest=manifest, registries=registries, checkpoint=checkpoint, run_id=_run_id(run_id), image=image
+        )
+    for warning in made.rendered.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(made.text(), nl=False)
+
+
+@eval_group.command("submit")
+@click.argument("checkpoint", required=False, metavar="[CKPT]")
+@manifest_options
+@_image_option
+@_run_id_option
+@_insecure_option
+@output_option
+def submit_cmd(
+    checkpoint: str | None,
+    file: str,
+    env: str | None,
+    image: str | None,
+    run_id: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Commit the eval Job of CKPT to <spec.gitops.path>/eval in the GitOps repository."""
+    from trainops.evaluate.cluster import submit_eval
+    from trainops.registry.context import Registries
+
+    manifest = _load(file, env)
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        result = submit_eval(
+            manifest=manifest, registries=registries, checkpoint=checkpoint, run_id=_run_id(run_id), image=image
+        )
+    if output == "json":
+        echo_json(result.as_dict())
+    elif not result.changed:
+        click.echo(f"{result.repo} {result.branch}:{result.path} already holds this eval; nothing committed")
+    else:
+        click.echo(f"committed {str(result.commit)[:12]} to {result.repo} {result.branch}:{result.path}")
+        click.echo(f"  eval {result.run_id} of {result.checkpoint}")
+
+
+COMMANDS: list[click.Command] = [eval_group]

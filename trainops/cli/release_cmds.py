@@ -1,0 +1,142 @@
+"""The `release` group: package a checkpoint that passed its gates as a model; ls, show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainops.cli.output import command_stdout, echo_json, manifest_options, output_option
+from trainops.cli.registry_cmds import _registries, _registry_options
+from trainops.units import format_size
+
+_insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
+
+
+def _load(file: str, env: str | None) -> Any:
+    from trainops.spec import load_manifest
+
+    return load_manifest(Path(file), env=env)
+
+
+@click.group("release")
+def release_group() -> None:
+    """Releases: checkpoints with a passing eval, published as immutable ModelPack models."""
+
+
+@release_group.command("create")
+@click.argument("checkpoint", required=False, metavar="[CKPT]")
+@manifest_options
+@click.option("--version", "version", metavar="TAG", default=None, help="Release tag (default: release.tag).")
+@click.option("--force", is_flag=True, help="Release without a passing eval (needs --reason; recorded).")
+@click.option("--reason", metavar="TEXT", default=None, help="Why the gates are overridden (with --force).")
+@_insecure_option
+@output_option
+def create_cmd(
+    checkpoint: str | None,
+    file: str,
+    env: str | None,
+    version: str | None,
+    force: bool,
+    reason: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Release CKPT (default: release.source — best or latest with a passing eval, or a
+    reference) as a ModelPack model in release.repository, tagged from release.tag.
+
+    Exits 8 when release.requireGates refuses it, 5 when the tag exists with other content.
+    """
+    from trainops.cli.progress import transfer_progress
+    from trainops.errors import UsageError
+    from trainops.registry.context import Registries
+    from trainops.release import create_release
+
+    if reason is not None and not force:
+        raise UsageError("--reason goes with --force")
+    manifest = _load(file, env)
+    with Registries.for_manifest(manifest, insecure=insecure) as registries, transfer_progress(
+        output == "text"
+    ) as progress:
+        result = create_release(
+            manifest=manifest,
+            registries=registries,
+            checkpoint=checkpoint,
+            version=version,
+            force=force,
+            reason=reason,
+            progress=progress,
+            command_stdout=command_stdout(output),
+        )
+    if output == "json":
+        echo_json(result.as_dict())
+        return
+    verb = "released" if result.created else "already released"
+    click.echo(f"{verb} {result.checkpoint} as {result.ref}")
+    model = ", ".join(f"{k} {v}" for k, v in result.model.as_config().items())
+    click.echo(f"  files: {', '.join(result.files)}" + (f"; {model}" if model else ""))
+    if result.eval:
+        click.echo(f"  evaluated by: {result.eval}")
+    if result.forced:
+        click.echo(f"  FORCED by {result.forced.by}: {result.forced.reason}")
+
+
+@release_group.command("ls")
+@click.argument("repo", required=False)
+@_registry_options
+@output_option
+def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """List the releases of REPO (default: the manifest's release.repository), newest first."""
+    from trainops.release import list_releases, release_repository
+
+    with _registries(file, env, insecure) as registries:
+        if repo:
+            repository = registries.ref(repo)
+        else:
+            repository = release_repository(_load(file or "trainops.yaml", env), registries)
+        infos = list_releases(registries, repository=repository)
+    if output == "json":
+        echo_json([i.as_dict() for i in infos])
+        return
+    if not infos:
+        click.echo(f"no release in {repository.repo_url}")
+        return
+    from rich.table import Table
+
+    from trainops.cli.output import console
+
+    table = Table(title=repository.repo_url)
+    for column in ("version", "size", "created", "gates", "digest"):
+        table.add_column(column)
+    for i in infos:
+        gates = "FORCED" if i.forced else ("passed" if i.eval else "-")
+        table.add_row(i.version or "", format_size(i.size), i.created or "", gates, i.digest[:19])
+    console().print(table)
+
+
+@release_group.command("show")
+@click.argument("ref")
+@_registry_options
+@output_option
+def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """Show a release: version, checkpoint, eval, override, model config and files."""
+    from trainops.release import show_release
+
+    with _registries(file, env, insecure) as registries:
+        info = show_release(registries, ref=registries.ref(ref))
+    if output == "json":
+        echo_json(info.as_dict())
+        return
+    click.echo(info.ref)
+    click.echo(f"  version:    {info.version}")
+    click.echo(f"  checkpoint: {info.checkpoint}")
+    click.echo(f"  eval:       {info.eval or '-'}")
+    if info.forced:
+        click.echo(f"  forced by:  {info.by}: {info.reason}")
+    for key, value in info.model.items():
+        click.echo(f"  {key + ':':<11} {value}")
+    click.echo(f"  size:       {format_size(info.size)} in {len(info.files)} file(s): {', '.join(info.files)}")
+
+
+COMMANDS: list[click.Command] = [release_group]

@@ -1,0 +1,73 @@
+"""Which checkpoint a word names: `latest`, `best` (by train.checkpoint.keep.metric/mode),
+or a reference — resolved to a pinned checkpoint in the registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trainops.checkpoint.catalog import CheckpointInfo, latest_checkpoint, list_checkpoints
+from trainops.errors import InputError, NotFoundError
+from trainops.registry.context import Registries
+from trainops.registry.reference import TAG_RE, Reference
+from trainops.registry.store import Resolved, resolve
+from trainops.spec import Manifest
+
+WORDS = ("latest", "best")
+
+
+def checkpoint_repository(manifest: Manifest, registries: Registries) -> Reference:
+    """The checkpoint repository of the manifest (train.checkpoint.repository or the default)."""
+    spec = manifest.pipeline.spec
+    override = spec.train.checkpoint.repository if spec.train is not None else None
+    return registries.ref(spec.repository(manifest.pipeline.metadata.name, "checkpoints", override))
+
+
+def ranking(manifest: Manifest) -> tuple[str, str]:
+    """(metric, mode) that ranks checkpoints: train.checkpoint.keep.metric and mode."""
+    train = manifest.pipeline.spec.train
+    metric = train.checkpoint.keep.metric if train is not None else None
+    if not metric or train is None:
+        raise InputError(
+            "`best` needs a metric to rank checkpoints", hint="set train.checkpoint.keep.metric, or name a checkpoint"
+        )
+    return metric, train.checkpoint.keep.mode
+
+
+def best_of(
+    infos: list[CheckpointInfo], *, metric: str, mode: str, value: Callable[[CheckpointInfo], float | None]
+) -> CheckpointInfo | None:
+    """The best checkpoint by value(info) (min or max); ties go to the newest step."""
+    scored = [(v, info) for info in infos if (v := value(info)) is not None]
+    if not scored:
+        return None
+    sign = 1.0 if mode == "min" else -1.0
+    return min(scored, key=lambda item: (sign * item[0], -(item[1].step or 0)))[1]
+
+
+def resolve_checkpoint(registries: Registries, *, manifest: Manifest, which: str) -> Resolved:
+    """The checkpoint `which` names, pinned: latest, best, a tag of the checkpoint repository
+    (step-300), or a reference (REPO:TAG, REPO@sha256:…)."""
+    if which not in WORDS:
+        if TAG_RE.match(which) and ":" not in which:  # a bare tag: of the checkpoint repository
+            return resolve(registries, ref=checkpoint_repository(manifest, registries).with_tag(which))
+        ref = registries.ref(which)
+        if not ref.tag and not ref.digest:
+            raise InputError(f"{which} names no checkpoint", hint="write REPO:step-N, REPO@sha256:…, latest or best")
+        return resolve(registries, ref=ref)
+    repository = checkpoint_repository(manifest, registries)
+    if which == "latest":
+        found = latest_checkpoint(registries, repository=repository)
+    else:
+        metric, mode = ranking(manifest)
+        found = best_of(
+            list_checkpoints(registries, repository=repository),
+            metric=metric,
+            mode=mode,
+            value=lambda info: info.metrics.get(metric),
+        )
+    if found is None:
+        raise NotFoundError(
+            f"no {which} checkpoint in {repository.repo_url}",
+            hint="train first (checkpoints are pushed as they land), or name a checkpoint reference",
+        )
+    return resolve(registries, ref=registries.ref(found.ref))

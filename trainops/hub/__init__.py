@@ -1,0 +1,1 @@
+"""Hugging Face Hub import/export and safetensors header reading."""

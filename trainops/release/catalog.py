@@ -1,0 +1,97 @@
+"""`trainops release ls` and `release show`: the releases of a repository, and one in full."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainops.checkpoint.catalog import tagged
+from trainops.errors import InputError
+from trainops.registry import media
+from trainops.registry.artifact import ParsedManifest
+from trainops.registry.context import Registries
+from trainops.registry.reference import Reference
+from trainops.registry.store import resolve
+from trainops.release.create import A_BY, A_CHECKPOINT, A_EVAL, A_FORCED, A_REASON, A_VERSION
+
+MAX_CONFIG = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ReleaseInfo:
+    ref: str  # repository:tag@sha256:…
+    digest: str
+    version: str | None
+    checkpoint: str | None
+    eval: str | None
+    forced: bool
+    reason: str | None
+    by: str | None
+    created: str | None
+    size: int
+    files: list[str] = field(default_factory=list)
+    model: dict[str, Any] = field(default_factory=dict)  # ModelPack `config` (format, paramSize, …)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "digest": self.digest,
+            "version": self.version,
+            "checkpoint": self.checkpoint,
+            "eval": self.eval,
+            "forced": self.forced,
+            "reason": self.reason,
+            "by": self.by,
+            "created": self.created,
+            "size": self.size,
+            "files": self.files,
+            "model": self.model,
+        }
+
+
+def _info(ref: Reference, parsed: ParsedManifest, model: dict[str, Any] | None = None) -> ReleaseInfo:
+    notes = parsed.annotations
+    return ReleaseInfo(
+        ref=str(ref.with_digest(parsed.digest)),
+        digest=parsed.digest,
+        version=notes.get(A_VERSION) or ref.tag,
+        checkpoint=notes.get(A_CHECKPOINT),
+        eval=notes.get(A_EVAL),
+        forced=notes.get(A_FORCED) == "true",
+        reason=notes.get(A_REASON),
+        by=notes.get(A_BY),
+        created=parsed.created,
+        size=sum(layer.size for layer in parsed.layers),
+        files=[parsed.file_path(layer, i) for i, layer in enumerate(parsed.layers)],
+        model=model or {},
+    )
+
+
+def list_releases(registries: Registries, *, repository: Reference) -> list[ReleaseInfo]:
+    """The model artifacts tagged in a repository, newest first."""
+    if repository.tag or repository.digest:
+        raise InputError(f"{repository} names a tag or digest", hint="pass the release repository itself")
+    found = [
+        _info(repository.with_tag(t.tag), t.parsed)
+        for t in tagged(registries, repository=repository)
+        if t.parsed.kind == "model"
+    ]
+    return sorted(found, key=lambda r: (r.created or "", r.version or ""), reverse=True)
+
+
+def show_release(registries: Registries, *, ref: Reference) -> ReleaseInfo:
+    """One release with its files and its ModelPack config."""
+    found = resolve(registries, ref=ref)
+    if found.parsed.kind != "model":
+        raise InputError(f"{ref} is a {found.parsed.kind}, not a model release")
+    config: dict[str, Any] = {}
+    blob = found.parsed.config
+    if blob is not None and blob.media_type == media.MODEL_CONFIG and blob.size <= MAX_CONFIG:
+        with registries.backend(found.ref).open_blob(found.ref.repository, blob.digest) as fh:
+            try:
+                body = json.loads(fh.read(MAX_CONFIG + 1))
+            except ValueError:
+                body = {}
+        config = body.get("config") or {} if isinstance(body, dict) else {}
+    return _info(found.ref, found.parsed, config)

@@ -1,0 +1,276 @@
+"""`trainops release create`: package a checkpoint that passed its gates as a ModelPack model.
+
+The checkpoint (release.source, or the one named) must have a passing eval when
+release.requireGates is set; `force` with a `reason` overrides, and the override, the reason
+and who (git user, else $USER) go into the release's lineage and annotations. The files of
+the checkpoint matching release.include and not release.exclude — after release.export
+converted them, if set — are pushed as a ModelPack model (config: format, paramSize,
+precision, architecture) to release.repository, tagged from release.tag. Releases are
+immutable: an existing tag with other files is refused (exit 5), the same files are the
+same release. Lineage parents: the checkpoint (`released-from`), the eval (`evaluated-by`)
+and the training image the checkpoint recorded (`image`), when it is in the image repository.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import string
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import IO, Any
+
+from trainops.errors import GateFailedError, InputError, NotFoundError, TrainopsError, UsageError
+from trainops.hub.safetensors import ModelInfo, model_info
+from trainops.registry.artifact import Forced, Lineage, ModelConfig, Parent, scan_tree
+from trainops.registry.context import ProgressSink, Registries
+from trainops.registry.reference import TAG_RE, Reference
+from trainops.registry.store import Resolved, pull, push, resolve
+from trainops.release.choose import Candidate, choose
+from trainops.release.immutable import same_release
+from trainops.spec import Manifest
+from trainops.spec.stages import ReleaseSpec
+
+A_CHECKPOINT = "dev.trainops.release.checkpoint"  # the released checkpoint, ref@sha256:…
+A_EVAL = "dev.trainops.release.eval"  # the eval report that let it, ref@sha256:… (absent if forced)
+A_FORCED = "dev.trainops.release.forced"  # "true" when a gate was overridden
+A_REASON = "dev.trainops.release.reason"
+A_BY = "dev.trainops.release.by"
+A_VERSION = "org.opencontainers.image.version"
+
+
+@dataclass(frozen=True)
+class ReleaseResult:
+    ref: str  # repository:tag@sha256:…
+    digest: str
+    checkpoint: str
+    eval: str | None
+    version: str
+    created: bool  # False: the tag already held these files
+    forced: Forced | None
+    model: ModelInfo
+    files: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "digest": self.digest,
+            "checkpoint": self.checkpoint,
+            "eval": self.eval,
+            "version": self.version,
+            "created": self.created,
+            "forced": self.forced.model_dump() if self.forced else None,
+            "model": self.model.as_config(),
+            "files": self.files,
+        }
+
+
+def release_spec(manifest: Manifest) -> ReleaseSpec:
+    spec = manifest.pipeline.spec.release
+    if spec is None:
+        raise InputError(f"{manifest.path} has no release section", hint="add spec.release (source, tag)")
+    return spec
+
+
+def release_repository(manifest: Manifest, registries: Registries) -> Reference:
+    spec = release_spec(manifest)
+    text = manifest.pipeline.spec.repository(manifest.pipeline.metadata.name, "model", spec.repository)
+    ref = registries.ref(text)
+    if ref.tag or ref.digest:
+        raise InputError(f"release.repository {text!r} names a tag or digest", hint="name the repository only")
+    return ref
+
+
+def create_release(
+    *,
+    manifest: Manifest,
+    registries: Registries,
+    checkpoint: str | None = None,
+    version: str | None = None,
+    force: bool = False,
+    reason: str | None = None,
+    who: str | None = None,
+    progress: ProgressSink | None = None,
+    command_stdout: int | IO[Any] | None = None,
+) -> ReleaseResult:
+    """Release a checkpoint as a model; see the module docstring."""
+    spec = release_spec(manifest)
+    if force and not (reason and reason.strip()):
+        raise UsageError("--force needs --reason TEXT: the override and its reason are recorded in the lineage")
+    gated = spec.require_gates and not force
+    chosen = choose(registries, manifest=manifest, source=checkpoint or spec.source, gated=gated)
+    if gated and chosen.passing is None:
+        raise GateFailedError(
+            f"{chosen.checkpoint.ref} has no passing eval: {chosen.why_not()}",
+            hint="run `trainops eval run`, or release anyway with --force --reason TEXT",
+        )
+    forced = None
+    if spec.require_gates and chosen.passing is None:
+        forced = Forced(reason=str(reason).strip(), by=who or _who(manifest))
+    tag = version or expand_tag(spec.tag, chosen.checkpoint)
+    if not TAG_RE.match(tag):
+        raise InputError(f"release tag {tag!r} is not a valid tag", hint="use letters, digits, '.', '_' and '-'")
+    target = release_repository(manifest, registries).with_tag(tag)
+    with tempfile.TemporaryDirectory(prefix="trainops-release-") as scratch:
+        files = _package(manifest, spec, registries, chosen.checkpoint, Path(scratch), progress, command_stdout)
+        info = model_info(files)
+        lineage = chosen.checkpoint.parsed.lineage()
+        existing = same_release(registries, target=target, directory=files)
+        if existing is not None:
+            return _result(target.with_digest(existing), chosen, tag, False, forced, info, files)
+        pushed = push(
+            registries,
+            source=files,
+            ref=target,
+            kind="model",
+            lineage=_lineage(manifest, chosen, forced, image_parent(manifest, registries, lineage.image_digest)),
+            annotations=_annotations(spec, chosen, tag, forced),
+            progress=progress,
+            model=ModelConfig(
+                descriptor={"name": manifest.pipeline.metadata.name, "version": tag}, config=info.as_config()
+            ),
+        )
+        return _result(pushed.ref, chosen, tag, True, forced, info, files)
+
+
+def _result(
+    ref: Reference, chosen: Candidate, tag: str, created: bool, forced: Forced | None, info: ModelInfo, files: Path
+) -> ReleaseResult:
+    return ReleaseResult(
+        ref=str(ref),
+        digest=str(ref.digest),
+        checkpoint=str(chosen.checkpoint.ref),
+        eval=chosen.passing.ref if chosen.passing else None,
+        version=tag,
+        created=created,
+        forced=forced,
+        model=info,
+        files=[e.relpath for e in scan_tree(files)],
+    )
+
+
+def expand_tag(template: str, checkpoint: Resolved) -> str:
+    """release.tag with {step} {commit} {run} {date} of the checkpoint filled in."""
+    lineage = checkpoint.parsed.lineage()
+    values = {
+        "step": lineage.step,
+        "commit": lineage.git_commit[:12] if lineage.git_commit else None,
+        "run": lineage.run_id,
+        "date": datetime.now(timezone.utc).strftime("%Y%m%d"),
+    }
+    needed = [name for _, name, _, _ in string.Formatter().parse(template) if name]
+    missing = [name for name in needed if values.get(name) is None]
+    if missing:
+        raise InputError(
+            f"release.tag {template!r} needs {{{missing[0]}}}, which {checkpoint.ref} does not record",
+            hint="pass --version TAG, or change release.tag",
+        )
+    return template.format(**{k: v for k, v in values.items() if v is not None})
+
+
+def _who(manifest: Manifest) -> str:
+    from trainops.gitinfo import git_user
+
+    return git_user(manifest.root) or os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
+
+
+def _selected(relpath: str, spec: ReleaseSpec) -> bool:
+    def matches(patterns: list[str]) -> bool:
+        name = relpath.rsplit("/", 1)[-1]
+        return any(fnmatch(relpath, p) or fnmatch(name, p) for p in patterns)
+
+    return matches(spec.include) and not matches(spec.exclude)
+
+
+def _package(
+    manifest: Manifest,
+    spec: ReleaseSpec,
+    registries: Registries,
+    checkpoint: Resolved,
+    scratch: Path,
+    progress: ProgressSink | None,
+    stdout: int | IO[Any] | None,
+) -> Path:
+    """The directory of files to release: the checkpoint pulled (verified), exported if
+    release.export is set, filtered by include/exclude."""
+    pulled = scratch / "checkpoint"
+    pull(registries, ref=checkpoint.ref, dest=pulled, progress=progress)
+    source = pulled
+    if spec.export:
+        from trainops.release.export import run_export
+
+        source = run_export(
+            spec.export, manifest=manifest, checkpoint=checkpoint, source=pulled, scratch=scratch, stdout=stdout
+        )
+    out = scratch / "model"
+    chosen = [e for e in scan_tree(source) if _selected(e.relpath, spec)]
+    if not chosen:
+        raise NotFoundError(
+            f"no file of {checkpoint.ref} matches release.include {spec.include} (less exclude {spec.exclude})",
+            hint="fix release.include / release.exclude",
+        )
+    for entry in chosen:
+        target = out / entry.relpath
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(entry.path, target)
+        except OSError:
+            shutil.copy2(entry.path, target)
+    return out
+
+
+def image_parent(manifest: Manifest, registries: Registries, digest: str | None) -> Parent | None:
+    """The training image a checkpoint recorded (its imageDigest), as a parent, when it is in
+    the repository the manifest builds images to (or train.image's); else None."""
+    from trainops.build.api import base_reference
+
+    if digest is None:
+        return None
+    spec = manifest.pipeline.spec
+    name = manifest.pipeline.metadata.name
+    candidates = [spec.train.image] if spec.train is not None and spec.train.image else []
+    if spec.image is not None:
+        candidates.append(spec.repository(name, "image", spec.image.repository))
+    for text in candidates:
+        try:
+            repo = base_reference(text, registries).with_tag(None).with_digest(None)
+            found = resolve(registries, ref=repo.with_digest(digest))
+        except TrainopsError:  # not there, or unreachable: the digest stays recorded in imageDigest
+            continue
+        return Parent(digest=found.manifest.digest, ref=repo.repo_url, relation="image")
+    return None
+
+
+def _lineage(manifest: Manifest, chosen: Candidate, forced: Forced | None, image: Parent | None) -> Lineage:
+    source = chosen.checkpoint.parsed.lineage()
+    ckpt = chosen.checkpoint
+    parents = [Parent(digest=ckpt.manifest.digest, ref=str(ckpt.ref.with_digest(None)), relation="released-from")]
+    if chosen.passing is not None:
+        report = chosen.passing
+        parents.append(Parent(digest=report.digest, ref=ckpt.ref.repo_url, relation="evaluated-by"))
+    if image is not None:
+        parents.append(image)
+    return Lineage(
+        pipeline=manifest.pipeline.metadata.name,
+        git_commit=source.git_commit,
+        git_repo=source.git_repo,
+        image_digest=source.image_digest,
+        run_id=source.run_id,
+        step=source.step,
+        metrics=chosen.passing.report.metrics if chosen.passing else dict(source.metrics),
+        parents=parents,
+        forced=forced,
+    )
+
+
+def _annotations(spec: ReleaseSpec, chosen: Candidate, tag: str, forced: Forced | None) -> dict[str, str]:
+    notes = dict(spec.annotations)
+    notes.update({A_VERSION: tag, A_CHECKPOINT: str(chosen.checkpoint.ref)})
+    if chosen.passing is not None:
+        notes[A_EVAL] = chosen.passing.ref
+    if forced is not None:
+        notes.update({A_FORCED: "true", A_REASON: forced.reason, A_BY: forced.by})
+    return notes
