@@ -204,3 +204,48 @@ def test_on_a_terminal_progress_is_one_live_table(project: Project) -> None:
     assert "trainops: [" not in screen  # not the line-per-event form
     assert "stage" in screen and "skipped" in screen and "planned" in screen
     assert json.loads(done.stdout)["dryRun"] is True  # stdout stays the result alone
+
+
+def _with_eval_and_release(gate: float) -> dict[str, object]:
+    doc = base_manifest()
+    doc["spec"]["eval"] = {
+        "command": [sys.executable, "-m", "tiny_llm.eval"],
+        "checkpoint": "latest",
+        "gates": [{"metric": "val_loss", "op": "<=", "value": gate}],
+    }
+    doc["spec"]["release"] = {"source": "latest", "tag": "v1-step-{step}"}
+    return doc
+
+
+def test_eval_and_release_run_then_are_cached(project: Project) -> None:
+    project.write_manifest(_with_eval_and_release(gate=9.0))
+    first = by_name(project.run_json())
+    assert [first[s]["status"] for s in ("train", "checkpoint", "eval", "release")] == ["ran"] * 4
+    report = first["eval"]["outputs"][0]
+    assert report["name"] == "report" and report["ref"].endswith(report["digest"])
+    assert first["eval"]["details"]["passed"] is True
+    model = first["release"]["outputs"][0]
+    assert model["ref"].startswith("tiny-llm/model:v1-step-200@")
+    assert first["release"]["details"]["checkpoint"].endswith(first["checkpoint"]["outputs"][0]["digest"])
+    second = by_name(project.run_json())
+    assert {name: s["status"] for name, s in second.items()} == {
+        "image": "skipped",
+        "train": "cached",
+        "checkpoint": "cached",
+        "eval": "cached",
+        "release": "cached",
+    }
+    assert second["release"]["outputs"] == first["release"]["outputs"]
+
+
+def test_a_failed_gate_stops_the_flow_with_exit_8_and_is_not_cached(project: Project) -> None:
+    project.write_manifest(_with_eval_and_release(gate=0.01))
+    done = project.trainops("run", "-o", "json")
+    assert done.returncode == 8, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1].startswith("Error: ")
+    stages = by_name(json.loads(done.stdout))
+    assert stages["eval"]["status"] == "failed" and "release" not in stages
+    again = by_name(project.run_json("--dry-run"))
+    assert again["train"]["status"] == "cached"
+    assert again["eval"]["status"] == "runs"  # evaluated again next time: a failed gate is never cached
+    assert not (project.root / ".trainops" / "registry" / "tiny-llm" / "model").exists()
