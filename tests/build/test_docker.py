@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from services import DistributionRegistry, PodmanService
 
+from tests import planted
 from tests.build.helpers import git, make_project, manifest_text, run, skopeo_json
 from tests.cli.runner import run as trainops
 
@@ -24,7 +25,7 @@ CODE: dict[str, str | bytes] = {
     "scratch.txt": "not sent\n",
     ".dockerignore": "scratch.txt\n",
 }
-SECRET = "s3cr3t-" + "x9q7" * 6  # what must never show up in the image
+SECRET = planted.secret("docker-build-secret")  # what must never show up in the image
 SETUP_WITH_SECRET = (
     'test "$HF_TOKEN" = "$(cat /run/secrets/hf_token)" && test -n "$HF_TOKEN" '
     "&& echo secret-seen-by-the-build-step && echo built > /tmp/setup-ran"

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from services import DistributionRegistry, PodmanService, bare_git_repo
 
+from tests import planted
 from tests.build.helpers import (
     BASE_REPO,
     Layout,
@@ -276,7 +277,8 @@ def test_lineage_shows_the_image_and_its_base(tmp_path: Path, layout: Layout) ->
 
 
 def test_secrets_are_ignored_but_never_baked(tmp_path: Path, layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_TOKEN", "hf_not_really_a_token_123")
+    token = planted.secret("layer-build-secret")
+    monkeypatch.setenv("HF_TOKEN", token)
     manifest = project(tmp_path, layout, extra="secrets: [{id: hf_token, env: HF_TOKEN}]")
     data = build(manifest, "--push")
     assert data["secretsIgnored"] == ["hf_token"] and data["secretsUsed"] == []
@@ -284,7 +286,8 @@ def test_secrets_are_ignored_but_never_baked(tmp_path: Path, layout: Layout, mon
     text = trainops("image", "build", "-f", str(manifest))
     assert "note: secrets hf_token are not used" in text.stderr
 
-    write_tree(manifest.parent, {".env": "HF_TOKEN=hf_not_really_a_token_123\n"})
+    write_tree(manifest.parent, {".env": f"HF_TOKEN={token}\n"})
+    planted.source(manifest.parent / ".env")  # the user's file the build must refuse to bake in
     result = trainops("image", "build", "-f", str(manifest), "--push")
     assert result.code == 3
     assert result.stderr.strip().splitlines() == [

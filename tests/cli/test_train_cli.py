@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import planted
 from tests.cli.runner import run
 from tests.services import git_env
 from trainops.render import validate_objects
@@ -146,11 +147,13 @@ def test_submit_commits_with_trailers_then_is_a_no_op_then_replaces(project: Pat
 def test_submit_to_a_missing_remote_fails_in_one_line(project: Path, git_remote: Path) -> None:
     shutil.rmtree(git_remote)
     doc = yaml.safe_load((project / "trainops.yaml").read_text())
-    doc["spec"]["gitops"]["repo"] = "https://user:s3cret@git.invalid/repo.git"
+    password = planted.secret("gitops-url-password")
+    doc["spec"]["gitops"]["repo"] = f"https://user:{password}@git.invalid/repo.git"
     (project / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    planted.source(project / "trainops.yaml")
     out = run("train", "submit", "--image", IMAGE, "--run-id", "r1")
     assert out.code != 0
-    assert "s3cret" not in out.stderr and "Traceback" not in out.stderr
+    assert password not in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import planted
 from trainops.errors import InputError, RemoteError, TrainopsError
 from trainops.gitops import history, write_tree
 from trainops.gitops.remote import parse_remote, redact_url
@@ -57,15 +58,16 @@ def test_refused_forms(url: str) -> None:
 
 
 def test_a_secret_in_the_url_never_reaches_an_error() -> None:
-    url = "https://user:s3cr3t-password@127.0.0.1:1/org/repo.git"  # nothing listens on port 1
+    password = planted.secret("git-password")
+    url = f"https://user:{password}@127.0.0.1:1/org/repo.git"  # nothing listens on port 1
     with pytest.raises(RemoteError) as info:
         write_tree(repo=url, branch="main", path="clusters/a", files={"a": "a"}, message="deploy")
     text = str(info.value)
-    assert "s3cr3t" not in text and "user:" not in text
+    assert password not in text and "user:" not in text
     assert "https://127.0.0.1:1/org/repo.git" in text
     with pytest.raises(TrainopsError) as info2:
         history(repo=url, branch="main")
-    assert "s3cr3t" not in str(info2.value)
+    assert password not in str(info2.value)
 
 
 def test_a_token_user_name_never_reaches_an_error() -> None:

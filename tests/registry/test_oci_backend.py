@@ -14,12 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from tests import planted
 from tests.registry.proxy import FaultProxy
 from tests.services import DistributionRegistry
 from trainops.errors import IntegrityError, RemoteError
 from trainops.registry.backends.base import BlobSource
 from trainops.registry.backends.oci import OCIBackend
 from trainops.registry.reference import RegistryRoot
+
+PASSWORD = planted.secret("registry-password")
 
 
 def _source(tmp_path: Path, size: int) -> BlobSource:
@@ -160,7 +163,7 @@ def auth_registry(tmp_path: Path) -> Iterator[DistributionRegistry]:
     import bcrypt
 
     htpasswd = tmp_path / "htpasswd"
-    htpasswd.write_text(f"alice:{bcrypt.hashpw(b's3cret-pw', bcrypt.gensalt(rounds=5)).decode()}\n")
+    htpasswd.write_text(f"alice:{bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=5)).decode()}\n")
     reg = DistributionRegistry(tmp_path / "auth-data", htpasswd=htpasswd)
     reg.start()
     yield reg
@@ -172,13 +175,14 @@ def _docker_config(tmp_path: Path, host: str, password: str) -> Path:
     config.mkdir(exist_ok=True)
     auth = base64.b64encode(f"alice:{password}".encode()).decode()
     (config / "config.json").write_text(json.dumps({"auths": {host: {"auth": auth}}}))
+    planted.source(config / "config.json")  # Docker's credential store: where the password belongs
     return config
 
 
 def test_basic_auth_from_docker_config(
     auth_registry: DistributionRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("DOCKER_CONFIG", str(_docker_config(tmp_path, auth_registry.host, "s3cret-pw")))
+    monkeypatch.setenv("DOCKER_CONFIG", str(_docker_config(tmp_path, auth_registry.host, PASSWORD)))
     backend = _backend(auth_registry.host)
     src = _source(tmp_path, 50_000)
     backend.upload_blob("auth/x", src)

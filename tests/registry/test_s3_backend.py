@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from services import MotoS3, free_port
 
+from tests import planted
 from trainops.errors import InputError, IntegrityError, NotFoundError, RemoteError
 from trainops.registry import media
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
@@ -713,7 +714,7 @@ def test_refused_credentials_are_a_remote_error_without_secrets(
     server = _AuthMoto(tmp_path / "auth-moto")
     server.start()
     try:
-        secret = "s3cr3t-" + uuid.uuid4().hex
+        secret = planted.secret("aws-secret-key")
         for name, value in server.env.items():
             monkeypatch.setenv(name, value)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)

@@ -14,15 +14,18 @@ from pathlib import Path
 
 import pytest
 
+from tests import planted
 from tests.services import DistributionRegistry
 from tests.token_issuer import TokenIssuer
+
+PASSWORD = planted.secret("token-service-password")
 
 MiB = 1024 * 1024
 
 
 def _registry(tmp_path: Path, lifetime: float, advertised: float | None) -> tuple[DistributionRegistry, TokenIssuer]:
     issuer = TokenIssuer(
-        tmp_path / "issuer", lifetime=lifetime, advertised=advertised, user="alice", password="tok3n-pw"
+        tmp_path / "issuer", lifetime=lifetime, advertised=advertised, user="alice", password=PASSWORD
     )
     issuer.start()
     reg = DistributionRegistry(tmp_path / "data", auth_config=issuer.registry_auth_config())
@@ -37,8 +40,9 @@ def _registry(tmp_path: Path, lifetime: float, advertised: float | None) -> tupl
 def _login(tmp_path: Path, host: str, monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "docker"
     config.mkdir()
-    auth = base64.b64encode(b"alice:tok3n-pw").decode()
+    auth = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
     (config / "config.json").write_text(json.dumps({"auths": {host: {"auth": auth}}}))
+    planted.source(config / "config.json")
     monkeypatch.setenv("DOCKER_CONFIG", str(config))
 
 

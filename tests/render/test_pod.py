@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests import planted
 from tests.render.helpers import (
     DIGEST,
     IMAGE,
@@ -177,7 +178,7 @@ def test_reserved_names_are_refused_in_train_env(tmp_path: Path) -> None:
 def test_secret_env_is_a_reference_and_no_secret_value_is_rendered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    secret = "hf_SeCrEt0123456789abcdefTOKEN"
+    secret = planted.secret("secret-env")
     monkeypatch.setenv("WANDB_API_KEY", secret)
     monkeypatch.setenv("HF_TOKEN", secret)
     overlay = train(
