@@ -10,8 +10,9 @@ from services import PodmanService
 
 from tests.build.helpers import make_project
 from tests.cli.runner import run as trainops
+from tests.planted import secret
 
-SECRET = "own-s3cr3t-" + "q7" * 8
+SECRET = secret("own-dockerfile-token")  # planted: the last test looks for it everywhere
 DOCKERFILE = """FROM {base} AS runtime
 ARG GREETING
 COPY app/ /srv/app/
