@@ -23,6 +23,8 @@ from typing import Any
 
 from trainops.errors import InputError, UsageError
 from trainops.pipeline.graph import STAGES, build_graph
+from trainops.pipeline.run import RunOptions, RunResult, run_pipeline
+from trainops.pipeline.stage import EventSink, no_events
 from trainops.spec import Manifest
 
 ZERO = "0" * 40
@@ -198,11 +200,11 @@ class CiResult:
     pipeline: str
     span: PushRange
     decision: Decision
-    run: Any = None  # RunResult when stages ran
+    run: RunResult | None = None  # when stages ran
 
     @property
     def exit_code(self) -> int:
-        return int(self.run.error.exit_code) if self.run is not None and self.run.error else 0
+        return self.run.error.exit_code if self.run is not None and self.run.error else 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -215,20 +217,20 @@ class CiResult:
 
 
 def run_ci(
-    *, manifest: Manifest, since: str | None, environ: Mapping[str, str], options: Any, on_event: Any = None
+    *,
+    manifest: Manifest,
+    since: str | None,
+    environ: Mapping[str, str],
+    options: RunOptions,
+    on_event: EventSink = no_events,
 ) -> CiResult:
-    """Read the pushed range, classify it, and run the affected stages (options: RunOptions)."""
+    """Read the pushed range, classify it, and run the affected stages from the first one."""
     from dataclasses import replace
-
-    from trainops.pipeline.run import run_pipeline
-    from trainops.pipeline.stage import no_events
 
     span = push_range(root=manifest.root, since=since, environ=environ)
     decision = classify(manifest=manifest, span=span)
     result = CiResult(pipeline=manifest.pipeline.metadata.name, span=span, decision=decision)
     if decision.start is None:
         return result
-    result.run = run_pipeline(
-        manifest=manifest, options=replace(options, start=decision.start), on_event=on_event or no_events
-    )
+    result.run = run_pipeline(manifest=manifest, options=replace(options, start=decision.start), on_event=on_event)
     return result
