@@ -56,12 +56,25 @@ def _env(cache: Path) -> dict[str, str]:
     return env
 
 
+CPU: dict[str, list[float]] = {}  # argv[3] or the command → CPU seconds (user + sys) of each run
+
+
 def _timed(argv: list[str], *, cwd: Path, env: dict[str, str]) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed: {done.stderr[-2000:]}")
+    """Wall seconds of a command; its CPU seconds (children included) go to CPU.
+
+    On a shared machine the wall time moves with the load; the CPU time much less, so both
+    are reported.
+    """
+    with open(cwd.parent / "bench.err", "w+b") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            raise SystemExit(f"{' '.join(argv)} failed: {err.read().decode()[-2000:]}")
+    name = argv[3] if argv[:3] == TRAINOPS else argv[0]
+    CPU.setdefault(name, []).append(usage.ru_utime + usage.ru_stime)
     return seconds
 
 
@@ -104,11 +117,14 @@ def noop_run(work: Path, *, steps: int, repeat: int) -> dict[str, Any]:
     return {
         "firstRunSeconds": round(first, 3),
         "noopRunSeconds": round(statistics.median(runs), 3),
+        "noopRunCpuSeconds": round(statistics.median(CPU["run"][1:]), 3),
         "validateSeconds": round(statistics.median(floors), 3),
+        "validateCpuSeconds": round(statistics.median(CPU["validate"]), 3),
         "ratio": round(statistics.median(runs) / statistics.median(floors), 2),
         "statuses": statuses,
         "target": "no-op run <= 2 s",
         "met": statistics.median(runs) <= 2.0 and statuses.get("train") == "cached",
+        "metOnCpu": statistics.median(CPU["run"][1:]) <= 2.0,
     }
 
 
@@ -138,11 +154,12 @@ def keys(work: Path, *, files: int, repeat: int) -> dict[str, Any]:
     started = time.perf_counter()
     cold = source_digest(manifest=manifest)
     cold_s = time.perf_counter() - started
-    warm_times = []
+    warm_times, warm_cpu = [], []
     for _ in range(repeat):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         warm = source_digest(manifest=manifest)
         warm_times.append(time.perf_counter() - started)
+        warm_cpu.append(time.process_time() - cpu)
     assert warm.digest == cold.digest and len(warm.files) == files
     env = _env(cache)
     subprocess.run(["git", "init", "-q"], cwd=root, env=env, check=True)
@@ -153,10 +170,13 @@ def keys(work: Path, *, files: int, repeat: int) -> dict[str, Any]:
         "files": files,
         "coldSeconds": round(cold_s, 3),
         "warmSeconds": round(warm_s, 3),
+        "warmCpuSeconds": round(statistics.median(warm_cpu), 3),
         "gitStatusSeconds": round(statistics.median(git_times), 3),
+        "gitStatusCpuSeconds": round(statistics.median(CPU["git"]), 3),
         "ratio": round(warm_s / statistics.median(git_times), 2),
         "target": "warm <= 1 s",
         "met": warm_s <= 1.0,
+        "metOnCpu": statistics.median(warm_cpu) <= 1.0,
     }
 
 
@@ -179,18 +199,20 @@ def main() -> int:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     noop, key = result["noopRun"], result["keys"]
-    print(f"{'measure':<34} {'trainops':>10} {'peer':>10} {'ratio':>6}  target")
+    print(f"{'measure':<34} {'trainops wall / CPU':>20} {'peer wall / CPU':>18}  target")
     print(
-        f"{'no-op trainops run (all cached)':<34} {noop['noopRunSeconds']:>9.2f}s "
-        f"{noop['validateSeconds']:>9.2f}s {noop['ratio']:>6}  ≤ 2 s {'✓' if noop['met'] else '✗'}"
+        f"{'no-op trainops run (all cached)':<34} {noop['noopRunSeconds']:>9.2f}s / {noop['noopRunCpuSeconds']:.2f}s "
+        f"{noop['validateSeconds']:>8.2f}s / {noop['validateCpuSeconds']:.2f}s  ≤ 2 s: wall "
+        f"{'✓' if noop['met'] else '✗'}, CPU {'✓' if noop['metOnCpu'] else '✗'}"
     )
     print(
-        f"{'keys, ' + format(key['files'], ',') + ' files, warm':<34} {key['warmSeconds']:>9.2f}s "
-        f"{key['gitStatusSeconds']:>9.2f}s {key['ratio']:>6}  ≤ 1 s {'✓' if key['met'] else '✗'}"
+        f"{'keys, ' + format(key['files'], ',') + ' files, warm':<34} {key['warmSeconds']:>9.2f}s / "
+        f"{key['warmCpuSeconds']:.2f}s {key['gitStatusSeconds']:>8.2f}s / {key['gitStatusCpuSeconds']:.2f}s  "
+        f"≤ 1 s: wall {'✓' if key['met'] else '✗'}, CPU {'✓' if key['metOnCpu'] else '✗'}"
     )
     print(
         f"(first run {noop['firstRunSeconds']:.2f} s; keys cold {key['coldSeconds']:.2f} s; "
-        f"load {result['machine']['load']:.1f})"
+        f"load {result['machine']['load']:.1f} on {result['machine']['cpus']} CPUs)"
     )
     return 0
 
