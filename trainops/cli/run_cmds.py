@@ -164,10 +164,18 @@ def run_cmd(
 @click.option("--since", metavar="REV", default=None, help="The commit before the change (default: from CI variables).")
 @click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Markdown summary file.")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None, help="JUnit XML file.")
+@click.option("--serve-image", metavar="REF", default=None, help="Rollout: the serving image (see `trainops run`).")
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
 @output_option
 def ci_cmd(
-    file: str, env: str | None, since: str | None, summary: Path | None, junit: Path | None, insecure: bool, output: str
+    file: str,
+    env: str | None,
+    since: str | None,
+    summary: Path | None,
+    junit: Path | None,
+    serve_image: str | None,
+    insecure: bool,
+    output: str,
 ) -> None:
     """For CI: run the stages the pushed change affects; write a step summary and JUnit XML.
 
@@ -183,7 +191,7 @@ def ci_cmd(
             manifest=manifest,
             since=since,
             environ=os.environ,
-            options=_options(insecure=insecure, command_stdout=sys.stderr),
+            options=_options(insecure=insecure, serve_image=serve_image, command_stdout=sys.stderr),
             on_event=sink,
         )
     target = summary or (Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None)
