@@ -249,3 +249,36 @@ def test_a_failed_gate_stops_the_flow_with_exit_8_and_is_not_cached(project: Pro
     assert again["train"]["status"] == "cached"
     assert again["eval"]["status"] == "runs"  # evaluated again next time: a failed gate is never cached
     assert not (project.root / ".trainops" / "registry" / "tiny-llm" / "model").exists()
+
+
+def test_an_interrupted_run_leaves_finished_artifacts_whole_and_no_record(project: Project, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from tests.pipeline.flow import TRAINOPS
+
+    doc = base_manifest(max_steps=3000)
+    project.write_manifest(doc)
+    log = tmp_path / "run.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [*TRAINOPS, "run", "-o", "json"], cwd=project.root, env=project.env(), stdout=subprocess.PIPE, stderr=err
+        )
+        deadline = time.monotonic() + 120
+        while "pushed step-000100" not in log.read_text(encoding="utf-8"):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text(encoding="utf-8")[-2000:]
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)  # passed on to the trainer, which checkpoints and stops
+        out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 9, log.read_text(encoding="utf-8")[-2000:]
+    stages = by_name(json.loads(out))
+    assert stages["train"]["status"] == "failed" and "status 143" in stages["train"]["error"]
+    assert not (project.root / ".trainops" / "registry" / "tiny-llm" / "stages").exists()  # no record
+    pulled = project.trainops("ckpt", "pull", "--latest", str(tmp_path / "pulled"))  # whole: every byte verified
+    assert pulled.returncode == 0, pulled.stderr
+    doc["spec"]["train"]["env"]["TRAINOPS_MAX_STEPS"] = "300"  # finish sooner this time
+    project.write_manifest(doc)
+    resumed = by_name(project.run_json())
+    assert resumed["train"]["status"] == "ran" and resumed["train"]["details"]["restored"] is None
+    assert resumed["train"]["outputs"][0]["ref"].startswith("tiny-llm/checkpoints:step-300@")
