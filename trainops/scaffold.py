@@ -16,6 +16,8 @@ from trainops.templating import render_template
 MANIFEST = Path("trainops.yaml")
 GITIGNORE = Path(".gitignore")
 WORKFLOW = Path(".github/workflows/trainops.yml")
+GITLAB_CI = Path(".gitlab-ci.yml")
+CI_SYSTEMS = {"github": (WORKFLOW, "project/workflow.yml.j2"), "gitlab": (GITLAB_CI, "project/gitlab-ci.yml.j2")}
 
 
 @dataclass
@@ -59,8 +61,11 @@ def _trainer_files(directory: Path, name: str, module: str) -> dict[Path, str]:
     }
 
 
-def init_project(*, directory: Path, name: str | None = None, force: bool = False) -> InitResult:
+def init_project(*, directory: Path, name: str | None = None, force: bool = False, ci: str = "github") -> InitResult:
     """Scaffold a project. Refuses to overwrite (all or nothing) unless force.
+
+    `ci` picks the CI system whose workflow runs `trainops ci` on every push: github
+    (.github/workflows/trainops.yml), gitlab (.gitlab-ci.yml) or none.
 
     The .gitignore is never overwritten: the lines trainops needs are added to it.
     """
@@ -72,11 +77,13 @@ def init_project(*, directory: Path, name: str | None = None, force: bool = Fals
         )
     if directory.exists() and not directory.is_dir():
         raise InputError(f"{directory} exists and is not a directory")
+    if ci != "none" and ci not in CI_SYSTEMS:
+        raise InputError(f"unknown CI system {ci!r}", hint=f"use {', '.join(CI_SYSTEMS)} or none")
     module = name.replace("-", "_")
-    files = {
-        MANIFEST: render_template("project/trainops.yaml.j2", name=name, module=module, version=__version__),
-        WORKFLOW: render_template("project/workflow.yml.j2", version=__version__),
-    }
+    files = {MANIFEST: render_template("project/trainops.yaml.j2", name=name, module=module, version=__version__)}
+    if ci in CI_SYSTEMS:
+        path, template = CI_SYSTEMS[ci]
+        files[path] = render_template(template, version=__version__)
     trainer = _trainer_files(directory, name, module)
     existing = [rel for rel in files if (directory / rel).exists()]
     if existing and not force:

@@ -113,8 +113,26 @@ def _image_spec(manifest: Manifest) -> ImageSpec:
 
 
 def render_image(manifest: Manifest) -> Rendered:
-    """The rendered template of the manifest's image section."""
-    return render(_image_spec(manifest))
+    """The rendered template of the manifest's image section, or its own image.dockerfile."""
+    image = _image_spec(manifest)
+    if image.dockerfile is None:
+        return render(image)
+    from trainops.build.templates import own_dockerfile
+
+    path = manifest.local_path(image.dockerfile).resolve()
+    if not path.is_relative_to(manifest.root.resolve()):
+        raise InputError(
+            f"image.dockerfile {image.dockerfile} is outside {manifest.root}",
+            hint="keep the Dockerfile in the project",
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(
+            f"image.dockerfile {image.dockerfile}: cannot read it ({type(err).__name__})",
+            hint="check the path (relative to trainops.yaml)",
+        ) from None
+    return own_dockerfile(image, text=text, name=image.dockerfile)
 
 
 def target_repository(manifest: Manifest, registries: Registries) -> Reference:
@@ -226,7 +244,9 @@ def build_image(
     kind = builder or image.builder
     if kind not in BUILDERS:
         raise InputError(f"unknown builder {kind!r}", hint="use docker or layer")
-    rendered = render(image)
+    if kind == "layer" and image.dockerfile is not None:
+        raise InputError("the layer builder runs no Dockerfile (image.dockerfile)", hint="use --builder docker")
+    rendered = render_image(manifest)
     check_user_labels(dict(image.labels))
     context_root = manifest.local_path(image.context)
     selection = hash_entries(
@@ -470,7 +490,15 @@ def _docker_publish(
 
 
 def _docker_context(inputs: _Inputs, used: list[str]) -> tuple[list[Member], list[str]]:
-    """The context tar's members (Dockerfile, trainops-files/, context/, secrets) and the secret params."""
+    """The context tar's members (Dockerfile, trainops-files/, context/, secrets) and the secret params.
+
+    A Dockerfile of the team's own (image.dockerfile) gets the context at the tar's root, as
+    `docker build CONTEXT` gives it, and no trainops support files.
+    """
+    if inputs.image.dockerfile is not None:
+        own = [m for m in members_of(inputs.selection, "") if m.name != "Dockerfile"]
+        members = [Member("Dockerfile", "file", 0o644, data=inputs.rendered.dockerfile.encode()), *own]
+        return members, _secret_members(inputs, used, members)
     members = [
         Member("Dockerfile", "file", 0o644, data=inputs.rendered.dockerfile.encode()),
         Member("trainops-files", "dir", 0o755),
@@ -481,6 +509,11 @@ def _docker_context(inputs: _Inputs, used: list[str]) -> tuple[list[Member], lis
         for f in inputs.support
     ]
     members += members_of(inputs.selection, "context")
+    return members, _secret_members(inputs, used, members)
+
+
+def _secret_members(inputs: _Inputs, used: list[str], members: list[Member]) -> list[str]:
+    """Append each used secret as a file of the context (never a layer); its build params."""
     params: list[str] = []
     if used:
         for secret in inputs.image.secrets:
@@ -488,7 +521,7 @@ def _docker_context(inputs: _Inputs, used: list[str]) -> tuple[list[Member], lis
             name = f"{SECRET_FILE_PREFIX}{uuid.uuid4().hex}"
             members.append(Member(name, "file", 0o600, data=value))
             params.append(f"id={secret.id},src={name}")
-    return members, params
+    return params
 
 
 def require_secret_support(kind: str, where: str, used: list[str]) -> None:

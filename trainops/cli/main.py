@@ -19,6 +19,7 @@ from trainops.cli import (
     registry_cmds,
     release_cmds,
     rollout_cmds,
+    run_cmds,
     train_cmds,
     ui_cmds,
 )
@@ -48,6 +49,7 @@ for _command in (
     *image_cmds.COMMANDS,
     *train_cmds.COMMANDS,
     *ckpt_cmds.COMMANDS,
+    *run_cmds.COMMANDS,
     *eval_cmds.COMMANDS,
     *release_cmds.COMMANDS,
     *rollout_cmds.COMMANDS,

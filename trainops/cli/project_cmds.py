@@ -13,12 +13,19 @@ from trainops.cli.output import echo_json, output_option
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
 @click.option("--name", default=None, help="Pipeline name (default: from the directory name).")
 @click.option("--force", is_flag=True, help="Replace existing files.")
+@click.option(
+    "--ci",
+    type=click.Choice(["github", "gitlab", "none"]),
+    default="github",
+    show_default=True,
+    help="CI system whose workflow runs `trainops ci` on every push.",
+)
 @output_option
-def init(directory: Path, name: str | None, force: bool, output: str) -> None:
+def init(directory: Path, name: str | None, force: bool, ci: str, output: str) -> None:
     """Scaffold trainops.yaml, .gitignore, a CI workflow and a runnable minimal trainer in DIRECTORY."""
     from trainops.scaffold import init_project
 
-    result = init_project(directory=directory, name=name, force=force)
+    result = init_project(directory=directory, name=name, force=force, ci=ci)
     if output == "json":
         echo_json(
             {

@@ -14,10 +14,10 @@ WORDS = ("latest", "best")
 
 
 def checkpoint_repository(manifest: Manifest, registries: Registries) -> Reference:
-    """The checkpoint repository of the manifest (train.checkpoint.repository or the default)."""
-    spec = manifest.pipeline.spec
-    override = spec.train.checkpoint.repository if spec.train is not None else None
-    return registries.ref(spec.repository(manifest.pipeline.metadata.name, "checkpoints", override))
+    """The manifest's checkpoint repository, by the one rule of trainops.checkpoint.catalog."""
+    from trainops.checkpoint.catalog import checkpoint_repository as resolve_repository
+
+    return resolve_repository(registries, manifest=manifest)
 
 
 def ranking(manifest: Manifest) -> tuple[str, str]:

@@ -29,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Any
 from trainops import podenv
 from trainops.errors import InputError, TrainopsError
 from trainops.pipeline.context import cluster_image, train_spec
-from trainops.registry.artifact import Lineage, Parent
+from trainops.registry.artifact import Environment, Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
 from trainops.spec import Manifest
@@ -162,6 +162,7 @@ def _watcher(
     image: Reference | None,
     timing: tuple[float, float],
     progress: ProgressSink | None,
+    environment: Environment | None = None,
 ) -> Watcher:
     """Step 3's watcher: pushes the run's complete checkpoints with its lineage, keeps retention."""
     from trainops.checkpoint import WatchConfig, Watcher
@@ -174,6 +175,7 @@ def _watcher(
         git_commit=git.commit if git else None,
         git_repo=git.remote if git else None,
         image_digest=image.digest if image else None,
+        environment=None if image else environment,
     )
     config = WatchConfig(
         directory=directory,
@@ -224,13 +226,15 @@ def run_local(
     env_overrides: Mapping[str, str] | None = None,
     command_stdout: int | IO[Any] | None = None,
     supervision: Supervision | None = None,
+    environment: Environment | None = None,
 ) -> LocalRunResult:
     """Restore, train and watch, as described in the module docstring.
 
     The command's stdout is this process's unless command_stdout says otherwise (the CLI
     sends it to stderr under `-o json`, so stdout carries the result alone). The command's
     exit status is in the result; the caller decides what a failure means. supervision adds
-    signals to pass on and a watchdog (the Slurm supervisor's hang detection).
+    signals to pass on and a watchdog (the Slurm supervisor's hang detection). Without an
+    image, `environment` (the interpreter and its packages) goes into every checkpoint's lineage.
     """
     from trainops.checkpoint.catalog import checkpoint_repository
 
@@ -253,6 +257,7 @@ def run_local(
             image=image,
             timing=(interval, settle),
             progress=progress,
+            environment=environment,
         )
         env, missing = local_environment(
             manifest,

@@ -8,6 +8,7 @@ pushes, re-applying the tree on top when another writer pushed first.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,9 +119,16 @@ def _bare_metal(train: TrainSpec) -> bool:
 
 
 def submit(
-    manifest: Manifest, *, run_id: str, image: str | None = None, insecure: bool = False, max_attempts: int = 5
+    manifest: Manifest,
+    *,
+    run_id: str,
+    image: str | None = None,
+    insecure: bool = False,
+    max_attempts: int = 5,
+    trailers: Mapping[str, str] | None = None,
 ) -> SubmitResult:
-    """Commit the rendered tree to the GitOps repository and push it.
+    """Commit the rendered tree to the GitOps repository and push it (with the caller's
+    extra `trailers`, e.g. the stage key of `trainops run`).
 
     With scheduler slurm the script is also submitted with sbatch (trainops.slurm.jobs:
     held until the commit, which names the job, is pushed; nothing is committed if sbatch
@@ -135,13 +143,14 @@ def submit(
     train = train_spec(manifest)
     bare = _bare_metal(train) and image is None
     digest = pinned.rsplit("@", 1)[1] if "@" in pinned and not bare else None
-    trailers = {"Trainops-Pipeline": name, "Trainops-Run": run_id}
+    written = {"Trainops-Pipeline": name, "Trainops-Run": run_id}
     if not bare:
-        trailers["Trainops-Image"] = pinned
+        written["Trainops-Image"] = pinned
     if digest:
-        trailers["Trainops-Artifact"] = digest
+        written["Trainops-Artifact"] = digest
     if git_commit:
-        trailers["Trainops-Commit"] = git_commit
+        written["Trainops-Commit"] = git_commit
+    written.update(trailers or {})
 
     def commit(extra: dict[str, str]) -> Any:
         return write_tree(
@@ -151,7 +160,7 @@ def submit(
             files={item.path: item.text for item in rendered.files},
             executable=[item.path for item in rendered.files if _executable(item.path)],
             message=f"train {name}: run {run_id} on {train.scheduler}",
-            trailers={**trailers, **extra},
+            trailers={**written, **extra},
             create=create,
             max_attempts=max_attempts,
         )

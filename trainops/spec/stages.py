@@ -42,6 +42,12 @@ class ImageSpec(StrictModel):
     """How an image is built: a standard template rendered with params, and a builder."""
 
     template: ImageTemplate = Field("train-pytorch", description="Standard image template.")
+    dockerfile: str | None = Field(
+        None,
+        min_length=1,
+        description="A Dockerfile of your own, relative to the manifest's directory, built instead of the "
+        "template (docker builder; context at the build's root, buildArgs and secrets as for templates).",
+    )
     builder: Literal["docker", "layer"] = Field(
         "docker",
         description="docker: any Docker-API engine; layer: append the code as one layer, no engine.",
@@ -65,6 +71,8 @@ class ImageSpec(StrictModel):
     def _layer_needs_base(self) -> ImageSpec:
         if self.builder == "layer" and self.base is None:
             raise ValueError("the layer builder appends to a base image: set base")
+        if self.builder == "layer" and self.dockerfile is not None:
+            raise ValueError("the layer builder runs no Dockerfile: use builder docker with dockerfile")
         secret_ids = [s.id for s in self.secrets]
         if len(set(secret_ids)) != len(secret_ids):
             raise ValueError("secret ids must be unique")
