@@ -62,7 +62,8 @@ class OlahHub(_ManagedProcess):
             f'mirror-lfs-netloc = "{netloc}"\nmirrors-path = ["{self.mirrors}"]\n'
             f'repos-path = "{self.workdir / "repos"}"\n[accessibility]\noffline = true\n'
         )
-        self._spawn([script, "-c", str(config)], env={"PATH": "/usr/bin:/bin", "HOME": str(self.workdir)})
+        command = [script, "-c", str(config), "--log-path", str(self.workdir / "logs")]  # else ./logs
+        self._spawn(command, env={"PATH": "/usr/bin:/bin", "HOME": str(self.workdir)})
         try:
             self.startup_seconds = wait_for(
                 self._ready, timeout=self.start_timeout, what="olah", proc=self.proc, log_path=self.log_path

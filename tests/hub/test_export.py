@@ -216,3 +216,16 @@ def test_json_keys_of_import_match_push(hf_cache: object, tmp_path: Path) -> Non
     )
     assert set(pushed) <= set(imported)
     assert imported["bytesTotal"] == pushed["bytesTotal"] and imported["files"] == pushed["files"]
+
+
+def test_export_to_a_hub_that_refuses_uploads_is_one_line_exit_6(
+    lineage_registry: tuple[Registries, str], hub_server: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """olah (read-only) answers the repository-creation call with an HTTP error: a real refusal."""
+    _, url = lineage_registry
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", hub_server.endpoint)  # type: ignore[attr-defined]
+    out = run("hub", "export", f"{url}/tiny-llm:1.0.0", "team/tiny-llm")
+    assert out.code == 6, out.stderr
+    assert "export to team/tiny-llm@main: the Hub answered HTTP" in out.last_error_line
+    assert len(out.stderr.strip().splitlines()) == 1 and out.stdout == ""
