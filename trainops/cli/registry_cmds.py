@@ -170,15 +170,40 @@ def pull(
 )
 @click.option("--registry", "scan", default=None, metavar="URL", help="Registry to search for descendants.")
 @_registry_options
+@output_option
 def lineage(
-    ref: str, direction: str, fmt: str, scan: str | None, file: str | None, env: str | None, insecure: bool
+    ref: str,
+    direction: str,
+    fmt: str,
+    scan: str | None,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
 ) -> None:
-    """Walk the lineage graph of REF, up to its origins or down to what came from it."""
+    """Walk the lineage graph of REF, up to its origins or down to what came from it.
+
+    REF is an artifact reference, or git:REV for a git commit of the training code (a sha,
+    full or 7+ hex digits, or HEAD, a branch, a tag: resolved in the manifest's repository).
+    A commit's graph always walks down: commit → image → checkpoints → eval reports →
+    releases → the rollout commits that served them (with spec.rollout).
+    `-o json` is the same as `--format json`.
+    """
     from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
 
     manifest = _manifest(file, env)
     with _registries(file, env, insecure) as registries:
-        if manifest is not None and manifest.pipeline.spec.rollout is not None:
+        if ref.startswith("git:"):
+            from trainops.serve.lineage import lineage_from_commit
+
+            graph = lineage_from_commit(
+                registries,
+                manifest,
+                rev=ref[len("git:") :],
+                repo_dir=manifest.root if manifest is not None else Path.cwd(),
+                scan=registries.root(scan) if scan else None,
+            )
+        elif manifest is not None and manifest.pipeline.spec.rollout is not None:
             from trainops.serve.lineage import lineage_with_rollouts  # the rollouts that served it
 
             graph = lineage_with_rollouts(
@@ -195,7 +220,7 @@ def lineage(
                 direction=direction,  # type: ignore[arg-type]
                 scan=registries.root(scan) if scan else None,
             )
-    if fmt == "json":
+    if fmt == "json" or output == "json":
         echo_json(graph.as_dict())
     else:
         click.echo({"tree": to_tree, "mermaid": to_mermaid, "dot": to_dot}[fmt](graph))

@@ -197,14 +197,15 @@ def render_all(manifest: Manifest, *, image: str, run_id: str, commit: str | Non
     return _finish(trees, manifest, skip_kinds=frozenset())
 
 
-def placeholder_image(manifest: Manifest) -> str:
-    """A pinned stand-in for the image the pipeline would build, for checks before any build."""
+def placeholder_image(manifest: Manifest, *, image: str = "image", digest: str = PLACEHOLDER_DIGEST) -> str:
+    """A pinned stand-in for the image the pipeline would build, for checks before any build
+    (image: its last path part, such as serve-vllm; the oci:// registry's, else registry.invalid)."""
     spec = manifest.pipeline.spec
     name = manifest.pipeline.metadata.name
     host = (
         spec.registry.removeprefix("oci://").rstrip("/") if spec.registry.startswith("oci://") else "registry.invalid"
     )
-    return f"{host}/{name}/image@{PLACEHOLDER_DIGEST}"
+    return f"{host}/{name}/{image}@{digest}"
 
 
 def _bash_problems(rendered: Rendered) -> list[SchemaProblem]:
