@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from trainops.errors import NotFoundError
 from trainops.registry import media, tombstone
@@ -21,6 +21,9 @@ from trainops.registry.context import Registries
 from trainops.registry.digestcache import cache_dir
 from trainops.registry.reference import Reference, RegistryRoot
 from trainops.registry.store import resolve
+
+if TYPE_CHECKING:
+    from trainops.registry.models import Lineage
 
 Direction = Literal["up", "down", "both"]
 COMMIT_KEY = "git:"  # the key of a git commit's node: git:<40 hex>
@@ -100,8 +103,8 @@ def _parse(registries: Registries, ref: Reference, manifest: ManifestData) -> Pa
     return replace(parsed, annotations={**found, **parsed.annotations}) if found else parsed
 
 
-def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False) -> Node:
-    lineage = parsed.lineage()
+def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False, lineage: Lineage | None = None) -> Node:
+    lineage = lineage or parsed.lineage()
     return Node(
         digest=parsed.digest,
         ref=shown,
@@ -221,7 +224,7 @@ class DownIndex:
                 continue
             pruned = tombstone.A_DIGEST in parsed.annotations
             lineage = parsed.lineage()
-            index.nodes[parsed.digest] = _node(parsed, shown, pruned=pruned)
+            index.nodes[parsed.digest] = _node(parsed, shown, pruned=pruned, lineage=lineage)
             commit = lineage.git_commit or parsed.annotations.get(media.A_REVISION)
             if commit:
                 index.commits[parsed.digest] = commit
@@ -249,7 +252,7 @@ class DownIndex:
                 hint="give more of its hex digits",
             )
         key = COMMIT_KEY + full[0]
-        repo = next((self.repos[d] for d in sorted(matches) if d in self.repos), "git")
+        repo = next((self.repos[d] for d in sorted(matches) if d in self.repos), "(no remote)")
         graph = Graph(root=key, direction="down")
         graph.nodes[key] = Node(digest=key, ref=repo, kind="commit", git_commit=full[0])
         below = self._descendants(list(matches))

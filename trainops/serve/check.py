@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from trainops.errors import TrainopsError
-from trainops.render.api import PLACEHOLDER_DIGEST, placeholder_image
+from trainops.render.api import PLACEHOLDER_DIGEST, SERVING_KINDS, TRAIN_KINDS, placeholder_image
 from trainops.render.model import RenderCheck, SchemaProblem
 from trainops.render.validate import validate_objects
 from trainops.serve.context import serve_context
@@ -45,6 +46,7 @@ def check_serving(manifest: Manifest, *, crds_dir: Path | None = None) -> Render
     warnings: list[str] = []
     counts: Counter[str] = Counter()
     files: list[str] = []
+    rendered: list[dict[str, Any]] = []
     for state in states:
         try:
             tree = build_tree(serve_context(manifest), state)
@@ -56,5 +58,26 @@ def check_serving(manifest: Manifest, *, crds_dir: Path | None = None) -> Render
                 problems.append(problem)
         warnings.extend(w for w in tree.warnings if w not in warnings)
         counts = Counter(f"{obj.get('apiVersion')} {obj.get('kind')}" for obj in tree.objects)  # the canary's
+        rendered.extend(tree.objects)
         files = sorted({*files, *(f"{tree.path}/{item.path}" for item in tree.files)})
+    problems.extend(_unmatched_patches(manifest, rendered))
     return RenderCheck(manifest.env, label, files, dict(sorted(counts.items())), problems, warnings)
+
+
+def _unmatched_patches(manifest: Manifest, objects: list[dict[str, Any]]) -> list[SchemaProblem]:
+    """spec.patches of a serving kind that match no serving object (the training render leaves
+    those to this check, unless its scheduler renders that kind too)."""
+    train = manifest.pipeline.spec.train
+    trained = TRAIN_KINDS.get(train.scheduler, frozenset()) if train is not None else frozenset()
+    kinds = sorted({str(obj.get("kind")) for obj in objects})
+    out = []
+    for index, patch in enumerate(manifest.pipeline.spec.patches):
+        target = patch.target
+        if target.kind not in SERVING_KINDS or target.kind in trained:
+            continue
+        names = {obj.get("metadata", {}).get("name") for obj in objects if obj.get("kind") == target.kind}
+        if not names or (target.name is not None and target.name not in names):
+            named = f" named {target.name}" if target.name else ""
+            message = f"spec.patches[{index}]: no rendered {target.kind}{named} to patch"
+            out.append(SchemaProblem(manifest.path.name, "", "", "", f"{message}; serving renders {', '.join(kinds)}"))
+    return out
