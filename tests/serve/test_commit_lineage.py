@@ -184,29 +184,50 @@ def test_a_commit_nothing_came_from_and_bad_revisions_are_one_line_errors(flow: 
         git(flow.root, "reset", "--quiet", "--hard", "HEAD~1")
 
 
+def push_image(regs: Registries, commit: str) -> str:
+    """An OCI image (no layers) whose config labels carry only its revision, as a builder
+    other than trainops writes it; its digest."""
+    from trainops.registry.artifact import canonical_json
+    from trainops.registry.backends.base import ManifestData, sha256_digest
+    from trainops.registry.store import bytes_source
+
+    labels = {media.A_REVISION: commit}
+    config = canonical_json({"architecture": "amd64", "os": "linux", "config": {"Labels": labels}})
+    blob = bytes_source(config)
+    body = {
+        "schemaVersion": 2,
+        "mediaType": media.OCI_MANIFEST,
+        "config": {"mediaType": media.IMAGE_CONFIGS[0], "digest": blob.digest, "size": blob.size},
+        "layers": [],
+    }
+    manifest = canonical_json(body)
+    repo = regs.ref("x/image")
+    backend = regs.backend(repo)
+    backend.upload_blob(repo.repository, blob)
+    backend.put_manifest(repo.repository, ManifestData(manifest, media.OCI_MANIFEST, sha256_digest(manifest)), tag="1")
+    return sha256_digest(manifest)
+
+
 def test_an_image_recording_the_commit_comes_first(tmp_path: Path) -> None:
-    """commit → image (its revision) → the checkpoint trained in it, which records the commit
-    too (from a dirty tree) but hangs below the image, not beside it."""
+    """commit → image (its revision label) → the checkpoint trained in it, which records the
+    commit too but hangs below the image; a checkpoint from a dirty tree of it is marked."""
     sha = "ab" * 20
     regs = Registries(default_registry="file://reg", base_dir=tmp_path)
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "a.txt").write_text("a", encoding="utf-8")
     with regs:
-        image = store.push(
-            regs, source=source, ref=regs.ref("x/image:1"), kind="other", annotations={media.A_REVISION: sha}
-        )
-        (source / "a.txt").write_text("b", encoding="utf-8")
-        store.push(
-            regs,
-            source=source,
-            ref=regs.ref("x/checkpoints:step-1"),
-            kind="checkpoint",
-            lineage=Lineage(git_commit=sha + "-dirty", image_digest=image.digest, step=1),
-        )
+        image = push_image(regs, sha)
+        pushed = {}
+        for step, commit, image_digest in ((1, sha, image), (2, sha + "-dirty", None)):
+            source = tmp_path / f"step-{step}"
+            source.mkdir()
+            (source / "a.txt").write_text(str(step), encoding="utf-8")
+            lineage = Lineage(git_commit=commit, image_digest=image_digest, step=step)
+            ref = regs.ref(f"x/checkpoints:step-{step}")
+            pushed[step] = store.push(regs, source=source, ref=ref, kind="checkpoint", lineage=lineage).digest
         graph = DownIndex.scan(regs, regs.root()).from_commit(sha[:10])
-    relations = {(e.child[:19], e.relation, e.parent[:19]) for e in graph.edges}
-    checkpoint = next(n.digest for n in graph.nodes.values() if n.kind == "checkpoint")
     assert graph.root == "git:" + sha and graph.nodes[graph.root].kind == "commit"
-    expected = {(image.digest[:19], "built-from", "git:" + sha[:15]), (checkpoint[:19], "image", image.digest[:19])}
-    assert relations == expected
+    assert graph.nodes[image].kind == "image" and graph.nodes[image].git_commit is None
+    assert {(e.child, e.relation, e.parent) for e in graph.edges} == {
+        (image, "built-from", graph.root),
+        (pushed[1], "image", image),
+        (pushed[2], "built-from (dirty tree)", graph.root),
+    }
