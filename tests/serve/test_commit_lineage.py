@@ -143,6 +143,9 @@ def test_abbreviated_sha_head_and_dash_o_json_name_the_same_graph(flow: Flow) ->
     assert flow.graph(f"git:{flow.sha[:8]}") == full
     assert flow.graph("git:HEAD") == full
     assert flow.graph("git:work") == full
+    assert flow.graph(f"git:{flow.sha}", "--scan", "file://.trainops/registry") == full
+    elsewhere = flow.trainops("lineage", f"git:{flow.sha}", "--registry", f"file://{flow.root / 'empty'}")
+    assert elsewhere.code == 4 and "no artifact in file://" in elsewhere.last_error_line
     outcome = flow.trainops("lineage", f"git:{flow.sha}", "-o", "json")
     assert outcome.code == 0 and json.loads(outcome.stdout) == full
 

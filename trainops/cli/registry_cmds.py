@@ -168,7 +168,14 @@ def pull(
 @click.option(
     "--format", "fmt", type=click.Choice(["tree", "json", "mermaid", "dot"]), default="tree", show_default=True
 )
-@click.option("--registry", "scan", default=None, metavar="URL", help="Registry to search for descendants.")
+@click.option(
+    "--registry",
+    "--scan",
+    "scan",
+    default=None,
+    metavar="URL",
+    help="Registry to search for descendants.",
+)
 @_registry_options
 @output_option
 def lineage(
