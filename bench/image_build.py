@@ -107,7 +107,13 @@ def make_project(work: Path, registry: str, base: str) -> Path:
         f"    base: {base}\n"
         '    include: ["tiny_llm/**", "data/**", "pyproject.toml"]\n'
         '    exclude: ["**/__pycache__/**", "checkpoints/**"]\n'
-        f"    params: {json.dumps({'installPytorch': False, 'installProject': False, 'setupCommand': SETUP})}\n"
+        # the busybox base has no Python: trainops is not pip-installed into it (trainopsRequirement
+        # empty), as for a base that brings its own
+        "    params: "
+        + json.dumps(
+            {"installPytorch": False, "installProject": False, "trainopsRequirement": "", "setupCommand": SETUP}
+        )
+        + "\n"
     )
     git(project, "init", "-q", "-b", "main")
     git(project, "add", "-A")
@@ -118,6 +124,9 @@ def make_project(work: Path, registry: str, base: str) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", action="store_true", help="Keep the work directory.")
+    parser.add_argument(
+        "--quick", action="store_true", help="Check that it runs (the same builds, no warm-up); writes no results."
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="trainops-bench-image-"))
     reg = DistributionRegistry(work / "registry")
@@ -173,8 +182,9 @@ def main() -> None:
             },
         }
         out = ROOT / "bench" / "results" / "image_build.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2) + "\n")
+        if not args.quick:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(report, indent=2) + "\n")
         rows = [
             ("code change", "layer", changed["layer"]),
             ("code change", "docker (Podman API)", changed["docker"]),
@@ -186,7 +196,8 @@ def main() -> None:
             engine = f"{r.engine_peak_rss_mb:.1f}" if r.engine_peak_rss_mb is not None else "-"
             print(f"{what:<12} {builder:<20} {r.seconds:>8.2f} {r.peak_rss_mb:>13.1f} {engine:>15}")
         print(f"docker / layer time ratio after a code change: {ratio:.2f}x")
-        print(f"wrote {out.relative_to(ROOT)}")
+        if not args.quick:
+            print(f"wrote {out.relative_to(ROOT)}")
     finally:
         if svc is not None:
             svc.stop()

@@ -186,7 +186,12 @@ def main() -> None:
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--s3-size-mib", type=int, default=256)
     parser.add_argument("--skip", action="append", default=[], choices=["oci", "s3", "file"])
+    parser.add_argument(
+        "--quick", action="store_true", help="8 MiB of data, seconds: checks the benchmark runs (CI); writes no results"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.size_mib = args.s3_size_mib = 8
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="trainops-bench-") as tmp:
         work = Path(tmp)
@@ -213,6 +218,8 @@ def main() -> None:
         mine = f"{r.trainops.seconds:.2f}s{inner} {r.trainops.peak_rss_mb:.0f}MB"
         peer = f"{r.peer_name} {r.peer.seconds:.2f}s {r.peer.peak_rss_mb:.0f}MB"
         print(f"{r.name:34} {mine:>24} {peer:>26} {r.ratio:6.2f}  {r.target}")
+    if args.quick:
+        return
     out = ROOT / "bench/results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "registry.json").write_text(

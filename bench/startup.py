@@ -93,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", "--runs", type=int, default=20, help="runs of each command")
     parser.add_argument("--output", type=Path, default=RESULTS, help="JSON results file")
     parser.add_argument("--check", action="store_true", help=f"exit 1 when the ratio exceeds {TARGET_RATIO}")
+    parser.add_argument("--quick", action="store_true", help="3 runs, seconds: checks the benchmark runs; no results")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.runs = 3
     if args.runs < 1:
         parser.error("--runs must be at least 1")
 
@@ -124,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         f"RSS ratio {trainops.peak_rss_mib / baseline.peak_rss_mib:.2f}; {args.runs} runs each"
     )
 
+    if args.quick:
+        return 0
     args.output.parent.mkdir(parents=True, exist_ok=True)
     result = {
         "benchmark": "startup",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the system packages trainops' test suite needs (Debian 12 / Ubuntu 24.04).
-# Run as root: `sudo scripts/install-test-deps.sh`.  Idempotent: re-running is a no-op
+# Run as root: `scripts/as-root scripts/install-test-deps.sh` (sudo only when not root).  Idempotent: re-running is a no-op
 # apart from `apt-get update`.  Python packages come from `pip install -e '.[dev]'`.
 #
 # What each package is for:
@@ -15,12 +15,16 @@
 #   busybox-static            static /bin/busybox: base image built FROM scratch, no pulls
 #   git                       bare repositories as real remotes
 #   prometheus                canary analysis against a real Prometheus (and promtool for PromQL checks)
+#   chromium                  the real browser the registry browser's tests drive through
+#                             Playwright (executable_path=/usr/bin/chromium; never `playwright install`)
+#   slurmctld slurmd slurm-client munge  a one-node Slurm cluster (tests/slurm_cluster.py)
+#   openssh-server openssh-client        sshd on loopback: the Slurm login host of the tests
 # Not needed: fuse-overlayfs/slirp4netns/uidmap (tests run as root with the vfs driver and
 # host networking; see tests/services.py for the containers.conf they use).
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
-    echo "install-test-deps.sh: must run as root (try: sudo $0)" >&2
+    echo "install-test-deps.sh: must run as root (try: scripts/as-root $0)" >&2
     exit 1
 fi
 
@@ -34,6 +38,8 @@ packages=(
     skopeo umoci docker-registry busybox-static git
     python3 python3-venv python3-pip curl time openssl
     prometheus
+    chromium
+    slurmctld slurmd slurm-client munge openssh-server openssh-client
 )
 # Optional or differently named across releases: take what this release has.
 for optional in netavark catatonit; do
@@ -50,7 +56,7 @@ apt-get install -y --no-install-recommends "${packages[@]}"
 # The Debian package may start a registry on :5000 where an init system runs; the tests
 # start their own on free ports and do not need it.
 missing=0
-for binary in podman conmon runc skopeo umoci docker-registry busybox git prometheus promtool; do
+for binary in podman conmon runc skopeo umoci docker-registry busybox git prometheus promtool chromium slurmctld slurmd sbatch munged sshd ssh; do
     if ! command -v "$binary" >/dev/null 2>&1; then
         echo "install-test-deps.sh: $binary still missing after install" >&2
         missing=1

@@ -30,7 +30,7 @@ mkdir -p .trainops && "$trainops" image render > .trainops/Dockerfile && head -n
 
 echo "== train on this machine (--env dev: the local scheduler), checkpoints pushed as they land"
 # The watcher beside the trainer pushes each complete checkpoint with lineage and keeps
-# the last 3 plus the best by val_loss (train.checkpoint.keep); -e overrides train.env.
+# the last 5 plus the best by val_loss (train.checkpoint.keep); -e overrides train.env.
 "$trainops" train run --local --env dev --run-id first-node -e TRAINOPS_MAX_STEPS=600 | tail -n 1
 
 echo "== the node is replaced: its disk is gone; the new run pulls the newest checkpoint and resumes"
@@ -70,7 +70,7 @@ echo "== the cluster side: render the Volcano job and tenant queues, validated a
 # No image is built offline (no engine, no base image in a registry), so this shows the
 # render with an explicitly placeholder digest; a real run pins the image it built.
 placeholder="registry.example.com/tiny-llm/image@sha256:$(printf '0%.0s' $(seq 64))"
-"$trainops" train render --image "$placeholder" --run-id main-job -o .trainops/rendered
+"$trainops" train render --image "$placeholder" --run-id main-job --out .trainops/rendered
 "$trainops" train submit --image "$placeholder" --run-id main-job
 echo "== the eval as a cluster Job (Volcano): \`trainops eval run\` on the pinned checkpoint, in the image"
 "$trainops" eval render --image "$placeholder" --run-id main-job > .trainops/eval-job.yaml

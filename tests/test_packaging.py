@@ -85,6 +85,16 @@ def test_wheel_contents(installed: Installed) -> None:
     for crd in ("volcano-batch-job", "kueue-clusterqueue", "kubeflow-pytorchjob", "volcano-scheduling-queue"):
         assert f"trainops/render/crds/{crd}.yaml" in names  # validate --render needs no checkout
     assert not [n for n in names if n.startswith(("tests/", "examples/", "bench/", "templates/"))]
+    # the registry browser works offline: its templates and bundled JS/CSS are in the wheel
+    assert "trainops/_templates/ui/lineage.html" in names
+    for asset in (
+        "app.js",
+        "app.css",
+        "vendor/cytoscape.min.js",
+        "vendor/cytoscape-dagre.min.js",
+        "vendor/uPlot.iife.min.js",
+    ):
+        assert f"trainops/ui/static/{asset}" in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     with zipfile.ZipFile(installed.wheel) as wheel:
         assert "trainops = trainops.cli.main:entrypoint" in wheel.read(entry_points).decode()
@@ -123,7 +133,7 @@ def test_init_and_validate_from_the_installed_wheel(installed: Installed, tmp_pa
     assert (project / ".github" / "workflows" / "trainops.yml").is_file()
 
     out = _run([installed.trainops, "validate", "-f", manifest], cwd=installed.work)
-    assert out == f"{manifest} is valid; environments checked: prod\n"
+    assert out == f"{manifest} is valid; environments checked: dev, prod\n"
     rendered = _run([installed.trainops, "validate", "--render", "-f", manifest], cwd=installed.work)
     assert "checked against the CRDs" in rendered, rendered
     version = _run([installed.trainops, "--version"], cwd=installed.work)

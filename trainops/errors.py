@@ -15,6 +15,7 @@ Exit codes (documented in the README):
     7  integrity failure: content does not match its digest
     8  a quality gate failed
     9  a command trainops ran for you (trainer, eval, export) failed, crashed or timed out
+  130  interrupted (Ctrl-C)
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
-"""Units shown to people: one size family (KiB, MiB, GiB, TiB) everywhere trainops prints a size."""
+"""Units shown to people: one size family (KiB, MiB, GiB, TiB) everywhere trainops prints a size;
+natural order for names with numbers (tags such as step-N)."""
 
 from __future__ import annotations
 
+import re
+
+_DIGITS = re.compile(r"([0-9]+)")
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
@@ -13,3 +17,14 @@ def format_size(n: int | float) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders digit runs by value: ``step-600`` before ``step-1000``."""
+    parts: list[tuple[int, int | str]] = []
+    for chunk in _DIGITS.split(text):
+        if chunk.isdigit():
+            parts.append((0, int(chunk)))
+        elif chunk:
+            parts.append((1, chunk))
+    return tuple(parts)

@@ -239,3 +239,80 @@ def test_tar_bytes_are_pinned(tmp_path: Path) -> None:
         "sha256:6607d58a4f5eef6ecd77f7b1513ef54e0184021c437a72c85560f651269b47ce",
         10240,
     )
+
+
+EQUIVALENCE_TREE = [
+    "a.py",
+    "b.txt",
+    "Makefile",
+    "src/app/main.py",
+    "src/app/util.py",
+    "src/app/__pycache__/main.cpython-311.pyc",
+    "src/lib/x.c",
+    "src/lib/deep/er/y.py",
+    "docs/index.md",
+    "docs/img/logo.png",
+    "checkpoints/step-1/model.bin",
+    "checkpoints/step-2/model.bin",
+    "data/train/0001.jsonl",
+    "data/eval/0001.jsonl",
+    "notes/keep.md",
+    "notes/draft.md",
+]
+EQUIVALENCE_PATTERNS = [
+    "*.py",
+    "**/*.py",
+    "src",
+    "src/**",
+    "src/*/main.py",
+    "!src/app/main.py",
+    "checkpoints",
+    "checkpoints/**",
+    "!checkpoints/step-2",
+    "data/*/0001.jsonl",
+    "!data/eval",
+    "**/__pycache__",
+    "docs/",
+    "/notes/draft.md",
+    "notes",
+    "!notes/keep.md",
+    "?akefile",
+    "[a-b].*",
+    "src/lib/deep",
+    "**",
+    "!**/*.md",
+    "./data/../docs/img",
+]
+
+
+def _pattern_sets() -> list[list[str]]:
+    singles = [[p] for p in EQUIVALENCE_PATTERNS]
+    pairs = [[a, b] for i, a in enumerate(EQUIVALENCE_PATTERNS) for b in EQUIVALENCE_PATTERNS[i + 1 :: 2]]
+    return singles + pairs
+
+
+def _tree_order(paths: object) -> list[str]:
+    return sorted((p for p in paths if p in EQUIVALENCE_TREE), key=lambda p: p.split("/"))  # type: ignore[attr-defined]
+
+
+def test_the_pruned_walk_selects_what_docker_py_selects(tmp_path: Path) -> None:
+    """.dockerignore semantics are docker-py's: the context is what PatternMatcher.walk keeps
+    (it skips an ignored directory unless an exception reaches into it), and image.include
+    keeps the files PatternMatcher.matches names. Our one helper on top, the walk pruning
+    directories no include can reach, must change nothing, on every pattern set."""
+    from docker.utils.build import PatternMatcher
+
+    write_tree(tmp_path, dict.fromkeys(EQUIVALENCE_TREE, ""))
+    sets = _pattern_sets()
+    assert len(sets) > 140
+    for patterns in sets:
+        assert _paths(tmp_path, exclude=patterns) == _tree_order(set(PatternMatcher(patterns).walk(str(tmp_path)))), (
+            patterns
+        )
+        positive = [p for p in patterns if not p.startswith("!")]
+        if not positive:
+            continue  # no include pattern: everything
+        keep = PatternMatcher(positive)
+        assert _paths(tmp_path, include=positive) == _tree_order(f for f in EQUIVALENCE_TREE if keep.matches(f)), (
+            positive
+        )

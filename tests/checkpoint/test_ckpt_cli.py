@@ -63,7 +63,9 @@ def test_watch_once_ls_latest(project: Path) -> None:
     assert lines[1].startswith(f"pushed step-000020 (step 20, parent {_repo_url(project)}:step-10) → ")
     ls = run("ckpt", "ls")
     assert ls.code == 0, ls.stderr
-    assert "step-20" in ls.stdout and "val_loss=1.5" in ls.stdout and "r1" in ls.stdout
+    assert "step-20" in ls.stdout and "val_loss=1.5" in ls.stdout
+    wide = run("ckpt", "ls", "--wide")
+    assert wide.code == 0 and " r1 " in wide.stdout
     listed = json.loads(run("ckpt", "ls", "-o", "json").stdout)
     assert [(c["tag"], c["step"], c["runId"], c["layout"]) for c in listed] == [
         ("step-10", 10, "r1", "trainops"),

@@ -112,7 +112,7 @@ def test_unknown_command_exits_2() -> None:
 def test_validate_ok() -> None:
     result = run("validate", "-f", str(EXAMPLE))
     assert (result.code, result.stderr) == (0, "")
-    assert result.stdout == f"{EXAMPLE} is valid; environments checked: dev, dev-strict, prod\n"
+    assert result.stdout == f"{EXAMPLE} is valid; environments checked: dev, dev-strict, slurm-local, prod\n"
 
 
 def test_validate_defaults_to_trainops_yaml_in_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,7 +120,7 @@ def test_validate_defaults_to_trainops_yaml_in_cwd(tmp_path: Path, monkeypatch: 
     monkeypatch.chdir(tmp_path)
     result = run("validate")
     assert result.code == 0
-    assert result.stdout == "trainops.yaml is valid; environments checked: dev, dev-strict, prod\n"
+    assert result.stdout == "trainops.yaml is valid; environments checked: dev, dev-strict, slurm-local, prod\n"
 
 
 def test_validate_invalid(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_validate_json_ok() -> None:
     assert json.loads(result.stdout) == {
         "file": str(EXAMPLE),
         "ok": True,
-        "environments": ["dev", "dev-strict", "prod"],
+        "environments": ["dev", "dev-strict", "slurm-local", "prod"],
         "problems": [],
     }
 
@@ -330,26 +330,37 @@ def test_init_into_an_empty_directory(tmp_path: Path) -> None:
         "trainops.yaml",
         ".gitignore",
         ".github/workflows/trainops.yml",
+        "my_model/__init__.py",
+        "my_model/train.py",
+        "my_model/eval.py",
     }
     assert result.stdout.splitlines() == [
         f"wrote   {target / 'trainops.yaml'}",
         f"wrote   {target / '.github/workflows/trainops.yml'}",
+        f"wrote   {target / 'my_model/__init__.py'}",
+        f"wrote   {target / 'my_model/train.py'}",
+        f"wrote   {target / 'my_model/eval.py'}",
         f"wrote   {target / '.gitignore'}",
-        f"next: edit {target / 'trainops.yaml'}, then run `trainops validate`",
+        f"next: edit {target / 'trainops.yaml'}, then run `trainops validate`; "
+        "`trainops train run --local --env dev` trains here",
     ]
     manifest = target / "trainops.yaml"
+    assert oct(manifest.stat().st_mode & 0o777) != oct(0o600)  # not private: an editor's mode
     report = check_manifest(manifest)
     assert report.ok, report.problems
-    assert report.environments == ["prod"]
+    assert report.environments == ["dev", "prod"]
     document = yaml.safe_load(manifest.read_text(encoding="utf-8"))
     assert document["metadata"]["name"] == "my-model"  # from the directory name
-    assert document["spec"]["train"]["command"] == ["python", "-m", "my_model.train"]
+    assert document["spec"]["train"]["command"] == ["python3", "-m", "my_model.train"]
+    assert document["environments"]["dev"]["train"]["scheduler"] == "local"
     ignored = (target / ".gitignore").read_text(encoding="utf-8").splitlines()
     assert ".trainops/" in ignored
     assert "checkpoints/" in ignored
     workflow = yaml.safe_load((target / ".github/workflows/trainops.yml").read_text("utf-8"))
     steps = [s.get("run") for s in workflow["jobs"]["trainops"]["steps"]]
-    assert f"pip install trainops=={__version__}" in steps
+    assert 'pip install "$TRAINOPS_REQUIREMENT"' in steps  # from a source the user sets
+    assert workflow["env"]["TRAINOPS_REQUIREMENT"] == f"trainops=={__version__}"
+    assert document["spec"]["image"]["params"]["trainopsRequirement"] == f"trainops=={__version__}"
     assert "trainops validate --render" in steps
     assert run("validate", "-f", str(manifest)).code == 0
 
@@ -360,7 +371,14 @@ def test_init_creates_a_missing_directory_and_takes_a_name(tmp_path: Path) -> No
     assert result.code == 0
     assert json.loads(result.stdout) == {
         "directory": str(target),
-        "written": ["trainops.yaml", ".github/workflows/trainops.yml", ".gitignore"],
+        "written": [
+            "trainops.yaml",
+            ".github/workflows/trainops.yml",
+            "llama_ft/__init__.py",
+            "llama_ft/train.py",
+            "llama_ft/eval.py",
+            ".gitignore",
+        ],
         "updated": [],
     }
     document = yaml.safe_load((target / "trainops.yaml").read_text(encoding="utf-8"))
@@ -505,3 +523,24 @@ def test_yaml_c_loader_is_not_required() -> None:
     )
     out = python(code)
     assert out.splitlines()[-1] == "exit 0"
+
+
+def test_train_run_works_right_after_init(tmp_path: Path) -> None:
+    """The scaffold runs out of the box: its dev environment trains here, and every checkpoint
+    the minimal trainer writes lands in the registry; a second run resumes from the newest."""
+    from tests.cli.runner import run_subprocess
+
+    project = tmp_path / "fresh-model"
+    assert run("init", str(project)).code == 0
+    out = run_subprocess(["train", "run", "--local", "--env", "dev", "-o", "json"], cwd=project)
+    assert out.code == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert [p["step"] for p in result["pushed"]] == [10, 20, 30]
+    listed = run_subprocess(["ckpt", "ls", "--env", "dev", "-o", "json"], cwd=project)
+    assert [c["tag"] for c in json.loads(listed.stdout)] == ["step-10", "step-20", "step-30"]
+    assert all(c["metrics"]["val_loss"] >= 0 for c in json.loads(listed.stdout))
+    again = run_subprocess(
+        ["train", "run", "--local", "--env", "dev", "-e", "TRAIN_STEPS=40", "-o", "json"], cwd=project
+    )
+    assert again.code == 0, again.stderr
+    assert [p["step"] for p in json.loads(again.stdout)["pushed"]] == [40]

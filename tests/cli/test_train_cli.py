@@ -45,7 +45,7 @@ def _git(remote: Path, *args: str) -> str:
 
 
 def test_render_writes_a_tree_that_validates_and_replaces_it_whole(project: Path) -> None:
-    out = run("train", "render", "--image", IMAGE, "--run-id", "r1", "-o", "rendered")
+    out = run("train", "render", "--image", IMAGE, "--run-id", "r1", "--out", "rendered")
     assert out.code == 0, out.stderr
     files = sorted(str(p.relative_to(project / "rendered")) for p in (project / "rendered").rglob("*.yaml"))
     assert files == ["tenants/volcano-queues.yaml", "train/volcano-job.yaml"]
@@ -57,7 +57,7 @@ def test_render_writes_a_tree_that_validates_and_replaces_it_whole(project: Path
 
     # a second render with another scheduler replaces the tree: the Volcano job is gone
     stale = project / "rendered" / "train" / "volcano-job.yaml"
-    out = run("train", "render", "--env", "prod", "--image", IMAGE, "--run-id", "r2", "-o", "rendered")
+    out = run("train", "render", "--env", "prod", "--image", IMAGE, "--run-id", "r2", "--out", "rendered")
     assert out.code == 0, out.stderr
     assert stale.is_file()  # prod is volcano too: same file, new content
     assert "tiny-llm-r2" in stale.read_text() and "tiny-llm-r1" not in stale.read_text()
@@ -67,7 +67,7 @@ def test_render_refuses_a_directory_it_did_not_render(project: Path) -> None:
     mine = project / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("keep me")
-    out = run("train", "render", "--image", IMAGE, "--run-id", "r1", "-o", "mine")
+    out = run("train", "render", "--image", IMAGE, "--run-id", "r1", "--out", "mine")
     assert out.code == 5
     assert "was not rendered by trainops" in out.last_error_line
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
@@ -165,21 +165,3 @@ def test_run_local_with_a_missing_command_fails_in_one_line(project: Path) -> No
     out = run("train", "run", "--local", "--env", "dev", "--run-id", "r1")
     assert out.code == 3
     assert "'no-such-trainer-xyz' not found" in out.last_error_line
-
-
-def test_submit_of_a_slurm_job_commits_an_executable_script(project: Path, git_remote: Path) -> None:
-    doc = yaml.safe_load((project / "trainops.yaml").read_text())
-    doc["spec"]["train"]["scheduler"] = "slurm"
-    doc["spec"]["train"]["slurm"] = {"partition": "gpu", "time": "04:00:00"}
-    doc["spec"]["train"].pop("topology")
-    doc["spec"]["patches"] = []
-    doc["spec"]["tenants"] = []
-    (project / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    out = run("train", "submit", "--image", IMAGE, "--run-id", "s1")
-    assert out.code == 0, out.stderr
-    listing = _git(git_remote, "ls-tree", "-r", "main").splitlines()
-    (entry,) = [line for line in listing if line.endswith("clusters/dev/train/sbatch.sh")]
-    assert entry.startswith("100755 blob")
-    script = _git(git_remote, "show", "main:clusters/dev/train/sbatch.sh")
-    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
-    assert "#SBATCH --partition=gpu" in script

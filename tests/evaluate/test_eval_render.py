@@ -109,14 +109,21 @@ def test_submit_commits_the_eval_job_with_trailers(pinned: Project) -> None:
     out = pinned.trainops("eval", "submit", "--image", IMAGE, "--run-id", "e7", "-o", "json")
     assert out.code == 0, out.stderr
     result = json.loads(out.stdout)
-    assert result["changed"] is True and result["path"] == "clusters/default/eval"
+    assert result["changed"] is True and result["path"] == "clusters/default-eval"
     git = pinned.root / ".trainops" / "gitops.git"
     listing = ["git", "--git-dir", str(git), "ls-tree", "-r", "--name-only", "main"]
     files = subprocess.run(listing, capture_output=True, text=True, check=True).stdout.split()
-    assert files == ["clusters/default/eval/manifest-configmap.yaml", "clusters/default/eval/volcano-job.yaml"]
+    assert files == ["clusters/default-eval/manifest-configmap.yaml", "clusters/default-eval/volcano-job.yaml"]
     body = subprocess.run(
         ["git", "--git-dir", str(git), "log", "-1", "--format=%B", "main"], capture_output=True, text=True, check=True
     ).stdout
     assert "Trainops-Run: e7" in body and f"Trainops-Artifact: {result['checkpoint'].split('@')[1]}" in body
     again = pinned.trainops("eval", "submit", "--image", IMAGE, "--run-id", "e7", "-o", "json")
     assert json.loads(again.stdout)["changed"] is False
+
+
+@pytest.mark.parametrize("scheduler", ["local", "slurm"])
+def test_no_eval_job_without_kubernetes(pinned: Project, scheduler: str) -> None:
+    write(pinned, {"scheduler": scheduler, "gpusPerNode": 0})
+    out = pinned.trainops("eval", "render", "--image", IMAGE, "--run-id", "e1")
+    assert out.code == 3 and f"train.scheduler is {scheduler}" in out.last_error_line

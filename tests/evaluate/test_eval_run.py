@@ -195,3 +195,15 @@ def test_failures_push_nothing_on_every_backend(project: Project, mode: str) -> 
     assert out.code == 9 and out.last_error_line.startswith("Error: eval.command")
     assert reports(project, ref) == []
     assert json.loads(project.trainops("eval", "ls", "-o", "json").stdout) == []
+
+
+def test_best_and_latest_and_a_bare_tag_name_the_checkpoint(local_project: Project) -> None:
+    setup(local_project, checkpoint="best")  # step 3, loss 2.0
+    best = local_project.push_checkpoint(5, metrics={"loss": 0.5})
+    latest = local_project.push_checkpoint(7, metrics={"loss": 1.0})
+    assert local_project.trainops("eval", "run").code == 0
+    assert json.loads((local_project.root / "seen.json").read_text())["ref"] == best
+    assert local_project.trainops("eval", "run", "latest").code == 0
+    assert json.loads((local_project.root / "seen.json").read_text())["ref"] == latest
+    assert local_project.trainops("eval", "run", "step-3").code == 0
+    assert ":step-3@sha256:" in json.loads((local_project.root / "seen.json").read_text())["ref"]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.evaluate.conftest import PYTHON, Project
-from trainops.registry import media
+from trainops.registry import media, store
 from trainops.registry.store import resolve
 
 EVALCMD = Path(__file__).resolve().parent / "evalcmd.py"
@@ -168,8 +168,9 @@ def test_a_release_tag_is_never_moved(local_project: Project) -> None:
     for step in (1, 2):
         assert local_project.trainops("eval", "run", f"step-{step}").code == 0
     first = released(local_project, "step-1", "--version", "v1")
-    again = released(local_project, "step-1", "--version", "v1")
+    again = released(local_project, "step-1", "--version", "v1", "--force", "--reason", "retry")
     assert again["digest"] == first["digest"] and again["created"] is False
+    assert again["forced"] is None and again["eval"] == first["eval"]  # as it was made, not as asked
     other = local_project.trainops("release", "create", "step-2", "--version", "v1")
     assert other.code == 5
     assert "exists with other content" in other.last_error_line and "never moved" in other.last_error_line
@@ -268,3 +269,25 @@ def test_lineage_reaches_the_training_image_and_its_commit(local_project: Projec
     edges = {(nodes[e["child"]]["kind"], e["relation"], nodes[e["parent"]]["kind"]) for e in graph["edges"]}
     assert ("model", "image", "image") in edges and ("model", "released-from", "checkpoint") in edges
     assert nodes[image]["git_commit"] == commit
+
+
+def test_a_release_never_downloads_the_checkpoint(local_project: Project) -> None:
+    """Without release.export the release is assembled from the checkpoint's blobs in the
+    registry: the excluded optimizer blob is never read (here it is gone)."""
+    setup(local_project)
+    assert local_project.trainops("eval", "run", "step-2").code == 0
+    with local_project.registries() as regs:
+        found = resolve(regs, ref=regs.ref("tiny-llm/checkpoints:step-2"))
+    layers = {found.parsed.file_path(layer, i): layer for i, layer in enumerate(found.parsed.layers)}
+    blobs = Path(found.ref.repository) / "blobs" / "sha256"
+    (blobs / layers["optimizer.safetensors"].digest[7:]).unlink()
+    result = released(local_project, "step-2")
+    assert result["files"] == ["model.safetensors", "trainer_state.json"]
+    assert result["model"]["paramSize"] == "2.1k"
+    with local_project.registries() as regs:
+        model = resolve(regs, ref=regs.ref(result["ref"]))
+        pulled = store.pull(regs, ref=model.ref, dest=local_project.root / "pulled")
+    assert sorted(pulled.files) == ["model.safetensors", "trainer_state.json"]
+    assert (local_project.root / "pulled" / "model.safetensors").read_bytes() == (
+        local_project.root / "made" / "step-2" / "model.safetensors"
+    ).read_bytes()

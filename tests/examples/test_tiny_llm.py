@@ -377,3 +377,20 @@ def test_eval_without_checkpoint_fails_with_message(tmp_path: Path) -> None:
         assert run.stdout == ""
         lines = run.stderr.strip().splitlines()
         assert len(lines) == 1 and "checkpoint" in lines[0], run.stderr
+
+
+def test_every_render_warning_of_the_example_is_explained_in_it() -> None:
+    """The example that uses every section renders cleanly, or says in its comments why not."""
+    from tests.cli.runner import run
+
+    manifest = Path(__file__).resolve().parents[2] / "examples" / "tiny-llm" / "trainops.yaml"
+    out = run("validate", "--render", "-f", str(manifest), "-o", "json")
+    assert out.code == 0, out.stderr
+    warnings = {w for check in json.loads(out.stdout)["render"] for w in check["warnings"]}
+    comments = " ".join(
+        line.split("#", 1)[1].strip() for line in manifest.read_text().splitlines() if "# render warning" in line
+    )
+    assert warnings
+    for warning in warnings:
+        head = re.sub(r"file://\S+", "file://…", warning).split(":")[0][:40]
+        assert head in comments.replace('"', ""), f"unexplained render warning: {warning}"

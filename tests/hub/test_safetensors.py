@@ -95,6 +95,13 @@ def test_a_huge_header_length_is_refused_without_reading_it(tmp_path: Path) -> N
         ({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}}, b"\0" * 8, None, "begin <= end"),
         ({"w": {"dtype": "F32", "shape": [2]}}, b"\0" * 8, None, "exactly dtype, shape and data_offsets"),
         ({"__metadata__": {"k": 1}}, b"", None, "must map strings to strings"),
+        (
+            b'{"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
+            b'"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}',
+            b"\0" * 4,
+            None,
+            "names 'w' twice",
+        ),
         ({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 9, None, "cover 4 of the 9"),
     ],
 )

@@ -20,6 +20,8 @@ class FaultProxy:
         self.upstream = upstream  # host:port
         self.lock = threading.Lock()
         self.fail_next = 0
+        self.fail_status = 503  # what a failed request is answered with (429: too many requests)
+        self.retry_after: str | None = None  # a Retry-After header on the failures
         self.cut_next_body_after: int | None = None
         self.requests = 0
         self.failures_served = 0
@@ -46,7 +48,9 @@ class FaultProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 if fail:
-                    self.send_response(503)
+                    self.send_response(proxy.fail_status)
+                    if proxy.retry_after is not None:
+                        self.send_header("Retry-After", proxy.retry_after)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return

@@ -276,3 +276,22 @@ def test_list_and_delete_blobs_where_supported(subject: Subject, tmp_path: Path)
         assert src.digest in listed
     subject.backend.delete_blob(subject.repo, src.digest)
     assert subject.backend.blob_size(subject.repo, src.digest) is None
+
+
+def test_read_range_reads_a_part_without_the_rest(
+    subject: Subject, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    src = _blob(subject, tmp_path, data)
+    read = subject.backend.read_range
+    with caplog.at_level("WARNING"):
+        assert read(subject.repo, src.digest, 0, 8) == data[:8]
+        assert read(subject.repo, src.digest, 1_500_001, 70_000) == data[1_500_001:1_570_001]
+        assert read(subject.repo, src.digest, len(data) - 5, 100) == data[-5:]  # clipped at the end
+        assert read(subject.repo, src.digest, len(data), 10) == b""  # past the end
+        assert read(subject.repo, src.digest, 7, 0) == b""
+    assert not [r for r in caplog.records if "ignored the Range" in r.getMessage()]  # served as ranges
+    with pytest.raises(NotFoundError):
+        read(subject.repo, sha256_digest(b"absent"), 0, 8)
+    with pytest.raises(ValueError):
+        read(subject.repo, src.digest, -1, 8)

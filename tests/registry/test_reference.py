@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainops.errors import InputError
+from trainops.errors import InputError, TrainopsError
 from trainops.registry.reference import parse_reference, parse_registry
 
 DIGEST = "sha256:" + "ab" * 32
@@ -55,9 +55,35 @@ def test_completed_by_default_registry(tmp_path: Path) -> None:
     ],
 )
 def test_rejects(text: str, fragment: str) -> None:
-    with pytest.raises(InputError) as err:
+    with pytest.raises(TrainopsError) as err:
         parse_reference(text)
     assert fragment in str(err.value)
+    # no registry is a usage mistake (2), as everywhere; a malformed reference is bad input (3)
+    assert err.value.exit_code == (2 if fragment == "names no registry" else 3)
+
+
+@pytest.mark.parametrize(
+    ("text", "default"),
+    [
+        ("file:///srv/reg/My Repo:v1", None),
+        ("file:///srv/reg/Model:v1", None),
+        ("file:///srv/reg/model-:v1", None),
+        ("s3://bkt/Team/model:v1", None),
+        ("oci://host/team/My_Model:v1", None),
+        ("My/model:v1", "file:///srv/reg"),
+        ("team/model name:v1", "oci://host/ns"),
+    ],
+)
+def test_one_repository_name_rule_for_every_scheme(text: str, default: str | None) -> None:
+    """OCI Distribution's grammar for every scheme, so what file:// accepts copies to OCI."""
+    with pytest.raises(InputError, match="OCI Distribution rule"):
+        parse_reference(text, default_registry=default)
+
+
+def test_file_paths_outside_the_name_are_free() -> None:
+    """Only the repository's own name follows the rule; the directories above it are the user's."""
+    ref = parse_reference("file:///home/Alice/My Registry/team-model:v1")
+    assert ref.repository == "/home/Alice/My Registry/team-model" and ref.tag == "v1"
 
 
 def test_registry_roots(tmp_path: Path) -> None:

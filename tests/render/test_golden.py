@@ -86,6 +86,26 @@ CASES: dict[str, dict[str, Any]] = {
             "tenants": None,
         }
     },
+    # Slurm on bare metal (no container): setup lines, then `trainops train run --slurm`.
+    "slurm-bare-metal": {
+        "spec": {
+            "train": {
+                "scheduler": "slurm",
+                "topology": None,
+                "datasets": None,
+                "command": ["tiny-llm-train"],
+                "slurm": {
+                    "partition": "cpu",
+                    "time": "01:00:00",
+                    "runtime": "bare-metal",
+                    "exclusive": False,
+                    "setup": ["module load python/3.11", "source /shared/envs/tiny-llm/bin/activate"],
+                },
+            },
+            "patches": None,
+            "tenants": None,
+        }
+    },
 }
 
 

@@ -46,6 +46,7 @@ if [ "$1" = torchrun ]; then
     for name in ${FAKE_ENV_NAMES:-}; do printf '%s' "${!name}" > "$FAKE_DIR/env-$name"; done
     if [ -n "${TRAINOPS_TEST_HANG:-}" ]; then
         trap 'echo training-stopped >> "$FAKE_DIR/events"; exit 0' TERM
+        echo hanging >> "$FAKE_DIR/events"  # the trap is set: a signal now is handled
         while :; do sleep 0.05; done
     fi
 fi
@@ -212,21 +213,43 @@ def test_a_missing_secret_stops_the_script_before_anything_runs(tmp_path: Path) 
 
 def test_the_time_limit_signal_stops_training_then_the_watcher_then_requeues(tmp_path: Path) -> None:
     proc = _start(tmp_path, _slurm(tmp_path), env={"TRAINOPS_TEST_HANG": "1"})
-    _wait_for(tmp_path, proc, "start torchrun")
+    _wait_for(tmp_path, proc, "hanging")
     os.kill(proc.pid, signal.SIGUSR1)  # what `#SBATCH --signal=B:USR1@600` does
     _, err = proc.communicate(timeout=30)
-    events = [e for e in _events(tmp_path) if not e.startswith("start")]
+    events = [e for e in _events(tmp_path) if not e.startswith(("start", "hanging"))]
     assert events == ["training-stopped", "watcher-stopped", "scontrol requeue 42"], err
 
 
 def test_scancel_stops_training_without_a_requeue(tmp_path: Path) -> None:
     proc = _start(tmp_path, _slurm(tmp_path), env={"TRAINOPS_TEST_HANG": "1"})
-    _wait_for(tmp_path, proc, "start torchrun")
+    _wait_for(tmp_path, proc, "hanging")
     os.kill(proc.pid, signal.SIGTERM)
     proc.communicate(timeout=30)
-    assert [e for e in _events(tmp_path) if not e.startswith("start")] == ["training-stopped", "watcher-stopped"]
+    events = [e for e in _events(tmp_path) if not e.startswith(("start", "hanging"))]
+    assert events == ["training-stopped", "watcher-stopped"]
 
 
 def test_the_image_is_named_as_enroot_wants_it(tmp_path: Path) -> None:
     script = _slurm(tmp_path)
     assert "image='harbor.example.com#llm/tiny-llm/image:sha256:" in script
+
+
+def test_bare_metal_runs_the_setup_lines_then_the_supervisor(tmp_path: Path) -> None:
+    script = _slurm(
+        tmp_path,
+        {"slurm": {"runtime": "bare-metal", "setup": ["module load cuda/12.4", "source /envs/llm/bin/activate"]}},
+    )
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+    lines = script.splitlines()
+    setup = lines.index("module load cuda/12.4")
+    assert lines[setup + 1] == "source /envs/llm/bin/activate"
+    assert "--container-image" not in script
+    assert lines[-2].startswith("exec trainops train run --slurm -f trainops.yaml --run-id ")
+    assert lines.index('cd "${SLURM_SUBMIT_DIR}"') < setup < lines.index(lines[-2])
+
+
+def test_setup_lines_need_bare_metal(tmp_path: Path) -> None:
+    from trainops.errors import ManifestError
+
+    with pytest.raises(ManifestError, match="setup lines run only with runtime: bare-metal"):
+        _slurm(tmp_path, {"slurm": {"setup": ["module load cuda"]}})

@@ -49,7 +49,7 @@ from trainops.build.secrets import available_values, check_not_baked, read_secre
 from trainops.build.templates import Rendered, SupportFile, render, support_files
 from trainops.errors import InputError
 from trainops.registry.artifact import Parent
-from trainops.registry.backends.base import BlobSource
+from trainops.registry.backends.base import Backend, BlobSource
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import cache_dir, hash_file
 from trainops.registry.reference import Reference
@@ -113,12 +113,26 @@ def _image_spec(manifest: Manifest) -> ImageSpec:
 
 
 def render_image(manifest: Manifest) -> Rendered:
-    """The rendered template of the manifest's image section."""
-    return render(_image_spec(manifest))
+    """The rendered template of the manifest's image section, or its own image.dockerfile."""
+    image = _image_spec(manifest)
+    if image.dockerfile is None:
+        return render(image)
+    from trainops.build.templates import own_dockerfile
 
-
-def registries_for(manifest: Manifest, *, insecure: bool = False) -> Registries:
-    return Registries.for_manifest(manifest, insecure=insecure)
+    path = manifest.local_path(image.dockerfile).resolve()
+    if not path.is_relative_to(manifest.root.resolve()):
+        raise InputError(
+            f"image.dockerfile {image.dockerfile} is outside {manifest.root}",
+            hint="keep the Dockerfile in the project",
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(
+            f"image.dockerfile {image.dockerfile}: cannot read it ({type(err).__name__})",
+            hint="check the path (relative to trainops.yaml)",
+        ) from None
+    return own_dockerfile(image, text=text, name=image.dockerfile)
 
 
 def target_repository(manifest: Manifest, registries: Registries) -> Reference:
@@ -230,7 +244,9 @@ def build_image(
     kind = builder or image.builder
     if kind not in BUILDERS:
         raise InputError(f"unknown builder {kind!r}", hint="use docker or layer")
-    rendered = render(image)
+    if kind == "layer" and image.dockerfile is not None:
+        raise InputError("the layer builder runs no Dockerfile (image.dockerfile)", hint="use --builder docker")
+    rendered = render_image(manifest)
     check_user_labels(dict(image.labels))
     context_root = manifest.local_path(image.context)
     selection = hash_entries(
@@ -239,7 +255,7 @@ def build_image(
     values = available_values(list(image.secrets), manifest.root)
     check_not_baked(list(image.secrets), values, manifest.root, selection)
     support = support_files()
-    with registries_for(manifest, insecure=insecure) as registries:
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
         inputs = _Inputs(
             manifest=manifest,
             image=image,
@@ -381,8 +397,8 @@ def _build_docker(inputs: _Inputs, push: bool) -> BuildResult:
 
 
 def _docker_with(engine: Any, inputs: _Inputs, push: bool) -> BuildResult:
-    from trainops.build.archive import import_archive
-
+    """The docker builder: reuse the image its inputs digest names, else build it in the
+    engine and, with push, publish it."""
     image, rendered, prov, target = inputs.image, inputs.rendered, inputs.prov, inputs.target
     base_id = engine.ensure_image(rendered.base, inputs.log)
     digest = inputs.digest("docker", {"kind": "dockerfile", "dockerfile": rendered.dockerfile}, base_id)
@@ -403,40 +419,13 @@ def _docker_with(engine: Any, inputs: _Inputs, push: bool) -> BuildResult:
         "secrets_ignored": ignored,
         "notes": notes,
     }
-    base_shown = rendered.base
-    if backend is not None:
-        existing = find_tag(backend, target.repository, tags[0])
-        if existing is not None:
-            put_tags(backend, target.repository, existing, tags[1:])
-            return inputs.result(
-                "docker",
-                digest,
-                tags,
-                base_shown,
-                base_id,
-                skipped=True,
-                pushed=True,
-                digest=existing.digest,
-                image_id=_config_digest(existing.data),
-                **common,
-            )
-    else:
-        local_id = engine.image_id(f"{local}:{tags[0]}")
-        if local_id is not None:
-            for tag in tags[1:]:
-                engine.tag(local_id, local, tag)
-            return inputs.result(
-                "docker",
-                digest,
-                tags,
-                base_shown,
-                base_id,
-                skipped=True,
-                pushed=False,
-                digest=None,
-                image_id=local_id,
-                **common,
-            )
+    reused = _docker_reuse(engine, inputs, backend, local, tags)
+    if reused is not None:
+        pushed, found_digest, found_id = reused
+        return inputs.result(
+            "docker", digest, tags, rendered.base, base_id,
+            skipped=True, pushed=pushed, digest=found_digest, image_id=found_id, **common,
+        )  # fmt: skip
     require_secret_support(engine.kind, f"{engine.host} ({engine.kind} {engine.version})", used)
     members, secret_params = _docker_context(inputs, used)
     image_id = engine.build(
@@ -449,39 +438,67 @@ def _docker_with(engine: Any, inputs: _Inputs, push: bool) -> BuildResult:
         timestamp=prov.epoch,
         log=inputs.log,
     )
-    pushed_digest: str | None = None
-    if backend is not None:
-        if target.scheme == "oci":
-            for tag in tags:
-                pushed_digest = engine.push(local, tag, inputs.log)
-        else:
-            manifest, _config = import_archive(
-                engine.export(f"{local}:{tags[0]}"),
-                backend=backend,
-                repo=target.repository,
-                annotations=manifest_annotations(labels, base_shown, None),
-                staging=_staging(),
-                progress=inputs.progress.add,
-            )
-            put_tags(backend, target.repository, manifest, tags)
-            pushed_digest = manifest.digest
+    pushed_digest = _docker_publish(engine, inputs, backend, local, tags, labels) if backend is not None else None
     return inputs.result(
-        "docker",
-        digest,
-        tags,
-        base_shown,
-        base_id,
-        skipped=False,
-        pushed=backend is not None,
-        digest=pushed_digest,
-        image_id=image_id,
-        labels=labels,
-        **common,
+        "docker", digest, tags, rendered.base, base_id,
+        skipped=False, pushed=backend is not None, digest=pushed_digest, image_id=image_id, labels=labels, **common,
+    )  # fmt: skip
+
+
+def _docker_reuse(
+    engine: Any, inputs: _Inputs, backend: Backend | None, local: str, tags: list[str]
+) -> tuple[bool, str | None, str | None] | None:
+    """(pushed, digest, image id) of the image the inputs digest tag already names — in the
+    registry when pushing, else in the engine — with the other tags added; None if none."""
+    if backend is not None:
+        existing = find_tag(backend, inputs.target.repository, tags[0])
+        if existing is None:
+            return None
+        put_tags(backend, inputs.target.repository, existing, tags[1:])
+        return True, existing.digest, _config_digest(existing.data)
+    local_id = engine.image_id(f"{local}:{tags[0]}")
+    if local_id is None:
+        return None
+    for tag in tags[1:]:
+        engine.tag(local_id, local, tag)
+    return False, None, local_id
+
+
+def _docker_publish(
+    engine: Any, inputs: _Inputs, backend: Backend, local: str, tags: list[str], labels: dict[str, str]
+) -> str | None:
+    """Push the engine's image: by the engine to an oci:// registry, else exported and
+    imported into the file:// or s3:// repository. Returns the manifest digest."""
+    from trainops.build.archive import import_archive
+
+    target = inputs.target
+    if target.scheme == "oci":
+        pushed: str | None = None
+        for tag in tags:
+            pushed = engine.push(local, tag, inputs.log)
+        return pushed
+    manifest, _config = import_archive(
+        engine.export(f"{local}:{tags[0]}"),
+        backend=backend,
+        repo=target.repository,
+        annotations=manifest_annotations(labels, inputs.rendered.base, None),
+        staging=_staging(),
+        progress=inputs.progress.add,
     )
+    put_tags(backend, target.repository, manifest, tags)
+    return manifest.digest
 
 
 def _docker_context(inputs: _Inputs, used: list[str]) -> tuple[list[Member], list[str]]:
-    """The context tar's members (Dockerfile, trainops-files/, context/, secrets) and the secret params."""
+    """The context tar's members (Dockerfile, trainops-files/, context/, secrets) and the secret params.
+
+    A Dockerfile of the team's own (image.dockerfile) gets the context at the tar's root, as
+    `docker build CONTEXT` gives it, and no trainops support files.
+    """
+    if inputs.image.dockerfile is not None:
+        own = [m for m in members_of(inputs.selection, "") if m.name != "Dockerfile"]
+        members = [Member("Dockerfile", "file", 0o644, data=inputs.rendered.dockerfile.encode()), *own]
+        return members, _secret_members(inputs, used, members)
     members = [
         Member("Dockerfile", "file", 0o644, data=inputs.rendered.dockerfile.encode()),
         Member("trainops-files", "dir", 0o755),
@@ -492,6 +509,11 @@ def _docker_context(inputs: _Inputs, used: list[str]) -> tuple[list[Member], lis
         for f in inputs.support
     ]
     members += members_of(inputs.selection, "context")
+    return members, _secret_members(inputs, used, members)
+
+
+def _secret_members(inputs: _Inputs, used: list[str], members: list[Member]) -> list[str]:
+    """Append each used secret as a file of the context (never a layer); its build params."""
     params: list[str] = []
     if used:
         for secret in inputs.image.secrets:
@@ -499,7 +521,7 @@ def _docker_context(inputs: _Inputs, used: list[str]) -> tuple[list[Member], lis
             name = f"{SECRET_FILE_PREFIX}{uuid.uuid4().hex}"
             members.append(Member(name, "file", 0o600, data=value))
             params.append(f"id={secret.id},src={name}")
-    return members, params
+    return params
 
 
 def require_secret_support(kind: str, where: str, used: list[str]) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import posixpath
 import re
 import stat
 import tarfile
@@ -38,107 +37,65 @@ HASH_CHUNK = 1024 * 1024
 # -- patterns ------------------------------------------------------------------------------
 
 
-_ESCAPE = set(".+()|{}$^")
-
-
-def _glob_regex(pattern: str) -> str:
-    """Docker's (moby/patternmatcher) translation of a glob to a regular expression."""
-    out = "^"
-    i = 0
-    n = len(pattern)
-    while i < n:
-        ch = pattern[i]
-        if ch == "*":
-            if i + 1 < n and pattern[i + 1] == "*":
-                i += 2
-                if i < n and pattern[i] == "/":
-                    i += 1
-                out += ".*" if i >= n else "(.*/)?"
-                continue
-            out += "[^/]*"
-        elif ch == "?":
-            out += "[^/]"
-        elif ch == "\\":
-            if i + 1 < n:
-                i += 1
-                out += re.escape(pattern[i])
-            else:
-                out += "\\\\"
-        elif ch in "[]":
-            out += ch
-        elif ch in _ESCAPE:
-            out += "\\" + ch
-        else:
-            out += ch
-        i += 1
-    return out + "$"
-
-
-@dataclass(frozen=True)
-class _Pattern:
-    text: str
-    regex: re.Pattern[str]
-    negated: bool
-    literal_prefix: tuple[str, ...]  # leading path components without glob characters
-
-
-def _compile(raw: str, origin: str, negatable: bool) -> _Pattern | None:
-    text = raw.strip()
-    if not text:
-        return None
-    negated = negatable and text.startswith("!")
-    if negated:
-        text = text[1:].strip()
-    text = posixpath.normpath(text) if text else text
-    if len(text) > 1 and text.startswith("/"):
-        text = text.lstrip("/")
-    if not text or text == ".":
-        return None
-    try:
-        regex = re.compile(_glob_regex(text))
-    except re.error as err:
-        raise InputError(f"{origin}: pattern {raw.strip()!r} is malformed ({err.msg})") from None
-    prefix: list[str] = []
-    for part in text.split("/"):
-        if any(c in part for c in "*?[]\\"):
-            break
-        prefix.append(part)
-    return _Pattern(text, regex, negated, tuple(prefix))
-
-
 class PatternSet:
-    """Globs matched as .dockerignore matches them: a path, or any of its parent directories."""
+    """Globs matched as .dockerignore matches them, by docker-py's own matcher
+    (`docker.utils.build.PatternMatcher`): every pattern in order, the last that applies
+    decides, and a pattern that matches a directory covers everything in it.
+
+    select_context walks as docker-py's `PatternMatcher.walk` does: an ignored directory
+    is skipped whole unless an exception reaches into it (`exception_under`). On top, one
+    helper of ours: `may_match_under` tells when no image.include pattern can match inside
+    a directory, so the walk need not descend into it. tests/build/test_context.py checks
+    on 143 pattern sets that the selection is exactly docker-py's.
+    """
 
     def __init__(self, patterns: Iterable[str], origin: str, *, negatable: bool = True) -> None:
-        compiled = (_compile(p, origin, negatable) for p in patterns)
-        self.patterns = [p for p in compiled if p is not None]
-        self.has_exceptions = any(p.negated for p in self.patterns)
+        from docker.utils.build import PatternMatcher
+
+        lines = [p.strip() for p in patterns if p.strip()]
+        if not negatable and any(p.startswith("!") for p in lines):
+            bad = next(p for p in lines if p.startswith("!"))
+            raise InputError(f"{origin}: pattern {bad!r} cannot be an exception (!)", hint="list what to include")
+        self._matcher = PatternMatcher(lines)
+        # docker-py appends "!.dockerignore" (the file is always sent); ours are the others
+        self.patterns = [p for p in self._matcher.patterns[:-1]]
+        for pattern in self.patterns:
+            try:
+                pattern.match("x")
+            except re.error as err:
+                raise InputError(f"{origin}: pattern {pattern.cleaned_pattern!r} is malformed ({err.msg})") from None
+        self._prefixes = [_literal_prefix(p.dirs) for p in self.patterns]
 
     def __bool__(self) -> bool:
         return bool(self.patterns)
 
     def matches(self, relpath: str) -> bool:
-        """Docker's rule: evaluate every pattern in order; the last that applies decides."""
-        parts = relpath.split("/")
-        parents = ["/".join(parts[: i + 1]) for i in range(len(parts) - 1)]
-        matched = False
-        for pattern in self.patterns:
-            if pattern.negated != matched:
-                continue
-            hit = bool(pattern.regex.match(relpath)) or any(pattern.regex.match(p) for p in parents)
-            if hit:
-                matched = not pattern.negated
-        return matched
+        return bool(self._matcher.matches(relpath))
+
+    def exception_under(self, reldir: str) -> bool:
+        """Whether an exception (!pattern) names something in reldir: docker-py's walk skips
+        an ignored directory otherwise, whatever is inside."""
+        return any(p.exclusion and p.cleaned_pattern.startswith(reldir) for p in self.patterns)
 
     def may_match_under(self, reldir: str) -> bool:
         """Whether some pattern could match a path inside reldir (False lets a walk prune it)."""
-        parts = tuple(reldir.split("/"))
-        for pattern in self.patterns:
-            prefix = pattern.literal_prefix
+        parts = tuple(reldir.lower().split("/"))
+        for prefix in self._prefixes:
             k = min(len(prefix), len(parts))
             if prefix[:k] == parts[:k]:
                 return True
         return False
+
+
+def _literal_prefix(dirs: list[str]) -> tuple[str, ...]:
+    """The leading components of a pattern without glob characters (lowercased, as docker-py
+    matches without case)."""
+    prefix: list[str] = []
+    for part in dirs:
+        if any(c in part for c in "*?[]\\"):
+            break
+        prefix.append(part.lower())
+    return tuple(prefix)
 
 
 def read_dockerignore(context: Path) -> list[str]:
@@ -225,8 +182,8 @@ def select_context(
                 if wanted(rel):
                     entries.append(_symlink(full, rel))
                 continue
-            if not ignored.has_exceptions and ignored.matches(rel):
-                continue  # nothing under an ignored directory can come back
+            if ignored.matches(rel) and not ignored.exception_under(rel):
+                continue  # an ignored directory no exception reaches into is skipped whole
             if includes and not includes.matches(rel) and not includes.may_match_under(rel):
                 continue
             keep_dirs.append(name)

@@ -435,3 +435,36 @@ def render(image: ImageSpec) -> Rendered:
         build_arg_names=tuple(sorted(image.build_args)),
         secrets=secrets,
     )
+
+
+OWN_PROFILE = Profile(workdir="/", env=(), entrypoint=(), cmd=(), user="0:0", ports=())
+
+
+def from_base(dockerfile: str) -> str | None:
+    """The image of the first FROM line (flags and `AS name` left out), or None."""
+    for line in dockerfile.splitlines():
+        words = line.strip().split()
+        if words and words[0].upper() == "FROM":
+            names = [w for w in words[1:] if not w.startswith("--")]
+            return names[0] if names else None
+    return None
+
+
+def own_dockerfile(image: ImageSpec, *, text: str, name: str) -> Rendered:
+    """A team's own Dockerfile (image.dockerfile) in the shape the docker builder takes."""
+    base = image.base or from_base(text)
+    if not base or "$" in base:
+        raise InputError(
+            f"image.dockerfile {name}: cannot tell the base image from its first FROM ({base or 'none'})",
+            hint="set image.base to the image the Dockerfile starts FROM",
+        )
+    return Rendered(
+        template=f"dockerfile {name}",
+        dockerfile=text,
+        base=base,
+        params={},
+        profile=OWN_PROFILE,
+        labels={},
+        build_arg_names=tuple(sorted(image.build_args)),
+        secrets=tuple(SecretUse(s.id, secret_env_name(s.id, s.env)) for s in image.secrets),
+    )

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainops.errors import InputError, NotFoundError
+from trainops import podenv
+from trainops.errors import InputError, NotFoundError, UsageError
 from trainops.registry import media, tombstone
 from trainops.registry.context import Registries
 from trainops.registry.listing import Tagged, tagged_manifests
 from trainops.registry.reference import Reference
+
+if TYPE_CHECKING:
+    from trainops.spec import Manifest
 
 STEP_TAG = re.compile(r"^step-([0-9]+)$")
 A_NAME = media.A_CKPT_NAME
@@ -37,6 +43,40 @@ class CheckpointInfo:
 def require_repository(repository: Reference) -> None:
     if repository.tag or repository.digest:
         raise InputError(f"{repository} names a tag or digest", hint="pass the checkpoint repository itself")
+
+
+def checkpoint_repository(
+    registries: Registries,
+    *,
+    manifest: Manifest | None,
+    given: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    given_as: str = "REPO",
+) -> Reference:
+    """The checkpoint repository, the one rule for every command and run: the argument
+    `given`, else $TRAINOPS_CKPT_REPOSITORY of `environ` (default os.environ), else the
+    manifest's train.checkpoint.repository, else <spec.registry>/<pipeline>/checkpoints.
+    `given_as` is how the caller's user passes `given` (for the hint when nothing is found)."""
+    environ = os.environ if environ is None else environ
+    text = given or environ.get(podenv.CKPT_REPOSITORY) or None
+    where = "the argument" if given else podenv.CKPT_REPOSITORY
+    if text is None and manifest is not None:
+        pipeline = manifest.pipeline
+        train = pipeline.spec.train
+        override = train.checkpoint.repository if train is not None else None
+        text = pipeline.spec.repository(pipeline.metadata.name, "checkpoints", override)
+        where = "train.checkpoint.repository" if override else "spec.registry"
+    if text is None:
+        raise UsageError(
+            "no checkpoint repository given",
+            hint=f"pass {given_as}, set {podenv.CKPT_REPOSITORY}, or run where trainops.yaml is (or pass -f FILE)",
+        )
+    ref = registries.ref(text)
+    if ref.tag or ref.digest:
+        raise InputError(
+            f"{where}: {text!r} names a tag or digest", hint="name the repository only; checkpoints are tagged step-N"
+        )
+    return ref
 
 
 def tag_names(registries: Registries, *, repository: Reference) -> list[str]:
@@ -104,3 +144,26 @@ def latest_checkpoint(registries: Registries, *, repository: Reference) -> Check
             break
     with_step = sorted((i for i in found if i.step is not None), key=_order)
     return with_step[-1] if with_step else None
+
+
+def ranked(
+    infos: list[CheckpointInfo],
+    *,
+    metric: str,
+    mode: str,
+    value: Callable[[CheckpointInfo], float | None] | None = None,
+) -> list[CheckpointInfo]:
+    """The checkpoints that have a value of metric, best first (min or max; ties: newest step
+    first). value(info) gives it, by default the checkpoint's own recorded metric."""
+    get = value or (lambda info: info.metrics.get(metric))
+    scored = [(v, info) for info in infos if (v := get(info)) is not None]
+    sign = 1.0 if mode == "min" else -1.0
+    return [info for _, info in sorted(scored, key=lambda item: (sign * item[0], -(item[1].step or 0)))]
+
+
+def best_checkpoint(
+    registries: Registries, *, repository: Reference, metric: str, mode: str
+) -> CheckpointInfo | None:
+    """The checkpoint of repository with the best recorded metric, or None."""
+    found = ranked(list_checkpoints(registries, repository=repository), metric=metric, mode=mode)
+    return found[0] if found else None

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from trainops.checkpoint.catalog import KIND, STEP_TAG, CheckpointInfo, info_of, tagged
+from trainops.checkpoint.catalog import KIND, STEP_TAG, CheckpointInfo, info_of, ranked, tagged
 from trainops.errors import NotFoundError, RemoteError
 from trainops.registry import store, tombstone
 from trainops.registry.context import Registries
@@ -35,11 +35,7 @@ def plan_retention(infos: list[CheckpointInfo], keep: Retention, protect: Collec
     by_step = sorted(managed, key=lambda i: (i.step or 0, i.created or ""), reverse=True)
     kept = {i.tag for i in by_step[: keep.last]}
     if keep.best and keep.metric:
-        metric = keep.metric
-        ranked = [i for i in managed if metric in i.metrics]
-        sign = 1.0 if keep.mode == "min" else -1.0
-        ranked.sort(key=lambda i: (sign * i.metrics[metric], -(i.step or 0)))
-        kept.update(i.tag for i in ranked[: keep.best])
+        kept.update(i.tag for i in ranked(managed, metric=keep.metric, mode=keep.mode)[: keep.best])
     shielded = set(protect)
     kept.update(i.tag for i in managed if i.tag in shielded or i.digest in shielded)
     return RetentionPlan(

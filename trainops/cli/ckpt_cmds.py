@@ -6,19 +6,18 @@ TRAINOPS_IMAGE_DIGEST, TRAINOPS_NODE_RANK) and from trainops.yaml's train.checkp
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from trainops.cli.output import echo_json, output_option
+from trainops import podenv
+from trainops.cli.output import echo_json, output_option, short_time, wide_option
 from trainops.cli.registry_cmds import _registry_options
 from trainops.units import format_size as _size
 
@@ -26,61 +25,29 @@ if TYPE_CHECKING:
     from trainops.checkpoint.catalog import CheckpointInfo
 
 LAYOUTS = ("auto", "trainops", "huggingface", "megatron", "deepspeed")  # = trainops.checkpoint.LAYOUT_NAMES
-REPOSITORY_ENV = "TRAINOPS_CKPT_REPOSITORY"
-RUN_ID_ENV = "TRAINOPS_RUN_ID"
-IMAGE_DIGEST_ENV = "TRAINOPS_IMAGE_DIGEST"
-NODE_RANK_ENV = "TRAINOPS_NODE_RANK"
+REPOSITORY_ENV = podenv.CKPT_REPOSITORY
+RUN_ID_ENV = podenv.RUN_ID
+IMAGE_DIGEST_ENV = podenv.IMAGE_DIGEST
+NODE_RANK_ENV = podenv.NODE_RANK
 _SECONDS = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 
 
-class _Context:
-    """Registries for the command, and the manifest (if there is one) for defaults."""
+def _open(file: str | None, env: str | None, insecure: bool) -> Any:
+    from trainops.registry.context import open_registries
 
-    def __init__(self, file: str | None, env: str | None, insecure: bool) -> None:
-        from trainops.registry.context import Registries
+    return open_registries(file=file, env=env, insecure=insecure)
 
-        path = Path(file) if file else Path("trainops.yaml")
-        self.manifest: Any = None
-        if file is not None or path.is_file():
-            from trainops.spec import load_manifest
 
-            self.manifest = load_manifest(path, env=env)
-            self.registries = Registries.for_manifest(self.manifest, insecure=insecure)
-        else:
-            self.registries = Registries(insecure=insecure)
+def _repository(opened: Any, given: str | None, given_as: str = "REPO") -> Any:
+    from trainops.checkpoint.catalog import checkpoint_repository
 
-    @property
-    def policy(self) -> Any:
-        """train.checkpoint of the manifest, or None."""
-        train = self.manifest.pipeline.spec.train if self.manifest is not None else None
-        return train.checkpoint if train is not None else None
+    return checkpoint_repository(opened.registries, manifest=opened.manifest, given=given, given_as=given_as)
 
-    def repository(self, text: str | None) -> Any:
-        """REPO, else $TRAINOPS_CKPT_REPOSITORY, else the manifest's checkpoint repository."""
-        from trainops.checkpoint.catalog import require_repository
-        from trainops.errors import UsageError
 
-        text = text or os.environ.get(REPOSITORY_ENV) or None
-        if text is None and self.manifest is not None:
-            pipeline = self.manifest.pipeline
-            policy = self.policy
-            text = pipeline.spec.repository(
-                pipeline.metadata.name, "checkpoints", policy.repository if policy is not None else None
-            )
-        if text is None:
-            raise UsageError(
-                "no checkpoint repository given",
-                hint=f"pass REPO (or --repository), set {REPOSITORY_ENV}, or run where trainops.yaml is",
-            )
-        ref = self.registries.ref(text)
-        require_repository(ref)
-        return ref
-
-    def __enter__(self) -> _Context:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.registries.close()
+def _policy(opened: Any) -> Any:
+    """train.checkpoint of the manifest, or None."""
+    train = opened.manifest.pipeline.spec.train if opened.manifest is not None else None
+    return train.checkpoint if train is not None else None
 
 
 def _retention_options(func: Any) -> Any:
@@ -205,12 +172,13 @@ def watch(
     (or until --until-pid's process exits), then scans a last time and exits 0.
     """
     from trainops.errors import UsageError
+    from trainops.supervise import stop_when
 
     if until_pid is not None and scan_mode is not None:
         raise UsageError("--until-pid cannot be combined with --once or --until-signal")
     stop = threading.Event()
     once = scan_mode == "once"
-    with _stopping(stop, signals=not once, until_pid=until_pid):
+    with stop_when(stop, signals=not once, until_pid=until_pid):
         rank = os.environ.get(NODE_RANK_ENV, "")
         if leader_only and rank not in ("", "0"):
             click.echo(f"node rank {rank} is not the leader: pushing nothing", err=True)
@@ -254,12 +222,12 @@ def _watch(
     if not run_id:
         raise UsageError("no run id given", hint=f"pass --run-id or set {RUN_ID_ENV}")
     digest = image_digest or os.environ.get(IMAGE_DIGEST_ENV) or None
-    with _Context(*context) as ctx:
-        policy = ctx.policy
-        lineage = _base_lineage(ctx, digest)
+    with _open(*context) as ctx:
+        policy = _policy(ctx)
+        lineage = _base_lineage(ctx.manifest, digest)
         config = WatchConfig(
             directory=directory,
-            repository=ctx.repository(repository),
+            repository=_repository(ctx, repository, "--repository"),
             run_id=run_id,
             layout=layout or (policy.layout if policy is not None else "auto"),
             keep=_retention(policy.keep if policy is not None else None, *keep),
@@ -285,7 +253,7 @@ def _watch(
         )
 
 
-def _base_lineage(ctx: _Context, image_digest: str | None) -> Any:
+def _base_lineage(manifest: Any, image_digest: str | None) -> Any:
     """What every checkpoint of the run shares: pipeline, git commit and image digest."""
     from pydantic import ValidationError
 
@@ -293,12 +261,12 @@ def _base_lineage(ctx: _Context, image_digest: str | None) -> Any:
     from trainops.registry.artifact import Lineage
 
     values: dict[str, Any] = {}
-    if ctx.manifest is not None:
-        values["pipeline"] = ctx.manifest.pipeline.metadata.name
-    if os.environ.get("TRAINOPS_PIPELINE"):
-        values["pipeline"] = os.environ["TRAINOPS_PIPELINE"]
-    if os.environ.get("TRAINOPS_GIT_COMMIT"):
-        values["gitCommit"] = os.environ["TRAINOPS_GIT_COMMIT"]
+    if manifest is not None:
+        values["pipeline"] = manifest.pipeline.metadata.name
+    if os.environ.get(podenv.PIPELINE):
+        values["pipeline"] = os.environ[podenv.PIPELINE]
+    if os.environ.get(podenv.GIT_COMMIT):
+        values["gitCommit"] = os.environ[podenv.GIT_COMMIT]
     if image_digest:
         values["imageDigest"] = image_digest
     try:
@@ -339,55 +307,6 @@ def _printer(output: str) -> Callable[[Any], None]:
     return show
 
 
-@contextlib.contextmanager
-def _stopping(stop: threading.Event, *, signals: bool, until_pid: int | None) -> Iterator[None]:
-    """Set stop on SIGTERM/SIGINT (when signals; a second one interrupts) and when process
-    until_pid exits."""
-    previous: dict[int, Any] = {}
-
-    signalled = threading.Event()
-
-    def handle(_signum: int, _frame: Any) -> None:
-        if signalled.is_set():  # asked twice: stop now (a push cut short publishes nothing)
-            raise KeyboardInterrupt
-        signalled.set()
-        stop.set()
-
-    if signals and threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            previous[signum] = signal.signal(signum, handle)
-    done = threading.Event()
-    if until_pid is not None:
-
-        def poll() -> None:
-            while _alive(until_pid):
-                if done.wait(0.2):
-                    return
-            stop.set()
-
-        threading.Thread(target=poll, name=f"until-pid-{until_pid}", daemon=True).start()
-    try:
-        yield
-    finally:
-        done.set()
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie has exited; it only waits for its parent to reap it
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return fields[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 # -- ls, latest, pull, prune -----------------------------------------------------------------
 
 
@@ -395,12 +314,13 @@ def _alive(pid: int) -> bool:
 @click.argument("repo", required=False)
 @_registry_options
 @output_option
-def ls(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
-    """List the checkpoints of REPO by step: tag, step, run, metrics, created, digest."""
+@wide_option
+def ls(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
+    """List the checkpoints of REPO by step: tag, step, metrics, created, digest (--wide: run too)."""
     from trainops.checkpoint import list_checkpoints
 
-    with _Context(file, env, insecure) as ctx:
-        repository = ctx.repository(repo)
+    with _open(file, env, insecure) as ctx:
+        repository = _repository(ctx, repo)
         infos = list_checkpoints(ctx.registries, repository=repository)
     if output == "json":
         echo_json([_info_json(i) for i in infos])
@@ -410,13 +330,18 @@ def ls(repo: str | None, file: str | None, env: str | None, insecure: bool, outp
         return
     from trainops.cli.output import echo_columns
 
-    rows = [_ckpt_row(i) for i in infos]
-    echo_columns(repository.repo_url, ("tag", "step", "run", "metrics", "created", "digest"), rows)
+    narrow = ("tag", "metrics", "created", "digest")
+    columns = ("tag", "step", "run", "metrics", "created", "digest") if wide else narrow
+    echo_columns(repository.repo_url, columns, [_ckpt_row(i, wide=wide) for i in infos])
 
 
-def _ckpt_row(i: CheckpointInfo) -> tuple[str, ...]:
-    step = "" if i.step is None else str(i.step)
-    return (i.tag, step, i.run_id or "", _metrics_text(i.metrics), i.created or "", i.digest[:19])
+def _ckpt_row(i: CheckpointInfo, *, wide: bool) -> tuple[str, ...]:
+    """One row; narrow: metrics one per line and the time to the minute, so 80 columns hold it."""
+
+    if wide:
+        step = "" if i.step is None else str(i.step)
+        return (i.tag, step, i.run_id or "", _metrics_text(i.metrics), i.created or "", i.digest)
+    return (i.tag, _metrics_text(i.metrics).replace(" ", "\n"), short_time(i.created), i.digest[:19])
 
 
 @ckpt.command("latest")
@@ -428,8 +353,8 @@ def latest(repo: str | None, file: str | None, env: str | None, insecure: bool, 
     from trainops.checkpoint import latest_checkpoint
     from trainops.errors import NotFoundError
 
-    with _Context(file, env, insecure) as ctx:
-        repository = ctx.repository(repo)
+    with _open(file, env, insecure) as ctx:
+        repository = _repository(ctx, repo)
         info = latest_checkpoint(ctx.registries, repository=repository)
     if info is None:
         raise NotFoundError(f"no checkpoint in {repository.repo_url}", hint="`trainops ckpt watch` pushes them")
@@ -465,10 +390,11 @@ def pull(
     if not latest_ and len(args) != 2:
         raise UsageError("usage: trainops ckpt pull REF DEST (or --latest [REPO] DEST)")
     dest = Path(args[-1])
-    with _Context(file, env, insecure) as ctx, transfer_progress(output == "text") as progress:
-        chosen = layout or (ctx.policy.layout if ctx.policy is not None else "auto")
+    with _open(file, env, insecure) as ctx, transfer_progress(output == "text") as progress:
+        policy = _policy(ctx)
+        chosen = layout or (policy.layout if policy is not None else "auto")
         if latest_:
-            repository = ctx.repository(args[0] if len(args) == 2 else None)
+            repository = _repository(ctx, args[0] if len(args) == 2 else None)
             result = restore_latest(
                 ctx.registries, repository=repository, directory=dest, layout=chosen, progress=progress
             )
@@ -514,9 +440,10 @@ def prune(
     from trainops.checkpoint import apply_retention
     from trainops.errors import UsageError
 
-    with _Context(file, env, insecure) as ctx:
-        repository = ctx.repository(repo)
-        keep = _retention(ctx.policy.keep if ctx.policy is not None else None, keep_last, keep_best, metric, mode)
+    with _open(file, env, insecure) as ctx:
+        repository = _repository(ctx, repo)
+        policy = _policy(ctx)
+        keep = _retention(policy.keep if policy is not None else None, keep_last, keep_best, metric, mode)
         if keep is None:
             raise UsageError("no retention policy", hint="pass --keep-last N (and --keep-best K --metric M)")
         removed = apply_retention(ctx.registries, repository=repository, keep=keep, protect=protect, dry_run=dry_run)

@@ -198,7 +198,7 @@ def submit_cmd(
     insecure: bool,
     output: str,
 ) -> None:
-    """Commit the eval Job of CKPT to <spec.gitops.path>/eval in the GitOps repository."""
+    """Commit the eval Job of CKPT to <spec.gitops.path>-eval in the GitOps repository."""
     from trainops.evaluate.cluster import submit_eval
     from trainops.registry.context import Registries
 

@@ -12,14 +12,18 @@ from trainops import __version__
 from trainops.cli import (
     ckpt_cmds,
     eval_cmds,
+    hub_cmds,
     image_cmds,
     manifest_cmds,
     project_cmds,
     registry_cmds,
     release_cmds,
     rollout_cmds,
+    run_cmds,
     train_cmds,
+    ui_cmds,
 )
+from trainops.cli.output import add_verbose
 from trainops.errors import TrainopsError
 
 DEBUG_ENV = "TRAINOPS_DEBUG"
@@ -27,7 +31,7 @@ DEBUG_ENV = "TRAINOPS_DEBUG"
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="trainops")
-@click.option("-v", "--verbose", count=True, help="Say more (repeat for debug logs).")
+@click.option("-v", "--verbose", count=True, help="Say more (repeat for debug logs; also after a command).")
 def cli(verbose: int) -> None:
     """Declarative GitOps for large-model training and inference.
 
@@ -35,7 +39,7 @@ def cli(verbose: int) -> None:
     rollout; trainops carries it out on registries, S3, git and clusters.
     """
     level = logging.WARNING - 10 * verbose if verbose else logging.WARNING
-    logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s: %(message)s", force=True)
 
 
 for _command in (
@@ -45,11 +49,15 @@ for _command in (
     *image_cmds.COMMANDS,
     *train_cmds.COMMANDS,
     *ckpt_cmds.COMMANDS,
+    *run_cmds.COMMANDS,
     *eval_cmds.COMMANDS,
     *release_cmds.COMMANDS,
     *rollout_cmds.COMMANDS,
+    *ui_cmds.COMMANDS,
+    *hub_cmds.COMMANDS,
 ):
     cli.add_command(_command)
+add_verbose(cli)
 
 
 def _debug() -> bool:

@@ -1,4 +1,5 @@
-"""Shared CLI options and printing: `--output json` everywhere a command reports data."""
+"""Shared CLI options and printing: `--output json` everywhere a command reports data, `-v`
+after any command, tables that keep their key data readable at 80 columns (`--wide` for more)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,40 @@ render_out_option = click.option(
 )
 
 
+wide_option = click.option("--wide", is_flag=True, help="Every column, in full (the default table fits 80 columns).")
+
+
+def _bump_verbosity(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
+    """`-v` after a subcommand says more, as it does before it (`trainops push -v …`)."""
+    import logging
+
+    if value:
+        root = logging.getLogger()
+        root.setLevel(max(logging.DEBUG, min(root.level or logging.WARNING, logging.WARNING - 10 * value)))
+    return value
+
+
+verbose_option = click.option(
+    "-v",
+    "--verbose",
+    "verbose",
+    count=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_bump_verbosity,
+    help="Say more (repeat for debug logs).",
+)
+
+
+def add_verbose(command: click.Command) -> None:
+    """Give command and every subcommand the shared -v option (unless it has one)."""
+    if not any("-v" in getattr(p, "opts", ()) for p in command.params):
+        verbose_option(command)
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            add_verbose(sub)
+
+
 def manifest_options(func: F) -> F:
     """-f FILE and --env ENV, the two options of every command that reads trainops.yaml."""
     func = click.option("--env", "env", metavar="ENV", default=None, help="Apply this environment's overlay.")(func)
@@ -50,15 +85,37 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
-def console() -> Any:
-    """A rich console for human output (imported only when a command prints a table)."""
+def console(*, wide: bool = False) -> Any:
+    """A rich console for human output (imported only when a command prints a table).
+
+    On a terminal, its width; piped (CI logs, files), $COLUMNS if set, else 160 columns
+    (or 400 with --wide, so nothing folds)."""
+    import os
     import sys
 
     from rich.console import Console
 
-    # Piped output (CI logs, files) gets a wide fixed width instead of rich's 80 columns.
-    width = None if sys.stdout.isatty() else 160
+    width: int | None = None
+    if not sys.stdout.isatty():
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and not wide else (400 if wide else 160)
     return Console(highlight=False, soft_wrap=False, width=width)
+
+
+def short_time(created: str | None) -> str:
+    """`2026-12-03T15:36:28Z` → `2026-12-03 15:36`, a table's width (--wide shows it whole)."""
+    return (created or "").replace("T", " ")[:16]
+
+
+def table(columns: tuple[str, ...], *, wide: bool) -> Any:
+    """A rich table whose cells fold instead of being cut to `…` (all shown with --wide)."""
+    from rich import box
+    from rich.table import Table
+
+    out = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+    for name in columns:
+        out.add_column(name, overflow="fold", no_wrap=wide)
+    return out
 
 
 def key_values(values: tuple[str, ...], what: str) -> dict[str, str]:
@@ -91,8 +148,14 @@ def command_stdout(output: str) -> Any:
 
 def echo_columns(title: str, headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     """A plain aligned table (title, header, rows): linear in its rows, where a rich table
-    of ten thousand rows takes seconds to lay out. Listings that can be long use it."""
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    of ten thousand rows takes seconds to lay out. Listings that can be long use it.
+
+    A cell with newlines folds onto as many lines as it has (a narrow column of metrics)."""
+    cells = [[c.split("\n") for c in row] for row in rows]
+    widths = [max([len(h), *(len(part) for r in cells for part in r[i])]) for i, h in enumerate(headers)]
     lines = [title, "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    for row in cells:
+        for n in range(max(len(c) for c in row)):
+            parts = [c[n] if n < len(c) else "" for c in row]
+            lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths, strict=True)).rstrip())
     click.echo("\n".join(lines))

@@ -22,6 +22,30 @@ class _Null:
         return lambda _n: None
 
 
+def _binary_column_class() -> Any:
+    from rich.progress import ProgressColumn, Task
+    from rich.text import Text
+
+    from trainops.units import format_size
+
+    class BinaryTransferColumn(ProgressColumn):
+        """`12.0 MiB/1.0 GiB 85.3 MiB/s`: rich's DownloadColumn counts in decimal MB; trainops
+        prints every size in KiB/MiB/GiB."""
+
+        def render(self, task: Task) -> Text:
+            done = format_size(task.completed)
+            total = format_size(task.total) if task.total is not None else "?"
+            speed = f" {format_size(task.speed)}/s" if task.speed else ""
+            return Text(f"{done}/{total}{speed}", style="progress.download")
+
+    return BinaryTransferColumn
+
+
+def binary_transfer_column() -> Any:
+    """A rich progress column: bytes done/total and speed in binary units (format_size)."""
+    return _binary_column_class()()
+
+
 @contextmanager
 def transfer_progress(enabled: bool = True) -> Iterator[Any]:
     """A ProgressSink: rich bars on a TTY, silence otherwise (CI logs, pipes, --output json)."""
@@ -29,20 +53,12 @@ def transfer_progress(enabled: bool = True) -> Iterator[Any]:
         yield _Null()
         return
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (
         TextColumn("{task.description}", table_column=None),
         BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
+        binary_transfer_column(),
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:

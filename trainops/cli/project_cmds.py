@@ -1,4 +1,4 @@
-"""Commands that set up a project: init."""
+"""Commands that set up a project and a shell: init, completion."""
 
 from __future__ import annotations
 
@@ -13,12 +13,19 @@ from trainops.cli.output import echo_json, output_option
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
 @click.option("--name", default=None, help="Pipeline name (default: from the directory name).")
 @click.option("--force", is_flag=True, help="Replace existing files.")
+@click.option(
+    "--ci",
+    type=click.Choice(["github", "gitlab", "none"]),
+    default="github",
+    show_default=True,
+    help="CI system whose workflow runs `trainops ci` on every push.",
+)
 @output_option
-def init(directory: Path, name: str | None, force: bool, output: str) -> None:
-    """Scaffold trainops.yaml, .gitignore and a CI workflow in DIRECTORY."""
+def init(directory: Path, name: str | None, force: bool, ci: str, output: str) -> None:
+    """Scaffold trainops.yaml, .gitignore, a CI workflow and a runnable minimal trainer in DIRECTORY."""
     from trainops.scaffold import init_project
 
-    result = init_project(directory=directory, name=name, force=force)
+    result = init_project(directory=directory, name=name, force=force, ci=ci)
     if output == "json":
         echo_json(
             {
@@ -32,7 +39,29 @@ def init(directory: Path, name: str | None, force: bool, output: str) -> None:
         click.echo(f"wrote   {directory / rel}")
     for rel in result.updated:
         click.echo(f"updated {directory / rel}")
-    click.echo(f"next: edit {directory / 'trainops.yaml'}, then run `trainops validate`")
+    click.echo(
+        f"next: edit {directory / 'trainops.yaml'}, then run `trainops validate`; "
+        "`trainops train run --local --env dev` trains here"
+    )
 
 
-COMMANDS = (init,)
+@click.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL (click's shell completion).
+
+    \b
+    bash:  eval "$(trainops completion bash)"   (in ~/.bashrc)
+    zsh:   eval "$(trainops completion zsh)"    (in ~/.zshrc)
+    fish:  trainops completion fish > ~/.config/fish/completions/trainops.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    root = click.get_current_context().find_root().command
+    cls = get_completion_class(shell)
+    if cls is None:  # pragma: no cover - the choice above lists only shells click has
+        raise click.UsageError(f"no completion for {shell}")
+    click.echo(cls(root, {}, "trainops", "_TRAINOPS_COMPLETE").source())
+
+
+COMMANDS = (init, completion)

@@ -7,8 +7,9 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, key_values, output_option
+from trainops.cli.output import echo_json, key_values, output_option, short_time, wide_option
 from trainops.units import format_size as _size
+from trainops.units import natural_key
 
 KINDS = ("checkpoint", "model", "dataset", "eval", "other")
 
@@ -27,25 +28,24 @@ def _registry_options(func: Any) -> Any:
     return func
 
 
-def _manifest(file: str | None, env: str | None) -> Any:
-    """trainops.yaml (-f, else ./trainops.yaml if present), or None."""
-    path = Path(file) if file else Path("trainops.yaml")
-    if file is None and not path.is_file():
-        return None
-    from trainops.spec import load_manifest
+_no_move_option = click.option(
+    "--no-move",
+    "no_move",
+    is_flag=True,
+    help="Refuse to move a tag that names other content (for tags that must never change, such as releases).",
+)
 
-    return load_manifest(path, env=env)
+
+def _say_moved(tag: str | None, old: str | None, new: str) -> None:
+    """A tag that now names other content says so, on stderr."""
+    if old is not None:
+        click.echo(f"moved tag {tag}: {old} → {new}", err=True)
 
 
 def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
-    from trainops.registry.context import Registries
+    from trainops.registry.context import open_registries
 
-    path = Path(file) if file else Path("trainops.yaml")
-    if file is None and not path.is_file():
-        return Registries(insecure=insecure)
-    from trainops.spec import load_manifest
-
-    return Registries.for_manifest(load_manifest(path, env=env), insecure=insecure)
+    return open_registries(file=file, env=env, insecure=insecure).registries
 
 
 @click.command()
@@ -58,6 +58,7 @@ def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
 @click.option("--metric", "metrics", multiple=True, metavar="K=V", help="A metric (lineage, repeatable).")
 @click.option("--run-id", default=None, help="Run id (lineage).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@_no_move_option
 @_registry_options
 @output_option
 def push(
@@ -70,6 +71,7 @@ def push(
     metrics: tuple[str, ...],
     run_id: str | None,
     jobs: int | None,
+    no_move: bool,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -96,6 +98,12 @@ def push(
             metrics=metric_values,
             parents=store.resolve_parents(registries, [(p, "parent") for p in parents]),
         )
+        model = None
+        if kind == "model" and path.is_dir():  # ModelPack config from the local files, as releases do
+            from trainops.hub.safetensors import model_info
+            from trainops.registry.artifact import ModelConfig
+
+            model = ModelConfig(config=model_info(path).as_config())
         with transfer_progress(output == "text") as progress:
             result = store.push(
                 registries,
@@ -106,6 +114,8 @@ def push(
                 annotations=key_values(annotations, "--annotation"),
                 jobs=jobs,
                 progress=progress,
+                move_tag=not no_move,
+                model=model,
             )
     if output == "json":
         echo_json(
@@ -117,9 +127,11 @@ def push(
                 "bytesSent": result.bytes_sent,
                 "blobsSkipped": result.blobs_skipped,
                 "seconds": round(result.seconds, 3),
+                "movedFrom": result.moved_from,
             }
         )
         return
+    _say_moved(result.ref.tag, result.moved_from, result.digest)
     click.echo(
         f"pushed {result.files} file(s), {_size(result.bytes_total)} "
         f"({_size(result.bytes_sent)} sent, {result.blobs_skipped} blob(s) already there) "
@@ -166,7 +178,12 @@ def pull(
 @click.option("--down", "direction", flag_value="down", help="What came from REF.")
 @click.option("--both", "direction", flag_value="both", help="Both directions.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["tree", "json", "mermaid", "dot"]), default="tree", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["tree", "mermaid", "dot", "json"]),
+    default="tree",
+    show_default=True,
+    help="The text form: an indented tree, or a Mermaid or Graphviz graph (json: same as -o json).",
 )
 @click.option(
     "--registry",
@@ -194,12 +211,13 @@ def lineage(
     full or 7+ hex digits, or HEAD, a branch, a tag: resolved in the manifest's repository).
     A commit's graph always walks down: commit → image → checkpoints → eval reports →
     releases → the rollout commits that served them (with spec.rollout).
-    `-o json` is the same as `--format json`.
     """
+    from trainops.registry.context import open_registries
     from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
 
-    manifest = _manifest(file, env)
-    with _registries(file, env, insecure) as registries:
+    opened = open_registries(file=file, env=env, insecure=insecure)
+    manifest = opened.manifest
+    with opened.registries as registries:
         if ref.startswith("git:"):
             from trainops.serve.lineage import lineage_from_commit
 
@@ -227,7 +245,7 @@ def lineage(
                 direction=direction,  # type: ignore[arg-type]
                 scan=registries.root(scan) if scan else None,
             )
-    if fmt == "json" or output == "json":
+    if output == "json" or fmt == "json":
         echo_json(graph.as_dict())
     else:
         click.echo({"tree": to_tree, "mermaid": to_mermaid, "dot": to_dot}[fmt](graph))
@@ -250,14 +268,23 @@ def registry() -> None:
 )
 @_registry_options
 @output_option
+@wide_option
 def ls(
-    target: str | None, show_all: bool, long_: bool, file: str | None, env: str | None, insecure: bool, output: str
+    target: str | None,
+    show_all: bool,
+    long_: bool,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
+    wide: bool,
 ) -> None:
     """List repositories of a registry (URL, default: the manifest's), or the tags of REPO."""
     from trainops.registry import store
 
     with _registries(file, env, insecure) as registries:
         listing = store.ls(registries, target=target, records=show_all, details=long_)
+    listing.tags.sort(key=lambda t: natural_key(t.tag))
     if output == "json":
         from dataclasses import asdict
 
@@ -272,7 +299,16 @@ def ls(
         return
     from trainops.cli.output import echo_columns
 
-    rows = [(t.tag, t.kind or "", t.created or "", _size(t.size or 0), (t.digest or "")[:19]) for t in listing.tags]
+    rows = [
+        (
+            t.tag,
+            t.kind or "",
+            (t.created or "") if wide else short_time(t.created),
+            _size(t.size or 0),
+            (t.digest or "") if wide else (t.digest or "")[:19],
+        )
+        for t in listing.tags
+    ]
     echo_columns(listing.repository, ("tag", "kind", "created", "size", "digest"), rows)
     if listing.pruned_records:
         click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
@@ -283,51 +319,95 @@ def ls(
 @_registry_options
 @output_option
 def show(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
-    """Show an artifact: files, sizes, digests, kind, annotations, lineage and referrers."""
-    from trainops.registry.inspect import show as show_artifact
+    """Show an artifact: files, sizes, digests, kind, annotations, lineage and referrers;
+    for a model or checkpoint also its tensors (read from the safetensors headers only)."""
+    from trainops.hub.tensors import show as show_artifact
 
     with _registries(file, env, insecure) as registries:
-        info = show_artifact(registries, ref=registries.ref(ref))
+        shown = show_artifact(registries, ref=registries.ref(ref))
     if output == "json":
-        echo_json(info.as_dict())
+        echo_json(shown.as_dict())
         return
-    out = [
-        f"{info.ref}",
-        f"  kind:     {info.kind} ({info.artifact_type or info.media_type})",
-        f"  created:  {info.created or '-'}",
-        f"  size:     {_size(info.size)} in {len(info.files)} file(s)",
+    lines = _show_lines(shown.info)
+    if shown.tensors is not None:
+        lines.extend(_tensor_lines(shown.tensors))
+    click.echo("\n".join(lines))
+
+
+_LINEAGE_LABELS = {
+    "pipeline": "pipeline",
+    "runId": "run",
+    "step": "step",
+    "metrics": "metrics",
+    "gitCommit": "commit",
+    "gitRepo": "git repo",
+    "imageDigest": "image",
+}
+
+
+def _show_lines(info: Any) -> list[str]:
+    """`registry show` for people: aligned fields, values as text, each said once."""
+    fields: list[tuple[str, str]] = [
+        ("digest", info.digest),
+        ("kind", f"{info.kind} ({info.artifact_type or info.media_type})"),
+        ("created", info.created or "-"),
+        ("size", f"{_size(info.size)} in {len(info.files)} file(s)"),
     ]
     for key, value in info.lineage.items():
-        if value not in ({}, [], None):
-            out.append(f"  {key + ':':<9} {value}")
+        if value in ({}, [], None):
+            continue
+        text = " ".join(f"{k}={v:g}" for k, v in sorted(value.items())) if isinstance(value, dict) else str(value)
+        fields.append((_LINEAGE_LABELS.get(key, key), text))
     for parent in info.parents:
-        out.append(f"  parent:   {parent['relation']} {parent['ref']}@{parent['digest'][:19]}")
+        relation = "" if parent["relation"] == "parent" else f" ({parent['relation']})"
+        fields.append(("parent", f"{parent['ref']}@{parent['digest'][:19]}{relation}"))
     if info.subject:
-        out.append(f"  subject:  {info.subject}")
-    for key, value in info.annotations.items():
-        out.append(f"  @{key}={value}")
+        fields.append(("subject", info.subject))
+    out = [info.ref] + [f"  {name + ':':<10}{value}" for name, value in fields]
+    if info.annotations:
+        out.append("  annotations:")
+        out += [f"    {key} = {value}" for key, value in info.annotations.items()]
     out.append("  files:")
-    for f in info.files:
-        out.append(f"    {f.digest[:19]}  {_size(f.size):>10}  {f.path}")
-    for r in info.referrers:
-        out.append(f"  referrer: {r['kind']} {r['digest'][:19]}")
-    click.echo("\n".join(out))
+    out += [f"    {f.digest[:19]}  {_size(f.size):>10}  {f.path}" for f in info.files]
+    if info.referrers:
+        out.append("  referrers:")
+        out += [f"    {r['kind']:<10}{r['digest'][:19]}" for r in info.referrers]
+    return out
+
+
+def _tensor_lines(t: Any) -> list[str]:
+    dtypes = ", ".join(f"{name} {count:,}" for name, count in t.dtypes.items())
+    lines = [
+        f"  tensors:  {t.tensors:,} in {t.files} safetensors file(s), {t.parameters:,} parameters",
+        f"  dtypes:   {dtypes}",
+        f"  (read {_size(t.header_bytes)} of headers, not the {_size(t.bytes_total)} of tensors)",
+        "  shapes (most parameters first):",
+    ]
+    for s in t.shapes:
+        shape = "×".join(str(d) for d in s.shape) or "scalar"
+        lines.append(f"    {s.tensors:>5} × {s.dtype:<5} {shape:<24} {s.parameters:>15,} params")
+    lines.extend(f"  unreadable: {reason}" for reason in t.unreadable.values())
+    return lines
 
 
 @registry.command("tag")
 @click.argument("src")
 @click.argument("dst")
+@_no_move_option
 @_registry_options
 @output_option
-def tag(src: str, dst: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+def tag(src: str, dst: str, no_move: bool, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Point tag DST at the artifact SRC (copying it if DST is another repository)."""
     from trainops.registry import store
 
     with _registries(file, env, insecure) as registries:
-        result = store.tag(registries, src=registries.ref(src), dst=registries.ref(dst))
+        result = store.tag(registries, src=registries.ref(src), dst=registries.ref(dst), move_tag=not no_move)
     if output == "json":
-        echo_json({"src": str(result.src), "dst": str(result.dst), "digest": result.digest})
+        echo_json(
+            {"src": str(result.src), "dst": str(result.dst), "digest": result.digest, "movedFrom": result.moved_from}
+        )
     else:
+        _say_moved(result.dst.tag, result.moved_from, result.digest)
         click.echo(f"{result.dst}")
 
 
@@ -335,15 +415,32 @@ def tag(src: str, dst: str, file: str | None, env: str | None, insecure: bool, o
 @click.argument("src")
 @click.argument("dst")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@_no_move_option
 @_registry_options
 @output_option
-def copy(src: str, dst: str, jobs: int | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+def copy(
+    src: str,
+    dst: str,
+    jobs: int | None,
+    no_move: bool,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
     """Copy an artifact between any two registries (file, oci, s3); its digest is unchanged."""
     from trainops.cli.progress import transfer_progress
     from trainops.registry import store
 
     with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
-        result = store.copy(registries, src=registries.ref(src), dst=registries.ref(dst), jobs=jobs, progress=progress)
+        result = store.copy(
+            registries,
+            src=registries.ref(src),
+            dst=registries.ref(dst),
+            jobs=jobs,
+            progress=progress,
+            move_tag=not no_move,
+        )
     if output == "json":
         echo_json(
             {
@@ -353,9 +450,11 @@ def copy(src: str, dst: str, jobs: int | None, file: str | None, env: str | None
                 "blobsCopied": result.blobs_copied,
                 "blobsSkipped": result.blobs_skipped,
                 "bytesCopied": result.bytes_copied,
+                "movedFrom": result.moved_from,
             }
         )
         return
+    _say_moved(result.dst.tag, result.moved_from, result.digest)
     click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there)")
 
 

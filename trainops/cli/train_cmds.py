@@ -32,6 +32,16 @@ def _run_id(run_id: str | None, prefix: str) -> str:
     return check_run_id(run_id) if run_id else new_run_id(prefix)
 
 
+def _announcer(output: str) -> Any:
+    """A line on stderr per checkpoint pushed (text output only)."""
+
+    def announce(item: Any) -> None:
+        if output == "text":
+            click.echo(f"trainops: pushed {item.name} (step {item.step}) → {item.ref}", err=True)
+
+    return announce
+
+
 @click.group()
 def train() -> None:
     """Training: render the scheduler job, submit it through GitOps, or run it locally."""
@@ -43,8 +53,9 @@ def train() -> None:
 @_image_option
 @_run_id_option
 @_insecure_option
+@output_option
 def render_cmd(
-    file: str, env: str | None, out: Path | None, image: str | None, run_id: str | None, insecure: bool
+    file: str, env: str | None, out: Path | None, image: str | None, run_id: str | None, insecure: bool, output: str
 ) -> None:
     """Render the training job (and the tenants' queues) for the manifest's scheduler."""
     manifest = _load(file, env)
@@ -52,11 +63,18 @@ def render_cmd(
     if out is None:
         from trainops.pipeline.submit import render_text
 
-        click.echo(render_text(manifest, run_id=rid, image=image, insecure=insecure), nl=False)
+        rendered = render_text(manifest, run_id=rid, image=image, insecure=insecure)
+        if output == "json":
+            echo_json(rendered.as_dict())
+        else:
+            click.echo(rendered.text, nl=False)
         return
     from trainops.pipeline.submit import render_tree
 
     result = render_tree(manifest, out=out, run_id=rid, image=image, insecure=insecure)
+    if output == "json":
+        echo_json(result.as_dict())
+        return
     click.echo(
         f"rendered {len(result.files)} files into {result.directory} (run {result.run_id}, image {result.image})"
     )
@@ -79,6 +97,8 @@ def submit_cmd(file: str, env: str | None, image: str | None, run_id: str | None
     if output == "json":
         echo_json(result.as_dict())
         return
+    if result.job_id:
+        click.echo(f"submitted run {result.run_id} as Slurm job {result.job_id}")
     if not result.changed:
         click.echo(f"{result.repo} {result.branch}:{result.path} already holds this render; nothing committed")
         return
@@ -91,7 +111,13 @@ def submit_cmd(file: str, env: str | None, image: str | None, run_id: str | None
 
 @train.command("run")
 @manifest_options
-@click.option("--local", "local", is_flag=True, required=True, help="Run here, in a subprocess (the only mode yet).")
+@click.option("--local", "mode", flag_value="local", help="Run here, in a subprocess.")
+@click.option(
+    "--slurm",
+    "mode",
+    flag_value="slurm",
+    help="Supervise a Slurm job from its batch host (what the bare-metal sbatch script runs).",
+)
 @_run_id_option
 @click.option(
     "--ckpt-dir",
@@ -114,7 +140,7 @@ def submit_cmd(file: str, env: str | None, image: str | None, run_id: str | None
 def run_cmd(
     file: str,
     env: str | None,
-    local: bool,
+    mode: str | None,
     run_id: str | None,
     ckpt_dir: Path | None,
     image: str | None,
@@ -126,22 +152,26 @@ def run_cmd(
     """Run train.command here with a pod's environment; push each complete checkpoint.
 
     With checkpoint.resume: latest it first pulls the newest checkpoint from the registry
-    unless the checkpoint directory already holds one at least as new. Exits with the
-    training command's exit code.
+    unless the checkpoint directory already holds one at least as new. When the training
+    command fails, trainops exits 9 and prints the command's own status. With --slurm
+    (inside a job) the command runs on every node with srun, hangs are detected and the job
+    is requeued on the time-limit signal.
     """
     from trainops.pipeline.local import run_local
 
+    if mode is None:
+        raise click.UsageError("pass --local (run here) or --slurm (inside a Slurm job)")
     manifest = _load(file, env)
+    if mode == "slurm":
+        _run_slurm(manifest, run_id=run_id, ckpt_dir=ckpt_dir, interval=interval, insecure=insecure, output=output)
+        return
     pinned = None
     if image:
-        from trainops.pipeline.context import registries_for, resolve_image
+        from trainops.pipeline.context import resolve_image
+        from trainops.registry.context import Registries
 
-        with registries_for(manifest, insecure=insecure) as registries:
+        with Registries.for_manifest(manifest, insecure=insecure) as registries:
             pinned = resolve_image(manifest, registries, image=image)
-
-    def announce(item: Any) -> None:
-        if output == "text":
-            click.echo(f"trainops: pushed {item.name} (step {item.step}) → {item.ref}", err=True)
 
     result = run_local(
         manifest,
@@ -150,7 +180,7 @@ def run_cmd(
         image=pinned,
         interval=interval,
         insecure=insecure,
-        on_push=announce,
+        on_push=_announcer(output),
         env_overrides=key_values(setenv, "-e"),
         command_stdout=sys.stderr if output == "json" else None,
     )
@@ -174,8 +204,15 @@ def run_cmd(
             err=True,
         )
     if result.exit_code:
-        sys.stdout.flush()
-        raise click.exceptions.Exit(result.exit_code)
+        from trainops.errors import CommandFailedError
+        from trainops.supervise import status_text
+
+        raise CommandFailedError(
+            f"train.command {status_text(result.exit_code)} (run {result.run_id}); "
+            f"{len(result.pushed)} checkpoint(s) pushed to {result.repository}",
+            status=result.exit_code,
+            hint="its output above says why; run again to resume from the newest checkpoint",
+        )
     if result.final_scan_failed:
         from trainops.errors import RemoteError
 
@@ -183,6 +220,91 @@ def run_cmd(
             f"training finished but its last checkpoints could not be pushed to {result.repository}",
             hint=f"`trainops ckpt watch {result.checkpoint_dir} --once --run-id {result.run_id}` pushes them",
         )
+
+
+def _run_slurm(
+    manifest: Any, *, run_id: str | None, ckpt_dir: Path | None, interval: float, insecure: bool, output: str
+) -> None:
+    from trainops.pipeline.slurm import run_slurm
+
+    if not run_id or ckpt_dir is None:
+        raise click.UsageError("--slurm needs --run-id and --ckpt-dir (the sbatch script passes them)")
+
+    result = run_slurm(
+        manifest,
+        run_id=_run_id(run_id, "run"),
+        ckpt_dir=ckpt_dir,
+        interval=interval,
+        insecure=insecure,
+        on_push=_announcer("text"),  # the job's output file keeps a line per push
+        command_stdout=sys.stderr if output == "json" else None,
+    )
+    if output == "json":
+        echo_json(result.as_dict())
+        return
+    run = result.run
+    where = f"restored {run.restored}" if run.restored else f"nothing restored ({run.restore_note})"
+    click.echo(f"trainops: run {run.run_id}: {where}", err=True)
+    if run.resumed_from:
+        click.echo(f"trainops: resumed from {run.resumed_from.ref}", err=True)
+    click.echo(
+        f"trainops: job {result.job_id} start {result.restart}: {result.action} ({result.reason}); "
+        f"{len(run.pushed)} checkpoint(s) pushed to {run.repository}",
+        err=True,
+    )
+
+
+@train.command("status")
+@manifest_options
+@click.argument("run_id", metavar="[RUN]", required=False)
+@output_option
+def status_cmd(file: str, env: str | None, run_id: str | None, output: str) -> None:
+    """The Slurm job of RUN (default: of every run submitted from here): state, reason, restarts."""
+    from trainops.slurm.jobs import job_status
+
+    statuses = job_status(_load(file, env), run_id=run_id)
+    if output == "json":
+        echo_json(statuses[0].as_dict() if run_id else [s.as_dict() for s in statuses])
+        return
+    if not statuses:
+        click.echo("no runs submitted from here (trainops train submit)")
+        return
+    for item in statuses:
+        reason = f" ({item.reason})" if item.reason else ""
+        click.echo(f"{item.run_id}  job {item.job_id}  {item.state}{reason}  restarts {item.restarts}")
+        details = [("nodes", item.nodes), ("exit", item.exit_code), ("note", item.comment), ("log", item.stdout)]
+        for key, value in details:
+            if value:
+                click.echo(f"  {key:<6}{value}")
+
+
+@train.command("logs")
+@manifest_options
+@click.argument("run_id", metavar="RUN")
+def logs_cmd(file: str, env: str | None, run_id: str) -> None:
+    """Print the output of RUN's Slurm job (every start of it: requeues append)."""
+    from trainops.slurm.jobs import job_logs
+
+    result = job_logs(_load(file, env), run_id=run_id)
+    if result.text is None:
+        click.echo(f"job {result.job_id} has written no output yet ({result.path or 'no output file'})", err=True)
+        return
+    click.echo(result.text, nl=False)
+
+
+@train.command("cancel")
+@manifest_options
+@click.argument("run_id", metavar="RUN")
+@output_option
+def cancel_cmd(file: str, env: str | None, run_id: str, output: str) -> None:
+    """Cancel RUN's Slurm job (SIGTERM: the trainer saves and the last checkpoint is pushed)."""
+    from trainops.slurm.jobs import cancel_job
+
+    result = cancel_job(_load(file, env), run_id=run_id)
+    if output == "json":
+        echo_json(result.as_dict())
+        return
+    click.echo(f"cancelled job {result.job_id} of run {result.run_id} (now {result.state})")
 
 
 COMMANDS: list[click.Command] = [train]

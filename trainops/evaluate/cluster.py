@@ -1,11 +1,12 @@
 """`trainops eval render` and `eval submit`: the eval as a Kubernetes Job (see
 trainops.render.evaljob), validated strictly like the training targets, printed or
-committed to `<spec.gitops.path>/eval` in the GitOps repository.
+committed to `<spec.gitops.path>-eval` in the GitOps repository.
 
 The checkpoint is resolved to its digest and the image pinned when rendering: eval.image,
 else the training image (train.image, else the one built for HEAD, as `train render`
-finds it), else --image. Committing replaces `<path>/eval` as a whole (the previous eval
-Job leaves with it); a `train submit` replaces `<path>` and so removes it too.
+finds it), else --image. Committing replaces `<path>-eval` as a whole (the previous eval Job leaves
+with it). It sits beside `<path>`, not in it, because `train submit` replaces `<path>` as a
+whole (serving lives in `<path>-serve` for the same reason).
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ def render_eval(
     train = pipeline.spec.train
     if train is None:
         raise InputError(f"{manifest.path} has no train section", hint="the eval Job runs where training runs")
+    if train.scheduler in ("local", "slurm"):
+        raise InputError(
+            f"train.scheduler is {train.scheduler}: there is no Kubernetes cluster to render an eval Job for",
+            hint="run `trainops eval run` where the checkpoint can be pulled (on Slurm: in a job step)",
+        )
     found = resolve_checkpoint(registries, manifest=manifest, which=checkpoint or spec.checkpoint)
     pinned = pin_image(_image(manifest, registries, image), field="image")
     job = EvalJobInput(
@@ -130,7 +136,7 @@ def render_eval(
 def submit_eval(
     *, manifest: Manifest, registries: Registries, checkpoint: str | None, run_id: str, image: str | None = None
 ) -> EvalSubmitResult:
-    """Commit the eval Job to `<spec.gitops.path>/eval` with trailers and push it."""
+    """Commit the eval Job to `<spec.gitops.path>-eval` with trailers and push it."""
     from trainops.gitops import write_tree
     from trainops.pipeline.submit import gitops_url
 
@@ -142,7 +148,7 @@ def submit_eval(
     result = write_tree(
         repo=repo,
         branch=gitops.branch,
-        path=f"{gitops.path}/{EVAL_DIR}",
+        path=f"{gitops.path.rstrip('/')}-{EVAL_DIR}",
         files={item.path: item.text for item in made.rendered.files},
         message=f"eval {name}: {made.checkpoint.rsplit('/', 1)[-1].split('@')[0]} ({made.run_id})",
         trailers={

@@ -23,10 +23,8 @@ from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved, bytes_source, resolve, upload_if_missing
 
-REPORT_MEDIA_TYPE = "application/vnd.trainops.eval.report.v1+json"
+REPORT_MEDIA_TYPE = media.EVAL_REPORT
 REPORT_FILE = "eval-report.json"
-A_PASSED = "dev.trainops.eval.passed"  # "true" | "false"
-A_CHECKPOINT = "dev.trainops.eval.checkpoint"  # the evaluated checkpoint, ref@sha256:…
 MAX_REPORT = 16 * 1024 * 1024
 
 
@@ -72,9 +70,7 @@ class EvalEntry:
         return {"ref": self.ref, "digest": self.digest, **body}
 
 
-def push_report(
-    registries: Registries, *, checkpoint: Resolved, report: EvalReport, lineage: Lineage
-) -> Reference:
+def push_report(registries: Registries, *, checkpoint: Resolved, report: EvalReport, lineage: Lineage) -> Reference:
     """Push the report beside the checkpoint with the checkpoint as subject; its pinned ref."""
     repo = checkpoint.ref.with_tag(None).with_digest(None)
     backend = registries.backend(repo)
@@ -91,7 +87,10 @@ def push_report(
         layers=[layer],
         created=report.ended,
         lineage=lineage,
-        annotations={A_PASSED: "true" if report.passed else "false", A_CHECKPOINT: report.checkpoint},
+        annotations={
+            media.A_EVAL_PASSED: "true" if report.passed else "false",
+            media.A_EVAL_CHECKPOINT: report.checkpoint,
+        },
         subject=Descriptor(checkpoint.manifest.media_type, checkpoint.manifest.digest, len(checkpoint.manifest.data)),
     )
     backend.put_manifest(repo.repository, manifest)

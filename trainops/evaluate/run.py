@@ -163,12 +163,12 @@ def require_passed(result: EvalResult) -> None:
 
 
 def _run_command(spec: EvalSpec, *, cwd: Path, env: dict[str, str], stdout: int | IO[Any] | None) -> None:
-    from trainops.pipeline.local import _supervise  # the one process supervisor (issue 9 moves it)
+    from trainops.supervise import run_command  # the one process supervisor
 
     timeout = duration_seconds(spec.timeout) if spec.timeout else None
     started = time.monotonic()
     try:
-        code = _supervise(
+        code = run_command(
             list(spec.command),
             cwd=cwd,
             env=env,
@@ -178,7 +178,7 @@ def _run_command(spec: EvalSpec, *, cwd: Path, env: dict[str, str], stdout: int 
             timeout=timeout,
             group=True,
             what="eval.command",
-        )
+        ).code
     except subprocess.TimeoutExpired:
         raise CommandFailedError(
             f"eval.command timed out after {spec.timeout} (eval.timeout); its process group was killed",

@@ -3,9 +3,7 @@ or a reference — resolved to a pinned checkpoint in the registry."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from trainops.checkpoint.catalog import CheckpointInfo, latest_checkpoint, list_checkpoints
+from trainops.checkpoint.catalog import best_checkpoint, latest_checkpoint
 from trainops.errors import InputError, NotFoundError
 from trainops.registry.context import Registries
 from trainops.registry.reference import TAG_RE, Reference
@@ -16,10 +14,10 @@ WORDS = ("latest", "best")
 
 
 def checkpoint_repository(manifest: Manifest, registries: Registries) -> Reference:
-    """The checkpoint repository of the manifest (train.checkpoint.repository or the default)."""
-    spec = manifest.pipeline.spec
-    override = spec.train.checkpoint.repository if spec.train is not None else None
-    return registries.ref(spec.repository(manifest.pipeline.metadata.name, "checkpoints", override))
+    """The manifest's checkpoint repository, by the one rule of trainops.checkpoint.catalog."""
+    from trainops.checkpoint.catalog import checkpoint_repository as resolve_repository
+
+    return resolve_repository(registries, manifest=manifest)
 
 
 def ranking(manifest: Manifest) -> tuple[str, str]:
@@ -31,17 +29,6 @@ def ranking(manifest: Manifest) -> tuple[str, str]:
             "`best` needs a metric to rank checkpoints", hint="set train.checkpoint.keep.metric, or name a checkpoint"
         )
     return metric, train.checkpoint.keep.mode
-
-
-def best_of(
-    infos: list[CheckpointInfo], *, metric: str, mode: str, value: Callable[[CheckpointInfo], float | None]
-) -> CheckpointInfo | None:
-    """The best checkpoint by value(info) (min or max); ties go to the newest step."""
-    scored = [(v, info) for info in infos if (v := value(info)) is not None]
-    if not scored:
-        return None
-    sign = 1.0 if mode == "min" else -1.0
-    return min(scored, key=lambda item: (sign * item[0], -(item[1].step or 0)))[1]
 
 
 def resolve_checkpoint(registries: Registries, *, manifest: Manifest, which: str) -> Resolved:
@@ -59,12 +46,7 @@ def resolve_checkpoint(registries: Registries, *, manifest: Manifest, which: str
         found = latest_checkpoint(registries, repository=repository)
     else:
         metric, mode = ranking(manifest)
-        found = best_of(
-            list_checkpoints(registries, repository=repository),
-            metric=metric,
-            mode=mode,
-            value=lambda info: info.metrics.get(metric),
-        )
+        found = best_checkpoint(registries, repository=repository, metric=metric, mode=mode)
     if found is None:
         raise NotFoundError(
             f"no {which} checkpoint in {repository.repo_url}",

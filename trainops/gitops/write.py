@@ -23,8 +23,6 @@ reason; the remote is unchanged, since a refused push updates no ref.
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,6 +33,7 @@ from trainops.gitops.paths import check_directory, check_files
 from trainops.gitops.read import files_at
 from trainops.gitops.remote import Remote, parse_remote
 from trainops.gitops.scratch import Scratch
+from trainops.retry import Backoff, RetryPolicy
 
 _REGULAR = "100644"
 _EXECUTABLE = "100755"
@@ -132,8 +131,11 @@ def write_tree(
             )
 
         attempts = 0
+        backoff = Backoff(
+            f"push to {branch} of {remote.display}",
+            policy=RetryPolicy(attempts=max_attempts, base=0.1, cap=5.0, jitter=1.0),
+        )
         while True:
-            started = time.monotonic()
             base = scratch.fetch_tip(branch)
             if guard is not None and not guard(files_at(scratch, base, directory) if base else {}):
                 return replace(result(None, attempts, []), stale=True)
@@ -145,22 +147,11 @@ def write_tree(
             attempts += 1
             if scratch.push(commit, branch, base):
                 return result(commit, attempts, staged.removed)
-            if attempts >= max_attempts:
+            if not backoff.wait("another writer pushed first; re-applying on the new tip"):
                 raise RemoteError(
                     f"{branch} of {remote.display} kept moving: {attempts} pushes were each beaten by another writer",
                     hint="retry in a moment, or allow more attempts if many writers share the branch",
                 )
-            time.sleep(_backoff(attempts, time.monotonic() - started))
-
-
-def _backoff(attempt: int, took: float) -> float:
-    """Seconds to wait before attempt ``attempt + 1``, after one that took ``took`` seconds.
-
-    Uniform below a ceiling that starts at one attempt's duration (at least 0.1s) and
-    doubles, up to 5s: full jitter spreads writers that collided apart instead of moving
-    them together, and scaling with the attempt time fits a slow remote as well as a local one.
-    """
-    return random.uniform(0.0, min(5.0, max(0.1, took) * 2.0 ** (attempt - 1)))
 
 
 def _ensure_local(scratch: Scratch, remote: Remote, directory: Path, branch: str, create: bool) -> None:

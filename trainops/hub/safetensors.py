@@ -16,6 +16,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from trainops.errors import InputError
 
 MAX_HEADER = 100 * 1024 * 1024  # bytes; the upstream library refuses larger headers too
 METADATA_KEY = "__metadata__"
+MAX_CONFIG = 16 * 1024 * 1024  # bytes of config.json read for the architecture
 
 # Bits per element of every dtype the safetensors format defines.
 DTYPE_BITS: dict[str, int] = {
@@ -132,7 +134,9 @@ def read_header(read_at: ReadAt, *, size: int, name: str) -> SafetensorsHeader:
     if len(raw) != length:
         raise _bad(name, f"header truncated: read {len(raw)} of {length} bytes")
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique)
+    except _Duplicate as dup:
+        raise _bad(name, f"the header names {dup.key!r} twice") from None
     except (UnicodeDecodeError, ValueError) as err:
         raise _bad(name, f"the header is not JSON ({str(err).splitlines()[0][:120]})") from None
     if not isinstance(doc, dict):
@@ -141,6 +145,22 @@ def read_header(read_at: ReadAt, *, size: int, name: str) -> SafetensorsHeader:
     tensors = {key: _tensor(key, value, name) for key, value in doc.items()}
     _check_layout(tensors, data_size=size - 8 - length, name=name)
     return SafetensorsHeader(name=name, size=size, header_size=length, tensors=tensors, metadata=metadata)
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique (a repeated tensor name could hide a tensor)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(key)
+        out[key] = value
+    return out
 
 
 def _metadata(value: Any, name: str) -> dict[str, str]:
@@ -245,20 +265,20 @@ def param_size(count: int) -> str:
     return f"{max(count, 100) / 1000:.1f}k" if count else "0k"  # the spec's smallest: 0.1k
 
 
-def _format_of(files: list[Path]) -> str | None:
-    for name, patterns in _FORMATS:
-        if any(f.match(p) for f in files for p in patterns):
-            return name
+def _format_of(names: list[str]) -> str | None:
+    for fmt, patterns in _FORMATS:
+        if any(fnmatch(name.rsplit("/", 1)[-1], p) for name in names for p in patterns):
+            return fmt
     return None
 
 
-def _architecture(directory: Path) -> str | None:
-    config = directory / "config.json"
-    if not config.is_file() or config.stat().st_size > 16 * 1024 * 1024:
+def architecture_of(config: bytes | None) -> str | None:
+    """`architectures[0]`, else `model_type`, of a config.json's bytes (None if unreadable)."""
+    if config is None or len(config) > MAX_CONFIG:
         return None
     try:
-        doc = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        doc = json.loads(config.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
         return None
     if not isinstance(doc, dict):
         return None
@@ -269,23 +289,30 @@ def _architecture(directory: Path) -> str | None:
     return kind if isinstance(kind, str) and kind else None
 
 
-def model_info(directory: Path) -> ModelInfo:
-    """Format by the files, parameters and precision from the safetensors headers (never the
-    tensors), architecture from config.json."""
-    files = sorted(p for p in directory.rglob("*") if p.is_file())
-    fmt = _format_of(files)
+def summarize(names: list[str], headers: list[SafetensorsHeader], config: bytes | None) -> ModelInfo:
+    """ModelInfo from a model's file names, its safetensors headers and its config.json."""
     counts: Counter[str] = Counter()
-    for path in (f for f in files if f.suffix == ".safetensors"):
-        counts.update(read_file_header(path).dtypes)
+    for header in headers:
+        counts.update(header.dtypes)
     total = sum(counts.values())
     precision = None
     if counts:
         dominant = max(sorted(counts), key=lambda d: counts[d])
         precision = PRECISION_NAMES.get(dominant, dominant.lower())
     return ModelInfo(
-        format=fmt,
+        format=_format_of(names),
         param_size=param_size(total) if counts else None,
         precision=precision,
-        architecture=_architecture(directory),
+        architecture=architecture_of(config),
         parameter_count=total if counts else None,
     )
+
+
+def model_info(directory: Path) -> ModelInfo:
+    """Format by the files, parameters and precision from the safetensors headers (never the
+    tensors), architecture from config.json."""
+    files = sorted(p for p in directory.rglob("*") if p.is_file())
+    headers = [read_file_header(path) for path in files if path.suffix == ".safetensors"]
+    config = directory / "config.json"
+    raw = config.read_bytes() if config.is_file() and config.stat().st_size <= MAX_CONFIG else None
+    return summarize([p.relative_to(directory).as_posix() for p in files], headers, raw)

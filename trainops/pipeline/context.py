@@ -1,5 +1,6 @@
-"""What every stage of a run needs from the manifest: registries, the checkpoint repository,
-the pinned training image, and a run id."""
+"""What every stage of a run needs from the manifest: the train section, the pinned training
+image, and a run id (registries: `Registries.for_manifest`; the checkpoint repository:
+`trainops.checkpoint.catalog.checkpoint_repository`)."""
 
 from __future__ import annotations
 
@@ -15,30 +16,11 @@ from trainops.spec import Manifest
 from trainops.spec.stages import TrainSpec
 
 
-def registries_for(manifest: Manifest, *, insecure: bool = False) -> Registries:
-    return Registries.for_manifest(manifest, insecure=insecure)
-
-
 def train_spec(manifest: Manifest) -> TrainSpec:
     train = manifest.pipeline.spec.train
     if train is None:
         raise InputError(f"{manifest.path} has no train section", hint="add spec.train (command, scheduler, nodes)")
     return train
-
-
-def checkpoint_repository(manifest: Manifest, registries: Registries) -> Reference:
-    """train.checkpoint.repository, else <spec.registry>/<metadata.name>/checkpoints."""
-    train = train_spec(manifest)
-    text = manifest.pipeline.spec.repository(
-        manifest.pipeline.metadata.name, "checkpoints", train.checkpoint.repository
-    )
-    ref = registries.ref(text)
-    if ref.tag or ref.digest:
-        raise InputError(
-            f"train.checkpoint.repository {text!r} names a tag or digest",
-            hint="name the repository only; checkpoints are tagged step-N",
-        )
-    return ref
 
 
 def new_run_id(prefix: str = "run") -> str:

@@ -19,28 +19,24 @@ behind, and the watcher never pushes it.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import socket
-import subprocess
-import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
+from trainops import podenv
 from trainops.errors import InputError, TrainopsError
-from trainops.pipeline.context import checkpoint_repository, registries_for, train_spec
-from trainops.registry.artifact import Lineage, Parent
+from trainops.pipeline.context import cluster_image, train_spec
+from trainops.registry.artifact import Environment, Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
 from trainops.spec import Manifest
+from trainops.supervise import Supervision, run_command
 
 if TYPE_CHECKING:
-    from trainops.checkpoint import PushedCheckpoint
+    from trainops.checkpoint import PushedCheckpoint, Watcher
 
 
 @dataclass(frozen=True)
@@ -56,6 +52,8 @@ class LocalRunResult:
     watcher_errors: list[str] = field(default_factory=list)
     final_scan_failed: bool = False  # the last checkpoints may not be in the registry
     missing_secret_env: list[str] = field(default_factory=list)
+    signal: str | None = None  # the first signal passed on to the command (SIGTERM, SIGUSR1, …)
+    stopped: str | None = None  # why the watchdog stopped the command (a hang), if it did
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +68,8 @@ class LocalRunResult:
             "watcherErrors": self.watcher_errors,
             "finalScanFailed": self.final_scan_failed,
             "missingSecretEnv": self.missing_secret_env,
+            "signal": self.signal,
+            "stopped": self.stopped,
         }
 
 
@@ -109,17 +109,8 @@ def local_environment(
     )
     env = dict(base)
     env.update((name, value) for name, value in contract if value)  # no image is known for a local run
-    env.update(
-        RANK="0",
-        LOCAL_RANK="0",
-        NODE_RANK="0",
-        GROUP_RANK="0",
-        TRAINOPS_NODE_RANK="0",
-        WORLD_SIZE="1",
-        LOCAL_WORLD_SIZE="1",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(_free_port()),
-    )
+    env.update(podenv.LOCAL_RANKS)
+    env["MASTER_PORT"] = str(_free_port())
     env.update(overrides or {})
     missing = sorted(name for name in train.secret_env if name not in base)
     return env, missing
@@ -128,6 +119,95 @@ def local_environment(
 def default_checkpoint_dir(manifest: Manifest) -> Path:
     """Where a local run keeps its checkpoints: stable, so a restarted run resumes from them."""
     return manifest.root / ".trainops" / "runs" / manifest.pipeline.metadata.name / "checkpoints"
+
+
+@dataclass(frozen=True)
+class _Restored:
+    ref: str | None
+    note: str
+
+
+def _restore(
+    manifest: Manifest,
+    registries: Registries,
+    *,
+    repository: Reference,
+    directory: Path,
+    run_id: str,
+    progress: ProgressSink | None,
+) -> _Restored:
+    """Step 1: bring the checkpoint to resume from into the directory (checkpoint.resume)."""
+    from trainops.checkpoint import restore_latest, restore_ref
+
+    policy = train_spec(manifest).checkpoint
+    if policy.resume == "none":
+        _refuse_foreign_checkpoints(registries, repository=repository, run_id=run_id)
+        return _Restored(None, "checkpoint.resume is none: starting from what the directory holds")
+    if policy.resume == "latest":
+        outcome = restore_latest(
+            registries, repository=repository, directory=directory, layout=policy.layout, progress=progress
+        )
+    else:
+        outcome = restore_ref(registries, ref=registries.ref(policy.resume), directory=directory, progress=progress)
+    return _Restored(outcome.restored.ref if outcome.restored else None, outcome.reason)
+
+
+def _watcher(
+    manifest: Manifest,
+    registries: Registries,
+    *,
+    repository: Reference,
+    directory: Path,
+    run_id: str,
+    image: Reference | None,
+    timing: tuple[float, float],
+    progress: ProgressSink | None,
+    environment: Environment | None = None,
+) -> Watcher:
+    """Step 3's watcher: pushes the run's complete checkpoints with its lineage, keeps retention."""
+    from trainops.checkpoint import WatchConfig, Watcher
+    from trainops.gitinfo import git_state
+
+    policy = train_spec(manifest).checkpoint
+    git = git_state(manifest.root)
+    lineage = Lineage(
+        pipeline=manifest.pipeline.metadata.name,
+        git_commit=git.commit if git else None,
+        git_repo=git.remote if git else None,
+        image_digest=image.digest if image else None,
+        environment=None if image else environment,
+    )
+    config = WatchConfig(
+        directory=directory,
+        repository=repository,
+        run_id=run_id,
+        layout=policy.layout,
+        keep=policy.keep,
+        lineage=lineage,
+        interval=timing[0],
+        settle=timing[1],
+    )
+    return Watcher(registries, config, progress=progress)
+
+
+class _Scans:
+    """The watcher's scans during a run: what was pushed, and the failures (retried next scan)."""
+
+    def __init__(self, watcher: Watcher, on_push: Callable[[PushedCheckpoint], None] | None) -> None:
+        self.watcher, self.on_push = watcher, on_push
+        self.pushed: list[PushedCheckpoint] = []
+        self.errors: list[str] = []
+
+    def scan(self, final: bool = False) -> bool:
+        try:
+            for item in self.watcher.scan(final=final):
+                self.pushed.append(item)
+                if self.on_push is not None:
+                    self.on_push(item)
+        except TrainopsError as err:  # the registry hiccuped: training goes on, the next scan retries
+            self.errors.append(str(err))
+            return False
+        return True
 
 
 def run_local(
@@ -145,112 +225,77 @@ def run_local(
     base_env: Mapping[str, str] | None = None,
     env_overrides: Mapping[str, str] | None = None,
     command_stdout: int | IO[Any] | None = None,
+    supervision: Supervision | None = None,
+    environment: Environment | None = None,
 ) -> LocalRunResult:
     """Restore, train and watch, as described in the module docstring.
 
     The command's stdout is this process's unless command_stdout says otherwise (the CLI
-    sends it to stderr under `-o json`, so stdout carries the result alone).
+    sends it to stderr under `-o json`, so stdout carries the result alone). The command's
+    exit status is in the result; the caller decides what a failure means. supervision adds
+    signals to pass on and a watchdog (the Slurm supervisor's hang detection). Without an
+    image, `environment` (the interpreter and its packages) goes into every checkpoint's lineage.
     """
-    from trainops.checkpoint import WatchConfig, Watcher, restore_latest
-    from trainops.gitinfo import git_state
+    from trainops.checkpoint.catalog import checkpoint_repository
 
-    train = train_spec(manifest)
-    policy = train.checkpoint
-    argv = list(command or train.command)
+    argv = list(command or train_spec(manifest).command)
     if not argv:
         raise InputError("train.command is empty", hint="set train.command to the training program")
     directory = (ckpt_dir or default_checkpoint_dir(manifest)).resolve()
     directory.mkdir(parents=True, exist_ok=True)
-    registries = registries_for(manifest, insecure=insecure)
-    try:
-        repository = checkpoint_repository(manifest, registries)
-        restored: str | None = None
-        note = "checkpoint.resume is none: starting from what the directory holds"
-        if policy.resume == "latest":
-            outcome = restore_latest(
-                registries, repository=repository, directory=directory, layout=policy.layout, progress=progress
-            )
-            restored = outcome.restored.ref if outcome.restored else None
-            note = outcome.reason
-        elif policy.resume == "none":
-            _refuse_foreign_checkpoints(registries, repository=repository, run_id=run_id)
-        else:
-            from trainops.checkpoint import restore_ref
-
-            outcome = restore_ref(registries, ref=registries.ref(policy.resume), directory=directory, progress=progress)
-            restored = outcome.restored.ref if outcome.restored else None
-            note = outcome.reason
-
-        git = git_state(manifest.root)
-        image_text = None
-        if image is not None:
-            from trainops.pipeline.context import cluster_image
-
-            image_text = cluster_image(image)
-        lineage = Lineage(
-            pipeline=manifest.pipeline.metadata.name,
-            git_commit=git.commit if git else None,
-            git_repo=git.remote if git else None,
-            image_digest=image.digest if image else None,
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        repository = checkpoint_repository(registries, manifest=manifest, environ={})
+        restored = _restore(
+            manifest, registries, repository=repository, directory=directory, run_id=run_id, progress=progress
         )
-        watcher = Watcher(
+        watcher = _watcher(
+            manifest,
             registries,
-            WatchConfig(
-                directory=directory,
-                repository=repository,
-                run_id=run_id,
-                layout=policy.layout,
-                keep=policy.keep,
-                lineage=lineage,
-                interval=interval,
-                settle=settle,
-            ),
+            repository=repository,
+            directory=directory,
+            run_id=run_id,
+            image=image,
+            timing=(interval, settle),
             progress=progress,
+            environment=environment,
         )
         env, missing = local_environment(
             manifest,
             run_id=run_id,
             ckpt_dir=directory,
             repository=repository,
-            image=image_text,
+            image=cluster_image(image) if image is not None else None,
             base=os.environ if base_env is None else base_env,
             overrides=env_overrides,
         )
-        pushed: list[PushedCheckpoint] = []
-        errors: list[str] = []
-
-        def scan(final: bool) -> bool:
-            try:
-                for item in watcher.scan(final=final):
-                    pushed.append(item)
-                    if on_push is not None:
-                        on_push(item)
-            except TrainopsError as err:  # the registry hiccuped: training goes on, the next scan retries
-                errors.append(str(err))
-                return False
-            return True
-
-        scan(final=False)  # complete checkpoints a killed run left behind are pushed before it resumes
+        scans = _Scans(watcher, on_push)
+        scans.scan()  # complete checkpoints a killed run left behind are pushed before it resumes
         resumed_from = watcher.resumed_from
-        exit_code = _supervise(
-            argv, cwd=manifest.root, env=env, interval=interval, tick=lambda: scan(False), stdout=command_stdout
+        outcome = run_command(
+            argv,
+            cwd=manifest.root,
+            env=env,
+            interval=interval,
+            tick=scans.scan,
+            stdout=command_stdout,
+            supervision=supervision,
         )
-        final_ok = scan(final=True)
-        return LocalRunResult(
-            run_id=run_id,
-            exit_code=exit_code,
-            checkpoint_dir=str(directory),
-            repository=repository.repo_url,
-            restored=restored,
-            restore_note=note,
-            resumed_from=resumed_from,
-            pushed=pushed,
-            watcher_errors=errors,
-            final_scan_failed=not final_ok,
-            missing_secret_env=missing,
-        )
-    finally:
-        registries.close()
+        final_ok = scans.scan(final=True)
+    return LocalRunResult(
+        run_id=run_id,
+        exit_code=outcome.code,
+        checkpoint_dir=str(directory),
+        repository=repository.repo_url,
+        restored=restored.ref,
+        restore_note=restored.note,
+        resumed_from=resumed_from,
+        pushed=scans.pushed,
+        watcher_errors=scans.errors,
+        final_scan_failed=not final_ok,
+        missing_secret_env=missing,
+        signal=outcome.signal,
+        stopped=outcome.stopped,
+    )
 
 
 def _refuse_foreign_checkpoints(registries: Registries, *, repository: Reference, run_id: str) -> None:
@@ -266,69 +311,3 @@ def _refuse_foreign_checkpoints(registries: Registries, *, repository: Reference
             hint="set train.checkpoint.repository to a repository for this experiment, "
             "resume from them (resume: latest), or remove them with `trainops ckpt prune`",
         )
-
-
-def _supervise(
-    argv: list[str],
-    *,
-    cwd: Path,
-    env: dict[str, str],
-    interval: float,
-    tick: Callable[[], object],
-    stdout: int | IO[Any] | None,
-    timeout: float | None = None,
-    group: bool = False,
-    what: str = "train.command",
-) -> int:
-    """Run argv; call tick every interval while it runs; pass SIGTERM/SIGINT on to it.
-
-    The watcher scans on this thread between waits, so a scan never overlaps another.
-    Returns the command's exit code (128+N when a signal N ended it, as a shell reports).
-    With group, the command runs in its own process group, which is killed when the command
-    ends (nothing it started outlives it) or after `timeout` seconds; the timeout raises
-    subprocess.TimeoutExpired.
-    """
-    try:
-        child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, start_new_session=group)
-    except FileNotFoundError:
-        raise InputError(f"{what}: {argv[0]!r} not found", hint=f"install it, or fix {what} in trainops.yaml") from None
-    except PermissionError:
-        raise InputError(f"{what}: {argv[0]!r} is not executable", hint="chmod +x it or fix the path") from None
-    forwarded = threading.Event()
-    deadline = None if timeout is None else time.monotonic() + timeout
-
-    def signal_child(signum: int) -> None:
-        if group:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signum)
-        elif child.poll() is None:
-            child.send_signal(signum)
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        forwarded.set()
-        if child.poll() is None:
-            signal_child(signal.SIGTERM if signum == signal.SIGINT else signum)
-
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for number in (signal.SIGTERM, signal.SIGINT):
-            previous[number] = signal.signal(number, forward)
-    try:
-        while True:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise subprocess.TimeoutExpired(argv, timeout or 0.0)
-            try:
-                code = child.wait(timeout=interval if left is None else min(interval, left))
-                break
-            except subprocess.TimeoutExpired:
-                tick()
-    finally:
-        for key, handler in previous.items():
-            signal.signal(key, handler)
-        if group:  # what the command started dies with it
-            signal_child(signal.SIGKILL)
-        if child.poll() is None:  # an exception on this thread: do not leave the command running
-            child.kill()
-            child.wait()
-    return 128 - code if code < 0 else code

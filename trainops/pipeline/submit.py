@@ -8,14 +8,17 @@ pushes, re-applying the tree on top when another writer pushed first.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainops.errors import InputError
 from trainops.gitops.target import gitops_url as gitops_url
-from trainops.pipeline.context import check_run_id, cluster_image, registries_for, resolve_image, train_spec
+from trainops.pipeline.context import check_run_id, cluster_image, resolve_image, train_spec
+from trainops.registry.context import Registries
 from trainops.spec import Manifest
+from trainops.spec.stages import TrainSpec
 
 if TYPE_CHECKING:
     from trainops.render import Rendered
@@ -49,9 +52,11 @@ class SubmitResult:
     removed: list[str]
     image: str
     run_id: str
+    job_id: str | None = None  # the Slurm job (scheduler slurm)
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "jobId": self.job_id,
             "repo": self.repo,
             "branch": self.branch,
             "path": self.path,
@@ -76,7 +81,14 @@ def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: boo
             hint="run it with `trainops train run --local`, or pick another --env / scheduler",
         )
     check_run_id(run_id)
-    registries = registries_for(manifest, insecure=insecure)
+    if image is None and _bare_metal(train):
+        from trainops.render.api import placeholder_image
+
+        pinned = placeholder_image(manifest)  # no container: the job runs no image
+        git = git_state(manifest.root)
+        commit = git.commit if git else None
+        return render_all(manifest, image=pinned, run_id=run_id, commit=commit), pinned, commit
+    registries = Registries.for_manifest(manifest, insecure=insecure)
     try:
         pinned = cluster_image(resolve_image(manifest, registries, image=image))
     finally:
@@ -102,34 +114,67 @@ def render_tree(
     return RenderTreeResult(directory=str(out.resolve()), files=names, image=pinned, run_id=run_id)
 
 
+def _bare_metal(train: TrainSpec) -> bool:
+    return train.scheduler == "slurm" and train.slurm is not None and train.slurm.runtime == "bare-metal"
+
+
 def submit(
-    manifest: Manifest, *, run_id: str, image: str | None = None, insecure: bool = False, max_attempts: int = 5
+    manifest: Manifest,
+    *,
+    run_id: str,
+    image: str | None = None,
+    insecure: bool = False,
+    max_attempts: int = 5,
+    trailers: Mapping[str, str] | None = None,
 ) -> SubmitResult:
-    """Commit the rendered tree to the GitOps repository and push it."""
+    """Commit the rendered tree to the GitOps repository and push it (with the caller's
+    extra `trailers`, e.g. the stage key of `trainops run`).
+
+    With scheduler slurm the script is also submitted with sbatch (trainops.slurm.jobs:
+    held until the commit, which names the job, is pushed; nothing is committed if sbatch
+    refuses it).
+    """
     from trainops.gitops import write_tree
 
     rendered, pinned, git_commit = _render(manifest, image=image, run_id=run_id, insecure=insecure)
     gitops = manifest.pipeline.spec.gitops
     repo, create = gitops_url(manifest)
     name = manifest.pipeline.metadata.name
-    digest = pinned.rsplit("@", 1)[1] if "@" in pinned else None
-    trailers = {"Trainops-Pipeline": name, "Trainops-Run": run_id, "Trainops-Image": pinned}
-    if digest:
-        trailers["Trainops-Artifact"] = digest
-    if git_commit:
-        trailers["Trainops-Commit"] = git_commit
     train = train_spec(manifest)
-    result = write_tree(
-        repo=repo,
-        branch=gitops.branch,
-        path=gitops.path,
-        files={item.path: item.text for item in rendered.files},
-        executable=[item.path for item in rendered.files if _executable(item.path)],
-        message=f"train {name}: run {run_id} on {train.scheduler}",
-        trailers=trailers,
-        create=create,
-        max_attempts=max_attempts,
-    )
+    bare = _bare_metal(train) and image is None
+    digest = pinned.rsplit("@", 1)[1] if "@" in pinned and not bare else None
+    written = {"Trainops-Pipeline": name, "Trainops-Run": run_id}
+    if not bare:
+        written["Trainops-Image"] = pinned
+    if digest:
+        written["Trainops-Artifact"] = digest
+    if git_commit:
+        written["Trainops-Commit"] = git_commit
+    written.update(trailers or {})
+
+    def commit(extra: dict[str, str]) -> Any:
+        return write_tree(
+            repo=repo,
+            branch=gitops.branch,
+            path=gitops.path,
+            files={item.path: item.text for item in rendered.files},
+            executable=[item.path for item in rendered.files if _executable(item.path)],
+            message=f"train {name}: run {run_id} on {train.scheduler}",
+            trailers={**written, **extra},
+            create=create,
+            max_attempts=max_attempts,
+        )
+
+    job_id = None
+    if train.scheduler == "slurm":
+        from trainops.render.names import object_name
+        from trainops.slurm.jobs import submit_job
+
+        script = next(item.text for item in rendered.files if item.path.endswith(".sh"))
+        job = submit_job(manifest, script=script, run_id=run_id, job_name=object_name(name, run_id), commit=commit)
+        result, job_id = job.commit, job.job_id
+    else:
+        result = commit({})
     return SubmitResult(
         repo=result.repo,
         branch=result.branch,
@@ -139,16 +184,32 @@ def submit(
         attempts=result.attempts,
         files=result.files,
         removed=result.removed,
-        image=pinned,
+        image="" if bare else pinned,
         run_id=run_id,
+        job_id=job_id,
     )
 
 
-def render_text(manifest: Manifest, *, run_id: str, image: str | None = None, insecure: bool = False) -> str:
-    """The rendered tree as one text for a terminal: each file under a `# file:` comment."""
-    rendered, _, _ = _render(manifest, image=image, run_id=run_id, insecure=insecure)
-    parts = []
-    for item in rendered.files:
-        text = item.text if item.text.endswith("\n") else item.text + "\n"
-        parts.append(f"# file: {item.path}\n{text}")
-    return "---\n".join(parts)
+@dataclass(frozen=True)
+class RenderedText:
+    files: dict[str, str]  # path in the tree → content
+    image: str
+    run_id: str
+
+    @property
+    def text(self) -> str:
+        """The tree as one text for a terminal: each file under a `# file:` comment."""
+        parts = []
+        for path, content in self.files.items():
+            body = content if content.endswith("\n") else content + "\n"
+            parts.append(f"# file: {path}\n{body}")
+        return "---\n".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"files": self.files, "image": self.image, "runId": self.run_id}
+
+
+def render_text(manifest: Manifest, *, run_id: str, image: str | None = None, insecure: bool = False) -> RenderedText:
+    """The rendered tree in memory (nothing written)."""
+    rendered, pinned, _ = _render(manifest, image=image, run_id=run_id, insecure=insecure)
+    return RenderedText({item.path: item.text for item in rendered.files}, pinned, run_id)

@@ -23,6 +23,7 @@ from trainops.registry.backends.base import Descriptor, ManifestData, sha256_dig
 
 if TYPE_CHECKING:
     from trainops.registry.models import ArtifactConfig as ArtifactConfig
+    from trainops.registry.models import Environment as Environment
     from trainops.registry.models import Forced as Forced
     from trainops.registry.models import Lineage as Lineage
     from trainops.registry.models import Parent as Parent
@@ -32,7 +33,7 @@ Relation = Literal[
 ]
 
 
-_LAZY = ("Parent", "Forced", "Lineage", "ArtifactConfig")
+_LAZY = ("Parent", "Environment", "Forced", "Lineage", "ArtifactConfig")
 
 
 def __getattr__(name: str) -> Any:

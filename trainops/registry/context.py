@@ -37,9 +37,11 @@ class Registries:
     _backends: dict[RegistryRoot, Backend] = field(default_factory=dict)
 
     @classmethod
-    def for_manifest(cls, manifest: Manifest, *, insecure: bool = False) -> Registries:
+    def for_manifest(cls, manifest: Manifest | None, *, insecure: bool = False) -> Registries:
         """Registries completing references with the manifest's spec.registry, relative paths
-        from its directory, and its insecureRegistries."""
+        from its directory, and its insecureRegistries (with no manifest: full references only)."""
+        if manifest is None:
+            return cls(insecure=insecure)
         spec = manifest.pipeline.spec
         return cls(
             default_registry=spec.registry,
@@ -53,12 +55,12 @@ class Registries:
 
     def root(self, text: str | None = None) -> RegistryRoot:
         """A registry root from a URL, or the default registry."""
-        from trainops.errors import InputError
+        from trainops.errors import UsageError
 
         url = text or self.default_registry
         if url is None:
-            raise InputError(
-                "no registry given", hint="pass a registry URL, or run where trainops.yaml sets spec.registry"
+            raise UsageError(
+                "no registry given", hint="pass a registry URL, or run where trainops.yaml is (or pass -f FILE)"
             )
         return parse_registry(url, base_dir=self.base_dir)
 
@@ -82,3 +84,33 @@ class Registries:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass
+class Opened:
+    """What a command that may read trainops.yaml works with: the manifest (None when there
+    is none) and the registries built from it. A context manager that closes them."""
+
+    manifest: Manifest | None
+    registries: Registries
+
+    def __enter__(self) -> Opened:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.registries.close()
+
+
+def open_registries(*, file: str | None, env: str | None = None, insecure: bool = False) -> Opened:
+    """The manifest FILE (else ./trainops.yaml when it exists, else none) and its registries."""
+    path = Path(file) if file else Path("trainops.yaml")
+    manifest = None
+    if file is None and env is not None and not path.is_file():
+        from trainops.errors import UsageError
+
+        raise UsageError(f"--env {env} needs a manifest, and there is no {path}", hint="pass -f FILE")
+    if file is not None or path.is_file():
+        from trainops.spec import load_manifest
+
+        manifest = load_manifest(path, env=env)
+    return Opened(manifest, Registries.for_manifest(manifest, insecure=insecure))

@@ -40,8 +40,21 @@ class DigestCache:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or cache_dir() / "digests.sqlite"
         self._local = threading.local()
+        self._dirs: dict[str, str] = {}  # directory → its real path (a tree's files share a few)
         self.hits = 0
         self.misses = 0
+
+    def _key(self, path: Path) -> str:
+        """The path a row is stored under: its directory's real path and its own name.
+
+        Resolving each directory once (not each file) keeps a warm lookup of a large tree at
+        a stat per file; a symlinked file is keyed by its link's path, stat'ed through it.
+        """
+        parent, name = os.path.split(os.path.abspath(path))
+        real = self._dirs.get(parent)
+        if real is None:
+            real = self._dirs[parent] = os.path.realpath(parent)
+        return f"{real}/{name}"
 
     def _db(self) -> sqlite3.Connection | None:
         db = getattr(self._local, "db", None)
@@ -69,7 +82,7 @@ class DigestCache:
         try:
             row = db.execute(
                 "SELECT size, mtime_ns, digest FROM digests WHERE dev=? AND ino=? AND path=?",
-                (st.st_dev, st.st_ino, str(path.resolve())),
+                (st.st_dev, st.st_ino, self._key(path)),
             ).fetchone()
         except sqlite3.Error:
             return None
@@ -91,7 +104,7 @@ class DigestCache:
         with contextlib.suppress(sqlite3.Error):
             db.execute(
                 "INSERT OR REPLACE INTO digests VALUES (?, ?, ?, ?, ?, ?)",
-                (before.st_dev, before.st_ino, str(path.resolve()), before.st_size, before.st_mtime_ns, digest),
+                (before.st_dev, before.st_ino, self._key(path), before.st_size, before.st_mtime_ns, digest),
             )
 
     def digest(self, path: Path) -> tuple[str, int]:

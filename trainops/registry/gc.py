@@ -54,16 +54,44 @@ def collect(
     result = GcResult(dry_run=dry_run)
     scanned = scan_registry(registries, root)
     by_digest: dict[str, tuple[Reference, ParsedManifest]] = {}
-    tags: dict[tuple[str, str], list[str]] = {}  # (repo, digest) -> tags
     for ref, parsed, _ in scanned:
         by_digest.setdefault(parsed.digest, (ref, parsed))
+    tags = _tags_of(registries, scanned)
+    repos = sorted({ref.repository for ref, _, _ in scanned})
+    kept = _needed_manifests(scanned, by_digest, _roots(scanned, tags, repos, keep_last))
+    result.kept = len(kept & by_digest.keys())
+    for ref, parsed, _ in scanned:
+        if parsed.digest in kept:
+            continue
+        for name in sorted(tags.get((ref.repository, parsed.digest), [])):
+            result.removed_tags.append(f"{ref.repo_url}:{name}")
+        result.removed_manifests.append(f"{ref.repo_url}@{parsed.digest}")
+        if not dry_run:
+            registries.backend(ref).delete_manifest(ref.repository, parsed.digest)
+    for repo in repos:
+        _sweep(registries, Reference(root.scheme, root.location, repo), scanned, kept, grace, result)
+    return result
+
+
+_Scanned = list[tuple[Reference, ParsedManifest, Any]]
+
+
+def _tags_of(registries: Registries, scanned: _Scanned) -> dict[tuple[str, str], list[str]]:
+    """(repository, manifest digest) → the tags naming it."""
+    tags: dict[tuple[str, str], list[str]] = {}
     for ref, parsed, _ in scanned:
         backend = registries.backend(ref)
         for name in backend.list_tags(ref.repository):
             if backend.get_manifest(ref.repository, name).digest == parsed.digest:
                 tags.setdefault((ref.repository, parsed.digest), []).append(name)
+    return tags
+
+
+def _roots(
+    scanned: _Scanned, tags: dict[tuple[str, str], list[str]], repos: list[str], keep_last: int | None
+) -> set[str]:
+    """The tagged manifests kept: all, or the newest keep_last of each repository."""
     roots: set[str] = set()
-    repos = sorted({ref.repository for ref, _, _ in scanned})
     for repo in repos:
         tagged = [
             (p, tags[(repo, p.digest)]) for r, p, _ in scanned if r.repository == repo and (repo, p.digest) in tags
@@ -71,6 +99,13 @@ def collect(
         tagged.sort(key=lambda item: (item[0].created or "", max(item[1])), reverse=True)
         keep = tagged if keep_last is None else tagged[:keep_last]
         roots.update(p.digest for p, _ in keep)
+    return roots
+
+
+def _needed_manifests(
+    scanned: _Scanned, by_digest: dict[str, tuple[Reference, ParsedManifest]], roots: set[str]
+) -> set[str]:
+    """Everything the roots need: lineage parents, index children, subjects and referrers."""
     referrers: dict[str, list[str]] = {}
     for _, parsed, _ in scanned:
         if parsed.subject is not None:
@@ -91,43 +126,36 @@ def collect(
         needs += [parsed.subject.digest] if parsed.subject else []
         needs += referrers.get(digest, [])
         stack.extend(needs)
-    result.kept = len(kept & by_digest.keys())
-    for ref, parsed, _ in scanned:
-        if parsed.digest in kept:
-            continue
-        backend = registries.backend(ref)
-        for name in sorted(tags.get((ref.repository, parsed.digest), [])):
-            result.removed_tags.append(f"{ref.repo_url}:{name}")
-        result.removed_manifests.append(f"{ref.repo_url}@{parsed.digest}")
+    return kept
+
+
+def _sweep(
+    registries: Registries, ref: Reference, scanned: _Scanned, kept: set[str], grace: float, result: GcResult
+) -> None:
+    """One repository: stale uploads, then the blobs no kept manifest of it names."""
+    repo, dry_run = ref.repository, result.dry_run
+    backend = registries.backend(ref)
+    for upload in backend.stale_uploads(repo, started_before=time.time() - grace):
+        result.removed_uploads += 1
+        result.bytes_freed += upload.size
         if not dry_run:
-            backend.delete_manifest(ref.repository, parsed.digest)
-    cutoff = time.time() - grace
-    for repo in repos:
-        ref = Reference(root.scheme, root.location, repo)
-        backend = registries.backend(ref)
-        for upload in backend.stale_uploads(repo, started_before=cutoff):
-            result.removed_uploads += 1
-            result.bytes_freed += upload.size
-            if not dry_run:
-                backend.remove_stale_upload(repo, upload)
-        blobs = backend.list_blobs(repo)
-        if blobs is None:
-            result.notes.append(f"{ref.repo_url}: blobs are reclaimed by the registry's own garbage collector")
+            backend.remove_stale_upload(repo, upload)
+    blobs = backend.list_blobs(repo)
+    if blobs is None:
+        result.notes.append(f"{ref.repo_url}: blobs are reclaimed by the registry's own garbage collector")
+        return
+    needed: set[str] = set()
+    for r, parsed, _ in scanned:
+        if r.repository == repo and parsed.digest in kept:
+            needed.add(parsed.digest)
+            needed.update(layer.digest for layer in parsed.layers)
+            if parsed.config:
+                needed.add(parsed.config.digest)
+            needed.update(c.digest for c in parsed.children)
+    for digest in blobs:
+        if digest in needed:
             continue
-        needed: set[str] = set()
-        for r, parsed, _ in scanned:
-            if r.repository == repo and parsed.digest in kept:
-                needed.add(parsed.digest)
-                needed.update(layer.digest for layer in parsed.layers)
-                if parsed.config:
-                    needed.add(parsed.config.digest)
-                needed.update(c.digest for c in parsed.children)
-        for digest in blobs:
-            if digest in needed:
-                continue
-            size = backend.blob_size(repo, digest) or 0
-            result.removed_blobs += 1
-            result.bytes_freed += size
-            if not dry_run:
-                backend.delete_blob(repo, digest)
-    return result
+        result.removed_blobs += 1
+        result.bytes_freed += backend.blob_size(repo, digest) or 0
+        if not dry_run:
+            backend.delete_blob(repo, digest)

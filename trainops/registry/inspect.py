@@ -97,9 +97,14 @@ class Diff:
 def diff(registries: Registries, *, a: Reference, b: Reference) -> Diff:
     """Files added, removed and modified from a to b (by path; modified = other digest)."""
     left, right = show(registries, ref=a), show(registries, ref=b)
-    old = {f.path: f for f in left.files}
-    new = {f.path: f for f in right.files}
-    result = Diff(a=left.ref, b=right.ref)
+    return diff_files(a=left.ref, b=right.ref, old_files=left.files, new_files=right.files)
+
+
+def diff_files(*, a: str, b: str, old_files: list[FileInfo], new_files: list[FileInfo]) -> Diff:
+    """The diff of two file lists (what diff compares, for callers that have the files)."""
+    old = {f.path: f for f in old_files}
+    new = {f.path: f for f in new_files}
+    result = Diff(a=a, b=b)
     for path in sorted(old.keys() | new.keys()):
         before, after = old.get(path), new.get(path)
         if before is None:

@@ -103,6 +103,11 @@ def _parse(registries: Registries, ref: Reference, manifest: ManifestData) -> Pa
     return replace(parsed, annotations={**found, **parsed.annotations}) if found else parsed
 
 
+def parse_artifact(registries: Registries, ref: Reference, manifest: ManifestData) -> ParsedManifest:
+    """A manifest parsed as the lineage walk reads it (an image's lineage from its config labels)."""
+    return _parse(registries, ref, manifest)
+
+
 def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False, lineage: Lineage | None = None) -> Node:
     lineage = lineage or parsed.lineage()
     return Node(

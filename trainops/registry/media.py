@@ -50,6 +50,20 @@ A_FILE_MODE = "dev.trainops.file.mode"
 A_CKPT_NAME = "dev.trainops.checkpoint.name"  # the checkpoint directory's own name (step-000300, …)
 A_CKPT_LAYOUT = "dev.trainops.checkpoint.layout"  # trainops | huggingface | megatron | deepspeed
 PRUNED_TAG_PREFIX = "pruned-"  # tags of pruned records (trainops.registry.tombstone)
+A_VERSION = "org.opencontainers.image.version"
+
+# Eval reports (trainops.evaluate): one layer of this type; the verdict and the evaluated
+# checkpoint (ref@sha256:…) as manifest annotations
+EVAL_REPORT = "application/vnd.trainops.eval.report.v1+json"
+A_EVAL_PASSED = "dev.trainops.eval.passed"  # "true" | "false"
+A_EVAL_CHECKPOINT = "dev.trainops.eval.checkpoint"
+
+# Releases (trainops.release): what was released, the eval that let it, and an override
+A_RELEASE_CHECKPOINT = "dev.trainops.release.checkpoint"  # ref@sha256:…
+A_RELEASE_EVAL = "dev.trainops.release.eval"  # ref@sha256:… of the report (absent if forced)
+A_RELEASE_FORCED = "dev.trainops.release.forced"  # "true" when a gate was overridden
+A_RELEASE_REASON = "dev.trainops.release.reason"
+A_RELEASE_BY = "dev.trainops.release.by"
 
 _WEIGHTS = (
     "*.safetensors",

@@ -23,6 +23,20 @@ class Parent(_Model):
     relation: Relation = "parent"
 
 
+class Environment(_Model):
+    """The interpreter a run ran in when no image was built (a local run): recorded instead
+    of an image digest, never passed off as one."""
+
+    python: str = Field(description="Python version, such as 3.11.2.")
+    implementation: str = Field(description="cpython, pypy, …")
+    platform: str = Field(description="sys.platform and machine, such as linux-x86_64.")
+    packages: int = Field(ge=0, description="How many distributions were installed.")
+    digest: str = Field(
+        pattern=r"^sha256:[0-9a-f]{64}$",
+        description="sha256 of canonical JSON of the above and every installed name==version.",
+    )
+
+
 class Forced(_Model):
     """A gate someone overrode: the reason they gave and who they are."""
 
@@ -37,6 +51,7 @@ class Lineage(_Model):
     git_commit: str | None = Field(None, alias="gitCommit", pattern=r"^[0-9a-f]{7,64}(-dirty)?$")
     git_repo: str | None = Field(None, alias="gitRepo")
     image_digest: str | None = Field(None, alias="imageDigest", pattern=r"^sha256:[0-9a-f]{64}$")
+    environment: Environment | None = Field(None, description="Where a run without an image ran.")
     run_id: str | None = Field(None, alias="runId")
     step: int | None = Field(None, ge=0)
     metrics: dict[str, float] = Field(default_factory=dict)

@@ -32,6 +32,8 @@ _HOST_RE = re.compile(r"^[A-Za-z0-9.-]+(?::[0-9]{1,5})?$|^\[[0-9a-fA-F:]+\](?::[
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 FORM = "expected [file|oci|s3://HOST/]REPO[:TAG][@sha256:DIGEST]"
+NAME_RULE = "lowercase a-z 0-9 components joined by . _ __ or -, separated by / (the OCI Distribution rule)"
+_COMPONENT_RE = re.compile(rf"^{_COMPONENT}$")
 
 
 def _bad(text: str, why: str) -> InputError:
@@ -151,22 +153,50 @@ def parse_registry(url: str, *, base_dir: Path | None = None) -> RegistryRoot:
 
 
 def parse_reference(text: str, *, default_registry: str | None = None, base_dir: Path | None = None) -> Reference:
-    """Parse a reference; one without a scheme is completed by default_registry."""
+    """Parse a reference; one without a scheme is completed by default_registry.
+
+    One repository-name rule for every scheme, OCI Distribution's: the repository path of
+    oci:// and s3://, the part a default registry completes, and the last directory of a
+    file:// path (the name it keeps when copied to a registry) are lowercase components.
+    """
     text = text.strip()
     scheme, sep, rest = text.partition("://")
     if not sep:
         if default_registry is None:
-            raise InputError(
+            from trainops.errors import UsageError
+
+            raise UsageError(
                 f"{text!r} names no registry",
-                hint="write oci://HOST/REPO:TAG (or s3://, file://), or run where trainops.yaml sets spec.registry",
+                hint="write oci://HOST/REPO:TAG (or s3://, file://), or run where trainops.yaml is (or pass -f FILE)",
             )
+        repo, _, _ = _split_tag_digest(text, text)
+        if not REPO_RE.match(repo.strip("/")):
+            raise _bad(text, f"repository {repo!r} must be {NAME_RULE}")
         return parse_reference(f"{default_registry.rstrip('/')}/{text}", base_dir=base_dir)
     path, tag, digest = _split_tag_digest(text, rest)
     scheme_, location, repo = _registry_parts(text, scheme, path)
     if scheme_ == "file":
-        return Reference("file", "", _file_dir(text, repo, base_dir), tag, digest)
+        directory = _file_dir(text, repo, base_dir)
+        name = os.path.basename(directory)
+        if not _COMPONENT_RE.match(name):
+            raise _bad(text, f"repository name {name!r} must be {NAME_RULE}")
+        return Reference("file", "", directory, tag, digest)
     if not repo:
         raise _bad(text, "it names no repository")
     if not REPO_RE.match(repo):
-        raise _bad(text, f"repository {repo!r} must be lowercase components (a-z 0-9 . _ -) joined by /")
+        raise _bad(text, f"repository {repo!r} must be {NAME_RULE}")
+    if scheme_ == "oci" and location.endswith("docker.io"):
+        location, repo = _docker_hub(location, repo)
     return Reference(scheme_, location, repo, tag, digest)
+
+
+def _docker_hub(location: str, repo: str) -> tuple[str, str]:
+    """Docker Hub names as Docker reads them: docker-py resolves the index name
+    (index.docker.io is docker.io), and a one-component name is an official image
+    (`ubuntu` is `library/ubuntu`)."""
+    from docker.auth import INDEX_NAME, resolve_repository_name
+
+    index, remote = resolve_repository_name(f"{location}/{repo}")
+    if index != INDEX_NAME:
+        return location, repo
+    return index, remote if "/" in remote else f"library/{remote}"

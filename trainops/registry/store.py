@@ -75,6 +75,27 @@ def resolve(registries: Registries, *, ref: Reference) -> Resolved:
     return Resolved(ref.with_tag(tag).with_digest(manifest.digest), manifest, parse_manifest(manifest))
 
 
+def tag_move(backend: Backend, repo: str, tag: str | None, digest: str, *, move_tag: bool, where: str) -> str | None:
+    """Before pointing tag at digest: the digest it points at now when that differs (the tag
+    moves), else None. With move_tag=False a move is refused (ExistsError, nothing written):
+    the rule for tags that must never change, such as releases. The check precedes the
+    write; a registry without conditional tag writes cannot make the pair atomic."""
+    if not tag:
+        return None
+    try:
+        current = backend.get_manifest(repo, tag).digest
+    except NotFoundError:
+        return None
+    if current == digest:
+        return None
+    if not move_tag:
+        raise ExistsError(
+            f"tag {tag} of {where} points at {current[:19]}; refusing to move it to {digest[:19]}",
+            hint="tags pushed with --no-move never change: push under a new tag",
+        )
+    return current
+
+
 # -- push --------------------------------------------------------------------------------
 
 
@@ -88,6 +109,7 @@ class PushResult:
     blobs_skipped: int
     cache_hits: int
     seconds: float
+    moved_from: str | None = None  # the digest the tag pointed at before, when the push moved it
 
 
 def upload_if_missing(backend: Backend, repo: str, source: BlobSource, advance: Callable[[int], None]) -> bool:
@@ -129,9 +151,13 @@ def push(
     progress: ProgressSink | None = None,
     cache: DigestCache | None = None,
     model: ModelConfig | None = None,
+    move_tag: bool = True,
 ) -> PushResult:
     """Push a file or directory tree as one artifact; tag it if ref has a tag (model: the
-    ModelPack config fields of a kind="model" artifact)."""
+    ModelPack config fields of a kind="model" artifact).
+
+    A tag that names other content is moved (`moved_from` says from what), or with
+    move_tag=False the push is refused before the manifest is written."""
     started = time.monotonic()
     if ref.digest:
         raise InputError(f"cannot push to a digest ({ref})", hint="push to a tag; the digest is computed")
@@ -203,6 +229,7 @@ def push(
     else:
         skipped += 1
     _check_unchanged(files, digests)
+    moved = tag_move(backend, ref.repository, ref.tag, manifest.digest, move_tag=move_tag, where=ref.repo_url)
     backend.put_manifest(ref.repository, manifest, tag=ref.tag)
     return PushResult(
         ref=ref.with_digest(manifest.digest),
@@ -213,6 +240,7 @@ def push(
         blobs_skipped=skipped,
         cache_hits=cache.hits,
         seconds=time.monotonic() - started,
+        moved_from=moved,
     )
 
 
@@ -372,6 +400,7 @@ class CopyResult:
     blobs_copied: int
     blobs_skipped: int
     bytes_copied: int
+    moved_from: str | None = None  # the digest dst's tag pointed at before, when it moved
 
 
 def _blobs_of(parsed: ParsedManifest) -> list[Descriptor]:
@@ -450,25 +479,83 @@ def copy(
     dst: Reference,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
+    move_tag: bool = True,
 ) -> CopyResult:
-    """Copy an artifact between any two backends; its digest is unchanged."""
+    """Copy an artifact between any two backends; its digest is unchanged. dst's tag moves
+    if it named other content (refused with move_tag=False, before anything is copied)."""
     if dst.digest:
         raise InputError(f"cannot copy to a digest ({dst})", hint="name a repository and optionally a tag")
     found = resolve(registries, ref=src)
     tag = dst.tag or found.ref.tag
+    digest = found.manifest.digest
+    moved = tag_move(registries.backend(dst), dst.repository, tag, digest, move_tag=move_tag, where=dst.repo_url)
     copied, skipped, nbytes = _copy_manifest(
         registries, found.ref, dst, found.manifest, progress or NullProgress(), jobs or default_jobs(dst), tag
     )
-    return CopyResult(
-        found.ref, dst.with_tag(tag).with_digest(found.manifest.digest), found.manifest.digest, copied, skipped, nbytes
+    return CopyResult(found.ref, dst.with_tag(tag).with_digest(digest), digest, copied, skipped, nbytes, moved)
+
+
+@dataclass(frozen=True)
+class AssembleResult:
+    ref: Reference  # pinned
+    digest: str
+    blobs_copied: int
+    bytes_copied: int
+
+
+def assemble(
+    registries: Registries,
+    *,
+    src: Reference,
+    files: list[tuple[str, Descriptor]],
+    ref: Reference,
+    kind: str,
+    created: str,
+    lineage: Lineage | None = None,
+    annotations: dict[str, str] | None = None,
+    model: ModelConfig | None = None,
+    progress: ProgressSink | None = None,
+    move_tag: bool = True,
+) -> AssembleResult:
+    """A new artifact of files that are already blobs of src's repository, (relpath, layer)
+    pairs: the blobs are mounted or copied (verified) into ref's repository, never pulled
+    to this machine; then the config and the manifest are written, tagged if ref has a tag."""
+    if ref.digest:
+        raise InputError(f"cannot write to a digest ({ref})", hint="name a tag; the digest is computed")
+    layers = []
+    for relpath, layer in files:
+        notes = {media.A_FILEPATH: relpath, media.A_TITLE: relpath}
+        if layer.annotations.get(media.A_FILE_MODE):
+            notes[media.A_FILE_MODE] = layer.annotations[media.A_FILE_MODE]
+        layers.append(Descriptor(media.layer_media_type(relpath, kind), layer.digest, layer.size, notes))
+    copied, _, nbytes = copy_blobs(registries, src=src, dst=ref, blobs=layers, progress=progress)
+    if lineage is None:
+        from trainops.registry.models import Lineage
+
+        lineage = Lineage()
+    config_bytes, config_type = config_blob(kind, created, lineage, layers, model)
+    config_src = bytes_source(config_bytes)
+    backend = registries.backend(ref)
+    upload_if_missing(backend, ref.repository, config_src, lambda _n: None)
+    manifest = build_manifest(
+        kind=kind,
+        config=Descriptor(config_type, config_src.digest, config_src.size),
+        layers=layers,
+        created=created,
+        lineage=lineage,
+        annotations=annotations or {},
     )
+    tag_move(backend, ref.repository, ref.tag, manifest.digest, move_tag=move_tag, where=ref.repo_url)
+    backend.put_manifest(ref.repository, manifest, tag=ref.tag)
+    return AssembleResult(ref.with_digest(manifest.digest), manifest.digest, copied, nbytes)
 
 
-def tag(registries: Registries, *, src: Reference, dst: Reference) -> CopyResult:
-    """Point dst's tag at src's manifest (copying it first if dst is another repository)."""
+def tag(registries: Registries, *, src: Reference, dst: Reference, move_tag: bool = True) -> CopyResult:
+    """Point dst's tag at src's manifest (copying it first if dst is another repository);
+    with move_tag=False a tag that names other content is left alone (ExistsError)."""
     if not dst.tag:
         raise InputError(f"{dst} names no tag", hint="write the destination as REPO:TAG")
-    return copy(registries, src=src, dst=dst)
+    return copy(registries, src=src, dst=dst, move_tag=move_tag)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from trainops.registry.artifact import ParsedManifest
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.registry.store import resolve
-from trainops.release.create import A_BY, A_CHECKPOINT, A_EVAL, A_FORCED, A_REASON, A_VERSION
 
 MAX_CONFIG = 4 * 1024 * 1024
 
@@ -55,12 +54,12 @@ def _info(ref: Reference, parsed: ParsedManifest, model: dict[str, Any] | None =
     return ReleaseInfo(
         ref=str(ref.with_digest(parsed.digest)),
         digest=parsed.digest,
-        version=notes.get(A_VERSION) or ref.tag,
-        checkpoint=notes.get(A_CHECKPOINT),
-        eval=notes.get(A_EVAL),
-        forced=notes.get(A_FORCED) == "true",
-        reason=notes.get(A_REASON),
-        by=notes.get(A_BY),
+        version=notes.get(media.A_VERSION) or ref.tag,
+        checkpoint=notes.get(media.A_RELEASE_CHECKPOINT),
+        eval=notes.get(media.A_RELEASE_EVAL),
+        forced=notes.get(media.A_RELEASE_FORCED) == "true",
+        reason=notes.get(media.A_RELEASE_REASON),
+        by=notes.get(media.A_RELEASE_BY),
         created=parsed.created,
         size=sum(layer.size for layer in parsed.layers),
         files=[parsed.file_path(layer, i) for i, layer in enumerate(parsed.layers)],

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainops.checkpoint.catalog import CheckpointInfo, list_checkpoints
+from trainops.checkpoint.catalog import CheckpointInfo, list_checkpoints, ranked
 from trainops.errors import GateFailedError, NotFoundError
 from trainops.evaluate.gates import GateResult, check_gates, failing
 from trainops.evaluate.report import EvalEntry, list_evals
-from trainops.evaluate.select import WORDS, best_of, checkpoint_repository, ranking, resolve_checkpoint
+from trainops.evaluate.select import WORDS, checkpoint_repository, ranking, resolve_checkpoint
 from trainops.registry.context import Registries
 from trainops.registry.store import Resolved, resolve
 from trainops.spec import Manifest
@@ -79,10 +79,10 @@ def choose(registries: Registries, *, manifest: Manifest, source: str, gated: bo
         entry = by_digest[info.digest].passing or by_digest[info.digest].latest
         return entry.report.metrics.get(metric) if entry is not None else None
 
-    best = best_of([i for i in infos if i.digest in by_digest], metric=metric, mode=mode, value=value)
-    if best is None:
+    best = ranked([i for i in infos if i.digest in by_digest], metric=metric, mode=mode, value=value)
+    if not best:
         raise NotFoundError(f"no eligible checkpoint of {repository.repo_url} has a {metric!r} metric to rank it")
-    return by_digest[best.digest]
+    return by_digest[best[0].digest]
 
 
 def _resolved(registries: Registries, info: CheckpointInfo) -> Resolved:

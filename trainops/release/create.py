@@ -4,8 +4,10 @@ The checkpoint (release.source, or the one named) must have a passing eval when
 release.requireGates is set; `force` with a `reason` overrides, and the override, the reason
 and who (git user, else $USER) go into the release's lineage and annotations. The files of
 the checkpoint matching release.include and not release.exclude — after release.export
-converted them, if set — are pushed as a ModelPack model (config: format, paramSize,
-precision, architecture) to release.repository, tagged from release.tag. Releases are
+converted them, if set — become a ModelPack model (config: format, paramSize,
+precision, architecture) in release.repository, tagged from release.tag; without an export
+it is assembled from the checkpoint's blobs (trainops.release.package): mounted within one
+registry, copied across registries, never the excluded files. Releases are
 immutable: an existing tag with other files is refused (exit 5), the same files are the
 same release. Lineage parents: the checkpoint (`released-from`), the eval (`evaluated-by`)
 and the training image the checkpoint recorded (`image`), when it is in the image repository.
@@ -14,32 +16,25 @@ and the training image the checkpoint recorded (`image`), when it is in the imag
 from __future__ import annotations
 
 import os
-import shutil
 import string
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import IO, Any
 
-from trainops.errors import GateFailedError, InputError, NotFoundError, TrainopsError, UsageError
+from trainops.errors import GateFailedError, InputError, TrainopsError, UsageError
 from trainops.hub.safetensors import ModelInfo, model_info
-from trainops.registry.artifact import Forced, Lineage, ModelConfig, Parent, scan_tree
+from trainops.registry import media
+from trainops.registry.artifact import Forced, Lineage, ModelConfig, Parent
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import TAG_RE, Reference
-from trainops.registry.store import Resolved, pull, push, resolve
+from trainops.registry.store import Resolved, assemble, push, resolve
 from trainops.release.choose import Candidate, choose
-from trainops.release.immutable import same_release
+from trainops.release.immutable import local_files, same_release
+from trainops.release.package import exported_files, remote_info, select_files
 from trainops.spec import Manifest
 from trainops.spec.stages import ReleaseSpec
-
-A_CHECKPOINT = "dev.trainops.release.checkpoint"  # the released checkpoint, ref@sha256:…
-A_EVAL = "dev.trainops.release.eval"  # the eval report that let it, ref@sha256:… (absent if forced)
-A_FORCED = "dev.trainops.release.forced"  # "true" when a gate was overridden
-A_REASON = "dev.trainops.release.reason"
-A_BY = "dev.trainops.release.by"
-A_VERSION = "org.opencontainers.image.version"
 
 
 @dataclass(frozen=True)
@@ -114,30 +109,73 @@ def create_release(
     if not TAG_RE.match(tag):
         raise InputError(f"release tag {tag!r} is not a valid tag", hint="use letters, digits, '.', '_' and '-'")
     target = release_repository(manifest, registries).with_tag(tag)
+    return _publish(manifest, spec, registries, chosen, forced, target, progress, command_stdout)
+
+
+def _publish(
+    manifest: Manifest,
+    spec: ReleaseSpec,
+    registries: Registries,
+    chosen: Candidate,
+    forced: Forced | None,
+    target: Reference,
+    progress: ProgressSink | None,
+    command_stdout: int | IO[Any] | None,
+) -> ReleaseResult:
+    """Package the chosen checkpoint as target, unless target already holds these files."""
+    tag = str(target.tag)
+    ckpt = chosen.checkpoint
+    lineage = _lineage(manifest, chosen, forced, image_parent(manifest, registries, ckpt.parsed.lineage().image_digest))
+    notes = _annotations(spec, chosen, tag, forced)
+    descriptor = {"name": manifest.pipeline.metadata.name, "version": tag}
     with tempfile.TemporaryDirectory(prefix="trainops-release-") as scratch:
-        files = _package(manifest, spec, registries, chosen.checkpoint, Path(scratch), progress, command_stdout)
-        info = model_info(files)
-        lineage = chosen.checkpoint.parsed.lineage()
-        existing = same_release(registries, target=target, directory=files)
+        if spec.export:  # pulled, converted, pushed from here
+            directory = exported_files(manifest, spec, registries, ckpt, Path(scratch), progress, command_stdout)
+            info, files = model_info(directory), local_files(directory)
+        else:  # assembled in the registry from the checkpoint's blobs: nothing is downloaded
+            selection = select_files(ckpt, spec)
+            info, files = remote_info(registries, ckpt, selection), {rel: d.digest for rel, d in selection}
+        existing = same_release(registries, target=target, files=files)
         if existing is not None:
-            return _result(target.with_digest(existing), chosen, tag, False, forced, info, files)
-        pushed = push(
-            registries,
-            source=files,
-            ref=target,
-            kind="model",
-            lineage=_lineage(manifest, chosen, forced, image_parent(manifest, registries, lineage.image_digest)),
-            annotations=_annotations(spec, chosen, tag, forced),
-            progress=progress,
-            model=ModelConfig(
-                descriptor={"name": manifest.pipeline.metadata.name, "version": tag}, config=info.as_config()
-            ),
-        )
-        return _result(pushed.ref, chosen, tag, True, forced, info, files)
+            return _as_made(existing, _result(existing.ref, chosen, tag, False, None, info, files))
+        model = ModelConfig(descriptor=descriptor, config=info.as_config())
+        if spec.export:
+            ref = push(
+                registries,
+                source=directory,
+                ref=target,
+                kind="model",
+                lineage=lineage,
+                annotations=notes,
+                progress=progress,
+                model=model,
+                move_tag=False,  # a release tag is never moved, even by a writer that raced this one
+            ).ref
+        else:
+            ref = assemble(
+                registries,
+                src=ckpt.ref,
+                files=selection,
+                ref=target,
+                kind="model",
+                created=ckpt.parsed.created or _now(),
+                lineage=lineage,
+                annotations=notes,
+                model=model,
+                progress=progress,
+                move_tag=False,
+            ).ref
+        return _result(ref, chosen, tag, True, forced, info, files)
 
 
 def _result(
-    ref: Reference, chosen: Candidate, tag: str, created: bool, forced: Forced | None, info: ModelInfo, files: Path
+    ref: Reference,
+    chosen: Candidate,
+    tag: str,
+    created: bool,
+    forced: Forced | None,
+    info: ModelInfo,
+    files: dict[str, str],
 ) -> ReleaseResult:
     return ReleaseResult(
         ref=str(ref),
@@ -148,7 +186,22 @@ def _result(
         created=created,
         forced=forced,
         model=info,
-        files=[e.relpath for e in scan_tree(files)],
+        files=sorted(files),
+    )
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _as_made(existing: Resolved, result: ReleaseResult) -> ReleaseResult:
+    """The same files were released before: report that release as it was made."""
+    notes = existing.parsed.annotations
+    return replace(
+        result,
+        checkpoint=notes.get(media.A_RELEASE_CHECKPOINT, result.checkpoint),
+        eval=notes.get(media.A_RELEASE_EVAL),
+        forced=existing.parsed.lineage().forced,
     )
 
 
@@ -175,51 +228,6 @@ def _who(manifest: Manifest) -> str:
     from trainops.gitinfo import git_user
 
     return git_user(manifest.root) or os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
-
-
-def _selected(relpath: str, spec: ReleaseSpec) -> bool:
-    def matches(patterns: list[str]) -> bool:
-        name = relpath.rsplit("/", 1)[-1]
-        return any(fnmatch(relpath, p) or fnmatch(name, p) for p in patterns)
-
-    return matches(spec.include) and not matches(spec.exclude)
-
-
-def _package(
-    manifest: Manifest,
-    spec: ReleaseSpec,
-    registries: Registries,
-    checkpoint: Resolved,
-    scratch: Path,
-    progress: ProgressSink | None,
-    stdout: int | IO[Any] | None,
-) -> Path:
-    """The directory of files to release: the checkpoint pulled (verified), exported if
-    release.export is set, filtered by include/exclude."""
-    pulled = scratch / "checkpoint"
-    pull(registries, ref=checkpoint.ref, dest=pulled, progress=progress)
-    source = pulled
-    if spec.export:
-        from trainops.release.export import run_export
-
-        source = run_export(
-            spec.export, manifest=manifest, checkpoint=checkpoint, source=pulled, scratch=scratch, stdout=stdout
-        )
-    out = scratch / "model"
-    chosen = [e for e in scan_tree(source) if _selected(e.relpath, spec)]
-    if not chosen:
-        raise NotFoundError(
-            f"no file of {checkpoint.ref} matches release.include {spec.include} (less exclude {spec.exclude})",
-            hint="fix release.include / release.exclude",
-        )
-    for entry in chosen:
-        target = out / entry.relpath
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(entry.path, target)
-        except OSError:
-            shutil.copy2(entry.path, target)
-    return out
 
 
 def image_parent(manifest: Manifest, registries: Registries, digest: str | None) -> Parent | None:
@@ -268,9 +276,11 @@ def _lineage(manifest: Manifest, chosen: Candidate, forced: Forced | None, image
 
 def _annotations(spec: ReleaseSpec, chosen: Candidate, tag: str, forced: Forced | None) -> dict[str, str]:
     notes = dict(spec.annotations)
-    notes.update({A_VERSION: tag, A_CHECKPOINT: str(chosen.checkpoint.ref)})
+    notes.update({media.A_VERSION: tag, media.A_RELEASE_CHECKPOINT: str(chosen.checkpoint.ref)})
     if chosen.passing is not None:
-        notes[A_EVAL] = chosen.passing.ref
+        notes[media.A_RELEASE_EVAL] = chosen.passing.ref
     if forced is not None:
-        notes.update({A_FORCED: "true", A_REASON: forced.reason, A_BY: forced.by})
+        notes.update(
+            {media.A_RELEASE_FORCED: "true", media.A_RELEASE_REASON: forced.reason, media.A_RELEASE_BY: forced.by}
+        )
     return notes

@@ -30,13 +30,13 @@ def run_export(
     stdout: int | IO[Any] | None = None,
 ) -> Path:
     """Run release.export on source; the directory it wrote."""
-    from trainops.pipeline.local import _supervise  # the one process supervisor (issue 9 moves it)
+    from trainops.supervise import run_command  # the one process supervisor
 
     output = scratch / "export"
     output.mkdir()
     env = dict(os.environ)
     env.update({ENV_INPUT: str(source), ENV_OUTPUT: str(output), "TRAINOPS_CHECKPOINT_REF": str(checkpoint.ref)})
-    code = _supervise(
+    code = run_command(
         list(command),
         cwd=manifest.root,
         env=env,
@@ -45,7 +45,7 @@ def run_export(
         stdout=stdout,
         group=True,
         what="release.export",
-    )
+    ).code
     if code:
         raise CommandFailedError(f"release.export exited {code}", status=code, hint="nothing was released")
     if not any(p.is_file() for p in output.rglob("*")):

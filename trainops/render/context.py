@@ -27,6 +27,7 @@ class RunContext:
     repository: str  # the fully qualified checkpoint repository URL
     user_labels: dict[str, str]
     warnings: list[str] = field(default_factory=list)
+    env: str | None = None  # the --env overlay the manifest was loaded with
 
     @property
     def insecure(self) -> frozenset[str]:
@@ -121,13 +122,16 @@ def build_context(manifest: Manifest, *, image: str, run_id: str, commit: str | 
         agent_image=agent,
         repository=checkpoint_repository(spec, name, train),
         user_labels=dict(pipeline.metadata.labels),
+        env=manifest.env,
     )
-    if not pinned.pullable:
+    slurm = train.slurm
+    bare_metal = train.scheduler == "slurm" and slurm is not None and slurm.runtime == "bare-metal"
+    if not pinned.pullable and not bare_metal:
         ctx.warn(
             f"image {pinned.ref} is in a {pinned.ref.split(':', 1)[0]}:// registry, which a cluster cannot pull "
             "from; push it to an oci:// registry (trainops registry copy) for a cluster run"
         )
-    if ctx.repository.startswith("file://"):
+    if ctx.repository.startswith("file://") and not bare_metal:  # bare-metal nodes share the filesystem
         ctx.warn(
             f"the checkpoint repository {ctx.repository} is a local directory a cluster cannot reach; "
             "set spec.registry (or train.checkpoint.repository) to an oci:// or s3:// URL for a cluster run"

@@ -24,25 +24,13 @@ from __future__ import annotations
 import posixpath
 import re
 
+from trainops import podenv
 from trainops.errors import InputError
 from trainops.spec.common import duration_seconds
 from trainops.spec.stages import TrainSpec
 
 RDZV_PORT = 29500
-CONTRACT = (
-    "TRAINOPS_PIPELINE",
-    "TRAINOPS_RUN_ID",
-    "TRAINOPS_IMAGE",
-    "TRAINOPS_IMAGE_DIGEST",
-    "TRAINOPS_CKPT_DIR",
-    "TRAINOPS_CKPT_REPOSITORY",
-    "TRAINOPS_GIT_COMMIT",
-    "TRAINOPS_NNODES",
-    "TRAINOPS_NPROC_PER_NODE",
-    "TRAINOPS_RDZV_ENDPOINT",
-    "TRAINOPS_NODE_RANK",
-    "DOCKER_CONFIG",
-)
+CONTRACT = podenv.CONTRACT
 # Set by the Volcano pytorch plugin or the training operator; two definitions would be ambiguous.
 SCHEDULER_SET = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
 
@@ -119,19 +107,19 @@ def process_env(
 ) -> list[tuple[str, str]]:
     """The literal environment of the training process, in a fixed order (secrets not included)."""
     env: dict[str, str] = {
-        "TRAINOPS_PIPELINE": pipeline,
-        "TRAINOPS_RUN_ID": run_id,
-        "TRAINOPS_IMAGE": image,
-        "TRAINOPS_IMAGE_DIGEST": digest,
-        "TRAINOPS_CKPT_DIR": ckpt_dir,
-        "TRAINOPS_CKPT_REPOSITORY": repository,
+        podenv.PIPELINE: pipeline,
+        podenv.RUN_ID: run_id,
+        podenv.IMAGE: image,
+        podenv.IMAGE_DIGEST: digest,
+        podenv.CKPT_DIR: ckpt_dir,
+        podenv.CKPT_REPOSITORY: repository,
     }
     if commit:
-        env["TRAINOPS_GIT_COMMIT"] = commit
-    env["TRAINOPS_NNODES"] = nnodes(train)
-    env["TRAINOPS_NPROC_PER_NODE"] = nproc_per_node(train)
+        env[podenv.GIT_COMMIT] = commit
+    env[podenv.NNODES] = nnodes(train)
+    env[podenv.NPROC_PER_NODE] = nproc_per_node(train)
     if endpoint is not None:
-        env["TRAINOPS_RDZV_ENDPOINT"] = endpoint
+        env[podenv.RDZV_ENDPOINT] = endpoint
     for name, value in nccl_env(train).items():
         env.setdefault(name, value)
     for name, value in train.env.items():

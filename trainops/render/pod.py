@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainops import podenv
 from trainops.errors import InputError
 from trainops.render.checkpoint import pull_argv, qualify, restore_steps, watch_argv
 from trainops.render.context import RunContext
@@ -131,22 +132,22 @@ def _secret_env(ctx: RunContext, *, only_aws: bool) -> list[dict[str, Any]]:
 
 
 def _node_rank() -> dict[str, Any]:
-    return {"name": "TRAINOPS_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}
+    return {"name": podenv.NODE_RANK, "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}
 
 
 def _agent_env(ctx: RunContext, role: PodRole) -> list[dict[str, Any]]:
     pairs = [
-        ("TRAINOPS_PIPELINE", ctx.pipeline),
-        ("TRAINOPS_RUN_ID", ctx.run_id),
-        ("TRAINOPS_IMAGE", ctx.image.ref),
-        ("TRAINOPS_IMAGE_DIGEST", ctx.image.digest),
-        ("TRAINOPS_CKPT_DIR", ctx.train.checkpoint.dir),
-        ("TRAINOPS_CKPT_REPOSITORY", ctx.repository),
+        (podenv.PIPELINE, ctx.pipeline),
+        (podenv.RUN_ID, ctx.run_id),
+        (podenv.IMAGE, ctx.image.ref),
+        (podenv.IMAGE_DIGEST, ctx.image.digest),
+        (podenv.CKPT_DIR, ctx.train.checkpoint.dir),
+        (podenv.CKPT_REPOSITORY, ctx.repository),
     ]
     if ctx.commit:
-        pairs.append(("TRAINOPS_GIT_COMMIT", ctx.commit))
+        pairs.append((podenv.GIT_COMMIT, ctx.commit))
     if ctx.train.checkpoint.registry_secret:
-        pairs.append(("DOCKER_CONFIG", REGISTRY_AUTH_DIR))
+        pairs.append((podenv.DOCKER_CONFIG, REGISTRY_AUTH_DIR))
     env = _literal(pairs)
     if role.leader_only:
         env.append(_node_rank())

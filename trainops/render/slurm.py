@@ -1,4 +1,6 @@
-"""Slurm: an sbatch script (templates/slurm/sbatch.sh.j2) that runs the job under pyxis/enroot.
+"""Slurm: an sbatch script (templates/slurm/sbatch.sh.j2) that runs the job under pyxis/enroot,
+or, with train.slurm.runtime bare-metal, one (sbatch-bare-metal.sh.j2) that runs no container:
+its setup lines, then `trainops train run --slurm`, the supervisor of trainops.pipeline.slurm.
 
 One task per node (`srun --container-image=<image by digest>`), each starting torchrun with
 c10d rendezvous on the first node of the allocation; the same environment contract and
@@ -29,6 +31,7 @@ from trainops.render.quantity import mebibytes, whole_cpus
 from trainops.spec.common import duration_seconds
 
 TEMPLATE = "slurm/sbatch.sh.j2"
+BARE_METAL_TEMPLATE = "slurm/sbatch-bare-metal.sh.j2"
 _DIRECTIVE_SAFE = re.compile(r"^[A-Za-z0-9_.,:@%+=/\[\]|&*()!-]+$")
 _MOUNT_UNSAFE = re.compile(r"[,:\s]")
 _ENDPOINT = "\x00endpoint\x00"  # stands for "${TRAINOPS_RDZV_ENDPOINT}" until quoting
@@ -96,10 +99,44 @@ def _directives(ctx: RunContext, name: str) -> list[str]:
     return out
 
 
+def _run_dir(ctx: RunContext) -> str:
+    opts = ctx.train.slurm
+    if opts is not None and opts.run_dir:
+        return shlex.quote(_mount_path("train.slurm.runDir", opts.run_dir))
+    return '"${SLURM_SUBMIT_DIR}"/' + shlex.quote(f".trainops/runs/{ctx.pipeline}/{ctx.run_id}")
+
+
+def bare_metal_script(ctx: RunContext) -> str:
+    """No container: setup lines, then `trainops train run --slurm` supervises the job (see the template)."""
+    from trainops.templating import render_template
+
+    train = ctx.train
+    check_names(train)
+    opts = train.slurm
+    assert opts is not None
+    if train.datasets:
+        ctx.warn("train.datasets are not pulled in bare-metal mode: the trainer reads them from the shared filesystem")
+    if train.checkpoint.registry_secret:
+        ctx.warn("train.checkpoint.registrySecret is a Kubernetes Secret: under Slurm trainops uses your DOCKER_CONFIG")
+    return render_template(
+        BARE_METAL_TEMPLATE,
+        header=ctx.header.splitlines(),
+        directives=_directives(ctx, object_name(ctx.pipeline, ctx.run_id)),
+        submit_dir=shlex.quote(opts.submit_dir) if opts.submit_dir else '"${SLURM_SUBMIT_DIR}"',
+        setup=list(opts.setup),
+        run_dir=_run_dir(ctx),
+        manifest=shlex.quote(ctx.manifest_name),
+        env=shlex.quote(ctx.env) if ctx.env else None,
+        run_id=shlex.quote(ctx.run_id),
+    )
+
+
 def sbatch_script(ctx: RunContext) -> str:
     from trainops.templating import render_template
 
     train = ctx.train
+    if train.slurm is not None and train.slurm.runtime == "bare-metal":
+        return bare_metal_script(ctx)
     check_names(train)
     name = object_name(ctx.pipeline, ctx.run_id)
     ckpt_dir = _mount_path("train.checkpoint.dir", train.checkpoint.dir)
@@ -114,11 +151,7 @@ def sbatch_script(ctx: RunContext) -> str:
             "train.checkpoint.registrySecret is a Kubernetes Secret: under Slurm the agent uses your DOCKER_CONFIG"
         )
 
-    opts = train.slurm
-    if opts is not None and opts.run_dir:
-        run_dir = shlex.quote(_mount_path("train.slurm.runDir", opts.run_dir))
-    else:
-        run_dir = '"${SLURM_SUBMIT_DIR}"/' + shlex.quote(f".trainops/runs/{ctx.pipeline}/{ctx.run_id}")
+    run_dir = _run_dir(ctx)
 
     exports = ctx.process_env(endpoint=None)  # the endpoint is known once the allocation is: the script exports it
     datasets: list[dict[str, Any]] = []

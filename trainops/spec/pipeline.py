@@ -111,7 +111,8 @@ class PipelineSpec(StrictModel):
 
     @model_validator(mode="after")
     def _stages_connect(self) -> PipelineSpec:
-        if self.train is not None and self.train.image is None and self.image is None:
+        local = self.train is not None and self.train.scheduler == "local"  # runs here, in no image
+        if self.train is not None and not local and self.train.image is None and self.image is None:
             raise ValueError("train needs an image: add an image section or set train.image")
         if self.eval is not None and self.train is None and self.eval.checkpoint in ("latest", "best"):
             raise ValueError("eval has no train stage to take a checkpoint from: set eval.checkpoint to a reference")

@@ -42,6 +42,12 @@ class ImageSpec(StrictModel):
     """How an image is built: a standard template rendered with params, and a builder."""
 
     template: ImageTemplate = Field("train-pytorch", description="Standard image template.")
+    dockerfile: str | None = Field(
+        None,
+        min_length=1,
+        description="A Dockerfile of your own, relative to the manifest's directory, built instead of the "
+        "template (docker builder; context at the build's root, buildArgs and secrets as for templates).",
+    )
     builder: Literal["docker", "layer"] = Field(
         "docker",
         description="docker: any Docker-API engine; layer: append the code as one layer, no engine.",
@@ -65,6 +71,8 @@ class ImageSpec(StrictModel):
     def _layer_needs_base(self) -> ImageSpec:
         if self.builder == "layer" and self.base is None:
             raise ValueError("the layer builder appends to a base image: set base")
+        if self.builder == "layer" and self.dockerfile is not None:
+            raise ValueError("the layer builder runs no Dockerfile: use builder docker with dockerfile")
         secret_ids = [s.id for s in self.secrets]
         if len(set(secret_ids)) != len(secret_ids):
             raise ValueError("secret ids must be unique")
@@ -234,6 +242,12 @@ class Elastic(StrictModel):
         return self
 
 
+SetupLine = Annotated[str, StringConstraints(min_length=1, pattern=r"^[^\n\r\x00]+$")]
+LoginHost = Annotated[
+    str, StringConstraints(pattern=r"^([A-Za-z0-9._][A-Za-z0-9._-]*@)?[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?$")
+]
+
+
 class SlurmOptions(StrictModel):
     partition: str | None = None
     account: str | None = None
@@ -246,6 +260,32 @@ class SlurmOptions(StrictModel):
         description="Shared-filesystem directory for the run's checkpoints and datasets; "
         "default: $SLURM_SUBMIT_DIR/.trainops/runs/<pipeline>/<run-id>.",
     )
+    runtime: Literal["pyxis", "bare-metal"] = Field(
+        "pyxis",
+        description="pyxis: srun runs the image under pyxis/enroot; bare-metal: no container, the trainer runs "
+        "in the environment the setup lines prepare (venv, conda, modules) on a shared filesystem.",
+    )
+    setup: list[SetupLine] = Field(
+        default_factory=list,
+        description="bare-metal: shell lines the sbatch script runs first (`source venv/bin/activate`, "
+        "`module load cuda`); they are commands by design and are written into the script as given.",
+    )
+    login_host: LoginHost | None = Field(
+        None,
+        description="[user@]host[:port] of a login node: sbatch, squeue, scontrol and scancel run there over "
+        "ssh (your ssh config and keys); default: run them here.",
+    )
+    submit_dir: AbsolutePath | None = Field(
+        None,
+        description="Directory sbatch runs in on the login host (the checkout of this project on the shared "
+        "filesystem, for bare-metal); default: the manifest's directory here, the home directory over ssh.",
+    )
+
+    @model_validator(mode="after")
+    def _setup_is_bare_metal(self) -> SlurmOptions:
+        if self.setup and self.runtime != "bare-metal":
+            raise ValueError("setup lines run only with runtime: bare-metal (pyxis runs the image as built)")
+        return self
 
 
 class KueueOptions(StrictModel):

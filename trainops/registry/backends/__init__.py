@@ -16,6 +16,20 @@ def insecure_hosts(extra: tuple[str, ...] | list[str] = ()) -> set[str]:
     return listed | set(extra)
 
 
+def is_loopback(host: str) -> bool:
+    """localhost, 127.0.0.0/8 and [::1] (with or without a port): plain HTTP by default, as
+    Docker treats them."""
+    import ipaddress
+
+    name = host[1:].split("]", 1)[0] if host.startswith("[") else host.rsplit(":", 1)[0]
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 def open_backend(root: RegistryRoot, *, insecure: bool = False, insecure_registries: tuple[str, ...] = ()) -> Backend:
     """The backend for a registry root. Heavy clients (requests, boto3) load only here."""
     if root.scheme == "file":
@@ -25,7 +39,7 @@ def open_backend(root: RegistryRoot, *, insecure: bool = False, insecure_registr
     if root.scheme == "oci":
         from trainops.registry.backends.oci import OCIBackend
 
-        plain = insecure or root.location in insecure_hosts(insecure_registries)
+        plain = insecure or is_loopback(root.location) or root.location in insecure_hosts(insecure_registries)
         return OCIBackend(root, insecure=plain)
     from trainops.registry.backends.s3 import S3Backend
 

@@ -224,6 +224,20 @@ class Backend(ABC):
     def open_blob(self, repo: str, digest: str) -> AbstractContextManager[BinaryIO]:
         """A readable stream of a blob (not verified: callers that copy verify on write)."""
 
+    def read_range(self, repo: str, digest: str, offset: int, length: int) -> bytes:
+        """Up to `length` bytes of a blob from `offset` without reading the rest of it: fewer
+        only where the blob ends, b"" past its end. file:// seeks, oci:// sends an HTTP Range
+        request, s3:// a ranged GET. The bytes are not verified (a part cannot be checked
+        against the blob's digest): callers validate what they read. NotFoundError if absent.
+
+        This default reads the blob's stream up to offset + length; backends override it.
+        """
+        check_range(offset, length)
+        if length == 0:
+            return b""
+        with self.open_blob(repo, digest) as fh:
+            return read_span(fh, offset, length)
+
     def ingest_file(self, repo: str, path: Path, progress: Progress = no_progress) -> tuple[str, int, bool] | None:
         """Store a local file whose digest is not known yet, hashing it in the same pass.
 
@@ -314,3 +328,33 @@ def iter_file(fh: BinaryIO, chunk: int = CHUNK) -> Iterator[bytes]:
         if not data:
             return
         yield data
+
+
+def check_range(offset: int, length: int) -> None:
+    if offset < 0 or length < 0:
+        raise ValueError(f"a blob range needs offset >= 0 and length >= 0, not {offset}, {length}")
+
+
+def read_exact(fh: Any, length: int) -> bytes:
+    """length bytes from a stream, or fewer where it ends (streams may return short reads)."""
+    parts: list[bytes] = []
+    left = length
+    while left > 0:
+        data = fh.read(min(left, CHUNK))
+        if not data:
+            break
+        parts.append(data)
+        left -= len(data)
+    return b"".join(parts)
+
+
+def read_span(fh: Any, offset: int, length: int) -> bytes:
+    """Bytes [offset, offset + length) of a stream read from its start; memory stays at one
+    chunk while the prefix is skipped."""
+    left = offset
+    while left > 0:
+        skipped = fh.read(min(left, CHUNK))
+        if not skipped:
+            return b""
+        left -= len(skipped)
+    return read_exact(fh, length)

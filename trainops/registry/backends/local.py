@@ -184,6 +184,18 @@ class LocalBackend(Backend):
         except FileNotFoundError:
             raise NotFoundError(f"blob {digest} is not in {repo}") from None
 
+    def read_range(self, repo: str, digest: str, offset: int, length: int) -> bytes:
+        """A seek and a read of the blob file."""
+        from trainops.registry.backends.base import check_range, read_exact
+
+        check_range(offset, length)
+        try:
+            with self._blob(repo, digest).open("rb") as fh:
+                fh.seek(offset)
+                return read_exact(fh, length)
+        except FileNotFoundError:
+            raise NotFoundError(f"blob {digest} is not in {repo}") from None
+
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
         source = self._blob(from_repo, digest)
         if not source.is_file():

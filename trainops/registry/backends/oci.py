@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -40,20 +40,27 @@ from trainops.registry.backends.base import (
     sha256_digest,
 )
 from trainops.registry.backends.oci_auth import (
+    HUB_API,
+    Credentials,
     TokenCache,
     basic_header,
     fetch_token,
+    is_docker_hub,
     load_credentials,
     parse_challenge,
 )
 from trainops.registry.reference import DIGEST_RE, RegistryRoot
+from trainops.retry import RETRY_STATUS, Backoff, RetryPolicy, retry_after_seconds
 
 logger = logging.getLogger(__name__)
 ACCEPT = ", ".join(media.MANIFEST_TYPES)
 ATTEMPTS = 6
 INGEST_MIN = 32 * 1024 * 1024  # files from this size are sent while they are hashed
 CHUNK = 1024 * 1024
-RETRY_STATUS = {429, 500, 502, 503, 504}
+
+
+_API_PATH = re.compile(r"^/v2/(.+?)/(manifests|blobs|tags)/([^/?]*)")
+_RACE = RetryPolicy(attempts=ATTEMPTS, base=0.1, jitter=1.0)  # writers that collided: spread them apart
 
 
 class _Retry(Exception):
@@ -92,12 +99,14 @@ class OCIBackend(Backend):
     def __init__(self, root: RegistryRoot, *, insecure: bool = False) -> None:
         super().__init__(root)
         self.host = root.location
-        self.base = f"{'http' if insecure else 'https'}://{self.host}"
+        api = HUB_API if self.host.endswith("docker.io") and is_docker_hub(self.host) else self.host
+        self.base = f"{'http' if insecure else 'https'}://{api}"
         self.insecure = insecure
         self._local = threading.local()
         self._tokens = TokenCache()
         self._bearer: dict[str, str] | None = None  # the registry's Bearer challenge, once seen
-        self._creds = load_credentials(self.host)
+        self._creds_loaded = False
+        self._creds_value: Credentials | None = None
         self._sessions: list[requests.Session] = []
         # `?n=` of tags/list: None lets the registry choose (Distribution then answers every
         # tag at once, reading its tag directory once rather than once per page); a page it
@@ -125,6 +134,14 @@ class OCIBackend(Backend):
             for session in self._sessions:
                 session.close()
             self._sessions.clear()
+
+    @property
+    def _creds(self) -> Credentials | None:
+        """Docker's credentials for this registry, read when it first asks for them."""
+        if not self._creds_loaded:
+            self._creds_value = load_credentials(self.host)
+            self._creds_loaded = True
+        return self._creds_value
 
     def _url(self, path: str) -> str:
         return path if path.startswith("http") else urljoin(self.base, path)
@@ -171,9 +188,9 @@ class OCIBackend(Backend):
         body is a callable so that every attempt gets a fresh (rewound) body.
         """
         url = self._url(path)
-        delay = 0.25
+        backoff = Backoff(f"{method} {self._shown(url)}", policy=RetryPolicy(attempts=ATTEMPTS))
         authorized_once = False
-        for attempt in range(1, ATTEMPTS + 1):
+        while True:
             all_headers = dict(headers or {})
             auth = self._header(scope)
             if auth:
@@ -197,13 +214,11 @@ class OCIBackend(Backend):
                     ),
                 ) from None
             except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as err:
-                if attempt == ATTEMPTS:
+                if not backoff.wait(_reason(err)):
                     raise RemoteError(
                         f"cannot reach registry {self.host}: {_short(err)}",
                         hint="check that it runs and the host:port is right",
                     ) from None
-                time.sleep(delay)
-                delay *= 2
                 continue
             if resp.status_code == 401 and not authorized_once and self._authorize(resp, scope):
                 authorized_once = True
@@ -211,15 +226,18 @@ class OCIBackend(Backend):
                 continue
             if resp.status_code in ok:
                 return resp
-            if resp.status_code in RETRY_STATUS and attempt < ATTEMPTS:
+            if resp.status_code in RETRY_STATUS:
                 resp.close()
-                time.sleep(delay)
-                delay *= 2
-                continue
+                why = f"{resp.status_code} {resp.reason}".rstrip()
+                if backoff.wait(why, retry_after=retry_after_seconds(resp.headers.get("Retry-After"))):
+                    continue
             if resp.status_code == 404 and missing_ok:
                 return resp
             raise self._error(method, path, resp)
-        raise RemoteError(f"{method} {path} on {self.host} kept failing")  # pragma: no cover
+
+    def _shown(self, url: str) -> str:
+        """A URL for messages: without the query (upload session state, digests)."""
+        return url.split("?", 1)[0]
 
     def _error(self, method: str, path: str, resp: requests.Response) -> Exception:
         code, message = "", resp.reason
@@ -233,10 +251,29 @@ class OCIBackend(Backend):
                 hint=f"run `docker login {self.host}` (trainops reads Docker's config.json)",
             )
         if resp.status_code == 404:
-            return NotFoundError(f"not found on {where} ({code or message})")
+            return self._not_found(path, code or message)
         if code in ("DIGEST_INVALID", "SIZE_INVALID", "BLOB_UPLOAD_INVALID"):
             return IntegrityError(f"{self.host} rejected the content: {message}")
         return RemoteError(f"{method} {where} failed: {resp.status_code} {code} {message}".rstrip())
+
+    def _not_found(self, path: str, code: str) -> NotFoundError:
+        """A 404 in user terms: which tag, digest or repository, and what to run next."""
+        match = _API_PATH.match(path)
+        if match is None:
+            return NotFoundError(f"not found on {self.host}{path if path.startswith('/') else ''} ({code})")
+        repo, what, target = match.groups()
+        url = f"oci://{self.host}/{repo}"
+        if code == "NAME_UNKNOWN" or (what == "tags" and code != "MANIFEST_UNKNOWN"):
+            return NotFoundError(
+                f"no repository {repo} on {self.host}",
+                hint=f"check the name (`trainops registry ls oci://{self.host}` lists them), or push to it first",
+            )
+        if what == "blobs":
+            return NotFoundError(f"blob {target[:19]} is missing from {url}", hint="push the artifact again")
+        listing = f"`trainops registry ls {url}` lists its tags"
+        if DIGEST_RE.match(target):
+            return NotFoundError(f"no manifest {target[:19]} in {url}", hint=listing)
+        return NotFoundError(f"no tag {target!r} in {url}", hint=listing)
 
     @staticmethod
     def _pull(repo: str) -> str:
@@ -277,6 +314,8 @@ class OCIBackend(Backend):
     def upload_blob(self, repo: str, source: BlobSource, progress: Progress = no_progress) -> None:
         location = self._start_upload(repo)
         offset = 0
+        what = f"upload of {source.digest[:19]} to {self.host}/{repo}"
+        backoff = Backoff(what, policy=RetryPolicy(attempts=ATTEMPTS))
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 self._send(repo, location, source, offset, progress)
@@ -289,17 +328,17 @@ class OCIBackend(Backend):
                 if attempt >= 2:
                     raise
                 location, offset = self._start_upload(repo), 0
-            except _Retry:
+            except _Retry as err:
                 if self.blob_size(repo, source.digest) == source.size:
                     return
-                if attempt == ATTEMPTS:
+                if not backoff.wait(str(err) or "the upload was interrupted"):
                     raise RemoteError(f"uploading {source.digest[:19]} to {self.host} kept failing") from None
-                time.sleep(0.25 * 2**attempt)
                 held = self._upload_offset(repo, location)
                 if held is None:  # the session was lost (e.g. a registry without a shared secret)
                     location, offset = self._start_upload(repo), 0
                 else:
                     offset = held
+        raise RemoteError(f"uploading {source.digest[:19]} to {self.host} kept failing")
 
     def ingest_file(self, repo: str, path: Path, progress: Progress = no_progress) -> tuple[str, int, bool] | None:
         """Send a large file while hashing it (one read), then close the session with the digest.
@@ -381,15 +420,15 @@ class OCIBackend(Backend):
                         headers=self._auth(repo, headers),
                         timeout=(30, 600),
                     )
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError):
-                raise _Retry from None
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as err:
+                raise _Retry(_reason(err)) from None
         if resp.status_code == 201:
             return
         self._retry_or_raise("PUT", repo, location, resp)
 
     def _retry_or_raise(self, method: str, repo: str, location: str, resp: requests.Response) -> None:
         if resp.status_code in RETRY_STATUS or resp.status_code == 404 or self._reauthorize(repo, resp):
-            raise _Retry
+            raise _Retry(f"{method} answered {resp.status_code} {resp.reason}".rstrip())
         raise self._error(method, location, resp)
 
     def _reauthorize(self, repo: str, resp: requests.Response) -> bool:
@@ -413,7 +452,8 @@ class OCIBackend(Backend):
         try:
             with dest.open("wb") as out:
                 writer = DigestWriter(out, digest, None)
-                for attempt in range(1, ATTEMPTS + 1):
+                backoff = Backoff(f"download of {digest[:19]} from {self.host}/{repo}")
+                for _attempt in range(1, ATTEMPTS + 1):
                     headers = {"Range": f"bytes={writer.written}-"} if writer.written else {}
                     resp = self._request(
                         "GET",
@@ -432,10 +472,9 @@ class OCIBackend(Backend):
                             writer.write(chunk)
                             progress(len(chunk))
                         break
-                    except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
-                        if attempt == ATTEMPTS:
+                    except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as err:
+                        if not backoff.wait(f"the download broke off after {writer.written} bytes: {_reason(err)}"):
                             raise RemoteError(f"downloading {digest[:19]} from {self.host} kept failing") from None
-                        time.sleep(0.25 * 2**attempt)
                     finally:
                         resp.close()
             writer.verify(f"blob {digest[:19]} from {self.host}/{repo}")
@@ -455,6 +494,45 @@ class OCIBackend(Backend):
                 resp.close()
 
         return body()
+
+    def read_range(self, repo: str, digest: str, offset: int, length: int) -> bytes:
+        """An HTTP Range GET. A 206 must carry a Content-Range that starts at offset; a
+        registry that ignores Range (200) is read only up to offset + length, and said so."""
+        import logging
+        import re
+
+        from trainops.registry.backends.base import check_range, read_exact, read_span
+
+        check_range(offset, length)
+        if length == 0:
+            return b""
+        resp = self._request(
+            "GET",
+            f"/v2/{repo}/blobs/{digest}",
+            scope=self._pull(repo),
+            ok=(200, 206, 416),
+            headers={"Range": f"bytes={offset}-{offset + length - 1}", "Accept-Encoding": "identity"},
+            stream=True,
+        )
+        with contextlib.closing(resp):
+            if resp.status_code == 416:  # offset at or past the end
+                return b""
+            if resp.status_code == 200:
+                logging.getLogger(__name__).warning(
+                    "%s ignored the Range request for %s; reading its first %d bytes",
+                    self.host,
+                    digest,
+                    offset + length,
+                )
+                return read_span(resp.raw, offset, length)
+            found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", resp.headers.get("Content-Range", "").strip())
+            if not found or int(found[1]) != offset or int(found[2]) > offset + length - 1:
+                raise RemoteError(
+                    f"{self.host} answered a Range request for {digest} with Content-Range "
+                    f"{resp.headers.get('Content-Range')!r}, not bytes {offset}-{offset + length - 1}",
+                    hint="the registry or a proxy in front of it mishandles Range requests",
+                )
+            return read_exact(resp.raw, int(found[2]) - offset + 1)
 
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
         resp = self._request(
@@ -483,7 +561,8 @@ class OCIBackend(Backend):
         if sha256_digest(manifest.data) != manifest.digest:
             raise IntegrityError(f"manifest bytes do not match {manifest.digest}")
         headers = {"Content-Type": manifest.media_type}
-        for attempt in range(1, ATTEMPTS + 1):
+        backoff = Backoff(f"PUT manifest {manifest.digest[:19]} to {self.host}/{repo}", policy=_RACE)
+        while True:
             try:
                 resp = self._request(
                     "PUT",
@@ -498,9 +577,8 @@ class OCIBackend(Backend):
                 # Distribution answers DIGEST_INVALID when another writer stores the same
                 # manifest bytes at the same moment (under another tag, say); the bytes were
                 # checked above, so the PUT is sent again once that writer is done.
-                if attempt == ATTEMPTS:
+                if not backoff.wait("another writer stored the same manifest at that moment"):
                     raise
-                time.sleep(0.05 * 2**attempt)
         parsed = json.loads(manifest.data)
         subject = parsed.get("subject")
         if subject and "OCI-Subject" not in resp.headers:
@@ -656,6 +734,15 @@ class OCIBackend(Backend):
 
 def _is_referrers_tag(tag: str) -> bool:
     return tag.startswith("sha256-") and len(tag) == 71
+
+
+def _reason(err: BaseException) -> str:
+    """Why a connection failed, in a few words (requests nests the cause deep in its text)."""
+    text = str(err)
+    for known in ("Connection refused", "timed out", "Name or service not known", "Connection reset"):
+        if known.lower() in text.lower():
+            return known.lower()
+    return type(err).__name__
 
 
 def _short(err: BaseException) -> str:

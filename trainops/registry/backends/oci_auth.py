@@ -1,18 +1,16 @@
 """Registry credentials from Docker's config.json, and the Basic/Bearer token dance.
 
-Credentials come from `$DOCKER_CONFIG/config.json` (default `~/.docker/config.json`):
-`auths.<host>.auth` (base64 user:password), `auths.<host>.identitytoken`, and the
-`credHelpers`/`credsStore` helpers (`docker-credential-<name> get`). They are never
-logged or put into an error message.
+Credentials come from `$DOCKER_CONFIG/config.json` (default `~/.docker/config.json`),
+resolved by docker-py exactly as Docker resolves them: `auths.<host>` (auth or
+identitytoken), the `credHelpers`/`credsStore` helpers, Docker Hub under its index key.
+They are never logged or put into an error message.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -39,51 +37,42 @@ def docker_config_path() -> Path:
     return Path(base) / "config.json" if base else Path.home() / ".docker" / "config.json"
 
 
-def _helper(name: str, host: str) -> Credentials | None:
-    try:
-        out = subprocess.run(
-            [f"docker-credential-{name}", "get"], input=host, capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    try:
-        data = json.loads(out.stdout)
-    except ValueError:
-        return None
-    user, secret = data.get("Username"), data.get("Secret")
-    if user == "<token>":
-        return Credentials(identity_token=secret)
-    return Credentials(username=user, password=secret)
+HUB_API = "registry-1.docker.io"  # where Docker Hub's Distribution API is served
+
+
+def is_docker_hub(host: str) -> bool:
+    """docker.io and index.docker.io name Docker Hub, as docker-py resolves index names."""
+    from docker.auth import INDEX_NAME, resolve_index_name
+
+    return host == HUB_API or resolve_index_name(host) == INDEX_NAME
 
 
 def load_credentials(host: str) -> Credentials | None:
-    """Credentials for host (host[:port]) from Docker's config, or None."""
+    """Credentials for host (host[:port]) from Docker's config, or None.
+
+    docker-py's own resolution (`docker.auth.load_config` and `resolve_authconfig`): the
+    `auths` entries (legacy URL keys included; Docker Hub's is https://index.docker.io/v1/),
+    `credHelpers` and `credsStore`. Loaded only when a registry asks for credentials.
+    """
+    from docker.auth import INDEX_NAME, load_config
+    from docker.errors import DockerException
+
     path = docker_config_path()
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError):
+    if not path.is_file():
         return None
-    helper = (config.get("credHelpers") or {}).get(host)
-    if helper:
-        return _helper(helper, host)
-    auths: dict[str, Any] = config.get("auths") or {}
-    for key in (host, f"https://{host}", f"http://{host}", f"https://{host}/v1/", f"https://{host}/v2/"):
-        entry = auths.get(key)
-        if not entry:
-            continue
-        if entry.get("identitytoken"):
-            return Credentials(identity_token=entry["identitytoken"])
-        if entry.get("auth"):
-            try:
-                user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
-            except (ValueError, UnicodeDecodeError):
-                raise RemoteError(f"{path}: the auth entry for {host} is not base64 user:password") from None
-            return Credentials(username=user, password=password)
-    if config.get("credsStore"):
-        return _helper(str(config["credsStore"]), host)
-    return None
+    registry = INDEX_NAME if is_docker_hub(host) else host
+    try:
+        entry = load_config(config_path=str(path)).resolve_authconfig(registry=registry)
+    except DockerException as err:
+        raise RemoteError(f"{path}: cannot read the credentials for {host} ({type(err).__name__})") from None
+    if not entry:
+        return None
+    token = entry.get("IdentityToken") or entry.get("identitytoken")
+    if token:
+        return Credentials(identity_token=str(token))
+    user = entry.get("username") or entry.get("Username")
+    password = entry.get("password") or entry.get("Password")
+    return Credentials(username=user, password=password) if user or password else None
 
 
 def parse_challenge(header: str) -> tuple[str, dict[str, str]]:

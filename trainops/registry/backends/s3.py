@@ -19,9 +19,7 @@ transfers are in s3_transfer (verified multipart uploads that resume) and s3_dow
 from __future__ import annotations
 
 import json
-import random
 import threading
-import time
 from collections import deque
 from contextlib import AbstractContextManager, suppress
 from pathlib import Path
@@ -57,6 +55,7 @@ from trainops.registry.backends.s3_transfer import (
     TransferSettings,
 )
 from trainops.registry.reference import DIGEST_RE, TAG_RE, RegistryRoot
+from trainops.retry import Backoff, RetryPolicy
 
 __all__ = ["DEFAULT_PAGE_SIZE", "DEFAULT_PART_SIZE", "MIN_PART_SIZE", "S3Backend"]
 
@@ -85,8 +84,9 @@ def _check_tag(tag: str) -> str:
     return tag
 
 
-def _contention_pause(attempt: int) -> None:
-    time.sleep(random.uniform(0, min(0.5, 0.005 * 2 ** min(attempt, 7))))
+def _contention(what: str) -> Backoff:
+    """Writers that lost a conditional write: short, fully jittered waits spread them apart."""
+    return Backoff(what, policy=RetryPolicy(attempts=TAG_ATTEMPTS, base=0.005, cap=0.5, jitter=1.0))
 
 
 class S3Backend(Backend):
@@ -225,6 +225,38 @@ class S3Backend(Backend):
             raise NotFoundError(f"blob {digest} is not in {self._url(repo)}") from None
         return cast(AbstractContextManager[BinaryIO], resp["Body"])  # botocore StreamingBody
 
+    def read_range(self, repo: str, digest: str, offset: int, length: int) -> bytes:
+        """A ranged GetObject (Range: bytes=offset-end); past the end (InvalidRange) is b""."""
+        import re
+
+        from trainops.errors import RemoteError
+        from trainops.registry.backends.base import check_range, read_exact, read_span
+
+        check_range(offset, length)
+        if length == 0:
+            return b""
+        try:
+            resp = self.ops.call(
+                "get_object", self.blob_key(repo, digest), Range=f"bytes={offset}-{offset + length - 1}"
+            )
+        except KeyMissing:
+            raise NotFoundError(f"blob {digest} is not in {self._url(repo)}") from None
+        except RemoteError as err:
+            code = (getattr(err.__cause__, "response", None) or {}).get("Error", {}).get("Code")
+            if code == "InvalidRange":
+                return b""
+            raise
+        body = resp["Body"]
+        try:
+            found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", str(resp.get("ContentRange") or "").strip())
+            if found is None:  # the store ignored Range: read only what was asked for
+                return read_span(body, offset, length)
+            if int(found[1]) != offset:
+                raise RemoteError(f"{self._url(repo)}: S3 answered bytes {found[1]}- for a range from {offset}")
+            return read_exact(body, min(length, int(found[2]) - offset + 1))
+        finally:
+            body.close()
+
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
         """A server-side copy inside the bucket: no byte passes through this machine."""
         src, dst = self.blob_key(from_repo, digest), self.blob_key(repo, digest)
@@ -332,7 +364,8 @@ class S3Backend(Backend):
         """Point tag at descriptor: compare-and-swap on the tag object's ETag, retried."""
         key = self.tag_key(repo, tag)
         body = _json(descriptor.as_oci())
-        for attempt in range(1, TAG_ATTEMPTS + 1):
+        contention = _contention(f"moving tag {tag!r} of {self._url(repo)}")
+        for _attempt in range(1, TAG_ATTEMPTS + 1):
             current = self._read_tag(key)
             try:
                 if current is None:
@@ -341,7 +374,7 @@ class S3Backend(Backend):
                     self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfMatch=current[1])
                 return
             except (ConditionFailed, KeyMissing):  # moved or deleted since we read it
-                _contention_pause(attempt)
+                contention.wait("another writer changed the tag meanwhile")
         raise ExistsError(
             f"tag {tag!r} of {self._url(repo)} kept changing: other writers won {TAG_ATTEMPTS} times in a row",
             hint="other pushes are moving this tag; run the command again",
@@ -430,7 +463,8 @@ class S3Backend(Backend):
     def _untag_if(self, repo: str, tag: str, digest: str) -> None:
         """Delete tag if it points at digest, unless another writer moves it meanwhile."""
         key = self.tag_key(repo, tag)
-        for attempt in range(1, TAG_ATTEMPTS + 1):
+        contention = _contention(f"removing tag {tag!r} of {self._url(repo)}")
+        for _attempt in range(1, TAG_ATTEMPTS + 1):
             current = self._read_tag(key)
             if current is None:
                 return
@@ -444,7 +478,7 @@ class S3Backend(Backend):
                 self.ops.call("delete_object", key, IfMatch=current[1])
                 return
             except ConditionFailed:
-                _contention_pause(attempt)
+                contention.wait("another writer changed the tag meanwhile")
             except Unsupported:  # a server without conditional deletes
                 self.ops.call("delete_object", key)
                 return

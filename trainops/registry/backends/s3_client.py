@@ -65,28 +65,77 @@ class Unsupported(RemoteError):
 
 
 def make_client(*, max_pool_connections: int, max_attempts: int | None) -> Any:
-    """A boto3 S3 client from the standard chain, with retries and a pool for parallel parts."""
+    """A boto3 S3 client from the standard chain, with a pool for parallel parts. Retries
+    (throttling, 5xx, dropped connections) are trainops.retry's: each one is logged with its
+    reason and wait, Retry-After is honoured, and the waiting is bounded."""
     import boto3
     import botocore.session
     from botocore.config import Config
 
     core = botocore.session.get_session()  # reads the AWS_* variables and ~/.aws/config
     session = boto3.session.Session(botocore_session=core, region_name=os.environ.get("AWS_REGION") or None)
-    retries: dict[str, Any] = {}
-    if core.get_config_variable("retry_mode") in (None, "legacy"):
-        retries["mode"] = "standard"
-    if core.get_config_variable("max_attempts") is None or max_attempts is not None:
-        retries["total_max_attempts"] = max_attempts or DEFAULT_MAX_ATTEMPTS
+    configured = core.get_config_variable("max_attempts")
+    attempts = max_attempts or (int(configured) if configured else DEFAULT_MAX_ATTEMPTS)
     config = Config(
         max_pool_connections=max_pool_connections,
-        retries=retries,
+        retries={"mode": "standard", "total_max_attempts": 1},  # botocore's own: none, see below
         connect_timeout=10,
         read_timeout=120,
         tcp_keepalive=True,
         # trainops verifies every blob against its sha256 itself; botocore need not hash again
         response_checksum_validation="when_required",
     )
-    return session.client("s3", config=config)
+    client = session.client("s3", config=config)
+    client.meta.events.register_first("needs-retry.s3", _RetryHook(attempts, endpoint_of(client)))
+    return client
+
+
+_RETRY_CODES = frozenset({"Throttling", "ThrottlingException", "SlowDown", "RequestTimeout", "InternalError"})
+
+
+class _RetryHook:
+    """botocore's needs-retry event answered by trainops.retry: the seconds to wait before
+    the next attempt (botocore then sleeps and resends, rewinding the body), or None."""
+
+    def __init__(self, attempts: int, endpoint: str) -> None:
+        from trainops.retry import RetryPolicy
+
+        self.policy = RetryPolicy(attempts=attempts, base=0.2)
+        self.endpoint = endpoint
+
+    def __call__(self, *, response: Any, caught_exception: Any, request_dict: Any, operation: Any, **_: Any) -> Any:
+        from trainops.retry import Backoff, retry_after_seconds
+
+        reason, retry_after = _transient(response, caught_exception)
+        if reason is None:
+            return None
+        context = request_dict.setdefault("context", {})
+        backoff = context.get("trainops_backoff")
+        if backoff is None:
+            backoff = context["trainops_backoff"] = Backoff(
+                f"S3 {operation.name} at {self.endpoint}", policy=self.policy
+            )
+        return backoff.next_delay(reason, retry_after=retry_after_seconds(retry_after))
+
+
+def _transient(response: Any, caught: Any) -> tuple[str | None, str | None]:
+    """(why, Retry-After) of a failed attempt worth retrying: a dropped connection, or a
+    throttling/5xx answer; (None, None) for success and for failures a retry cannot fix."""
+    from botocore import exceptions as bx
+
+    from trainops.retry import RETRY_STATUS
+
+    if caught is not None:
+        retryable = (bx.ConnectionError, bx.HTTPClientError, bx.ConnectionClosedError, bx.ReadTimeoutError)
+        return (type(caught).__name__, None) if isinstance(caught, retryable) else (None, None)
+    if response is None:
+        return None, None
+    http, parsed = response
+    status = getattr(http, "status_code", 0)
+    code = str(((parsed or {}).get("Error") or {}).get("Code") or "")
+    if status not in RETRY_STATUS and code not in _RETRY_CODES:
+        return None, None
+    return f"{status} {code}".strip(), http.headers.get("Retry-After")
 
 
 def endpoint_of(client: Any) -> str:

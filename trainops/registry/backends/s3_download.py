@@ -21,7 +21,8 @@ from typing import Any
 from trainops.errors import RemoteError
 from trainops.registry.backends.base import DigestWriter, Progress
 from trainops.registry.backends.s3_client import ConditionFailed, S3Ops, is_stream_error
-from trainops.registry.backends.s3_transfer import TransferSettings, backoff, part_size_for
+from trainops.registry.backends.s3_transfer import TransferSettings, part_size_for
+from trainops.retry import Backoff, RetryPolicy
 
 STREAM_CHUNK = 1024 * 1024
 
@@ -48,7 +49,7 @@ class Downloads:
 
     def _stream(self, key: str, writer: DigestWriter, progress: Progress) -> None:
         etag: str | None = None
-        failures = 0
+        backoff = self._backoff(key)
         while True:
             extra: dict[str, Any] = {}
             if etag is not None:
@@ -74,12 +75,14 @@ class Downloads:
             except Exception as exc:
                 if not is_stream_error(exc):
                     raise
-                failures += 1
-                if failures > self.settings.stream_retries:
+                if not backoff.wait(f"the stream broke off: {type(exc).__name__}"):
                     raise self._dropped(key, exc) from exc
             finally:
                 body.close()
-            backoff(failures)
+
+    def _backoff(self, key: str) -> Backoff:
+        policy = RetryPolicy(attempts=self.settings.stream_retries + 1, base=0.2)
+        return Backoff(f"reading s3://{self.ops.bucket}/{key}", policy=policy)
 
     def _dropped(self, key: str, exc: BaseException) -> RemoteError:
         return RemoteError(
@@ -89,7 +92,7 @@ class Downloads:
         )
 
     def _get_range(self, key: str, etag: str, start: int, end: int) -> bytes:
-        failures = 0
+        backoff = self._backoff(key)
         while True:
             resp = self.ops.call("get_object", key, Range=f"bytes={start}-{end - 1}", IfMatch=etag)
             try:
@@ -99,10 +102,8 @@ class Downloads:
             except Exception as exc:
                 if not is_stream_error(exc):
                     raise
-                failures += 1
-                if failures > self.settings.stream_retries:
+                if not backoff.wait(f"the stream broke off: {type(exc).__name__}"):
                     raise self._dropped(key, exc) from exc
-            backoff(failures)
 
     def _ranged(self, key: str, etag: str, size: int, writer: DigestWriter, progress: Progress) -> None:
         part_size = part_size_for(size, self.settings.part_size)

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import random
 import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -51,11 +49,6 @@ def part_size_for(size: int, configured: int) -> int:
     """The part size of a blob: the configured size, grown (in MiB) to fit in 10,000 parts."""
     needed = -(-size // MAX_PARTS)
     return -(-max(configured, needed, MIN_PART_SIZE) // MiB) * MiB
-
-
-def backoff(attempt: int) -> None:
-    """Jittered exponential pause before retry number attempt (1, 2, …)."""
-    time.sleep(min(8.0, 0.2 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,62 @@
+"""`trainops ui`: refuses an open address without a token; serves the index it builds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from cli.runner import REPO, run
+from services import free_port, wait_for
+
+from trainops.registry.context import Registries
+from ui.helpers import fill
+
+
+def test_open_address_needs_a_token(tmp_path: Path) -> None:
+    out = run("ui", "--registry", f"file://{tmp_path}", "--host", "0.0.0.0", env={"TRAINOPS_UI_TOKEN": None})
+    assert out.code == 2
+    assert "not a loopback address" in out.last_error_line and "--token" in out.last_error_line
+
+
+def test_no_registry_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no trainops.yaml here
+    out = run("ui")
+    assert out.code == 2 and "no registry to browse" in out.last_error_line
+
+
+def test_serves_what_it_indexed(tmp_path: Path) -> None:
+    url = f"file://{tmp_path / 'registry'}"
+    with Registries(default_registry=url) as registries:
+        filled = fill(registries, url, tmp_path / "work")
+    port = free_port()
+    env = {**os.environ, "TRAINOPS_CACHE_DIR": str(tmp_path / "cache")}
+    log = (tmp_path / "ui.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainops.cli.main", "ui", "--registry", url, "--port", str(port), "--refresh", "0"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        with urllib.request.urlopen(base + "/api/repositories", timeout=5) as resp:
+            return bool(resp.status == 200)
+
+    try:
+        wait_for(up, timeout=60, what="trainops ui", proc=proc, log_path=tmp_path / "ui.log")
+        with urllib.request.urlopen(base + "/api/repositories", timeout=5) as resp:
+            repos = [r["url"] for r in json.load(resp)["repositories"]]
+        assert filled.repo("tiny/checkpoints") in repos and len(repos) == 5
+        assert (tmp_path / "cache" / "ui").is_dir()  # the index lives in trainops' cache
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+    assert "indexed 5 repositories" in (tmp_path / "ui.log").read_text()

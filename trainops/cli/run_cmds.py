@@ -1,0 +1,213 @@
+"""`trainops run` (the whole flow, cached by content) and `trainops ci` (the same, for a push)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainops.cli.output import console, echo_json, manifest_options, output_option
+
+
+def _load(file: str, env: str | None) -> Any:
+    from trainops.spec import load_manifest
+
+    return load_manifest(Path(file), env=env)
+
+
+class _Lines:
+    """One line per event on stderr (CI logs, pipes)."""
+
+    def __call__(self, event: Any) -> None:
+        click.echo(f"trainops: [{event.stage}] {event.kind}: {event.message}", err=True)
+
+
+class _Live:
+    """One live table of the stages on a terminal (rich)."""
+
+    def __init__(self, live: Any) -> None:
+        self.live = live
+        self.rows: dict[str, tuple[str, str]] = {}
+
+    def __call__(self, event: Any) -> None:
+        status = {"note": "running", "start": "running", "plan": "planned"}.get(event.kind, event.kind)
+        self.rows[event.stage] = (status, event.message)
+        self.live.update(self._table())
+
+    def _table(self) -> Any:
+        from rich.table import Table
+
+        table = Table(box=None, pad_edge=False)
+        table.add_column("stage")
+        table.add_column("status")
+        table.add_column("", overflow="ellipsis", no_wrap=True, max_width=60)
+        for name, (status, message) in self.rows.items():
+            table.add_row(name, status, message)
+        return table
+
+
+@contextmanager
+def _progress() -> Iterator[Any]:
+    if not sys.stderr.isatty():
+        yield _Lines()
+        return
+    from rich.console import Console
+    from rich.live import Live
+
+    with Live(console=Console(stderr=True), transient=False, refresh_per_second=8) as live:
+        yield _Live(live)
+
+
+def _options(**kw: Any) -> Any:
+    from trainops.pipeline.run import RunOptions
+
+    return RunOptions(**kw)
+
+
+def _short(text: str) -> str:
+    """References with their digest cut to 12 hex digits, for an 80-column table."""
+    import re
+
+    return re.sub(r"(sha256:[0-9a-f]{12})[0-9a-f]{52}", r"\1", text)
+
+
+def _print_run(result: Any) -> None:
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, title=None)
+    table.add_column("STAGE")
+    table.add_column("STATUS")
+    table.add_column("OUTPUT / WHY", overflow="fold", max_width=58)
+    for stage in result.stages:
+        status = {"runs": "runs", "cached": "cached", "ran": "ran"}.get(stage.status, stage.status)
+        shown = stage.error or ", ".join(o.ref or o.digest for o in stage.outputs) or stage.why
+        if stage.status == "cached":
+            shown = f"cached ({shown})"
+        elif stage.status in ("runs", "skipped"):
+            shown = f"{stage.status} (why: {stage.why})"
+        table.add_row(stage.name, status, _short(shown))
+    console().print(table)
+
+
+@click.command("run")
+@manifest_options
+@click.option(
+    "--from", "start", metavar="STAGE", default=None, help="First stage to run (earlier ones must be cached)."
+)
+@click.option("--to", "stop", metavar="STAGE", default=None, help="Last stage to run.")
+@click.option("--dry-run", is_flag=True, help="Say what each stage would do: cached (artifact) or runs (why).")
+@click.option("--executor", type=click.Choice(["local", "cluster"]), default=None, help="Default: by train.scheduler.")
+@click.option(
+    "--timeout", type=float, default=24 * 3600.0, show_default=True, help="Cluster: seconds to wait for a job."
+)
+@click.option(
+    "--settle",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Cluster: the job is taken as finished when no checkpoint of it arrived for this many seconds.",
+)
+@click.option(
+    "--serve-image",
+    metavar="REF",
+    default=None,
+    help="Rollout: the serving image (name@sha256:…, or a tag resolved now); default: the one built for HEAD.",
+)
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
+@output_option
+def run_cmd(
+    file: str,
+    env: str | None,
+    start: str | None,
+    stop: str | None,
+    dry_run: bool,
+    executor: str | None,
+    timeout: float,
+    settle: float,
+    serve_image: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Run the manifest's stages as one flow; a stage whose output for its key is in the
+    registry is skipped and its output reused."""
+    from trainops.pipeline.run import run_pipeline
+
+    manifest = _load(file, env)
+    options = _options(
+        start=start,
+        stop=stop,
+        dry_run=dry_run,
+        executor=executor,
+        insecure=insecure,
+        timeout=timeout,
+        quiet=settle,
+        serve_image=serve_image,
+        command_stdout=sys.stderr,
+    )
+    with _progress() as sink:
+        result = run_pipeline(manifest=manifest, options=options, on_event=sink)
+    if output == "json":
+        echo_json(result.as_dict())
+    else:
+        _print_run(result)
+    if result.error is not None:
+        raise result.error
+
+
+@click.command("ci")
+@manifest_options
+@click.option("--since", metavar="REV", default=None, help="The commit before the change (default: from CI variables).")
+@click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Markdown summary file.")
+@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None, help="JUnit XML file.")
+@click.option("--serve-image", metavar="REF", default=None, help="Rollout: the serving image (see `trainops run`).")
+@click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
+@output_option
+def ci_cmd(
+    file: str,
+    env: str | None,
+    since: str | None,
+    summary: Path | None,
+    junit: Path | None,
+    serve_image: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
+    """For CI: run the stages the pushed change affects; write a step summary and JUnit XML.
+
+    The range is --since REV..HEAD, else GitHub Actions' or GitLab CI's variables. The
+    summary goes to --summary, else $GITHUB_STEP_SUMMARY when set.
+    """
+    from trainops.pipeline.ci import run_ci
+    from trainops.pipeline.cireport import junit_xml, markdown_summary
+
+    manifest = _load(file, env)
+    with _progress() as sink:
+        result = run_ci(
+            manifest=manifest,
+            since=since,
+            environ=os.environ,
+            options=_options(insecure=insecure, serve_image=serve_image, command_stdout=sys.stderr),
+            on_event=sink,
+        )
+    target = summary or (Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None)
+    if target is not None:
+        with target.open("a", encoding="utf-8") as fh:
+            fh.write(markdown_summary(result))
+    if junit is not None:
+        junit.write_text(junit_xml(result), encoding="utf-8")
+    if output == "json":
+        echo_json(result.as_dict())
+    else:
+        click.echo(f"affected: {result.decision.reason}")
+        if result.run is not None:
+            _print_run(result.run)
+    if result.run is not None and result.run.error is not None:
+        raise result.run.error
+
+
+COMMANDS: list[click.Command] = [run_cmd, ci_cmd]

@@ -1,0 +1,182 @@
+"""Submit a rendered sbatch script, and read, follow and cancel the job a run became.
+
+Submission never leaves a GitOps commit claiming a job that does not exist, nor a job that
+no commit records: the script goes to `sbatch --hold` first (a refused script stops here,
+with sbatch's message), then the run record is written, the GitOps commit names the job in
+its `Trainops-Slurm-Job` trailer, and the job is released. If the commit fails, the held
+job — which never ran — is cancelled and the record removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from trainops.errors import TrainopsError
+from trainops.slurm.client import SlurmHost, control, read_file, sbatch, show_job
+from trainops.slurm.record import (
+    RunRecord,
+    all_records,
+    find_record,
+    refuse_existing,
+    remove_record,
+    write_record,
+)
+from trainops.spec import Manifest
+from trainops.spec.stages import SlurmOptions
+
+log = logging.getLogger(__name__)
+
+JOB_TRAILER = "Trainops-Slurm-Job"
+
+
+@dataclass(frozen=True)
+class SubmittedJob:
+    job_id: str
+    record: str  # the run record's path
+    commit: Any  # the GitOps CommitResult
+
+
+def host_for(options: SlurmOptions | None, *, here: str | None) -> SlurmHost:
+    """Where sbatch runs: the login host (in its submitDir or home) or here (in `here`)."""
+    if options is not None and options.login_host:
+        return SlurmHost(login_host=options.login_host, submit_dir=options.submit_dir)
+    return SlurmHost(submit_dir=(options.submit_dir if options is not None else None) or here)
+
+
+def submit_job(
+    manifest: Manifest,
+    *,
+    script: str,
+    run_id: str,
+    job_name: str,
+    commit: Callable[[dict[str, str]], Any],
+) -> SubmittedJob:
+    """sbatch --hold, commit (with the job id as a trailer), record, release."""
+    train = manifest.pipeline.spec.train
+    options = train.slurm if train is not None else None
+    refuse_existing(manifest, run_id)
+    host = host_for(options, here=str(manifest.root))
+    job_id = sbatch(host, script=script, cwd=host.submit_dir, hold=True)
+    try:
+        fields = show_job(host, job_id) or {}
+        record = RunRecord(
+            run_id=run_id,
+            pipeline=manifest.pipeline.metadata.name,
+            job_id=job_id,
+            job_name=job_name,
+            login_host=host.login_host,
+            submit_dir=host.submit_dir,
+            stdout=fields.get("StdOut") or None,
+            submitted=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            env=manifest.env,
+        )
+        path = write_record(manifest, record)
+        result = commit({JOB_TRAILER: job_id})
+    except BaseException:
+        _cancel_quietly(host, job_id)
+        remove_record(manifest, run_id)
+        raise
+    control(host, "scontrol", "release", job_id)
+    return SubmittedJob(job_id=job_id, record=str(path), commit=result)
+
+
+def _cancel_quietly(host: SlurmHost, job_id: str) -> None:
+    try:
+        control(host, "scancel", job_id)
+    except TrainopsError as err:
+        log.warning("could not cancel held Slurm job %s after the GitOps commit failed: %s", job_id, err)
+
+
+# -- status, logs, cancel ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    run_id: str
+    job_id: str
+    state: str  # Slurm's JobState, or UNKNOWN once slurmctld has forgotten the job
+    reason: str | None
+    nodes: str | None
+    restarts: int
+    exit_code: str | None
+    submitted: str
+    started: str | None
+    comment: str | None  # the supervisor's note (hang retries, why it failed)
+    stdout: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "jobId": self.job_id,
+            "state": self.state,
+            "reason": self.reason,
+            "nodes": self.nodes,
+            "restarts": self.restarts,
+            "exitCode": self.exit_code,
+            "submitted": self.submitted,
+            "started": self.started,
+            "comment": self.comment,
+            "stdout": self.stdout,
+        }
+
+
+def _value(fields: dict[str, str], key: str) -> str | None:
+    value = fields.get(key)
+    return None if value in (None, "", "(null)", "None", "Unknown") else value
+
+
+def _status(record: RunRecord, fields: dict[str, str] | None) -> JobStatus:
+    fields = fields or {}
+    return JobStatus(
+        run_id=record.run_id,
+        job_id=record.job_id,
+        state=fields.get("JobState", "UNKNOWN"),
+        reason=_value(fields, "Reason"),
+        nodes=_value(fields, "NodeList"),
+        restarts=int(fields.get("Restarts", "0") or 0),
+        exit_code=_value(fields, "ExitCode"),
+        submitted=record.submitted,
+        started=_value(fields, "StartTime"),
+        comment=_value(fields, "Comment"),
+        stdout=_value(fields, "StdOut") or record.stdout,
+    )
+
+
+def _host(record: RunRecord) -> SlurmHost:
+    return SlurmHost(login_host=record.login_host, submit_dir=record.submit_dir)
+
+
+def job_status(manifest: Manifest, *, run_id: str | None = None) -> list[JobStatus]:
+    """The state of one run's job (unknown run: not found), or of every run submitted from here."""
+    records = [find_record(manifest, run_id)] if run_id else all_records(manifest)
+    return [_status(record, show_job(_host(record), record.job_id)) for record in records]
+
+
+@dataclass(frozen=True)
+class JobLog:
+    run_id: str
+    job_id: str
+    path: str | None
+    text: str | None  # None: the job has written nothing yet (or the file is gone)
+
+
+def job_logs(manifest: Manifest, *, run_id: str) -> JobLog:
+    """The job's output file (stdout and stderr of every start: sbatch --open-mode=append)."""
+    record = find_record(manifest, run_id)
+    host = _host(record)
+    fields = show_job(host, record.job_id) or {}
+    path = _value(fields, "StdOut") or record.stdout
+    text = read_file(host, path) if path else None
+    return JobLog(run_id=run_id, job_id=record.job_id, path=path, text=text)
+
+
+def cancel_job(manifest: Manifest, *, run_id: str) -> JobStatus:
+    """scancel: Slurm sends SIGTERM (the trainer saves, the watcher pushes), then SIGKILL after KillWait."""
+    record = find_record(manifest, run_id)
+    host = _host(record)
+    control(host, "scancel", record.job_id)
+    return _status(record, show_job(host, record.job_id))

@@ -1,0 +1,181 @@
+"""What the registry browser serves: one pydantic model per page, the same for the HTML
+pages and the JSON API under /api (keys camelCase; the OpenAPI schema comes from these)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field
+
+from trainops.spec.common import StrictModel as _ManifestModel
+
+
+class StrictModel(_ManifestModel):
+    """The manifest's strict model (extra="forbid", frozen, camelCase on the wire), built by
+    field name in code as well."""
+
+    model_config = ConfigDict(**{**_ManifestModel.model_config, "validate_by_name": True})
+
+
+class RepositorySummary(StrictModel):
+    url: str = Field(description="The repository's URL (file://, oci:// or s3://).")
+    registry: str = Field(description="The registry URL it was found under.")
+    artifacts: int
+    tags: int
+    last_push: str | None = Field(None, description="Creation time of its newest artifact (RFC 3339).")
+    refreshed: float | None = Field(None, description="When the index last read it (seconds since the epoch).")
+
+
+class RepositoryList(StrictModel):
+    repositories: list[RepositorySummary]
+
+
+class TagRow(StrictModel):
+    tag: str
+    digest: str
+    kind: str
+    size: int
+    created: str | None = None
+    step: int | None = None
+    run_id: str | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)
+
+
+class TagPage(StrictModel):
+    repository: str
+    total: int
+    page: int
+    per_page: int
+    tags: list[TagRow]
+
+
+class FileRow(StrictModel):
+    path: str
+    size: int
+    media_type: str
+    digest: str
+
+
+class Link(StrictModel):
+    """A parent or child of an artifact, as the index knows it."""
+
+    digest: str
+    relation: str
+    ref: str = Field(description="Where the lineage record says it lives.")
+    repository: str | None = Field(None, description="The indexed repository holding it; null when not indexed.")
+    tag: str | None = None
+    kind: str = "unknown"
+    pruned: bool = False
+    missing: bool = Field(False, description="Named in lineage but found in no indexed repository.")
+
+
+class Referrer(StrictModel):
+    """A manifest whose OCI subject is this artifact (eval reports, attestations...)."""
+
+    digest: str
+    repository: str
+    kind: str
+    artifact_type: str | None = None
+    created: str | None = None
+    annotations: dict[str, str] = Field(default_factory=dict)
+    metrics: dict[str, float] = Field(default_factory=dict)
+    gates: list[dict[str, Any]] = Field(
+        default_factory=list, description="An eval report's gates (metric, op, value, actual, passed), if it has any."
+    )
+    passed: bool | None = Field(None, description="An eval report's verdict; null for other referrers.")
+
+
+class Artifact(StrictModel):
+    repository: str
+    digest: str
+    tags: list[str]
+    kind: str
+    artifact_type: str | None = None
+    media_type: str
+    created: str | None = None
+    size: int
+    pruned: bool = False
+    files: list[FileRow]
+    annotations: dict[str, str]
+    lineage: dict[str, Any]
+    config: str | None = Field(None, description="The config blob as text, when it is small JSON.")
+    parents: list[Link]
+    children: list[Link]
+    referrers: list[Referrer]
+
+
+class GraphNode(StrictModel):
+    id: str = Field(description="A digest, or git:<commit> for a source commit.")
+    kind: str
+    label: str
+    repository: str | None = None
+    tag: str | None = None
+    step: int | None = None
+    metrics: dict[str, float] = Field(default_factory=dict)
+    git_commit: str | None = None
+    pruned: bool = False
+    missing: bool = False
+
+
+class GraphEdge(StrictModel):
+    child: str
+    parent: str
+    relation: str
+
+
+class LineageGraph(StrictModel):
+    root: str
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+
+
+class CurvePoint(StrictModel):
+    step: int
+    value: float
+    digest: str
+    tag: str | None = None
+    pruned: bool = False
+
+
+class Curve(StrictModel):
+    repository: str
+    metric: str | None = Field(None, description="The metric plotted (null when the checkpoints record none).")
+    metrics: list[str] = Field(description="Every metric the repository's checkpoints record.")
+    points: list[CurvePoint]
+
+
+class FileChangeRow(StrictModel):
+    path: str
+    old: FileRow | None = None
+    new: FileRow | None = None
+
+
+class DiffResult(StrictModel):
+    a: str
+    b: str
+    same: bool
+    added: list[FileChangeRow]
+    removed: list[FileChangeRow]
+    modified: list[FileChangeRow]
+    unchanged: int
+    bytes_shared: int
+
+
+class SearchHit(StrictModel):
+    repository: str
+    digest: str
+    tag: str | None = None
+    kind: str
+    created: str | None = None
+    matched: str = Field(description="What matched: tag, digest, gitCommit or runId.")
+
+
+class SearchResult(StrictModel):
+    query: str
+    hits: list[SearchHit]
+    truncated: bool
+
+
+class ErrorBody(StrictModel):
+    error: str
+    status: int
