@@ -228,7 +228,7 @@ def test_an_image_recording_the_commit_comes_first(tmp_path: Path) -> None:
             pushed[step] = store.push(regs, source=source, ref=ref, kind="checkpoint", lineage=lineage).digest
         graph = DownIndex.scan(regs, regs.root()).from_commit(sha[:10])
     assert graph.root == "git:" + sha and graph.nodes[graph.root].kind == "commit"
-    assert graph.nodes[image].kind == "image" and graph.nodes[image].git_commit is None
+    assert graph.nodes[image].kind == "image" and graph.nodes[image].git_commit == sha
     assert {(e.child, e.relation, e.parent) for e in graph.edges} == {
         (image, "built-from", graph.root),
         (pushed[1], "image", image),

@@ -117,7 +117,7 @@ def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False, lineage: 
         created=parsed.created,
         step=lineage.step,
         metrics=dict(lineage.metrics),
-        git_commit=lineage.git_commit,
+        git_commit=lineage.git_commit or parsed.annotations.get(media.A_REVISION),  # an image: its revision
         pruned=pruned,
     )
 
@@ -229,10 +229,9 @@ class DownIndex:
                 continue
             pruned = tombstone.A_DIGEST in parsed.annotations
             lineage = parsed.lineage()
-            index.nodes[parsed.digest] = _node(parsed, shown, pruned=pruned, lineage=lineage)
-            commit = lineage.git_commit or parsed.annotations.get(media.A_REVISION)
-            if commit:
-                index.commits[parsed.digest] = commit
+            node = index.nodes[parsed.digest] = _node(parsed, shown, pruned=pruned, lineage=lineage)
+            if node.git_commit:
+                index.commits[parsed.digest] = node.git_commit
             if lineage.git_repo:
                 index.repos[parsed.digest] = lineage.git_repo
             parents = _parents(parsed)
