@@ -55,3 +55,10 @@ def git_user(path: Path) -> str | None:
     if name and email:
         return f"{name} <{email}>"
     return name or email or None
+
+
+def resolve_commit(path: Path, rev: str) -> str | None:
+    """The full sha of the commit rev names (a sha, its prefix, HEAD, a branch or tag) in the
+    git repository containing path; None outside one, or when git does not know rev there.
+    rev must not start with '-' (callers check it: it would be read as an option)."""
+    return _git(path, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")

@@ -16,12 +16,18 @@ def test_validate_render_passes_on_the_example() -> None:
     out = run("validate", "-f", str(EXAMPLE), "--render")
     assert out.code == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == f"{EXAMPLE} is valid; environments checked: dev, slurm-local, prod"
+    assert lines[0] == f"{EXAMPLE} is valid; environments checked: dev, dev-strict, slurm-local, prod"
     assert "render (base): volcano: 2 objects checked against the CRDs (Job 1, Queue 1)" in lines
     local = "train.scheduler is local: the job runs as a subprocess, there is nothing to render for a cluster"
     assert f"render (env dev): {local}" in lines
     assert "render (env slurm-local): slurm: train/sbatch.sh rendered (not Kubernetes objects)" in lines
     assert "render (env prod): volcano: 2 objects checked against the CRDs (Job 1, Queue 1)" in lines
+    serving = (
+        "serving (vllm, argo-rollouts): 8 objects checked against the CRDs "
+        "(AnalysisTemplate 1, Application 1, Rollout 1, HTTPRoute 1, ServiceMonitor 1, Service 3)"
+    )
+    for where in ("base", "env dev", "env dev-strict", "env slurm-local", "env prod"):
+        assert f"render ({where}): {serving}" in lines
 
 
 def test_validate_render_json() -> None:
@@ -29,9 +35,15 @@ def test_validate_render_json() -> None:
     assert out.code == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["ok"] is True
-    assert [r["env"] for r in data["render"]] == [None, "dev", "slurm-local", "prod"]
+    trained = {None: "volcano", "dev": "local", "dev-strict": "local", "slurm-local": "slurm", "prod": "volcano"}
+    assert [(r["env"], r["scheduler"].split(" ")[0]) for r in data["render"]] == [
+        (env, what) for env, train in trained.items() for what in (train, "serving")
+    ]
     assert data["render"][0]["counts"] == {"batch.volcano.sh/v1alpha1 Job": 1, "scheduling.volcano.sh/v1beta1 Queue": 1}
     assert data["render"][0]["files"] == ["train/volcano-job.yaml", "tenants/volcano-queues.yaml"]
+    serving = data["render"][1]
+    assert serving["counts"]["argoproj.io/v1alpha1 Rollout"] == 1 and serving["objects"] == 8
+    assert "clusters/dev-serve/rollout.yaml" in serving["files"]
 
 
 def test_a_broken_patch_fails_with_its_path_in_one_line(tmp_path: Path) -> None:
@@ -69,6 +81,10 @@ def test_a_patch_matching_nothing_fails(tmp_path: Path) -> None:
     overlay = {"spec": {"patches": [{"target": {"kind": "Deployment"}, "merge": {"metadata": {"labels": {"a": "b"}}}}]}}
     out = run("validate", "-f", str(write_variant(tmp_path, overlay)), "--render")
     assert out.code == InputError.exit_code
+    serving = "AnalysisTemplate, Application, HTTPRoute, Rollout, Service, ServiceMonitor"
+    assert f"spec.patches[0]: no rendered Deployment to patch; serving renders {serving}" in out.last_error_line
+    without_rollout = write_variant(tmp_path, {**overlay, "spec": {**overlay["spec"], "rollout": None}})
+    out = run("validate", "-f", str(without_rollout), "--render")
     assert "spec.patches[0]: no rendered Deployment to patch; rendered kinds: Job, Queue" in out.last_error_line
 
 
@@ -76,11 +92,27 @@ def test_crds_dir_replaces_the_vendored_crds(tmp_path: Path) -> None:
     crds = tmp_path / "crds"
     crds.mkdir()
     shutil.copy(VENDORED / "volcano-batch-job.yaml", crds)
-    out = run("validate", "-f", str(write_variant(tmp_path)), "--crds", str(crds))
+    out = run("validate", "-f", str(write_variant(tmp_path, {"spec": {"rollout": None}})), "--crds", str(crds))
     assert out.code == InputError.exit_code
     assert "Queue/research: no schema for scheduling.volcano.sh/v1beta1 Queue" in out.last_error_line
     shutil.copy(VENDORED / "volcano-scheduling-queue.yaml", crds)
-    assert run("validate", "-f", str(write_variant(tmp_path)), "--crds", str(crds)).code == 0
+    no_rollout = write_variant(tmp_path, {"spec": {"rollout": None}})
+    assert run("validate", "-f", str(no_rollout), "--crds", str(crds)).code == 0
+    # with spec.rollout, the serving objects need their CRDs too
+    out = run("validate", "-f", str(write_variant(tmp_path)), "--crds", str(crds))
+    assert out.code == InputError.exit_code
+    assert "rollout.yaml: Rollout/tiny-llm: no schema for argoproj.io/v1alpha1 Rollout" in out.stderr
+
+
+def test_validate_render_checks_the_serving_objects_strictly(tmp_path: Path) -> None:
+    overlay = {"spec": {"patches": [{"target": {"kind": "Rollout"}, "merge": {"spec": {"replicaz": 2}}}]}}
+    out = run("validate", "-f", str(write_variant(tmp_path, overlay)), "--render")
+    assert out.code == InputError.exit_code
+    assert out.last_error_line.startswith("Error: rollout.yaml: Rollout/tiny-llm: ")
+    assert "replicaz" in out.last_error_line and len(out.stderr.strip().splitlines()) == 1
+    as_json = json.loads(run("validate", "-f", str(write_variant(tmp_path, overlay)), "--render", "-o", "json").stdout)
+    assert as_json["ok"] is False
+    assert [r["scheduler"] for r in as_json["render"] if not r["ok"]] == ["serving (vllm, argo-rollouts)"]
 
 
 def test_validate_without_render_does_not_render(tmp_path: Path) -> None:

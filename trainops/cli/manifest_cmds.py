@@ -32,7 +32,8 @@ def validate(file: str, env: str | None, render: bool, crds: Path | None, output
 
     With --render, render what each environment would deploy (a placeholder image digest
     stands in for the one a build makes) and check every object strictly against the
-    upstream CRDs: a field the API server would drop is a problem.
+    upstream CRDs: a field the API server would drop is a problem. With spec.rollout, the
+    serving objects too (a placeholder release, served as stable and as a canary).
     """
     from trainops.errors import InputError, ManifestError
     from trainops.spec import check_manifest
@@ -84,17 +85,18 @@ def validate(file: str, env: str | None, render: bool, crds: Path | None, output
 
 
 def _render_checks(path: Path, env: str | None, environments: list[str], crds: Path | None) -> list[Any]:
-    """check_render for the base spec and each environment (or just --env)."""
+    """check_render (and check_serving, with spec.rollout) for the base spec and each environment (or just --env)."""
     from trainops.render import check_render
+    from trainops.serve.check import check_serving
     from trainops.spec import load_manifest
 
     targets: list[str | None] = [env] if env else [None, *environments]
     checks = []
     for target in targets:
-        check = check_render(load_manifest(path, env=target), crds_dir=crds)
-        if target and not env:
-            check = _tag_env(check, target)
-        checks.append(check)
+        manifest = load_manifest(path, env=target)
+        serving = check_serving(manifest, crds_dir=crds)
+        for check in [check_render(manifest, crds_dir=crds), *([serving] if serving else [])]:
+            checks.append(_tag_env(check, target) if target and not env else check)
     return checks
 
 

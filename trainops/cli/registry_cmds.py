@@ -185,7 +185,14 @@ def pull(
     show_default=True,
     help="The text form: an indented tree, or a Mermaid or Graphviz graph (json: same as -o json).",
 )
-@click.option("--registry", "scan", default=None, metavar="URL", help="Registry to search for descendants.")
+@click.option(
+    "--registry",
+    "--scan",
+    "scan",
+    default=None,
+    metavar="URL",
+    help="Registry to search for descendants.",
+)
 @_registry_options
 @output_option
 def lineage(
@@ -198,14 +205,30 @@ def lineage(
     insecure: bool,
     output: str,
 ) -> None:
-    """Walk the lineage graph of REF, up to its origins or down to what came from it."""
+    """Walk the lineage graph of REF, up to its origins or down to what came from it.
+
+    REF is an artifact reference, or git:REV for a git commit of the training code (a sha,
+    full or 7+ hex digits, or HEAD, a branch, a tag: resolved in the manifest's repository).
+    A commit's graph always walks down: commit → image → checkpoints → eval reports →
+    releases → the rollout commits that served them (with spec.rollout).
+    """
     from trainops.registry.context import open_registries
     from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
 
     opened = open_registries(file=file, env=env, insecure=insecure)
     manifest = opened.manifest
     with opened.registries as registries:
-        if manifest is not None and manifest.pipeline.spec.rollout is not None:
+        if ref.startswith("git:"):
+            from trainops.serve.lineage import lineage_from_commit
+
+            graph = lineage_from_commit(
+                registries,
+                manifest,
+                rev=ref[len("git:") :],
+                repo_dir=manifest.root if manifest is not None else Path.cwd(),
+                scan=registries.root(scan) if scan else None,
+            )
+        elif manifest is not None and manifest.pipeline.spec.rollout is not None:
             from trainops.serve.lineage import lineage_with_rollouts  # the rollouts that served it
 
             graph = lineage_with_rollouts(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from trainops.errors import NotFoundError
 from trainops.registry import media, tombstone
@@ -22,7 +22,12 @@ from trainops.registry.digestcache import cache_dir
 from trainops.registry.reference import Reference, RegistryRoot
 from trainops.registry.store import resolve
 
+if TYPE_CHECKING:
+    from trainops.registry.models import Lineage
+
 Direction = Literal["up", "down", "both"]
+COMMIT_KEY = "git:"  # the key of a git commit's node: git:<40 hex>
+_COMMIT_HINT = "check the commit (`git log`), and the registry (--registry) its artifacts were pushed to"
 
 
 @dataclass
@@ -103,8 +108,8 @@ def parse_artifact(registries: Registries, ref: Reference, manifest: ManifestDat
     return _parse(registries, ref, manifest)
 
 
-def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False) -> Node:
-    lineage = parsed.lineage()
+def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False, lineage: Lineage | None = None) -> Node:
+    lineage = lineage or parsed.lineage()
     return Node(
         digest=parsed.digest,
         ref=shown,
@@ -112,7 +117,7 @@ def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False) -> Node:
         created=parsed.created,
         step=lineage.step,
         metrics=dict(lineage.metrics),
-        git_commit=lineage.git_commit,
+        git_commit=lineage.git_commit or parsed.annotations.get(media.A_REVISION),  # an image: its revision
         pruned=pruned,
     )
 
@@ -206,6 +211,86 @@ def scan_registry(
     return found
 
 
+@dataclass
+class DownIndex:
+    """One registry scan, indexed for walking down: every artifact's node (a pruned one as
+    itself, marked), and the children that name each digest as their parent."""
+
+    nodes: dict[str, Node]
+    children: dict[str, list[tuple[str, str]]]
+    commits: dict[str, str]  # digest → the git commit it records (gitCommit, else an image's revision)
+    repos: dict[str, str]  # digest → the git repository it records
+
+    @classmethod
+    def scan(cls, registries: Registries, root: RegistryRoot) -> DownIndex:
+        index = cls({}, {}, {}, {})
+        for _, parsed, shown in scan_registry(registries, root, pruned_as_originals=True):
+            if parsed.digest in index.nodes:
+                continue
+            pruned = tombstone.A_DIGEST in parsed.annotations
+            lineage = parsed.lineage()
+            node = index.nodes[parsed.digest] = _node(parsed, shown, pruned=pruned, lineage=lineage)
+            if node.git_commit:
+                index.commits[parsed.digest] = node.git_commit
+            if lineage.git_repo:
+                index.repos[parsed.digest] = lineage.git_repo
+            parents = _parents(parsed)
+            if lineage.image_digest and lineage.image_digest not in {digest for digest, _, _ in parents}:
+                parents.append((lineage.image_digest, "", "image"))  # trained or evaluated in that image
+            for digest, _text, relation in parents:
+                index.children.setdefault(digest, []).append((parsed.digest, relation))
+        return index
+
+    def from_commit(self, commit: str, *, where: str = "the registry") -> Graph:
+        """The graph down from a git commit (full, or a hex prefix): its root is the commit,
+        linked to the artifacts recording it that no other such artifact leads to."""
+        matches = {d: c for d, c in self.commits.items() if c.removesuffix("-dirty").startswith(commit)}
+        full = sorted({c.removesuffix("-dirty") for c in matches.values()})
+        if not full:
+            raise NotFoundError(f"no artifact in {where} records git commit {commit[:12]}", hint=_COMMIT_HINT)
+        if len(full) > 1:
+            from trainops.errors import InputError
+
+            raise InputError(
+                f"git commit {commit} is ambiguous: {', '.join(c[:12] for c in full[:5])} are recorded",
+                hint="give more of its hex digits",
+            )
+        key = COMMIT_KEY + full[0]
+        repo = next((self.repos[d] for d in sorted(matches) if d in self.repos), "(no remote)")
+        graph = Graph(root=key, direction="down")
+        graph.nodes[key] = Node(digest=key, ref=repo, kind="commit", git_commit=full[0])
+        below = self._descendants(list(matches))
+        for digest in sorted(set(matches) - below):
+            dirty = " (dirty tree)" if matches[digest].endswith("-dirty") else ""
+            graph.edges.append(Edge(digest, key, "built-from" + dirty))
+            graph.nodes[digest] = self.nodes[digest]
+        self.walk(graph, sorted(set(matches) - below))
+        return graph
+
+    def _descendants(self, starts: list[str]) -> set[str]:
+        found: set[str] = set()
+        queue = deque(starts)
+        while queue:
+            for child, _ in self.children.get(queue.popleft(), []):
+                if child not in found:
+                    found.add(child)
+                    queue.append(child)
+        return found
+
+    def walk(self, graph: Graph, starts: list[str]) -> None:
+        """Add every descendant of starts (breadth first) to graph, with its edges."""
+        queue = deque(starts)
+        seen = set(starts)
+        while queue:
+            current = queue.popleft()
+            for child, relation in sorted(self.children.get(current, [])):
+                graph.edges.append(Edge(child, current, relation))
+                graph.nodes.setdefault(child, self.nodes[child])
+                if child not in seen:
+                    seen.add(child)
+                    queue.append(child)
+
+
 def _scan_root(registries: Registries, ref: Reference) -> RegistryRoot:
     if registries.default_registry:
         root = registries.root()
@@ -229,23 +314,8 @@ def lineage_graph(
     if direction in ("up", "both"):
         _walk_up(registries, graph, found.ref, root)
     if direction in ("down", "both"):
-        children: dict[str, list[tuple[str, str]]] = {}
-        nodes: dict[str, Node] = {}
-        scanned = scan_registry(registries, scan or _scan_root(registries, found.ref), pruned_as_originals=True)
-        for _, parsed, shown in scanned:
-            nodes.setdefault(parsed.digest, _node(parsed, shown, pruned=tombstone.A_DIGEST in parsed.annotations))
-            for digest, _text, relation in _parents(parsed):
-                children.setdefault(digest, []).append((parsed.digest, relation))
-        queue = deque([found.manifest.digest])
-        seen = {found.manifest.digest}
-        while queue:
-            current = queue.popleft()
-            for child, relation in sorted(children.get(current, [])):
-                graph.edges.append(Edge(child, current, relation))
-                graph.nodes.setdefault(child, nodes[child])
-                if child not in seen:
-                    seen.add(child)
-                    queue.append(child)
+        index = DownIndex.scan(registries, scan or _scan_root(registries, found.ref))
+        index.walk(graph, [found.manifest.digest])
     return graph
 
 
@@ -261,7 +331,12 @@ def _label(node: Node) -> str:
         bits.append("(missing)")
     if node.pruned:
         bits.append("(pruned)")
-    return " ".join(bits) + f" [{node.digest[7:19]}]"
+    return " ".join(bits) + f" [{_hex12(node.digest)}]"
+
+
+def _hex12(key: str) -> str:
+    """The first 12 hex digits of a node's key: sha256:…, git:… (a commit) or commit:… (a rollout)."""
+    return key.split(":", 1)[-1][:12]
 
 
 def to_tree(graph: Graph) -> str:
@@ -290,7 +365,7 @@ def to_tree(graph: Graph) -> str:
 
 
 def _short(digest: str) -> str:
-    return "n" + digest[7:19]
+    return ("g" if digest.startswith(COMMIT_KEY) else "n") + _hex12(digest)
 
 
 def to_mermaid(graph: Graph) -> str:

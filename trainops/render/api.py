@@ -43,6 +43,11 @@ TRAIN_KINDS = {
     "kueue": frozenset({"JobSet", "Job", "Service"}),
     "pytorchjob": frozenset({"PyTorchJob"}),
 }
+# what trainops.serve renders with spec.rollout: patches of these kinds are the serving render's
+SERVING_KINDS = frozenset(
+    {"Rollout", "AnalysisTemplate", "Service", "HTTPRoute", "Deployment", "InferenceService"}
+    | {"LeaderWorkerSet", "ServiceMonitor", "Application"}
+)
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 CHECK_RUN_ID = "validate"
 
@@ -181,30 +186,36 @@ def render_train(manifest: Manifest, *, image: str, run_id: str, commit: str | N
     """
     tree = _train_tree(manifest, image=image, run_id=run_id, commit=commit)
     scheduler = _tenant_scheduler(manifest)
-    return _finish([tree], manifest, skip_kinds=TENANT_KINDS.get(scheduler or "", frozenset()))
+    return _finish([tree], manifest, skip_kinds=TENANT_KINDS.get(scheduler or "", frozenset()) | _serving(manifest))
 
 
 def render_tenants(manifest: Manifest) -> Rendered:
     """spec.tenants as Volcano Queues or Kueue ClusterQueues/LocalQueues (+ ResourceFlavor)."""
     train = manifest.pipeline.spec.train
     scheduler = train.scheduler if train is not None else "volcano"
-    return _finish([_tenant_tree(manifest)], manifest, skip_kinds=TRAIN_KINDS.get(scheduler, frozenset()))
+    skip = TRAIN_KINDS.get(scheduler, frozenset()) | _serving(manifest)
+    return _finish([_tenant_tree(manifest)], manifest, skip_kinds=skip)
 
 
 def render_all(manifest: Manifest, *, image: str, run_id: str, commit: str | None = None) -> Rendered:
     """render_train and render_tenants together; every patch must match one of their objects."""
     trees = [_train_tree(manifest, image=image, run_id=run_id, commit=commit), _tenant_tree(manifest)]
-    return _finish(trees, manifest, skip_kinds=frozenset())
+    return _finish(trees, manifest, skip_kinds=_serving(manifest))
 
 
-def placeholder_image(manifest: Manifest) -> str:
-    """A pinned stand-in for the image the pipeline would build, for checks before any build."""
+def _serving(manifest: Manifest) -> frozenset[str]:
+    return SERVING_KINDS if manifest.pipeline.spec.rollout is not None else frozenset()
+
+
+def placeholder_image(manifest: Manifest, *, image: str = "image", digest: str = PLACEHOLDER_DIGEST) -> str:
+    """A pinned stand-in for the image the pipeline would build, for checks before any build
+    (image: its last path part, such as serve-vllm; the oci:// registry's, else registry.invalid)."""
     spec = manifest.pipeline.spec
     name = manifest.pipeline.metadata.name
     host = (
         spec.registry.removeprefix("oci://").rstrip("/") if spec.registry.startswith("oci://") else "registry.invalid"
     )
-    return f"{host}/{name}/image@{PLACEHOLDER_DIGEST}"
+    return f"{host}/{name}/{image}@{digest}"
 
 
 def _bash_problems(rendered: Rendered) -> list[SchemaProblem]:

@@ -7,15 +7,25 @@ node per rollout commit that served that model (key `commit:<sha>`, kind `rollou
 linked by the action and step (`promote 2/3 50%`) — as the release the commit moved
 traffic to (Trainops-Release), or as the stable release serving the rest during another
 release's canary (Trainops-Stable, marked `(as stable)`).
+
+`lineage_from_commit` starts from a git commit of the training code instead (`trainops
+lineage git:REV`): commit → image → checkpoints → eval reports → releases → rollouts.
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
+from trainops.errors import InputError, NotFoundError
 from trainops.registry.context import Registries
-from trainops.registry.lineage import Direction, Edge, Graph, Node, lineage_graph
+from trainops.registry.lineage import Direction, DownIndex, Edge, Graph, Node, lineage_graph
 from trainops.registry.reference import Reference, RegistryRoot
 from trainops.spec import Manifest
 
+GIT_PREFIX = "git:"  # `trainops lineage git:REV`
+_HEX = re.compile(r"^[0-9a-f]{7,64}$")
+_REV = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^+-]{0,254}$")
 KEY_PREFIX = "commit:"  # as long as "sha256:", so labels show the commit's first 12 characters
 
 
@@ -54,5 +64,46 @@ def lineage_with_rollouts(
     """lineage_graph, plus (walking down) the rollout commits that served each model in it."""
     graph = lineage_graph(registries, ref=ref, direction=direction, scan=scan)
     if direction in ("down", "both"):
+        add_rollouts(graph, manifest)
+    return graph
+
+
+def commit_of(rev: str, *, repo_dir: Path) -> str:
+    """The commit `git:REV` names: its full sha where git knows it (in the repository holding
+    repo_dir), else a hex rev as given (the registry is searched by that prefix: the artifacts
+    may come from a clone this one has not fetched)."""
+    if not _REV.match(rev) or ".." in rev:
+        raise InputError(
+            f"{GIT_PREFIX}{rev} is not a git revision",
+            hint="give git:<sha> (7 to 40 hex digits), git:HEAD, or git:<branch or tag>",
+        )
+    from trainops.gitinfo import resolve_commit
+
+    full = resolve_commit(repo_dir, rev)
+    if full:
+        return full
+    if _HEX.match(rev.lower()):
+        return rev.lower()
+    raise NotFoundError(
+        f"git revision {rev} is unknown in {repo_dir}",
+        hint="check it with `git rev-parse`, or give the commit's sha",
+    )
+
+
+def lineage_from_commit(
+    registries: Registries,
+    manifest: Manifest | None,
+    *,
+    rev: str,
+    repo_dir: Path,
+    scan: RegistryRoot | None = None,
+) -> Graph:
+    """What came from a git commit: the artifacts of the registry recording it (an image's
+    revision, or gitCommit), everything below them, and the rollout commits that served its
+    releases. One registry scan; a commit nothing came from is NotFoundError."""
+    commit = commit_of(rev, repo_dir=repo_dir)
+    root = scan or registries.root()
+    graph = DownIndex.scan(registries, root).from_commit(commit, where=root.url)
+    if manifest is not None:
         add_rollouts(graph, manifest)
     return graph
