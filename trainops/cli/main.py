@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -39,7 +40,29 @@ def cli(verbose: int) -> None:
     rollout; trainops carries it out on registries, S3, git and clusters.
     """
     level = logging.WARNING - 10 * verbose if verbose else logging.WARNING
-    logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s: %(message)s", force=True)
+    root = logging.getLogger()
+    if not any(isinstance(h, _StderrHandler) for h in root.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+        root.addHandler(handler)
+    root.setLevel(max(level, logging.DEBUG))
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Log records (retries, waits, warnings) to whatever sys.stderr is when they are emitted.
+
+    Added beside any handler already there (an embedding program's, pytest's) rather than
+    replacing them, and bound to the current stderr rather than the one at set-up, since a
+    program that runs the CLI in-process (click's test runner) swaps stderr per invocation.
+    """
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        return
 
 
 for _command in (
