@@ -43,8 +43,9 @@ from tests.services import DistributionRegistry, MotoS3  # noqa: E402
 from trainops.registry import media  # noqa: E402
 from trainops.registry.artifact import Lineage, Parent, build_manifest, canonical_json  # noqa: E402
 from trainops.registry.backends import open_backend  # noqa: E402
-from trainops.registry.backends.base import Backend, BlobSource, Descriptor, ManifestData, sha256_digest  # noqa: E402
+from trainops.registry.backends.base import Backend, Descriptor, ManifestData, sha256_digest  # noqa: E402
 from trainops.registry.reference import RegistryRoot  # noqa: E402
+from trainops.registry.store import bytes_source  # noqa: E402
 
 PY = sys.executable
 RUNS = [3]  # each command's runs (one in --quick mode)
@@ -107,16 +108,9 @@ def fill_file(repo: Path, items: list[tuple[str, ManifestData]]) -> None:
 
 def fill_remote(backend: Backend, repo: str, items: list[tuple[str, ManifestData]]) -> None:
     for data in (LAYER, CONFIG):
-        backend.upload_blob(repo, BlobSource(sha256_digest(data), len(data), path=_tmp_blob(data)))
+        backend.upload_blob(repo, bytes_source(data))
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(lambda item: backend.put_manifest(repo, item[1], tag=item[0]), items))
-
-
-def _tmp_blob(data: bytes) -> Path:
-    fd, name = tempfile.mkstemp(prefix="trainops-scale-")
-    os.write(fd, data)
-    os.close(fd)
-    return Path(name)
 
 
 def timed(cmd: list[str], env: dict[str, str], cpu: list[float] | None = None) -> list[float]:
