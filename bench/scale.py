@@ -9,7 +9,7 @@ registry (its repositories), against `skopeo list-tags` on oci://. Each command 
 times: the median and the spread (min–max) are reported. Writes bench/results/scale.json.
 
     python bench/scale.py                 # N = 10,000 tags, M = 1,000 repositories
-    python bench/scale.py --quick         # N = 200, M = 20: seconds (CI)
+    python bench/scale.py --quick         # N = 200, M = 20, one run each (CI)
     python bench/scale.py --skip s3       # only some backends (file, oci, s3)
 
 The checkpoints share one layer and one config blob (listing reads manifests, not blobs);
@@ -43,11 +43,12 @@ from tests.services import DistributionRegistry, MotoS3  # noqa: E402
 from trainops.registry import media  # noqa: E402
 from trainops.registry.artifact import Lineage, Parent, build_manifest, canonical_json  # noqa: E402
 from trainops.registry.backends import open_backend  # noqa: E402
-from trainops.registry.backends.base import Backend, BlobSource, Descriptor, ManifestData, sha256_digest  # noqa: E402
+from trainops.registry.backends.base import Backend, Descriptor, ManifestData, sha256_digest  # noqa: E402
 from trainops.registry.reference import RegistryRoot  # noqa: E402
+from trainops.registry.store import bytes_source  # noqa: E402
 
 PY = sys.executable
-RUNS = 3
+RUNS = [3]  # each command's runs (one in --quick mode)
 LAYER = b"x" * 4096
 CONFIG = canonical_json({"schemaVersion": 1, "kind": "checkpoint", "created": "2026-12-03T00:00:00Z"})
 
@@ -107,22 +108,15 @@ def fill_file(repo: Path, items: list[tuple[str, ManifestData]]) -> None:
 
 def fill_remote(backend: Backend, repo: str, items: list[tuple[str, ManifestData]]) -> None:
     for data in (LAYER, CONFIG):
-        backend.upload_blob(repo, BlobSource(sha256_digest(data), len(data), path=_tmp_blob(data)))
+        backend.upload_blob(repo, bytes_source(data))
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(lambda item: backend.put_manifest(repo, item[1], tag=item[0]), items))
-
-
-def _tmp_blob(data: bytes) -> Path:
-    fd, name = tempfile.mkstemp(prefix="trainops-scale-")
-    os.write(fd, data)
-    os.close(fd)
-    return Path(name)
 
 
 def timed(cmd: list[str], env: dict[str, str], cpu: list[float] | None = None) -> list[float]:
     """Wall times of RUNS runs of cmd; their CPU times (user + system) go to cpu."""
     times = []
-    for _ in range(RUNS):
+    for _ in range(RUNS[0]):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         proc = subprocess.run(cmd, env=env, capture_output=True, check=False)
@@ -246,6 +240,7 @@ def main() -> None:
     args = parser.parse_args()
     n = args.tags or (200 if args.quick else 10_000)
     m = args.repos or (20 if args.quick else 1_000)
+    RUNS[0] = 1 if args.quick else 3
     items = list(checkpoints(n))
     rows: list[Timing] = []
     benches = {"file": bench_file, "oci": bench_oci, "s3": bench_s3}
@@ -269,7 +264,7 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "tags": n,
         "repositories": m,
-        "runs": RUNS,
+        "runs": RUNS[0],
         "rows": [{**asdict(r), "ratio": r.ratio and round(r.ratio, 3)} for r in rows],
     }
     (out / "scale.json").write_text(json.dumps(summary, indent=2))
