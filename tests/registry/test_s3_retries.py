@@ -33,4 +33,3 @@ def test_s3_gives_up_within_the_budget(s3_server: object, s3_bucket: str, tmp_pa
     assert out.code == 6, out.stderr
     assert sum(line.startswith("WARNING: S3 ") for line in out.stderr.splitlines()) >= 1
     assert out.last_error_line.startswith("Error: ")
-
