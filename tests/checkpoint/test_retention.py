@@ -11,6 +11,7 @@ from tests.checkpoint.helpers import trainops_ckpt, watcher
 from tests.registry.conftest import Target, make_tree
 from trainops.checkpoint import CheckpointInfo, apply_retention, list_checkpoints, plan_retention
 from trainops.errors import NotFoundError
+from trainops.registry import listing as listing_mod
 from trainops.registry import store
 from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
@@ -196,9 +197,9 @@ def test_lineage_walks_through_pruned_checkpoints(target: Target, tmp_path: Path
     assert [after_gc.nodes[digests[s]].pruned for s in range(1, 6)] == [False, True, True, False, False]
     # the records are not checkpoints, and listings count them instead of showing them
     assert [i.step for i in list_checkpoints(registries, repository=repo)] == [1, 4, 5]
-    listing = store.list_repository(registries, ref=repo)
+    listing = listing_mod.list_repository(registries, ref=repo)
     assert sorted(t.tag for t in listing.tags) == ["step-1", "step-4", "step-5"] and listing.pruned_records == 2
-    everything = store.list_repository(registries, ref=repo, records=True)
+    everything = listing_mod.list_repository(registries, ref=repo, records=True)
     assert sorted(t.tag for t in everything.tags if t.tag.startswith("pruned-")) == sorted(
         "pruned-" + digests[s].replace(":", "-") for s in (2, 3)
     )

@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from tests.registry.conftest import Target
 from tests.services import DistributionRegistry
 from trainops.checkpoint import latest_checkpoint, list_checkpoints
-from trainops.registry import media, store
+from trainops.registry import listing as listing_mod
+from trainops.registry import media
 from trainops.registry.artifact import Lineage, build_manifest
 from trainops.registry.backends import open_backend
 from trainops.registry.backends.base import Backend, Descriptor, ManifestData
@@ -51,11 +52,11 @@ def test_hundreds_of_tags_list_right_on_every_backend(target: Target) -> None:
     _fill(backend, ref.repository, tagged)
     backend.put_manifest(ref.repository, tagged["step-20"], tag="best")  # a tag that moved
 
-    names = store.list_repository(target.registries, ref=ref, details=False)
+    names = listing_mod.list_repository(target.registries, ref=ref, details=False)
     assert [t.tag for t in names.tags] == sorted(t for t in tagged if not t.startswith("pruned-"))
     assert names.pruned_records == 1 and all(t.digest is None for t in names.tags)
 
-    detailed = store.list_repository(target.registries, ref=ref)
+    detailed = listing_mod.list_repository(target.registries, ref=ref)
     digests = {t.tag: t.digest for t in detailed.tags}
     expected = {t: m.digest for t, m in tagged.items() if not t.startswith("pruned-")}
     assert digests == {**expected, "best": tagged["step-20"].digest}

@@ -13,6 +13,7 @@ import pytest
 
 from tests.registry.conftest import Target, make_tree
 from trainops.errors import InputError, NotFoundError, RemoteError
+from trainops.registry import listing as listing_mod
 from trainops.registry import store
 from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
@@ -93,7 +94,7 @@ def test_ls_show_and_diff(target: Target, tmp_path: Path) -> None:
     (b / "tokenizer.json").unlink()
     (b / "extra.md").write_text("notes")
     store.push(reg, source=b, ref=reg.ref("m/c:2"), kind="checkpoint", lineage=Lineage(step=2))
-    listing = store.ls(reg, target="m/c")
+    listing = listing_mod.ls(reg, target="m/c")
     assert [t.tag for t in listing.tags] == ["1", "2"]
     assert {t.kind for t in listing.tags} == {"checkpoint"}
     info = show(reg, ref=reg.ref("m/c:1"))
@@ -113,7 +114,7 @@ def test_ls_show_and_diff(target: Target, tmp_path: Path) -> None:
     assert [c.path for c in change.removed] == ["tokenizer.json"]
     assert [c.path for c in change.modified] == ["trainer_state.json"]
     assert change.unchanged == 2
-    assert store.ls(reg, target=None).repositories == [target.ref("m/c")]
+    assert listing_mod.ls(reg, target=None).repositories == [target.ref("m/c")]
 
 
 def test_tag_rm_and_missing(target: Target, tmp_path: Path) -> None:

@@ -280,10 +280,11 @@ def ls(
     wide: bool,
 ) -> None:
     """List repositories of a registry (URL, default: the manifest's), or the tags of REPO."""
-    from trainops.registry import store
 
     with _registries(file, env, insecure) as registries:
-        listing = store.ls(registries, target=target, records=show_all, details=long_)
+        from trainops.registry import listing as listing_mod
+
+        listing = listing_mod.ls(registries, target=target, records=show_all, details=long_)
     listing.tags.sort(key=lambda t: natural_key(t.tag))
     if output == "json":
         from dataclasses import asdict

@@ -9,9 +9,10 @@ in flight at a time.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from trainops.errors import NotFoundError
+from trainops.errors import InputError, NotFoundError
+from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest, parse_manifest
 from trainops.registry.backends.base import Backend
 from trainops.registry.context import Registries
@@ -59,3 +60,76 @@ def tagged_manifests(registries: Registries, *, repository: Reference, tags: lis
         with ThreadPoolExecutor(max_workers=REMOTE_JOBS) as pool:
             found = list(pool.map(lambda t: _by_tag(backend, repo, t), tags))
     return [t for t in found if t is not None]
+
+
+# -- `registry ls` ------------------------------------------------------------------------
+
+
+@dataclass
+class ListedTag:
+    tag: str
+    digest: str | None = None  # these four only in a detailed listing (they cost a manifest read)
+    kind: str | None = None
+    created: str | None = None
+    size: int | None = None
+
+
+@dataclass
+class Listing:
+    repository: str | None
+    repositories: list[str] = field(default_factory=list)
+    tags: list[ListedTag] = field(default_factory=list)
+    pruned_records: int = 0  # `pruned-…` tags left out (records of deleted artifacts)
+
+
+def list_repository(registries: Registries, *, ref: Reference, records: bool = False, details: bool = True) -> Listing:
+    """Tags of a repository; with details, what each points at (one manifest read per
+    distinct manifest). The tags of pruned records are counted, and listed only with
+    records=True. Without details only the (paginated) tag listing is read."""
+    backend = registries.backend(ref)
+    listing = Listing(repository=ref.repo_url)
+    names: list[str] = []
+    for name in backend.list_tags(ref.repository):
+        if not records and name.startswith(media.PRUNED_TAG_PREFIX):
+            listing.pruned_records += 1
+        else:
+            names.append(name)
+    if not details:
+        listing.tags = [ListedTag(name) for name in names]
+        return listing
+    for item in tagged_manifests(registries, repository=ref, tags=names):
+        parsed = item.parsed
+        size = sum(layer.size for layer in parsed.layers)
+        listing.tags.append(ListedTag(item.tag, parsed.digest, parsed.kind, parsed.created, size))
+    return listing
+
+
+def list_registry(registries: Registries, *, url: str | None = None) -> Listing:
+    """Repositories under a registry URL (default: the manifest's registry)."""
+    from trainops.registry.backends import open_backend
+
+    root = registries.root(url)
+    backend = open_backend(root, insecure=registries.insecure, insecure_registries=registries.insecure_registries)
+    try:
+        repos = backend.list_repositories()
+    finally:
+        backend.close()
+    prefix = "file://" if root.scheme == "file" else f"{root.scheme}://{root.location}/"
+    return Listing(repository=None, repositories=[prefix + r for r in repos])
+
+
+def ls(registries: Registries, *, target: str | None, records: bool = False, details: bool = True) -> Listing:
+    """The tags of a repository (with details: what each points at), or (for a registry
+    URL or prefix) its repositories."""
+    if target is None:
+        return list_registry(registries)
+    ref = registries.ref(target)
+    if ref.tag or ref.digest:
+        raise InputError(f"{target} names a tag or digest", hint="list a repository or a registry")
+    try:
+        return list_repository(registries, ref=ref, records=records, details=details)
+    except NotFoundError:
+        listing = list_registry(registries, url=ref.repo_url)
+    if not listing.repositories:
+        raise NotFoundError(f"nothing at {ref.repo_url}: no such repository, and no repositories under it")
+    return listing

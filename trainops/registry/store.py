@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -36,7 +36,6 @@ from trainops.registry.artifact import (
 from trainops.registry.backends.base import Backend, BlobSource, Descriptor, ManifestData, sha256_digest
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache, cache_dir
-from trainops.registry.listing import tagged_manifests
 from trainops.registry.reference import Reference
 
 if TYPE_CHECKING:  # pydantic loads only where lineage is built (see trainops.registry.artifact)
@@ -165,72 +164,33 @@ def push(
         raise InputError(f"unknown artifact kind {kind!r}", hint="use checkpoint, model, dataset, eval or other")
     progress = progress or NullProgress()
     cache = cache or DigestCache()
-    jobs = jobs or default_jobs(ref)
     files = scan_tree(source)
     backend = registries.backend(ref)
-    claimed: set[str] = set()
-    claim_lock = threading.Lock()
-
-    def transfer(entry: FileEntry) -> _FileOutcome:
-        """One file, start to finish: its digest, then the blob unless the repository has it.
-
-        Files run in parallel, so hashing one overlaps sending another. The digest comes
-        from the cache; else, where the backend can, the file is stored while it is hashed
-        (one read); else it is hashed, then sent if missing.
-        """
-        cached = cache.lookup(entry.path)
-        if cached is None:
-            before = entry.path.stat()
-            ingested = backend.ingest_file(ref.repository, entry.path, progress.add(entry.relpath, before.st_size))
-            if ingested is not None:
-                cache.misses += 1
-                cache.remember(entry.path, ingested[0], before)
-                digest, size, new = ingested
-                with claim_lock:
-                    claimed.add(digest)
-                return _FileOutcome(digest, size, size if new else 0, not new)
-            digest, size = cache.digest(entry.path)
-        else:
-            digest, size = cached
-        with claim_lock:
-            first = digest not in claimed
-            claimed.add(digest)
-        if not first:  # another file of this push has the same content and sends it
-            return _FileOutcome(digest, size, 0, False)
-        source = BlobSource(digest=digest, size=size, path=entry.path)
-        if backend.blob_size(ref.repository, digest) == size:
-            return _FileOutcome(digest, size, 0, True)
-        backend.upload_blob(ref.repository, source, progress.add(entry.relpath, size))
-        return _FileOutcome(digest, size, size, False)
-
-    outcomes = _parallel(transfer, files, jobs)
+    uploader = _Uploader(backend, ref.repository, cache, progress)
+    outcomes = _parallel(uploader.transfer, files, jobs or default_jobs(ref))
     digests = [(o.digest, o.size) for o in outcomes]
     sent = sum(o.sent for o in outcomes)
     skipped = sum(o.skipped for o in outcomes)
     layers = [layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(files, outcomes, strict=True)]
-    created = created_time(files)
-    if lineage is None:
-        from trainops.registry.models import Lineage
-
-        lineage = Lineage()
-    config_bytes, config_type = config_blob(kind, created, lineage, layers, model)
-    config_src = bytes_source(config_bytes)
-    manifest = build_manifest(
+    published = _publish(
+        backend,
+        ref,
         kind=kind,
-        config=Descriptor(config_type, config_src.digest, config_src.size),
-        layers=layers,
-        created=created,
+        created=created_time(files),
         lineage=lineage,
-        annotations=annotations or {},
+        layers=layers,
+        annotations=annotations,
         subject=subject,
+        model=model,
+        move_tag=move_tag,
+        progress=progress,
+        before=lambda: _check_unchanged(files, digests),  # no manifest for a file that changed meanwhile
     )
-    if upload_if_missing(backend, ref.repository, config_src, progress.add("config", config_src.size)):
-        sent += config_src.size
+    manifest, moved = published.manifest, published.moved_from
+    if published.config_sent:
+        sent += published.config_size
     else:
         skipped += 1
-    _check_unchanged(files, digests)
-    moved = tag_move(backend, ref.repository, ref.tag, manifest.digest, move_tag=move_tag, where=ref.repo_url)
-    backend.put_manifest(ref.repository, manifest, tag=ref.tag)
     return PushResult(
         ref=ref.with_digest(manifest.digest),
         digest=manifest.digest,
@@ -250,6 +210,96 @@ class _FileOutcome:
     size: int
     sent: int
     skipped: bool
+
+
+class _Uploader:
+    """One file of a push, start to finish: its digest, then the blob unless the repository
+    has it. Files run in parallel, so hashing one overlaps sending another. The digest comes
+    from the cache; else, where the backend can, the file is stored while it is hashed (one
+    read); else it is hashed, then sent if missing. A content two files share is sent once."""
+
+    def __init__(self, backend: Backend, repo: str, cache: DigestCache, progress: ProgressSink) -> None:
+        self.backend, self.repo, self.cache, self.progress = backend, repo, cache, progress
+        self.claimed: set[str] = set()
+        self.lock = threading.Lock()
+
+    def _claim(self, digest: str) -> bool:
+        with self.lock:
+            first = digest not in self.claimed
+            self.claimed.add(digest)
+        return first
+
+    def transfer(self, entry: FileEntry) -> _FileOutcome:
+        cached = self.cache.lookup(entry.path)
+        if cached is None:
+            before = entry.path.stat()
+            ingested = self.backend.ingest_file(self.repo, entry.path, self.progress.add(entry.relpath, before.st_size))
+            if ingested is not None:
+                self.cache.misses += 1
+                self.cache.remember(entry.path, ingested[0], before)
+                digest, size, new = ingested
+                self._claim(digest)
+                return _FileOutcome(digest, size, size if new else 0, not new)
+            digest, size = self.cache.digest(entry.path)
+        else:
+            digest, size = cached
+        if not self._claim(digest):  # another file of this push has the same content and sends it
+            return _FileOutcome(digest, size, 0, False)
+        if self.backend.blob_size(self.repo, digest) == size:
+            return _FileOutcome(digest, size, 0, True)
+        source = BlobSource(digest=digest, size=size, path=entry.path)
+        self.backend.upload_blob(self.repo, source, self.progress.add(entry.relpath, size))
+        return _FileOutcome(digest, size, size, False)
+
+
+@dataclass(frozen=True)
+class _Published:
+    manifest: ManifestData
+    config_sent: bool
+    config_size: int
+    moved_from: str | None
+
+
+def _publish(
+    backend: Backend,
+    ref: Reference,
+    *,
+    kind: str,
+    created: str,
+    lineage: Lineage | None,
+    layers: list[Descriptor],
+    annotations: dict[str, str] | None,
+    subject: Descriptor | None,
+    model: ModelConfig | None,
+    move_tag: bool,
+    progress: ProgressSink,
+    before: Callable[[], None] | None = None,
+) -> _Published:
+    """The last step of a push or an assembly, once every layer is in the repository: the
+    config blob, then the manifest (a reader never sees a manifest whose blobs are missing),
+    tagged if ref has a tag (refused before anything is written when move_tag is False and
+    the tag names other content). `before` runs just before the manifest is written."""
+    if lineage is None:
+        from trainops.registry.models import Lineage
+
+        lineage = Lineage()
+    config_bytes, config_type = config_blob(kind, created, lineage, layers, model)
+    config_src = bytes_source(config_bytes)
+    manifest = build_manifest(
+        kind=kind,
+        config=Descriptor(config_type, config_src.digest, config_src.size),
+        layers=layers,
+        created=created,
+        lineage=lineage,
+        annotations=annotations or {},
+        subject=subject,
+    )
+    sent = upload_if_missing(backend, ref.repository, config_src, progress.add("config", config_src.size))
+    if before is not None:
+        before()
+    moved = tag_move(backend, ref.repository, ref.tag, manifest.digest, move_tag=move_tag, where=ref.repo_url)
+    backend.put_manifest(ref.repository, manifest, tag=ref.tag)
+    return _Published(manifest, sent, config_src.size, moved)
 
 
 def _sized(entry: FileEntry, size: int) -> FileEntry:
@@ -310,20 +360,8 @@ def pull(
     already staged are not fetched again.
     """
     started = time.monotonic()
-    progress = progress or NullProgress()
-    jobs = jobs or default_jobs(ref)
     found = resolve(registries, ref=ref)
-    parsed = found.parsed
-    if parsed.children:
-        raise InputError(f"{ref} is an image index", hint="pull one of its manifests by digest")
-    plan: list[tuple[str, Descriptor]] = []
-    seen: set[str] = set()
-    for i, layer in enumerate(parsed.layers):
-        rel = safe_relpath(parsed.file_path(layer, i), str(found.ref))
-        if rel in seen:
-            raise IntegrityError(f"{found.ref}: two layers claim the file {rel!r}")
-        seen.add(rel)
-        plan.append((rel, layer))
+    plan = _pull_plan(found, str(ref))
     dest = dest.absolute()
     if dest.exists() and not dest.is_dir():
         raise ExistsError(f"{dest} exists and is not a directory")
@@ -333,6 +371,48 @@ def pull(
     # gains nothing until every blob has verified.
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = dest.parent / f".{dest.name}.trainops-pull-{found.manifest.digest[7:23]}"
+    received = _stage_blobs(
+        registries, found, plan, staging, progress=progress or NullProgress(), jobs=jobs or default_jobs(ref)
+    )
+    _place(plan, staging, dest)
+    return PullResult(
+        ref=found.ref,
+        digest=found.manifest.digest,
+        dest=dest,
+        files=[rel for rel, _ in plan],
+        bytes_total=sum(layer.size for _, layer in plan),
+        bytes_received=received,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _pull_plan(found: Resolved, shown: str) -> list[tuple[str, Descriptor]]:
+    """(relative path, layer) of every file of the artifact; hostile paths refused."""
+    parsed = found.parsed
+    if parsed.children:
+        raise InputError(f"{shown} is an image index", hint="pull one of its manifests by digest")
+    plan: list[tuple[str, Descriptor]] = []
+    seen: set[str] = set()
+    for i, layer in enumerate(parsed.layers):
+        rel = safe_relpath(parsed.file_path(layer, i), str(found.ref))
+        if rel in seen:
+            raise IntegrityError(f"{found.ref}: two layers claim the file {rel!r}")
+        seen.add(rel)
+        plan.append((rel, layer))
+    return plan
+
+
+def _stage_blobs(
+    registries: Registries,
+    found: Resolved,
+    plan: list[tuple[str, Descriptor]],
+    staging: Path,
+    *,
+    progress: ProgressSink,
+    jobs: int,
+) -> int:
+    """Download each distinct blob into staging, verified; the bytes received. Blobs a
+    previous, interrupted pull verified are kept and not fetched again."""
     staging.mkdir(exist_ok=True)
     backend = registries.backend(found.ref)
     unique = {layer.digest: (rel, layer) for rel, layer in plan}
@@ -351,7 +431,7 @@ def pull(
         return layer.size
 
     try:
-        received = sum(_parallel(fetch, unique.items(), jobs))
+        return sum(_parallel(fetch, unique.items(), jobs))
     except IntegrityError:
         shutil.rmtree(staging, ignore_errors=True)  # damaged content: nothing worth keeping
         raise
@@ -362,6 +442,10 @@ def pull(
         if not any(staging.iterdir()):
             staging.rmdir()
         raise
+
+
+def _place(plan: list[tuple[str, Descriptor]], staging: Path, dest: Path) -> None:
+    """Move every verified blob to its path in dest (a copy where several files share it)."""
     dest.mkdir(parents=True, exist_ok=True)
     users: dict[str, int] = {}
     for _, layer in plan:
@@ -378,15 +462,6 @@ def pull(
         mode = 0o755 if layer.annotations.get(media.A_FILE_MODE) == "0755" else 0o644
         os.chmod(target, mode)
     shutil.rmtree(staging, ignore_errors=True)
-    return PullResult(
-        ref=found.ref,
-        digest=found.manifest.digest,
-        dest=dest,
-        files=[rel for rel, _ in plan],
-        bytes_total=sum(layer.size for _, layer in plan),
-        bytes_received=received,
-        seconds=time.monotonic() - started,
-    )
 
 
 # -- tag, copy, remove ------------------------------------------------------------------
@@ -529,24 +604,20 @@ def assemble(
             notes[media.A_FILE_MODE] = layer.annotations[media.A_FILE_MODE]
         layers.append(Descriptor(media.layer_media_type(relpath, kind), layer.digest, layer.size, notes))
     copied, _, nbytes = copy_blobs(registries, src=src, dst=ref, blobs=layers, progress=progress)
-    if lineage is None:
-        from trainops.registry.models import Lineage
-
-        lineage = Lineage()
-    config_bytes, config_type = config_blob(kind, created, lineage, layers, model)
-    config_src = bytes_source(config_bytes)
-    backend = registries.backend(ref)
-    upload_if_missing(backend, ref.repository, config_src, lambda _n: None)
-    manifest = build_manifest(
+    published = _publish(
+        registries.backend(ref),
+        ref,
         kind=kind,
-        config=Descriptor(config_type, config_src.digest, config_src.size),
-        layers=layers,
         created=created,
         lineage=lineage,
-        annotations=annotations or {},
+        layers=layers,
+        annotations=annotations,
+        subject=None,
+        model=model,
+        move_tag=move_tag,
+        progress=progress or NullProgress(),
     )
-    tag_move(backend, ref.repository, ref.tag, manifest.digest, move_tag=move_tag, where=ref.repo_url)
-    backend.put_manifest(ref.repository, manifest, tag=ref.tag)
+    manifest = published.manifest
     return AssembleResult(ref.with_digest(manifest.digest), manifest.digest, copied, nbytes)
 
 
@@ -574,73 +645,3 @@ def remove(registries: Registries, *, ref: Reference) -> RemoveResult:
         backend.delete_tag(ref.repository, ref.tag)
         return RemoveResult(ref, "tag")
     raise InputError(f"{ref} names neither a tag nor a digest", hint="write REPO:TAG or REPO@sha256:…")
-
-
-@dataclass
-class ListedTag:
-    tag: str
-    digest: str | None = None  # these four only in a detailed listing (they cost a manifest read)
-    kind: str | None = None
-    created: str | None = None
-    size: int | None = None
-
-
-@dataclass
-class Listing:
-    repository: str | None
-    repositories: list[str] = field(default_factory=list)
-    tags: list[ListedTag] = field(default_factory=list)
-    pruned_records: int = 0  # `pruned-…` tags left out (records of deleted artifacts)
-
-
-def list_repository(registries: Registries, *, ref: Reference, records: bool = False, details: bool = True) -> Listing:
-    """Tags of a repository; with details, what each points at (one manifest read per
-    distinct manifest). The tags of pruned records are counted, and listed only with
-    records=True. Without details only the (paginated) tag listing is read."""
-    backend = registries.backend(ref)
-    listing = Listing(repository=ref.repo_url)
-    names: list[str] = []
-    for name in backend.list_tags(ref.repository):
-        if not records and name.startswith(media.PRUNED_TAG_PREFIX):
-            listing.pruned_records += 1
-        else:
-            names.append(name)
-    if not details:
-        listing.tags = [ListedTag(name) for name in names]
-        return listing
-    for item in tagged_manifests(registries, repository=ref, tags=names):
-        parsed = item.parsed
-        size = sum(layer.size for layer in parsed.layers)
-        listing.tags.append(ListedTag(item.tag, parsed.digest, parsed.kind, parsed.created, size))
-    return listing
-
-
-def list_registry(registries: Registries, *, url: str | None = None) -> Listing:
-    """Repositories under a registry URL (default: the manifest's registry)."""
-    from trainops.registry.backends import open_backend
-
-    root = registries.root(url)
-    backend = open_backend(root, insecure=registries.insecure, insecure_registries=registries.insecure_registries)
-    try:
-        repos = backend.list_repositories()
-    finally:
-        backend.close()
-    prefix = "file://" if root.scheme == "file" else f"{root.scheme}://{root.location}/"
-    return Listing(repository=None, repositories=[prefix + r for r in repos])
-
-
-def ls(registries: Registries, *, target: str | None, records: bool = False, details: bool = True) -> Listing:
-    """The tags of a repository (with details: what each points at), or (for a registry
-    URL or prefix) its repositories."""
-    if target is None:
-        return list_registry(registries)
-    ref = registries.ref(target)
-    if ref.tag or ref.digest:
-        raise InputError(f"{target} names a tag or digest", hint="list a repository or a registry")
-    try:
-        return list_repository(registries, ref=ref, records=records, details=details)
-    except NotFoundError:
-        listing = list_registry(registries, url=ref.repo_url)
-    if not listing.repositories:
-        raise NotFoundError(f"nothing at {ref.repo_url}: no such repository, and no repositories under it")
-    return listing
