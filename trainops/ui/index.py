@@ -28,8 +28,8 @@ from trainops.registry.artifact import ParsedManifest
 from trainops.registry.backends.base import Descriptor, ManifestData
 from trainops.registry.context import Registries
 from trainops.registry.lineage import parse_artifact
-from trainops.registry.reference import Reference
 from trainops.registry.listing import list_registry
+from trainops.registry.reference import Reference
 from trainops.registry.store import resolve
 
 log = logging.getLogger(__name__)
