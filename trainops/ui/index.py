@@ -233,6 +233,7 @@ def refresh_repository(index: Index, registries: Registries, *, repo: Reference,
         item = _fetch(registries, repo, digest)
         if item is not None:
             new[digest] = item
+    tags = {t: d for t, d in tags.items() if d in known or d in new}  # not those whose manifest vanished meanwhile
     gone = known - present
     changed = {t: d for t, d in tags.items() if old_tags.get(t) != d}
     dropped = old_tags.keys() - tags.keys()
