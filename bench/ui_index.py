@@ -5,7 +5,7 @@ artifacts; each with two files, lineage to the previous checkpoint, step and met
 written straight as OCI image layouts so that making the data takes seconds. Then:
 
 - **index**: `trainops ui` (its own process) builds the index (cold) and serves it; then a
-  refresh of the same registry (warm: every tag is resolved, nothing new is parsed), and a
+  refresh of the same registry (warm: tags listed with their digests, nothing new fetched), and a
   restart on the filled index (served at once, refreshed in the background).
 - **pages**: through that server over loopback HTTP, a repository's tag page (100 rows, at
   random pages) and an artifact page (random artifacts), as HTML and as /api JSON: median,
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace, work: Path) -> int:
         pages = measure(server, list(digests), digests, args.samples)
     finally:
         server.stop()
-    # warm: the same index, nothing changed in the registry (every tag is checked, nothing parsed)
+    # warm: the same index, nothing changed in the registry (every tag is checked, nothing fetched)
     with Registries() as registries:
         warm_result = refresh(Index(work / "index.sqlite"), registries, urls=[f"file://{registry}"])
     warm = warm_result.seconds

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trainops.cli.registry_cmds import _registries, _registry_options
+from trainops.cli.registry_cmds import _registry_options
 
 
 @click.command("ui")
@@ -52,11 +52,15 @@ def ui(
     insecure: bool,
 ) -> None:
     """Browse repositories, artifacts, lineage and training curves (read-only)."""
+    from trainops.registry.context import open_registries
     from trainops.ui.server import prepare, serve
 
-    registries = _registries(file, env, insecure)
+    opened = open_registries(file=file, env=env, insecure=insecure)
+    registries = opened.registries
     urls = list(registries_) or ([registries.default_registry] if registries.default_registry else [])
-    prepared = prepare(registries=registries, urls=urls, host=host, token=token, index_path=index_path)
+    prepared = prepare(
+        registries=registries, urls=urls, host=host, token=token, index_path=index_path, manifest=opened.manifest
+    )
     first = prepared.first_refresh
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"

@@ -18,26 +18,39 @@ from trainops.errors import InputError, NotFoundError, TrainopsError
 from trainops.registry.context import Registries
 from trainops.ui import api, graph, queries
 from trainops.ui.index import Index
+from trainops.ui.models import LineageGraph
 from trainops.ui.security import Guard
 from trainops.units import format_size
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
+
+    from trainops.spec import Manifest
 
 STATIC = Path(__file__).resolve().parent / "static"
 
 
 @dataclass
 class Browser:
-    """What the app serves: the index, the registries it reads, and how it is guarded."""
+    """What the app serves: the index, the registries it reads, how it is guarded, and the
+    manifest it was started with (its spec.rollout adds rollout commits to lineage graphs)."""
 
     index: Index
     registries: Registries
     urls: list[str]
     token: str | None = None
     loopback_only: bool = True
+    manifest: Manifest | None = None
+
+    def served(self, result: BaseModel) -> BaseModel:
+        """A lineage graph with the rollouts that served its releases (when the manifest
+        sets spec.rollout); any other result as it is."""
+        if isinstance(result, LineageGraph) and self.manifest is not None and self.manifest.pipeline.spec.rollout:
+            return graph.add_rollouts(result, manifest=self.manifest)
+        return result
 
 
 def _status(err: TrainopsError) -> int:
@@ -71,7 +84,7 @@ def _api_handler(browser: Browser, endpoint: api.Endpoint) -> Any:
     def handle(request: Request) -> Response:
         args: dict[str, Any] = {**request.query_params, **request.path_params}
         try:
-            result = endpoint.call(browser.index.connect(), args)
+            result = browser.served(endpoint.call(browser.index.connect(), args))
         except TrainopsError as err:
             status = _status(err)
             return JSONResponse({"error": str(err), "status": status}, status_code=status)
@@ -123,7 +136,7 @@ class Pages:
 
     def lineage(self, request: Request, db: Any) -> Response:
         digest = request.path_params["digest"]
-        found = graph.lineage(db, digest=digest, repository=request.query_params.get("repository"))
+        found = self.browser.served(graph.lineage(db, digest=digest, repository=request.query_params.get("repository")))
         return self.render("lineage.html", g=found, data=found.model_dump(mode="json", by_alias=True))
 
     def curve(self, request: Request, db: Any) -> Response:

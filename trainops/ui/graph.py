@@ -1,17 +1,27 @@
 """The lineage graph of an artifact, read from the index: the same walk as
 trainops.registry.lineage (parents from each artifact's lineage and OCI subject, pruned
 artifacts known from their records, unknown parents marked missing), both directions at
-once, plus a node for each git commit an artifact was built from."""
+once, plus a node for each git commit an artifact was built from. With a manifest whose
+spec.rollout is set, `add_rollouts` adds below each release the rollout commits that served
+it (text nodes: commit, action, step and weight), read from the GitOps history by
+trainops.serve.lineage, as `trainops lineage --down` reads them."""
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections import deque
+from typing import TYPE_CHECKING
 
+from trainops.errors import TrainopsError
 from trainops.ui.models import GraphEdge, GraphNode, LineageGraph
 from trainops.ui.queries import DIGEST, TAG_OF, artifact_row
 
+if TYPE_CHECKING:
+    from trainops.spec import Manifest
+
+log = logging.getLogger(__name__)
 MAX_NODES = 400
 
 
@@ -95,3 +105,31 @@ def lineage(db: sqlite3.Connection, *, digest: str, repository: str | None = Non
     _add_commits(nodes, edges)
     kept = [GraphEdge(child=c, parent=p, relation=r) for c, p, r in sorted(edges) if c in nodes and p in nodes]
     return LineageGraph(root=digest, nodes=list(nodes.values()), edges=kept)
+
+
+def add_rollouts(found: LineageGraph, *, manifest: Manifest) -> LineageGraph:
+    """The graph plus a node per rollout commit that served one of its releases (model
+    artifacts), linked to each release it served; unchanged when the manifest sets no
+    rollout, or (logged) when the GitOps history cannot be read."""
+    from trainops.registry.lineage import Graph, Node
+    from trainops.serve.lineage import add_rollouts as served_by
+
+    releases = {n.id: Node(digest=n.id, ref=n.label, kind=n.kind) for n in found.nodes if n.kind == "model"}
+    served = Graph(root=found.root, direction="down", nodes=releases)
+    try:
+        if served_by(served, manifest) == 0:
+            return found
+    except TrainopsError as err:
+        log.warning("cannot read the rollouts of %s: %s", manifest.pipeline.metadata.name, err)
+        return found
+    nodes = {n.id: n for n in found.nodes}
+    edges = list(found.edges)
+    for edge in served.edges:
+        commit = served.nodes[edge.child].git_commit or edge.child
+        served_as = edge.relation.removesuffix(" (as stable)")  # action, step and weight
+        nodes.setdefault(
+            edge.child,
+            GraphNode(id=edge.child, kind="rollout", label=f"rollout {commit[:12]} {served_as}", git_commit=commit),
+        )
+        edges.append(GraphEdge(child=edge.child, parent=edge.parent, relation=edge.relation))
+    return LineageGraph(root=found.root, nodes=list(nodes.values()), edges=edges)

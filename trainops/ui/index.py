@@ -1,8 +1,9 @@
 """The browser's SQLite index of one or more registries, refreshed incrementally.
 
 Every manifest is immutable, so an artifact is read from its registry once: a refresh lists
-each repository's tags, resolves each tag to its digest through the Store, and fetches (and
-parses) only manifests whose digest the index does not have yet. Tags that moved are
+each repository's tags with their digests through the Store's linear listing
+(`listing.tagged_manifests`: on file:// one read of the tag index and one of each distinct
+manifest), and fetches (and indexes) only manifests whose digest the index does not have yet. Tags that moved are
 re-pointed, tags that vanished are dropped, artifacts no longer in the repository are
 removed. Pruned records stand in the index for the artifacts they record (marked pruned),
 as they do in a lineage walk. The index is a cache: deleting the file loses nothing.
@@ -28,7 +29,7 @@ from trainops.registry.artifact import ParsedManifest
 from trainops.registry.backends.base import Descriptor, ManifestData
 from trainops.registry.context import Registries
 from trainops.registry.lineage import parse_artifact
-from trainops.registry.listing import list_registry
+from trainops.registry.listing import list_registry, tagged_manifests
 from trainops.registry.reference import Reference
 from trainops.registry.store import resolve
 
@@ -177,12 +178,10 @@ def _report_text(registries: Registries, repo: Reference, parsed: ParsedManifest
     return None
 
 
-def _fetch(registries: Registries, repo: Reference, target: str) -> tuple[ParsedManifest, ManifestData] | None:
-    """Resolve a tag or digest through the Store; None when it vanished meanwhile."""
+def _fetch(registries: Registries, repo: Reference, digest: str) -> tuple[ParsedManifest, ManifestData] | None:
+    """Read a manifest by digest through the Store; None when it vanished meanwhile."""
     try:
-        found = resolve(
-            registries, ref=repo.with_digest(target) if target.startswith("sha256:") else repo.with_tag(target)
-        )
+        found = resolve(registries, ref=repo.with_digest(digest))
     except NotFoundError:
         return None
     return parse_artifact(registries, found.ref, found.manifest), found.manifest
@@ -227,20 +226,14 @@ def refresh_repository(index: Index, registries: Registries, *, repo: Reference,
         repo_id = _repo_id(wdb, repo.repo_url, registry)
     known = {r["stored"] for r in db.execute("SELECT stored FROM artifacts WHERE repo_id = ?", (repo_id,))}
     old_tags = {r["tag"]: r["digest"] for r in db.execute("SELECT tag, digest FROM tags WHERE repo_id = ?", (repo_id,))}
-    new: dict[str, tuple[ParsedManifest, ManifestData]] = {}
-    tags: dict[str, str] = {}
-    for name in tag_names:
-        item = _fetch(registries, repo, name)
-        if item is None:
-            continue
-        tags[name] = item[1].digest
-        if item[1].digest not in known:
-            new[item[1].digest] = item
+    tags = {t.tag: t.parsed.digest for t in tagged_manifests(registries, repository=repo, tags=tag_names)}
     present = set(backend.list_manifests(repo.repository)) | set(tags.values())
-    for digest in present - known - new.keys():
+    new: dict[str, tuple[ParsedManifest, ManifestData]] = {}
+    for digest in sorted(present - known):
         item = _fetch(registries, repo, digest)
         if item is not None:
             new[digest] = item
+    tags = {t: d for t, d in tags.items() if d in known or d in new}  # not those whose manifest vanished meanwhile
     gone = known - present
     changed = {t: d for t, d in tags.items() if old_tags.get(t) != d}
     dropped = old_tags.keys() - tags.keys()

@@ -105,7 +105,9 @@ class Artifact(StrictModel):
 
 
 class GraphNode(StrictModel):
-    id: str = Field(description="A digest, or git:<commit> for a source commit.")
+    id: str = Field(
+        description="A digest, git:<commit> for a source commit, or commit:<sha> for a GitOps rollout commit."
+    )
     kind: str
     label: str
     repository: str | None = None

@@ -7,6 +7,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainops.errors import TrainopsError, UsageError
 from trainops.registry.context import Registries
@@ -14,6 +15,9 @@ from trainops.registry.digestcache import cache_dir
 from trainops.ui.app import Browser, create_app
 from trainops.ui.index import Index, RefreshResult, refresh
 from trainops.ui.security import is_loopback
+
+if TYPE_CHECKING:
+    from trainops.spec import Manifest
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8321
@@ -39,9 +43,11 @@ def prepare(
     host: str,
     token: str | None,
     index_path: Path | None = None,
+    manifest: Manifest | None = None,
 ) -> Prepared:
     """Check the address and token and open the index; an empty one is built now (pages
-    would have nothing to show), one with data is served at once and refreshed meanwhile."""
+    would have nothing to show), one with data is served at once and refreshed meanwhile.
+    A manifest whose spec.rollout is set adds the rollouts that served releases to graphs."""
     if not urls:
         raise UsageError(
             "no registry to browse", hint="pass --registry URL, or run where trainops.yaml sets spec.registry"
@@ -55,7 +61,9 @@ def prepare(
     path = index_path or default_index_path(urls)
     index = Index(path)
     first = refresh(index, registries, urls=urls) if index.is_empty() else None
-    browser = Browser(index=index, registries=registries, urls=urls, token=token or None, loopback_only=loopback)
+    browser = Browser(
+        index=index, registries=registries, urls=urls, token=token or None, loopback_only=loopback, manifest=manifest
+    )
     return Prepared(browser, first, path)
 
 

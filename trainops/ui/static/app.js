@@ -10,7 +10,7 @@
   }
 
   var COLORS = { git: "#f1f1f1", image: "#e7def9", checkpoint: "#dcebff", eval: "#dcf3e2",
-                 model: "#fde7cf", dataset: "#fbf3c6", other: "#e8ebf0", unknown: "#ffffff" };
+                 model: "#fde7cf", dataset: "#fbf3c6", rollout: "#f9dede", other: "#e8ebf0", unknown: "#ffffff" };
 
   function href(node) {
     if (node.kind === "git") { return "/search?q=" + encodeURIComponent(node.id.slice(4)); }

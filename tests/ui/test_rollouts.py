@@ -1,0 +1,85 @@
+"""Rollouts in the browser's lineage graph: started with a manifest whose spec.rollout is set,
+the graph of a release shows the rollout commits of the GitOps repo that served it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from services import free_port, git_env
+
+from tests.cli.runner import run
+from tests.serve.conftest import IMAGE, Project, make_project
+from trainops.registry.context import open_registries
+from trainops.registry.store import resolve
+from trainops.ui.app import Browser, create_app
+from trainops.ui.index import Index, refresh
+from ui.conftest import ServerThread
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
+    for name, value in git_env({}).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TRAINOPS_CACHE_DIR", str(tmp_path / "cache"))
+    return make_project(tmp_path / "project")
+
+
+def _rollout(project: Project, *args: str) -> dict[str, object]:
+    outcome = run("rollout", *project.cli(*args, "-o", "json"))
+    assert outcome.code == 0, outcome.stderr
+    data = json.loads(outcome.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+def _serve(project: Project, tmp: Path, *, with_manifest: bool) -> Iterator[tuple[str, str]]:
+    """(base URL, digest of release v2) of a ui over the project's registry."""
+    opened = open_registries(file=str(project.manifest), env=None, insecure=False)
+    with opened.registries as registries:
+        url = registries.default_registry
+        assert url is not None
+        index = Index(tmp / ("with.sqlite" if with_manifest else "without.sqlite"))
+        assert not refresh(index, registries, urls=[url]).errors
+        v2 = resolve(registries, ref=registries.ref("tiny-llm/model:v2")).manifest.digest
+        manifest = opened.manifest if with_manifest else None
+        server = ServerThread(
+            create_app(Browser(index=index, registries=registries, urls=[url], manifest=manifest)), free_port()
+        )
+        server.start()
+        try:
+            yield f"http://127.0.0.1:{server.port}", v2
+        finally:
+            server.stop()
+
+
+def test_the_graph_of_a_release_shows_the_rollout_commits_that_served_it(project: Project, tmp_path: Path) -> None:
+    _rollout(project, "start", "tiny-llm/model:v1", "--image", IMAGE)
+    started = _rollout(project, "start", "tiny-llm/model:v2", "--image", IMAGE)
+    for base, v2 in _serve(project, tmp_path, with_manifest=True):
+        graph = requests.get(f"{base}/api/lineage/{v2}", timeout=60).json()
+        rollouts = [n for n in graph["nodes"] if n["kind"] == "rollout"]
+        assert [n["gitCommit"] for n in rollouts] == [started["commit"]], graph
+        node = rollouts[0]
+        assert node["id"] == f"commit:{started['commit']}"
+        assert node["label"] == f"rollout {str(started['commit'])[:12]} start 1/3 10%"  # action, step, weight
+        assert node.get("repository") is None  # text only: no artifact page to link to
+        edges = [e for e in graph["edges"] if e["child"] == node["id"]]
+        assert edges == [{"child": node["id"], "parent": v2, "relation": "start 1/3 10%"}]
+
+        page = requests.get(f"{base}/lineage/{v2}", timeout=60).text
+        item = re.search(r"<li><span data-id=\"commit:[0-9a-f]+\">([^<]*)</span>", page)
+        assert item is not None and item.group(1) == node["label"], page
+
+
+def test_without_a_manifest_the_graph_has_no_rollouts(project: Project, tmp_path: Path) -> None:
+    _rollout(project, "start", "tiny-llm/model:v2", "--image", IMAGE)
+    for base, v2 in _serve(project, tmp_path, with_manifest=False):
+        graph = requests.get(f"{base}/api/lineage/{v2}", timeout=60).json()
+        assert graph["root"] == v2
+        assert not [n for n in graph["nodes"] if n["kind"] == "rollout"]
