@@ -19,8 +19,9 @@ from trainops import errors
 from trainops.cli.main import cli
 
 # Commands that print something other than a data report: the schema is JSON already, the
-# completion script is a shell script.
-NOT_DATA = {"schema", "completion"}
+# completion script is a shell script, `train logs` prints a job's output file verbatim and
+# `ui` serves web pages (its JSON is the /api it serves).
+NOT_DATA = {"schema", "completion", "logs", "ui"}
 
 
 def _walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
@@ -222,7 +223,9 @@ def test_tables_fit_80_columns_and_sort_tags_naturally(tmp_path: Path) -> None:
             == 0
         )
     env = {"COLUMNS": "80"}
-    listed = run("registry", "ls", repo, env=env)
+    names = run("registry", "ls", repo, env=env)  # the tag names alone, one a line
+    assert names.stdout.split() == ["step-20", "step-600", "step-1000"]
+    listed = run("registry", "ls", "-l", repo, env=env)
     assert listed.code == 0
     assert [line.split()[0] for line in listed.stdout.splitlines() if line.strip().startswith("step-")] == [
         "step-20",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,11 @@ def test_push_and_pull_outlive_expiring_tokens(
 
         pushed = store.push(registries, source=source, ref=ref, jobs=2)
         pushed_tokens = len(issuer.requests)
+        # The pull starts once the push's last token has expired (the registry refuses it by
+        # now), so it must get a new one, however quickly it runs.
+        last = issuer.requests[-1].at
+        while time.time() < last + issuer.lifetime:
+            time.sleep(0.05)
         pulled = store.pull(registries, ref=ref, dest=tmp_path / "out", jobs=2)
     finally:
         reg.stop()

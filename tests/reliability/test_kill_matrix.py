@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ def _bench() -> object:
     spec = importlib.util.spec_from_file_location("bench_reliability", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

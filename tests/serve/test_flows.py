@@ -184,7 +184,7 @@ def test_gateway_api_weights_move_by_commits(tmp_path: Path) -> None:
 
 def test_render_writes_the_stable_tree(project: Project, tmp_path: Path) -> None:
     out = tmp_path / "rendered"
-    outcome = run("rollout", *project.cli("render", "tiny-llm/model:v1", "--image", IMAGE, "-o", str(out)))
+    outcome = run("rollout", *project.cli("render", "tiny-llm/model:v1", "--image", IMAGE, "--out", str(out)))
     assert outcome.code == 0, outcome.stderr
     names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert "rollout.yaml" in names and "trainops-rollout.json" in names and "argocd/application.yaml" in names

@@ -164,8 +164,15 @@ def _run_id(run_id: str | None) -> str:
 @_image_option
 @_run_id_option
 @_insecure_option
+@output_option
 def render_cmd(
-    checkpoint: str | None, file: str, env: str | None, image: str | None, run_id: str | None, insecure: bool
+    checkpoint: str | None,
+    file: str,
+    env: str | None,
+    image: str | None,
+    run_id: str | None,
+    insecure: bool,
+    output: str,
 ) -> None:
     """Print the eval of CKPT as a Kubernetes Job (Volcano when train.scheduler is volcano)
     running `trainops eval run` in the image; the checkpoint is pinned by digest."""
@@ -179,6 +186,10 @@ def render_cmd(
         )
     for warning in made.rendered.warnings:
         click.echo(f"warning: {warning}", err=True)
+    if output == "json":
+        files = {item.path: item.text for item in made.rendered.files}
+        echo_json({"checkpoint": made.checkpoint, "image": made.image, "runId": made.run_id, "files": files})
+        return
     click.echo(made.text(), nl=False)
 
 

@@ -68,13 +68,7 @@ def import_cmd(
     if output == "json":
         echo_json(
             {
-                "ref": str(pushed.ref),
-                "digest": pushed.digest,
-                "files": pushed.files,
-                "bytesTotal": pushed.bytes_total,
-                "bytesSent": pushed.bytes_sent,
-                "blobsSkipped": pushed.blobs_skipped,
-                "seconds": round(pushed.seconds, 3),
+                **pushed.as_dict(),
                 "repoId": result.repo_id,
                 "revision": result.revision,
                 "commit": result.commit,

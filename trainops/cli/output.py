@@ -23,7 +23,7 @@ output_option = click.option(
 )
 
 render_out_option = click.option(
-    "-o",
+    "-d",
     "--out",
     "out",
     type=click.Path(file_okay=False, path_type=Path),

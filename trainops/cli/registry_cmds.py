@@ -118,18 +118,7 @@ def push(
                 model=model,
             )
     if output == "json":
-        echo_json(
-            {
-                "ref": str(result.ref),
-                "digest": result.digest,
-                "files": result.files,
-                "bytesTotal": result.bytes_total,
-                "bytesSent": result.bytes_sent,
-                "blobsSkipped": result.blobs_skipped,
-                "seconds": round(result.seconds, 3),
-                "movedFrom": result.moved_from,
-            }
-        )
+        echo_json(result.as_dict())
         return
     _say_moved(result.ref.tag, result.moved_from, result.digest)
     click.echo(

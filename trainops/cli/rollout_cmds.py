@@ -58,8 +58,9 @@ def rollout() -> None:
 @render_out_option
 @_image_option
 @_insecure_option
+@output_option
 def render_cmd(
-    release: str | None, file: str, env: str | None, out: Path | None, image: str | None, insecure: bool
+    release: str | None, file: str, env: str | None, out: Path | None, image: str | None, insecure: bool, output: str
 ) -> None:
     """Render the serving objects of RELEASE (default: rollout.model) for rollout.engine × rollout.traffic."""
     from trainops.serve import render_rollout
@@ -67,6 +68,9 @@ def render_cmd(
     result = render_rollout(_load(file, env), release=release, image=image, out=out, insecure=insecure)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
+    if output == "json":
+        echo_json({**result.as_dict(), "files": result.files if out is None else sorted(result.files)})
+        return
     if out is None:
         click.echo(result.text(), nl=False)
         return

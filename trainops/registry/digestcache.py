@@ -48,8 +48,12 @@ class DigestCache:
         """The path a row is stored under: its directory's real path and its own name.
 
         Resolving each directory once (not each file) keeps a warm lookup of a large tree at
-        a stat per file; a symlinked file is keyed by its link's path, stat'ed through it.
+        a stat per file. A symlinked file is keyed by what it points at, so a file reached
+        through different links (a Hugging Face cache snapshot, a staging directory of links
+        made per run) shares one row: its device and inode are the target's anyway.
         """
+        if os.path.islink(path):
+            return os.path.realpath(path)
         parent, name = os.path.split(os.path.abspath(path))
         real = self._dirs.get(parent)
         if real is None:

@@ -133,12 +133,12 @@ def _parents(parsed: ParsedManifest) -> list[tuple[str, str, str]]:
 def _parent_ref(registries: Registries, child: Reference, text: str, digest: str) -> Reference:
     """Where a parent lives: its recorded reference, or (when that names no registry we can
     complete, or there is none) the child's own repository, by digest."""
-    from trainops.errors import InputError
+    from trainops.errors import InputError, UsageError
 
     if text:
         try:
             return registries.ref(text).with_tag(None).with_digest(digest)
-        except InputError:
+        except (InputError, UsageError):  # malformed, or short with no registry to complete it
             pass
     return child.with_tag(None).with_digest(digest)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trainops.errors import ExistsError, InputError, IntegrityError, NotFoundError
 from trainops.registry import media
@@ -109,6 +109,19 @@ class PushResult:
     cache_hits: int
     seconds: float
     moved_from: str | None = None  # the digest the tag pointed at before, when the push moved it
+
+    def as_dict(self) -> dict[str, Any]:
+        """What `push -o json` prints (and every command that pushes, such as `hub import`)."""
+        return {
+            "ref": str(self.ref),
+            "digest": self.digest,
+            "files": self.files,
+            "bytesTotal": self.bytes_total,
+            "bytesSent": self.bytes_sent,
+            "blobsSkipped": self.blobs_skipped,
+            "seconds": round(self.seconds, 3),
+            "movedFrom": self.moved_from,
+        }
 
 
 def upload_if_missing(backend: Backend, repo: str, source: BlobSource, advance: Callable[[int], None]) -> bool:
