@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # trainops' main job on its embedded default: no servers. The registry is an OCI image
 # layout under examples/tiny-llm/.trainops/registry and the GitOps repo a bare git repo
-# beside it. It installs trainops into a venv, checks and plans the tiny-llm pipeline,
-# renders its training image, trains the model on the CPU with `train run --local` (the
-# checkpoint watcher pushes every complete checkpoint with lineage), replaces the "node"
-# and resumes from the registry, lists and pulls the newest checkpoint, evaluates it against
-# its quality gates (and shows a tightened gate failing), releases the best checkpoint with a
-# passing eval as a ModelPack model, prints the lineage, then renders the cluster job,
-# validates it and commits it to GitOps, and rolls the releases out through the GitOps
-# repo (start, promote, status, history).
+# beside it. It installs trainops into a venv and checks the tiny-llm pipeline; a first
+# training (600 steps) is evaluated, released and served as the stable model; then the
+# node is replaced and `trainops run` carries the whole flow — training resumed from the
+# registry, eval gates, release, a canary rollout commit — and a second `trainops run`
+# finds every stage cached. Then a tightened gate fails, the canary is promoted, the
+# cluster side is rendered and committed, and `trainops lineage git:HEAD` walks from the
+# commit of the training code to the rollout commits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${TRAINOPS_VENV:-.venv}"
@@ -28,27 +27,43 @@ echo "== validate and plan"
 echo "== the training image's Dockerfile (building it needs an engine or a base image in a registry)"
 mkdir -p .trainops && "$trainops" image render > .trainops/Dockerfile && head -n 12 .trainops/Dockerfile
 
-echo "== train on this machine (--env dev: the local scheduler), checkpoints pushed as they land"
+echo "== the model served today: a first training (600 steps), evaluated, released, rolled out"
 # The watcher beside the trainer pushes each complete checkpoint with lineage and keeps
 # the last 5 plus the best by val_loss (train.checkpoint.keep); -e overrides train.env.
 "$trainops" train run --local --env dev --run-id first-node -e TRAINOPS_MAX_STEPS=600 | tail -n 1
+"$trainops" eval run tiny-llm/checkpoints:step-600 --env dev > /dev/null
+"$trainops" release create tiny-llm/checkpoints:step-600 --env dev
+# No serving image is built offline (no engine, no base image in a registry): a placeholder
+# digest, said as such; a real run pins the image it built.
+serve_image="registry.example.com/tiny-llm/serve-vllm@sha256:$(printf '0%.0s' $(seq 64))"
+"$trainops" rollout start tiny-llm/model:v1-step-600 --env dev --image "$serve_image"
 
-echo "== the node is replaced: its disk is gone; the new run pulls the newest checkpoint and resumes"
+echo "== the node is replaced (its disk is gone); \`trainops run\` carries the whole flow"
+# image (skipped offline: says why, records the Python environment instead) → train (resumes
+# from the newest checkpoint in the registry) → checkpoint → eval (gates) → release → the
+# first canary step, committed to the GitOps repo.
 rm -rf .trainops/runs
-"$trainops" train run --local --env dev --run-id second-node | tail -n 1
+started=$(date +%s)
+"$trainops" run --env dev --serve-image "$serve_image"
+echo "== nothing changed: every stage is cached"
+cached_start=$(date +%s.%N)
+"$trainops" run --env dev --serve-image "$serve_image" --dry-run
+"$trainops" run --env dev --serve-image "$serve_image" -o json > .trainops/run-cached.json
+"$python" - .trainops/run-cached.json "$cached_start" <<'PY'
+import json, sys, time
+stages = json.load(open(sys.argv[1]))["stages"]
+ran = [s["stage"] for s in stages if s["status"] == "ran"]
+assert not ran, f"a second run with nothing changed ran {ran}"
+print(f"second run: {len(stages)} stages, none ran, {time.time() - float(sys.argv[2]):.1f} s")
+PY
 
 echo "== the checkpoints in the registry"
 "$trainops" ckpt ls
-latest="$("$trainops" ckpt latest)"
-echo "latest: $latest"
 "$trainops" registry diff tiny-llm/checkpoints:step-900 tiny-llm/checkpoints:step-1000
+release="$("$trainops" release ls --env dev -o json | "$python" -c 'import json, sys; print(json.load(sys.stdin)[0]["ref"])')"
+echo "release: $release"
+"$trainops" lineage "$release"
 
-echo "== pull the newest back (verified)"
-rm -rf .trainops/pulled
-"$trainops" ckpt pull --latest .trainops/pulled
-
-echo "== evaluate the newest checkpoint against its gates; the report is pushed beside it"
-"$trainops" eval run --env dev
 echo "== a gate tightened by an environment overlay fails: exit 8, the failed report is pushed"
 set +e
 "$trainops" eval run --env dev-strict -o json > .trainops/strict-eval.json
@@ -57,38 +72,20 @@ set -e
 [ "$code" = 8 ] || { echo "expected exit 8 from the tightened gate, got $code" >&2; exit 1; }
 "$trainops" eval ls --env dev
 
-echo "== release the best checkpoint that passed its gates as a ModelPack model (immutable tag)"
-"$trainops" release create --env dev -o json > .trainops/release.json
-release="$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["ref"])' .trainops/release.json)"
-"$trainops" release show "$release"
-"$trainops" release ls
-echo "== lineage: model ← eval ← step-1000 ← … ← step-700 ← resumed-from step-600 ← … ← step-100 (retention pruned the oldest)"
-"$trainops" lineage "$release"
-
-echo "== the cluster side: render the Volcano job and tenant queues, validated against the upstream CRDs"
-"$trainops" validate --render
-# No image is built offline (no engine, no base image in a registry), so this shows the
-# render with an explicitly placeholder digest; a real run pins the image it built.
-placeholder="registry.example.com/tiny-llm/image@sha256:$(printf '0%.0s' $(seq 64))"
-"$trainops" train render --image "$placeholder" --run-id main-job --out .trainops/rendered
-"$trainops" train submit --image "$placeholder" --run-id main-job
-echo "== the eval as a cluster Job (Volcano): \`trainops eval run\` on the pinned checkpoint, in the image"
-"$trainops" eval render --image "$placeholder" --run-id main-job > .trainops/eval-job.yaml
-grep -E '^kind:|^  name:' .trainops/eval-job.yaml
-git --git-dir .trainops/gitops.git log -1 --format='%H%n%B' main
-
-echo "== serving: gray release through the GitOps repo (each action one commit)"
-echo "   analysis skipped: there is no Prometheus here; \`rollout promote --auto\` would measure the canary first"
-# The release before it (step-900, evaluated and released the same way) is served first and
-# becomes stable; the new one then starts as a canary.
-"$trainops" eval run tiny-llm/checkpoints:step-900 --env dev > /dev/null
-"$trainops" release create tiny-llm/checkpoints:step-900 --env dev -o json > .trainops/release-900.json
-previous="$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["ref"])' .trainops/release-900.json)"
-# As for the training job: no serving image is built offline, so a placeholder digest.
-serve_image="registry.example.com/tiny-llm/serve-vllm@sha256:$(printf '0%.0s' $(seq 64))"
-"$trainops" rollout start "$previous" --env dev --image "$serve_image"
-"$trainops" rollout start "$release" --env dev --image "$serve_image"
+echo "== gray release: promote the canary (analysis skipped: there is no Prometheus here;"
+echo "   \`rollout promote --auto\` would measure the canary first)"
 "$trainops" rollout promote --env dev
 "$trainops" rollout status --env dev
 "$trainops" rollout history --env dev
-"$trainops" lineage "$release" --down
+
+echo "== the cluster side: the Volcano job, tenant queues and serving objects, validated against the upstream CRDs"
+"$trainops" validate --render
+placeholder="registry.example.com/tiny-llm/image@sha256:$(printf '0%.0s' $(seq 64))"
+"$trainops" train render --image "$placeholder" --run-id main-job --out .trainops/rendered
+"$trainops" train submit --image "$placeholder" --run-id main-job
+"$trainops" eval render --image "$placeholder" --run-id main-job > .trainops/eval-job.yaml
+grep -E '^kind:|^  name:' .trainops/eval-job.yaml
+
+echo "== lineage from the commit of the training code down to the rollout commits"
+"$trainops" lineage git:HEAD
+echo "main job: the flow took $(( $(date +%s) - started )) s from the node replacement to here"

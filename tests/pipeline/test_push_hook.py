@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.pipeline.flow import REPO, base_manifest, make_project
 from tests.services import bare_git_repo, require
 from trainops.registry.context import Registries
-from trainops.registry.store import list_repository
+from trainops.registry.listing import list_repository
 
 HOOK = """#!/bin/sh
 # post-receive: check out what was pushed into the runner's workspace, then `trainops ci`.

@@ -13,7 +13,8 @@ from tests.pipeline.flow import Project, base_manifest, by_name, make_project
 from trainops.errors import InputError
 from trainops.pipeline.cache import A_STAGE_KEY, A_STAGE_NAME, record_tag
 from trainops.pipeline.graph import Node, order
-from trainops.registry.store import list_repository, resolve
+from trainops.registry.listing import list_repository
+from trainops.registry.store import resolve
 
 
 @pytest.fixture
@@ -282,3 +283,40 @@ def test_an_interrupted_run_leaves_finished_artifacts_whole_and_no_record(projec
     resumed = by_name(project.run_json())
     assert resumed["train"]["status"] == "ran" and resumed["train"]["details"]["restored"] is None
     assert resumed["train"]["outputs"][0]["ref"].startswith("tiny-llm/checkpoints:step-300@")
+
+
+def test_the_flow_ends_in_a_canary_commit_and_reruns_cached(project: Project, tmp_path: Path) -> None:
+    import subprocess
+
+    doc = _with_eval_and_release(gate=9.0)
+    doc["spec"]["rollout"] = {  # type: ignore[index]
+        "engine": "vllm",
+        "traffic": "argo-rollouts",
+        "canary": {"steps": [{"weight": 10, "pause": "5m"}, {"weight": 100}]},
+    }
+    project.write_manifest(doc)
+    serve = tmp_path / "serve-image"
+    serve.mkdir()
+    (serve / "rootfs.txt").write_text("a serving image stands here\n", encoding="utf-8")
+    assert project.trainops("push", str(serve), "tiny-llm/serve:v1").returncode == 0
+    first = by_name(project.run_json("--serve-image", "tiny-llm/serve:v1"))
+    assert first["rollout"]["status"] == "ran"
+    commit = first["rollout"]["details"]["commit"]
+    log = subprocess.run(
+        ["git", "--git-dir", str(project.root / ".trainops" / "gitops.git"), "log", "--format=%H", "main"],
+        capture_output=True,
+        text=True,
+        env=project.env(),
+        check=True,
+    ).stdout.split()
+    assert log[0] == commit
+    second = by_name(project.run_json("--serve-image", "tiny-llm/serve:v1"))
+    assert second["rollout"]["status"] == "cached"
+    again = subprocess.run(
+        ["git", "--git-dir", str(project.root / ".trainops" / "gitops.git"), "log", "--format=%H", "main"],
+        capture_output=True,
+        text=True,
+        env=project.env(),
+        check=True,
+    ).stdout.split()
+    assert again == log  # nothing committed twice

@@ -29,7 +29,8 @@ from safetensors.numpy import load_file
 from trainops.errors import NotFoundError
 from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
-from trainops.registry.store import list_repository, resolve
+from trainops.registry.listing import list_repository
+from trainops.registry.store import resolve
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINOPS = [sys.executable, "-m", "trainops.cli.main"]

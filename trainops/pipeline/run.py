@@ -227,7 +227,7 @@ class _Flow:
             return self._done(res, "skipped", res.why)
         record = cache.lookup(self.registries, repository=self.repository, stage=name, key=key)
         if record is not None:
-            main = record.outputs[0].ref if record.outputs else record.ref
+            main = (record.outputs[0].ref or record.outputs[0].digest) if record.outputs else record.ref
             res = StageResult(name, "cached", key=key, why=f"cached ({main})", outputs=record.outputs)
             return self._done(res, "cached", res.why)
         why = cache.explain(self.registries, repository=self.repository, stage=name, inputs=inputs)
