@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import json
 import math
-import operator
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from trainops.errors import CommandFailedError, GateFailedError
+from trainops.spec.common import compare
 from trainops.spec.stages import Gate
 
 MAX_OUTPUT = 16 * 1024 * 1024  # bytes of metrics JSON an eval command may write
-OPS: dict[str, Callable[[float, float], bool]] = {
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "==": operator.eq,
-    "!=": operator.ne,
-}
 
 
 @dataclass(frozen=True)
@@ -48,7 +40,7 @@ def check_gates(gates: Iterable[Gate], metrics: Mapping[str, float]) -> list[Gat
     out = []
     for gate in gates:
         actual = metrics.get(gate.metric)
-        passed = actual is not None and OPS[gate.op](actual, gate.value)
+        passed = actual is not None and compare(actual, gate.op, gate.value)
         out.append(GateResult(gate.metric, gate.op, gate.value, actual, passed))
     return out
 

@@ -15,27 +15,18 @@ from __future__ import annotations
 
 import logging
 import math
-import operator
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.errors import GateFailedError, InputError, RemoteError
-from trainops.spec.common import duration_seconds
+from trainops.spec.common import compare, duration_seconds
 from trainops.spec.serving import Analysis, CanaryStep, Threshold
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
 TRIES = 3
-_OPS: dict[str, Callable[[float, float], bool]] = {
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "==": operator.eq,
-    "!=": operator.ne,
-}
 
 
 @dataclass(frozen=True)
@@ -128,7 +119,7 @@ def run_analysis(analysis: Analysis, *, count: int, sleep: Callable[[float], Non
     for n in range(1, count + 1):
         for threshold in analysis.thresholds:
             value = query_value(analysis.prometheus, threshold)
-            ok = _OPS[threshold.op](value, threshold.value)
+            ok = compare(value, threshold.op, threshold.value)
             measured = Measurement(threshold.metric, value, ok, threshold.op, threshold.value)
             taken.append(measured)
             log.warning("analysis %d/%d: %s", n, count, measured.text())

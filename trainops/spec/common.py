@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import re
 from typing import Annotated, Literal
 
@@ -53,6 +54,19 @@ Quantity = Annotated[
 ]
 Percent = Annotated[int, Field(ge=0, le=100)]
 CompareOp = Literal["<", "<=", ">", ">=", "==", "!="]
+_COMPARE = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+
+
+def compare(actual: float, op: CompareOp, value: float) -> bool:
+    """`actual op value` for the comparison operators of eval gates and analysis thresholds."""
+    return bool(_COMPARE[op](actual, value))
 Command = Annotated[list[Annotated[str, StringConstraints(min_length=1)]], Field(min_length=1)]
 
 _DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h)")
