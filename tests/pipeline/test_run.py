@@ -4,6 +4,7 @@ after a failure, and bad windows refused before anything runs."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -278,11 +279,15 @@ def test_an_interrupted_run_leaves_finished_artifacts_whole_and_no_record(projec
     assert not (project.root / ".trainops" / "registry" / "tiny-llm" / "stages").exists()  # no record
     pulled = project.trainops("ckpt", "pull", "--latest", str(tmp_path / "pulled"))  # whole: every byte verified
     assert pulled.returncode == 0, pulled.stderr
-    doc["spec"]["train"]["env"]["TRAINOPS_MAX_STEPS"] = "300"  # finish sooner this time
+    latest = project.trainops("ckpt", "latest")
+    assert latest.returncode == 0, latest.stderr
+    reached = int(re.search(r":step-(\d+)@", latest.stdout).group(1))  # type: ignore[union-attr]
+    # Finish sooner this time: 100 steps past where the interrupted run saved.
+    doc["spec"]["train"]["env"]["TRAINOPS_MAX_STEPS"] = str(reached + 100)
     project.write_manifest(doc)
     resumed = by_name(project.run_json())
     assert resumed["train"]["status"] == "ran" and resumed["train"]["details"]["restored"] is None
-    assert resumed["train"]["outputs"][0]["ref"].startswith("tiny-llm/checkpoints:step-300@")
+    assert resumed["train"]["outputs"][0]["ref"].startswith(f"tiny-llm/checkpoints:step-{reached + 100}@")
 
 
 def test_the_flow_ends_in_a_canary_commit_and_reruns_cached(project: Project, tmp_path: Path) -> None:
