@@ -78,7 +78,9 @@ def eval_spec(manifest: Manifest) -> EvalSpec:
 
 
 def now_utc() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 UTC with milliseconds: two evaluations of one checkpoint in the same second
+    (a gate tightened and run again) still list in the order they ran."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def run_eval(
