@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,16 +80,14 @@ def _tag_writer(registry: str, env: dict[str, str], index: int, moves: int, barr
     queue.put(("done", index, {"failures": failures, "last": last, "digests": digests}))
 
 
-def tag_moves(registry: str, env: dict[str, str], writers: int, moves: int) -> Row:
-    from trainops.registry import store
-    from trainops.registry.context import Registries
-
-    row = Row(registry.split(":")[0], f"{writers} writers x {moves} tag moves (+ a shared tag)")
+def _run_writers(
+    row: Row, writers: int, target: Callable[..., None], args: Callable[[int], tuple[Any, ...]]
+) -> dict[int, dict[str, Any]]:
+    """Start `writers` processes of target(*args(i), barrier, queue) released together by the
+    barrier; collect each one's result (its notes go to the row); time them into the row."""
     context = multiprocessing.get_context("spawn")
     barrier, queue = context.Barrier(writers), context.Queue()
-    procs = [
-        context.Process(target=_tag_writer, args=(registry, env, i, moves, barrier, queue)) for i in range(writers)
-    ]
+    procs = [context.Process(target=target, args=(*args(i), barrier, queue)) for i in range(writers)]
     started = time.perf_counter()
     for proc in procs:
         proc.start()
@@ -102,6 +101,15 @@ def tag_moves(registry: str, env: dict[str, str], writers: int, moves: int) -> R
     for proc in procs:
         proc.join(timeout=60)
     row.seconds = round(time.perf_counter() - started, 2)
+    return results
+
+
+def tag_moves(registry: str, env: dict[str, str], writers: int, moves: int) -> Row:
+    from trainops.registry import store
+    from trainops.registry.context import Registries
+
+    row = Row(registry.split(":")[0], f"{writers} writers x {moves} tag moves (+ a shared tag)")
+    results = _run_writers(row, writers, _tag_writer, lambda i: (registry, env, i, moves))
     row.operations = writers * moves * 2
     row.failures = sum(r["failures"] for r in results.values())
     old = dict(os.environ)
@@ -163,22 +171,7 @@ def gitops_commits(work: Path, writers: int, commits: int) -> Row:
     (seed / "README").write_text("gitops\n")
     for args in (["add", "README"], ["commit", "-qm", "seed"], ["push", "-q", str(remote), "main"]):
         subprocess.run(["git", *args], cwd=seed, check=True, env=git_env())
-    context = multiprocessing.get_context("spawn")
-    barrier, queue = context.Barrier(writers), context.Queue()
-    procs = [context.Process(target=_committer, args=(str(remote), i, commits, barrier, queue)) for i in range(writers)]
-    started = time.perf_counter()
-    for proc in procs:
-        proc.start()
-    done: dict[int, dict[str, int]] = {}
-    while len(done) < writers:
-        kind, index, payload = queue.get(timeout=1800)
-        if kind == "note":
-            row.notes.append(f"writer {index}: {payload}")
-        else:
-            done[index] = payload
-    for proc in procs:
-        proc.join(timeout=60)
-    row.seconds = round(time.perf_counter() - started, 2)
+    done = _run_writers(row, writers, _committer, lambda i: (str(remote), i, commits))
     row.operations = writers * commits
     row.failures = sum(d["failures"] for d in done.values())
     row.retries = sum(d["attempts"] for d in done.values()) - (row.operations - row.failures)

@@ -187,8 +187,7 @@ def render_cmd(
     for warning in made.rendered.warnings:
         click.echo(f"warning: {warning}", err=True)
     if output == "json":
-        files = {item.path: item.text for item in made.rendered.files}
-        echo_json({"checkpoint": made.checkpoint, "image": made.image, "runId": made.run_id, "files": files})
+        echo_json(made.as_dict())
         return
     click.echo(made.text(), nl=False)
 

@@ -31,6 +31,10 @@ class EvalRender:
     image: str
     run_id: str
 
+    def as_dict(self) -> dict[str, Any]:
+        files = {item.path: item.text for item in self.rendered.files}
+        return {"checkpoint": self.checkpoint, "image": self.image, "runId": self.run_id, "files": files}
+
     def text(self) -> str:
         parts = []
         for item in self.rendered.files:

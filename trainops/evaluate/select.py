@@ -3,21 +3,14 @@ or a reference — resolved to a pinned checkpoint in the registry."""
 
 from __future__ import annotations
 
-from trainops.checkpoint.catalog import best_checkpoint, latest_checkpoint
+from trainops.checkpoint.catalog import best_checkpoint, checkpoint_repository, latest_checkpoint
 from trainops.errors import InputError, NotFoundError
 from trainops.registry.context import Registries
-from trainops.registry.reference import TAG_RE, Reference
+from trainops.registry.reference import TAG_RE
 from trainops.registry.store import Resolved, resolve
 from trainops.spec import Manifest
 
 WORDS = ("latest", "best")
-
-
-def checkpoint_repository(manifest: Manifest, registries: Registries) -> Reference:
-    """The manifest's checkpoint repository, by the one rule of trainops.checkpoint.catalog."""
-    from trainops.checkpoint.catalog import checkpoint_repository as resolve_repository
-
-    return resolve_repository(registries, manifest=manifest)
 
 
 def ranking(manifest: Manifest) -> tuple[str, str]:
@@ -36,12 +29,12 @@ def resolve_checkpoint(registries: Registries, *, manifest: Manifest, which: str
     (step-300), or a reference (REPO:TAG, REPO@sha256:…)."""
     if which not in WORDS:
         if TAG_RE.match(which) and ":" not in which:  # a bare tag: of the checkpoint repository
-            return resolve(registries, ref=checkpoint_repository(manifest, registries).with_tag(which))
+            return resolve(registries, ref=checkpoint_repository(registries, manifest=manifest).with_tag(which))
         ref = registries.ref(which)
         if not ref.tag and not ref.digest:
             raise InputError(f"{which} names no checkpoint", hint="write REPO:step-N, REPO@sha256:…, latest or best")
         return resolve(registries, ref=ref)
-    repository = checkpoint_repository(manifest, registries)
+    repository = checkpoint_repository(registries, manifest=manifest)
     if which == "latest":
         found = latest_checkpoint(registries, repository=repository)
     else:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainops.checkpoint.catalog import CheckpointInfo, list_checkpoints, ranked
+from trainops.checkpoint.catalog import CheckpointInfo, checkpoint_repository, list_checkpoints, ranked
 from trainops.errors import GateFailedError, NotFoundError
 from trainops.evaluate.gates import GateResult, check_gates, failing
 from trainops.evaluate.report import EvalEntry, list_evals
-from trainops.evaluate.select import WORDS, checkpoint_repository, ranking, resolve_checkpoint
+from trainops.evaluate.select import WORDS, ranking, resolve_checkpoint
 from trainops.registry.context import Registries
 from trainops.registry.store import Resolved, resolve
 from trainops.spec import Manifest
@@ -55,7 +55,7 @@ def choose(registries: Registries, *, manifest: Manifest, source: str, gated: bo
     if source not in WORDS:
         named = resolve_checkpoint(registries, manifest=manifest, which=source)
         return candidate(registries, manifest=manifest, checkpoint=named)
-    repository = checkpoint_repository(manifest, registries)
+    repository = checkpoint_repository(registries, manifest=manifest)
     infos = list_checkpoints(registries, repository=repository)
     if not infos:
         raise NotFoundError(f"no checkpoint in {repository.repo_url}", hint="train first, or name a checkpoint")

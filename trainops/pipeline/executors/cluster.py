@@ -77,9 +77,9 @@ def wait_for_checkpoints(ctx: StageContext, *, run_id: str) -> Output:
     """Poll the checkpoint repository until the run's newest checkpoint stops changing for
     ctx.quiet seconds; RemoteError after ctx.timeout."""
     from trainops.checkpoint import list_checkpoints
-    from trainops.evaluate.select import checkpoint_repository
+    from trainops.checkpoint.catalog import checkpoint_repository
 
-    repository = checkpoint_repository(ctx.manifest, ctx.registries)
+    repository = checkpoint_repository(ctx.registries, manifest=ctx.manifest)
     deadline = time.monotonic() + ctx.timeout
     newest = None
     changed = time.monotonic()

@@ -135,9 +135,9 @@ def train_stage(ctx: StageContext) -> Outcome:
 
 def _newest(ctx: StageContext) -> Output:
     from trainops.checkpoint import latest_checkpoint
-    from trainops.evaluate.select import checkpoint_repository
+    from trainops.checkpoint.catalog import checkpoint_repository
 
-    repository = checkpoint_repository(ctx.manifest, ctx.registries)
+    repository = checkpoint_repository(ctx.registries, manifest=ctx.manifest)
     info = latest_checkpoint(ctx.registries, repository=repository)
     if info is None:
         raise NotFoundError(
@@ -161,7 +161,7 @@ def checkpoint_stage(ctx: StageContext) -> Outcome:
     """The checkpoint the next stages take: the newest the training pushed, the best by the
     retention metric, or a reference, pinned to its digest."""
     from trainops.checkpoint import list_checkpoints
-    from trainops.evaluate.select import checkpoint_repository
+    from trainops.checkpoint.catalog import checkpoint_repository
     from trainops.registry.store import resolve
 
     choice = checkpoint_selection(ctx.manifest)
@@ -174,7 +174,7 @@ def checkpoint_stage(ctx: StageContext) -> Outcome:
         metric = train.checkpoint.keep.metric if train else None
         if train is None or not metric:
             raise InputError("checkpoint best needs train.checkpoint.keep.metric", hint="set it, or use latest")
-        repository = checkpoint_repository(ctx.manifest, ctx.registries)
+        repository = checkpoint_repository(ctx.registries, manifest=ctx.manifest)
         ranked = [c for c in list_checkpoints(ctx.registries, repository=repository) if metric in c.metrics]
         if not ranked:
             raise NotFoundError(f"no checkpoint in {repository.repo_url} reports {metric}")
