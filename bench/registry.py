@@ -6,6 +6,7 @@ time and peak RSS (os.wait4) are its own. Prints a table and writes bench/result
 
     python bench/registry.py                 # 1 GiB file, 64 x 16 MiB checkpoint, 256 MiB S3
     python bench/registry.py --size-mib 256  # quicker
+    python bench/registry.py --runs 3        # three runs: each ratio's median and range
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import hashlib
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -190,9 +192,58 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="8 MiB of data, seconds: checks the benchmark runs (CI); writes no results"
     )
+    parser.add_argument(
+        "--runs", type=int, default=1, help="repeat the whole benchmark N times; report each ratio's median and range"
+    )
     args = parser.parse_args()
     if args.quick:
         args.size_mib = args.s3_size_mib = 8
+    runs: list[list[Row]] = []
+    loads: list[float] = []
+    for number in range(args.runs):
+        loads.append(os.getloadavg()[0])
+        runs.append(one_run(args))
+        if args.runs > 1:
+            print(f"run {number + 1}/{args.runs} done (load average {loads[-1]:.1f} at its start)", file=sys.stderr)
+    rows = runs[-1]
+    print("trainops: process wall time (its own report of the work, without start-up) and peak RSS")
+    print(f"{'benchmark':34} {'trainops':>24} {'peer':>26} {'ratio':>6}  target")
+    for r in rows:
+        inner = f" ({r.trainops.inner_seconds:.2f}s)" if r.trainops.inner_seconds is not None else ""
+        mine = f"{r.trainops.seconds:.2f}s{inner} {r.trainops.peak_rss_mb:.0f}MB"
+        peer = f"{r.peer_name} {r.peer.seconds:.2f}s {r.peer.peak_rss_mb:.0f}MB"
+        print(f"{r.name:34} {mine:>24} {peer:>26} {r.ratio:6.2f}  {r.target}")
+    spreads = _spreads(runs)
+    if args.runs > 1:
+        print(f"\nratio over {args.runs} runs (load averages {', '.join(f'{x:.1f}' for x in loads)}): median [min–max]")
+        for name, peer_name, values in spreads:
+            print(f"{name:34} vs {peer_name:24} {statistics.median(values):6.2f} [{min(values):.2f}–{max(values):.2f}]")
+    if args.quick:
+        return
+    out = ROOT / "bench/results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "registry.json").write_text(
+        json.dumps(
+            {
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+                "cpus": os.cpu_count(),
+                "loadAverages": loads,
+                "rows": [{**asdict(r), "ratio": round(r.ratio, 3)} for r in rows],
+                "runs": [[{**asdict(r), "ratio": round(r.ratio, 3)} for r in run_rows] for run_rows in runs],
+                "spread": [
+                    {"name": n, "peer": p, "median": statistics.median(v), "min": min(v), "max": max(v)}
+                    for n, p, v in spreads
+                ],
+                "id": uuid.uuid4().hex,
+            },
+            indent=2,
+        )
+    )
+
+
+def one_run(args: argparse.Namespace) -> list[Row]:
+    """Every selected backend once, in a fresh directory with fresh servers."""
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="trainops-bench-") as tmp:
         work = Path(tmp)
@@ -212,29 +263,16 @@ def main() -> None:
         if "s3" not in args.skip:
             (work / "s3").mkdir()
             rows += bench_s3(work / "s3", args.s3_size_mib, env)
-    print("trainops: process wall time (its own report of the work, without start-up) and peak RSS")
-    print(f"{'benchmark':34} {'trainops':>24} {'peer':>26} {'ratio':>6}  target")
-    for r in rows:
-        inner = f" ({r.trainops.inner_seconds:.2f}s)" if r.trainops.inner_seconds is not None else ""
-        mine = f"{r.trainops.seconds:.2f}s{inner} {r.trainops.peak_rss_mb:.0f}MB"
-        peer = f"{r.peer_name} {r.peer.seconds:.2f}s {r.peer.peak_rss_mb:.0f}MB"
-        print(f"{r.name:34} {mine:>24} {peer:>26} {r.ratio:6.2f}  {r.target}")
-    if args.quick:
-        return
-    out = ROOT / "bench/results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "registry.json").write_text(
-        json.dumps(
-            {
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-                "cpus": os.cpu_count(),
-                "rows": [{**asdict(r), "ratio": round(r.ratio, 3)} for r in rows],
-                "id": uuid.uuid4().hex,
-            },
-            indent=2,
-        )
-    )
+    return rows
+
+
+def _spreads(runs: list[list[Row]]) -> list[tuple[str, str, list[float]]]:
+    """Each row's ratio over the runs, keyed by (row, peer)."""
+    by_key: dict[tuple[str, str], list[float]] = {}
+    for run_rows in runs:
+        for r in run_rows:
+            by_key.setdefault((r.name, r.peer_name), []).append(round(r.ratio, 3))
+    return [(name, peer, values) for (name, peer), values in by_key.items()]
 
 
 if __name__ == "__main__":
