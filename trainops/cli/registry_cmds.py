@@ -54,7 +54,7 @@ def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
 @click.option("--kind", type=click.Choice(KINDS), default="other", show_default=True)
 @click.option("--parent", "parents", multiple=True, metavar="REF", help="An artifact this one came from (repeatable).")
 @click.option("--annotation", "annotations", multiple=True, metavar="K=V", help="A manifest annotation (repeatable).")
-@click.option("--step", type=int, default=None, help="Training step (lineage).")
+@click.option("--step", type=click.IntRange(0), default=None, help="Training step (lineage).")
 @click.option("--metric", "metrics", multiple=True, metavar="K=V", help="A metric (lineage, repeatable).")
 @click.option("--run-id", default=None, help="Run id (lineage).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
@@ -82,7 +82,7 @@ def push(
     from trainops.errors import UsageError
     from trainops.gitinfo import git_state
     from trainops.registry import store
-    from trainops.registry.artifact import Lineage
+    from trainops.registry.plain_lineage import PlainLineage
 
     try:
         metric_values = {k: float(v) for k, v in key_values(metrics, "--metric").items()}
@@ -90,13 +90,13 @@ def push(
         raise UsageError("--metric values must be numbers, as in --metric val_loss=1.93") from None
     with _registries(file, env, insecure) as registries:
         git = git_state(path if path.is_dir() else path.parent)
-        lineage = Lineage(
+        lineage = PlainLineage(  # plain data, no pydantic: a re-push is a few stats and a HEAD
             git_commit=git.commit if git else None,
             git_repo=git.remote if git else None,
             run_id=run_id,
             step=step,
             metrics=metric_values,
-            parents=store.resolve_parents(registries, [(p, "parent") for p in parents]),
+            parents=tuple(store.pin_parents(registries, [(p, "parent") for p in parents])),
         )
         model = None
         if kind == "model" and path.is_dir():  # ModelPack config from the local files, as releases do

@@ -15,11 +15,13 @@ import posixpath
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from trainops.errors import InputError, IntegrityError
 from trainops.registry import media
 from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
+from trainops.registry.plain_lineage import PlainLineage
+from trainops.registry.plain_lineage import Relation as Relation  # models.Parent's relation
 
 if TYPE_CHECKING:
     from trainops.registry.models import ArtifactConfig as ArtifactConfig
@@ -27,11 +29,6 @@ if TYPE_CHECKING:
     from trainops.registry.models import Forced as Forced
     from trainops.registry.models import Lineage as Lineage
     from trainops.registry.models import Parent as Parent
-
-Relation = Literal[
-    "parent", "resumed-from", "derived-from", "dataset", "image", "evaluated", "released-from", "evaluated-by"
-]
-
 
 _LAZY = ("Parent", "Environment", "Forced", "Lineage", "ArtifactConfig")
 
@@ -122,10 +119,18 @@ def canonical_json(data: Any) -> bytes:
 
 
 def config_blob(
-    kind: str, created: str, lineage: Lineage, layers: list[Descriptor], model: ModelConfig | None = None
+    kind: str,
+    created: str,
+    lineage: Lineage | PlainLineage,
+    layers: list[Descriptor],
+    model: ModelConfig | None = None,
 ) -> tuple[bytes, str]:
     """The config blob bytes and media type for an artifact of kind (model: ModelPack's
-    `descriptor` and `config` fields the caller knows, such as paramSize and precision)."""
+    `descriptor` and `config` fields the caller knows, such as paramSize and precision).
+
+    Built from plain data (no pydantic): the JSON is models.ArtifactConfig's dump, which
+    tests/registry/test_plain_lineage.py checks."""
+    lineage = PlainLineage.of(lineage)
     if kind == "model":
         found = {"format": "safetensors"} if any(
             layer.annotations.get(media.A_FILEPATH, "").endswith(".safetensors") for layer in layers
@@ -141,10 +146,10 @@ def config_blob(
             "modelfs": {"type": "layers", "diffIds": [layer.digest for layer in layers]},
         }
         return canonical_json(body), media.MODEL_CONFIG
-    from trainops.registry.models import ArtifactConfig
-
-    config = ArtifactConfig(kind=kind, created=created, lineage=lineage)  # type: ignore[arg-type]
-    return canonical_json(config.model_dump(by_alias=True, exclude_none=True)), media.CONFIG
+    if kind not in media.KINDS:
+        raise InputError(f"unknown artifact kind {kind!r}", hint=f"use one of {', '.join(media.KINDS)}")
+    config = {"schemaVersion": 1, "kind": kind, "created": created, "lineage": lineage.as_json()}
+    return canonical_json(config), media.CONFIG
 
 
 def layer_descriptor(entry: FileEntry, digest: str, kind: str) -> Descriptor:
@@ -160,14 +165,15 @@ def build_manifest(
     config: Descriptor,
     layers: list[Descriptor],
     created: str,
-    lineage: Lineage,
+    lineage: Lineage | PlainLineage,
     annotations: dict[str, str],
     subject: Descriptor | None = None,
 ) -> ManifestData:
+    lineage = PlainLineage.of(lineage)
     notes = {
         media.A_CREATED: created,
         media.A_KIND: kind,
-        media.A_LINEAGE: canonical_json(lineage.model_dump(by_alias=True, exclude_none=True)).decode(),
+        media.A_LINEAGE: canonical_json(lineage.as_json()).decode(),
     }
     if lineage.git_commit:
         notes[media.A_REVISION] = lineage.git_commit
@@ -207,6 +213,11 @@ class ParsedManifest:
     @property
     def created(self) -> str | None:
         return self.annotations.get(media.A_CREATED)
+
+    def plain_lineage(self) -> PlainLineage:
+        """The lineage annotation as plain data, as lineage() reads it but without pydantic
+        (listings and lineage walks read thousands)."""
+        return PlainLineage.read(self.annotations.get(media.A_LINEAGE))
 
     def lineage(self) -> Lineage:
         from trainops.registry.models import Lineage

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from trainops.errors import NotFoundError
 from trainops.registry import media, tombstone
@@ -19,11 +19,9 @@ from trainops.registry.artifact import ParsedManifest, parse_manifest
 from trainops.registry.backends.base import ManifestData, sha256_digest
 from trainops.registry.context import Registries
 from trainops.registry.digestcache import cache_dir
+from trainops.registry.plain_lineage import PlainLineage
 from trainops.registry.reference import Reference, RegistryRoot
 from trainops.registry.store import resolve
-
-if TYPE_CHECKING:
-    from trainops.registry.models import Lineage
 
 Direction = Literal["up", "down", "both"]
 COMMIT_KEY = "git:"  # the key of a git commit's node: git:<40 hex>
@@ -108,8 +106,8 @@ def parse_artifact(registries: Registries, ref: Reference, manifest: ManifestDat
     return _parse(registries, ref, manifest)
 
 
-def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False, lineage: Lineage | None = None) -> Node:
-    lineage = lineage or parsed.lineage()
+def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False, lineage: PlainLineage | None = None) -> Node:
+    lineage = parsed.plain_lineage() if lineage is None else lineage
     return Node(
         digest=parsed.digest,
         ref=shown,
@@ -122,9 +120,10 @@ def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False, lineage: 
     )
 
 
-def _parents(parsed: ParsedManifest) -> list[tuple[str, str, str]]:
+def _parents(parsed: ParsedManifest, lineage: PlainLineage | None = None) -> list[tuple[str, str, str]]:
     """(digest, ref text, relation) of everything this artifact names as its origin."""
-    out: list[tuple[str, str, str]] = [(p.digest, p.ref, p.relation) for p in parsed.lineage().parents]
+    lineage = parsed.plain_lineage() if lineage is None else lineage
+    out: list[tuple[str, str, str]] = [(p.digest, p.ref, p.relation) for p in lineage.parents]
     if parsed.subject is not None and parsed.subject.digest not in {digest for digest, _, _ in out}:
         out.append((parsed.subject.digest, "", "describes"))  # unless its lineage names it already
     return out
@@ -228,13 +227,13 @@ class DownIndex:
             if parsed.digest in index.nodes:
                 continue
             pruned = tombstone.A_DIGEST in parsed.annotations
-            lineage = parsed.lineage()
+            lineage = parsed.plain_lineage()
             node = index.nodes[parsed.digest] = _node(parsed, shown, pruned=pruned, lineage=lineage)
             if node.git_commit:
                 index.commits[parsed.digest] = node.git_commit
             if lineage.git_repo:
                 index.repos[parsed.digest] = lineage.git_repo
-            parents = _parents(parsed)
+            parents = _parents(parsed, lineage)
             if lineage.image_digest and lineage.image_digest not in {digest for digest, _, _ in parents}:
                 parents.append((lineage.image_digest, "", "image"))  # trained or evaluated in that image
             for digest, _text, relation in parents:

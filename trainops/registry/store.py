@@ -36,9 +36,10 @@ from trainops.registry.artifact import (
 from trainops.registry.backends.base import Backend, BlobSource, Descriptor, ManifestData, sha256_digest
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache, cache_dir
+from trainops.registry.plain_lineage import PlainLineage, PlainParent
 from trainops.registry.reference import Reference
 
-if TYPE_CHECKING:  # pydantic loads only where lineage is built (see trainops.registry.artifact)
+if TYPE_CHECKING:  # pydantic loads only where a models.Lineage is built (see registry/plain_lineage.py)
     from trainops.registry.models import Lineage, Parent
 
 T = TypeVar("T")
@@ -137,17 +138,25 @@ def bytes_source(data: bytes) -> BlobSource:
     return BlobSource(digest=sha256_digest(data), size=len(data), opener=lambda: io.BytesIO(data))
 
 
-def resolve_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[Parent]:
-    """(reference text, relation) pairs → Parents pinned to digests (each must exist)."""
-    from trainops.registry.models import Parent
-
-    out: list[Parent] = []
+def pin_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[PlainParent]:
+    """(reference text, relation) pairs → parents pinned to digests (each must exist)."""
+    out: list[PlainParent] = []
     for text, relation in parents:
         ref = registries.ref(text)
         found = resolve(registries, ref=ref)
         shown = ref.repo_url + (f":{found.ref.tag}" if found.ref.tag else "")
-        out.append(Parent(digest=found.manifest.digest, ref=shown, relation=relation))  # type: ignore[arg-type]
+        out.append(PlainParent(digest=found.manifest.digest, ref=shown, relation=relation))
     return out
+
+
+def resolve_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[Parent]:
+    """pin_parents as models.Parent, for building a models.Lineage."""
+    from trainops.registry.models import Parent
+
+    return [
+        Parent(digest=p.digest, ref=p.ref, relation=p.relation)  # type: ignore[arg-type]
+        for p in pin_parents(registries, parents)
+    ]
 
 
 def push(
@@ -156,7 +165,7 @@ def push(
     source: Path,
     ref: Reference,
     kind: str = "other",
-    lineage: Lineage | None = None,
+    lineage: Lineage | PlainLineage | None = None,
     annotations: dict[str, str] | None = None,
     subject: Descriptor | None = None,
     jobs: int | None = None,
@@ -279,7 +288,7 @@ def _publish(
     *,
     kind: str,
     created: str,
-    lineage: Lineage | None,
+    lineage: Lineage | PlainLineage | None,
     layers: list[Descriptor],
     annotations: dict[str, str] | None,
     subject: Descriptor | None,
@@ -292,10 +301,7 @@ def _publish(
     config blob, then the manifest (a reader never sees a manifest whose blobs are missing),
     tagged if ref has a tag (refused before anything is written when move_tag is False and
     the tag names other content). `before` runs just before the manifest is written."""
-    if lineage is None:
-        from trainops.registry.models import Lineage
-
-        lineage = Lineage()
+    lineage = PlainLineage() if lineage is None else lineage
     config_bytes, config_type = config_blob(kind, created, lineage, layers, model)
     config_src = bytes_source(config_bytes)
     manifest = build_manifest(
@@ -599,7 +605,7 @@ def assemble(
     ref: Reference,
     kind: str,
     created: str,
-    lineage: Lineage | None = None,
+    lineage: Lineage | PlainLineage | None = None,
     annotations: dict[str, str] | None = None,
     model: ModelConfig | None = None,
     progress: ProgressSink | None = None,

@@ -1,0 +1,199 @@
+"""An artifact's lineage as plain data: read from and written to its annotation without pydantic.
+
+trainops.registry.models.Lineage is the validating model that releases, evaluations and
+pipelines build lineage with. Listing ten thousand checkpoints, walking a lineage and
+re-pushing unchanged content need only the JSON, and loading pydantic and building the
+models (0.15–0.3 s here) would be most of their time. PlainLineage
+
+- reads the annotation as Lineage does: the same values for whatever Lineage accepts, the
+  empty lineage for whatever it refuses (input the strict check here cannot vouch for,
+  such as a string where a number belongs, goes through the model itself);
+- writes the same JSON: `as_json()` equals `Lineage.model_dump(by_alias=True,
+  exclude_none=True)`, so an artifact's digest does not depend on which of the two built
+  it (tests/registry/test_plain_lineage.py holds the two to that).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from trainops.errors import InputError
+
+if TYPE_CHECKING:
+    from trainops.registry.models import Lineage
+
+Relation = Literal[
+    "parent", "resumed-from", "derived-from", "dataset", "image", "evaluated", "released-from", "evaluated-by"
+]
+RELATIONS: tuple[str, ...] = get_args(Relation)
+
+_COMMIT = re.compile(r"[0-9a-f]{7,64}(-dirty)?")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_STRINGS = ("pipeline", "gitCommit", "gitRepo", "imageDigest", "runId")
+_KEYS = frozenset((*_STRINGS, "environment", "step", "metrics", "parents", "forced"))
+_ENVIRONMENT = {"python": str, "implementation": str, "platform": str, "packages": int, "digest": str}
+_FORCED = ("reason", "by")
+_EXACT_FLOAT = 2**53  # a JSON integer metric up to this converts to a float exactly
+
+
+@dataclass(frozen=True)
+class PlainParent:
+    """An artifact this one came from: its digest, where it lives, and how it relates."""
+
+    digest: str
+    ref: str
+    relation: str = "parent"
+
+    def __post_init__(self) -> None:
+        if not _DIGEST.fullmatch(self.digest):
+            raise InputError(f"lineage parent digest {self.digest[:80]!r} is not sha256:<64 lowercase hex>")
+        if self.relation not in RELATIONS:
+            raise InputError(f"lineage parent relation {self.relation!r} is not one of {', '.join(RELATIONS)}")
+
+    def as_json(self) -> dict[str, str]:
+        return {"digest": self.digest, "ref": self.ref, "relation": self.relation}
+
+
+@dataclass(frozen=True)
+class PlainLineage:
+    """What an artifact came from (the fields of models.Lineage, under their Python names)."""
+
+    pipeline: str | None = None
+    git_commit: str | None = None
+    git_repo: str | None = None
+    image_digest: str | None = None
+    environment: Mapping[str, Any] | None = None  # models.Environment's fields, as the JSON holds them
+    run_id: str | None = None
+    step: int | None = None
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    parents: tuple[PlainParent, ...] = ()
+    forced: Mapping[str, str] | None = None  # models.Forced's reason and by
+
+    def __post_init__(self) -> None:
+        """The constraints models.Lineage puts on values; InputError names the field."""
+        if self.git_commit is not None and not _COMMIT.fullmatch(self.git_commit):
+            raise InputError(f"lineage gitCommit {self.git_commit[:80]!r} is not a hex commit (with -dirty)")
+        if self.image_digest is not None and not _DIGEST.fullmatch(self.image_digest):
+            raise InputError(f"lineage imageDigest {self.image_digest[:80]!r} is not sha256:<64 lowercase hex>")
+        if self.step is not None and self.step < 0:
+            raise InputError(f"lineage step {self.step} is negative", hint="a training step counts from 0")
+        env = self.environment
+        if env is not None and (
+            set(env) != set(_ENVIRONMENT)
+            or not all(type(env[k]) is kind for k, kind in _ENVIRONMENT.items())
+            or env["packages"] < 0
+            or not _DIGEST.fullmatch(env["digest"])
+        ):
+            raise InputError("lineage environment needs python, implementation, platform, packages ≥ 0 and a digest")
+        if self.forced is not None and (
+            set(self.forced) != set(_FORCED) or not all(isinstance(v, str) and v for v in self.forced.values())
+        ):
+            raise InputError("lineage forced needs a reason and who (by), both non-empty")
+
+    def as_json(self) -> dict[str, Any]:
+        """The annotation's JSON object (before canonical encoding): None fields left out."""
+        out: dict[str, Any] = {
+            "pipeline": self.pipeline,
+            "gitCommit": self.git_commit,
+            "gitRepo": self.git_repo,
+            "imageDigest": self.image_digest,
+            "environment": dict(self.environment) if self.environment is not None else None,
+            "runId": self.run_id,
+            "step": self.step,
+            "metrics": {k: float(v) for k, v in self.metrics.items()},
+            "parents": [p.as_json() for p in self.parents],
+            "forced": dict(self.forced) if self.forced is not None else None,
+        }
+        return {k: v for k, v in out.items() if v is not None}
+
+    @classmethod
+    def of(cls, lineage: Lineage | PlainLineage) -> PlainLineage:
+        """The plain form of a model (or lineage itself, when it is plain already)."""
+        if isinstance(lineage, PlainLineage):
+            return lineage
+        return cls(
+            pipeline=lineage.pipeline,
+            git_commit=lineage.git_commit,
+            git_repo=lineage.git_repo,
+            image_digest=lineage.image_digest,
+            environment=lineage.environment.model_dump() if lineage.environment is not None else None,
+            run_id=lineage.run_id,
+            step=lineage.step,
+            metrics=dict(lineage.metrics),
+            parents=tuple(PlainParent(p.digest, p.ref, p.relation) for p in lineage.parents),
+            forced=lineage.forced.model_dump() if lineage.forced is not None else None,
+        )
+
+    @classmethod
+    def read(cls, raw: str | None) -> PlainLineage:
+        """The lineage an annotation holds, as models.Lineage would read it (empty when absent
+        or invalid); only input outside the plain, canonical form loads the model."""
+        if not raw:
+            return cls()
+        try:
+            found = _plain(json.loads(raw))
+        except (ValueError, RecursionError):
+            found = None
+        if found is not None:
+            return found
+        from trainops.registry.models import Lineage
+
+        try:
+            return cls.of(Lineage.model_validate_json(raw))
+        except ValueError:
+            return cls()
+
+
+def _plain(body: Any) -> PlainLineage | None:
+    """body as a PlainLineage when every field has its canonical JSON type and a valid value
+    (then models.Lineage reads the same), else None."""
+    if not isinstance(body, dict) or not body.keys() <= _KEYS:
+        return None
+    if any(body.get(k) is not None and not isinstance(body[k], str) for k in _STRINGS):
+        return None
+    step, metrics, parents = body.get("step"), body.get("metrics", {}), body.get("parents", [])
+    if step is not None and type(step) is not int:
+        return None
+    if not isinstance(metrics, dict) or not all(_exact_number(v) for v in metrics.values()):
+        return None
+    if not isinstance(parents, list) or not all(_plain_parent(p) for p in parents):
+        return None
+    env, forced = body.get("environment"), body.get("forced")
+    if (env is not None and not isinstance(env, dict)) or (forced is not None and not isinstance(forced, dict)):
+        return None
+    try:
+        return PlainLineage(
+            pipeline=body.get("pipeline"),
+            git_commit=body.get("gitCommit"),
+            git_repo=body.get("gitRepo"),
+            image_digest=body.get("imageDigest"),
+            environment=env,
+            run_id=body.get("runId"),
+            step=step,
+            metrics={k: float(v) for k, v in metrics.items()},
+            parents=tuple(PlainParent(p["digest"], p["ref"], p.get("relation", "parent")) for p in parents),
+            forced=forced,
+        )
+    except (InputError, KeyError, TypeError):
+        return None
+
+
+def _exact_number(value: Any) -> bool:
+    if type(value) is int:
+        return abs(value) <= _EXACT_FLOAT
+    return type(value) is float and math.isfinite(value)
+
+
+def _plain_parent(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and value.keys() <= {"digest", "ref", "relation"}
+        and all(isinstance(v, str) for v in value.values())
+        and "digest" in value
+        and "ref" in value
+    )
