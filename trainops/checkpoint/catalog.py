@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainops import podenv
 from trainops.errors import InputError, NotFoundError, UsageError
-from trainops.registry import media, tombstone
+from trainops.registry import media
 from trainops.registry.context import Registries
 from trainops.registry.listing import Tagged, tagged_manifests
 from trainops.registry.reference import Reference
@@ -87,7 +87,7 @@ def tag_names(registries: Registries, *, repository: Reference) -> list[str]:
         names = registries.backend(repository).list_tags(repository.repository)
     except NotFoundError:
         return []
-    return [name for name in names if not tombstone.is_record_tag(name)]
+    return [name for name in names if not name.startswith(media.PRUNED_TAG_PREFIX)]  # tombstone's record tags
 
 
 def tagged(registries: Registries, *, repository: Reference) -> list[Tagged]:

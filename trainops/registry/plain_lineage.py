@@ -38,6 +38,7 @@ _STRINGS = ("pipeline", "gitCommit", "gitRepo", "imageDigest", "runId")
 _KEYS = frozenset((*_STRINGS, "environment", "step", "metrics", "parents", "forced"))
 _ENVIRONMENT = {"python": str, "implementation": str, "platform": str, "packages": int, "digest": str}
 _FORCED = ("reason", "by")
+_PARENT_KEYS = frozenset(("digest", "ref", "relation"))
 _EXACT_FLOAT = 2**53  # a JSON integer metric up to this converts to a float exactly
 
 
@@ -151,20 +152,19 @@ class PlainLineage:
 
 def _plain(body: Any) -> PlainLineage | None:
     """body as a PlainLineage when every field has its canonical JSON type and a valid value
-    (then models.Lineage reads the same), else None."""
-    if not isinstance(body, dict) or not body.keys() <= _KEYS:
+    (then models.Lineage reads the same), else None. Plain loops: `ckpt ls` runs this per row."""
+    if type(body) is not dict or not body.keys() <= _KEYS:
         return None
-    if any(body.get(k) is not None and not isinstance(body[k], str) for k in _STRINGS):
+    for key in _STRINGS:
+        value = body.get(key)
+        if value is not None and type(value) is not str:
+            return None
+    step, env, forced = body.get("step"), body.get("environment"), body.get("forced")
+    if (step is not None and type(step) is not int) or not _dict_or_none(env) or not _dict_or_none(forced):
         return None
-    step, metrics, parents = body.get("step"), body.get("metrics", {}), body.get("parents", [])
-    if step is not None and type(step) is not int:
-        return None
-    if not isinstance(metrics, dict) or not all(_exact_number(v) for v in metrics.values()):
-        return None
-    if not isinstance(parents, list) or not all(_plain_parent(p) for p in parents):
-        return None
-    env, forced = body.get("environment"), body.get("forced")
-    if (env is not None and not isinstance(env, dict)) or (forced is not None and not isinstance(forced, dict)):
+    metrics = _metrics(body.get("metrics", {}))
+    parents = _parents(body.get("parents", []))
+    if metrics is None or parents is None:
         return None
     try:
         return PlainLineage(
@@ -175,25 +175,44 @@ def _plain(body: Any) -> PlainLineage | None:
             environment=env,
             run_id=body.get("runId"),
             step=step,
-            metrics={k: float(v) for k, v in metrics.items()},
-            parents=tuple(PlainParent(p["digest"], p["ref"], p.get("relation", "parent")) for p in parents),
+            metrics=metrics,
+            parents=parents,
             forced=forced,
         )
-    except (InputError, KeyError, TypeError):
+    except InputError:
         return None
 
 
-def _exact_number(value: Any) -> bool:
-    if type(value) is int:
-        return abs(value) <= _EXACT_FLOAT
-    return type(value) is float and math.isfinite(value)
+def _dict_or_none(value: Any) -> bool:
+    return value is None or type(value) is dict
 
 
-def _plain_parent(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and value.keys() <= {"digest", "ref", "relation"}
-        and all(isinstance(v, str) for v in value.values())
-        and "digest" in value
-        and "ref" in value
-    )
+def _metrics(value: Any) -> dict[str, float] | None:
+    """Numbers that are floats already, or integers a float holds exactly; else None."""
+    if type(value) is not dict:
+        return None
+    out: dict[str, float] = {}
+    for key, number in value.items():
+        kind = type(number)
+        if (kind is int and abs(number) <= _EXACT_FLOAT) or (kind is float and math.isfinite(number)):
+            out[key] = float(number)
+        else:
+            return None
+    return out
+
+
+def _parents(value: Any) -> tuple[PlainParent, ...] | None:
+    if type(value) is not list:
+        return None
+    out = []
+    for item in value:
+        if type(item) is not dict or not item.keys() <= _PARENT_KEYS:
+            return None
+        digest, ref, relation = item.get("digest"), item.get("ref"), item.get("relation", "parent")
+        if type(digest) is not str or type(ref) is not str or type(relation) is not str:
+            return None
+        try:
+            out.append(PlainParent(digest, ref, relation))
+        except InputError:
+            return None
+    return tuple(out)
