@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from trainops.errors import NotFoundError
@@ -59,8 +59,8 @@ class Graph:
         return {
             "root": self.root,
             "direction": self.direction,
-            "nodes": [asdict(n) for n in self.nodes.values()],
-            "edges": [asdict(e) for e in self.edges],
+            "nodes": [{**vars(n), "metrics": dict(n.metrics)} for n in self.nodes.values()],  # asdict deep-copies
+            "edges": [dict(vars(e)) for e in self.edges],
         }
 
 
@@ -143,10 +143,10 @@ def _parent_ref(registries: Registries, child: Reference, text: str, digest: str
 
 
 def _walk_up(registries: Registries, graph: Graph, start: Reference, parsed: ParsedManifest) -> None:
-    queue = deque([(start, parsed)])
+    queue: deque[tuple[Reference, ParsedManifest, PlainLineage]] = deque([(start, parsed, parsed.plain_lineage())])
     while queue:
-        ref, current = queue.popleft()
-        for digest, text, relation in _parents(current):
+        ref, current, lineage = queue.popleft()
+        for digest, text, relation in _parents(current, lineage):
             graph.edges.append(Edge(current.digest, digest, relation))
             if digest in graph.nodes:
                 continue
@@ -158,12 +158,14 @@ def _walk_up(registries: Registries, graph: Graph, start: Reference, parsed: Par
                 if record is None:
                     graph.nodes[digest] = Node(digest, text or parent_ref.repo_url, "unknown", missing=True)
                     continue
-                graph.nodes[digest] = _node(record, text or parent_ref.repo_url, pruned=True)
-                queue.append((parent_ref, record))  # the pruned one's parents are still known
+                known = record.plain_lineage()
+                graph.nodes[digest] = _node(record, text or parent_ref.repo_url, pruned=True, lineage=known)
+                queue.append((parent_ref, record, known))  # the pruned one's parents are still known
                 continue
             found = _parse(registries, parent_ref, manifest)
-            graph.nodes[digest] = _node(found, text or parent_ref.repo_url)
-            queue.append((parent_ref, found))
+            known = found.plain_lineage()
+            graph.nodes[digest] = _node(found, text or parent_ref.repo_url, lineage=known)
+            queue.append((parent_ref, found, known))
 
 
 def scan_registry(
