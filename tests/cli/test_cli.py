@@ -500,6 +500,49 @@ def test_help_imports_nothing_heavy() -> None:
     assert _heavy_loaded(code) == []
 
 
+def _checkpoint_commands(tmp_path: Path, url: str, env: dict[str, str] | None = None) -> str:
+    """Probe code: push two checkpoints (the second names the first), re-push the second
+    unchanged (digest cache warm), then ckpt latest, ckpt ls and a lineage walk."""
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    (src / "model.safetensors").write_bytes(b"w" * 4096)
+    (src / "config.json").write_text("{}")
+    push = ["push", str(src), "--kind", "checkpoint"]
+    commands = [
+        [*push, f"{url}:step-100", "--step", "100", "--metric", "loss=2", "-o", "json"],
+        [*push, f"{url}:step-200", "--step", "200", "--parent", f"{url}:step-100", "-o", "json"],
+        [*push, f"{url}:step-200", "--step", "200", "--parent", f"{url}:step-100"],  # unchanged
+        ["ckpt", "latest", url],
+        ["ckpt", "ls", url],
+        ["lineage", f"{url}:step-200"],
+    ]
+    return (
+        "import contextlib, io, os\n"
+        f"os.environ.update({ {'TRAINOPS_CACHE_DIR': str(tmp_path / 'cache'), **(env or {})}!r})\n"
+        "from trainops.cli.main import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):\n"
+        f"    codes = [main(args) for args in {commands!r}]\n"
+        "assert codes == [0] * len(codes), codes\n"
+        "lines = out.getvalue().splitlines()\n"
+        f"assert any(line.startswith({url + ':step-200@sha256:'!r}) for line in lines), lines  # latest\n"
+        "assert any('parent: checkpoint' in line and 'step 100 loss=2' in line for line in lines), lines  # walk\n"
+    )
+
+
+def test_push_repush_and_checkpoint_reads_import_nothing_heavy(tmp_path: Path) -> None:
+    """The hot paths stay off pydantic (lineage is plain data there) and the rest: a
+    re-push of unchanged content is a few stats and a manifest request."""
+    assert _heavy_loaded(_checkpoint_commands(tmp_path, f"file://{tmp_path / 'reg'}/m/ckpt")) == []
+
+
+def test_checkpoint_reads_on_a_registry_import_nothing_heavy(tmp_path: Path, registry: Any) -> None:
+    """The same on oci://: the HTTP client is needed, pydantic is not."""
+    url = f"oci://{registry.host}/heavy/ckpt"
+    code = _checkpoint_commands(tmp_path, url, {"TRAINOPS_INSECURE_REGISTRIES": registry.host})
+    assert _heavy_loaded(code) == []
+
+
 def test_the_probe_sees_heavy_imports() -> None:
     """The probe is not blind: validating a manifest does import pydantic."""
     code = (
