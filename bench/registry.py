@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from tests.services import DistributionRegistry, MotoS3  # noqa: E402
 
 PY = sys.executable
+REPUSH_RUNS = 5
 
 
 @dataclass
@@ -112,8 +113,11 @@ def bench_oci(reg: DistributionRegistry, work: Path, size_mib: int, env: dict[st
     t_push = run(trainops("push", str(big), f"oci://{host}/bench/big:v1", env=env), env=env)
     rows.append(Row(f"push {size_mib} MiB (oci)", t_push, "curl -T", curl_put, "≤ 1.1× curl, RSS < 150 MB"))
 
-    # re-push unchanged: trainops (digest cache) vs oras-py
-    t_again = run(trainops("push", str(big), f"oci://{host}/bench/big:v1", env=env), env=env)
+    # re-push unchanged: trainops (digest cache) vs oras-py; start-up is most of it, so the
+    # median of REPUSH_RUNS runs (a single one moves by tens of ms with the machine's load)
+    repush = trainops("push", str(big), f"oci://{host}/bench/big:v1", env=env)
+    again = [run(repush, env=env) for _ in range(REPUSH_RUNS)]
+    t_again = sorted(again, key=lambda r: r.seconds)[len(again) // 2]
     oras_push = oras(
         f"c = oras.client.OrasClient(hostname={host!r}, insecure=True)\n"
         f"c.push(target={host + '/bench/oras:v1'!r}, files=['big.bin'], disable_path_validation=True)"
