@@ -153,10 +153,7 @@ def resolve_parents(registries: Registries, parents: Iterable[tuple[str, str]]) 
     """pin_parents as models.Parent, for building a models.Lineage."""
     from trainops.registry.models import Parent
 
-    return [
-        Parent(digest=p.digest, ref=p.ref, relation=p.relation)  # type: ignore[arg-type]
-        for p in pin_parents(registries, parents)
-    ]
+    return [Parent.model_validate(vars(p)) for p in pin_parents(registries, parents)]
 
 
 def push(
