@@ -157,3 +157,19 @@ def test_api_conforms_to_its_openapi(file_site: Site) -> None:
             case.call_and_validate()
 
         check()
+
+
+@pytest.mark.parametrize("q", ["\x1c", "\x1f", "\x85", "\u00a0x"])
+def test_search_accepts_what_its_schema_accepts(file_site: Site, q: str) -> None:
+    """Found by the schema fuzzing: Python's str.strip() trims \\x1c-\\x1f and \\x85, which the
+    schema's pattern (ECMAScript) counts as text; such a query is searched, not refused."""
+    resp = _get(file_site, f"/api/search?q={quote(q)}")
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["hits"] == []
+
+
+@pytest.mark.parametrize(("q", "says"), [(" ", "1 to 200 characters"), ("\t\r\n", "1 to 200"), ("", "is required")])
+def test_search_refuses_a_blank_query(file_site: Site, q: str, says: str) -> None:
+    resp = _get(file_site, f"/api/search?q={quote(q)}")
+    assert resp.status_code == 400
+    assert says in resp.json()["error"]

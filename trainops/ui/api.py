@@ -130,7 +130,7 @@ ENDPOINTS: list[Endpoint] = [
                 "query",
                 required=True,
                 description="What to look for (1-200 characters).",
-                pattern=r"\S",
+                pattern=queries.SEARCH_PATTERN,
                 max_length=200,
             )
         ],

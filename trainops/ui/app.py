@@ -151,7 +151,7 @@ class Pages:
 
     def search(self, request: Request, db: Any) -> Response:
         q = request.query_params.get("q", "")
-        found = queries.search(db, query=q) if q.strip() else None
+        found = queries.search(db, query=q) if q.strip(queries.SEARCH_BLANKS) else None
         return self.render("search.html", q=q, result=found)
 
 

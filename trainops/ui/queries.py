@@ -299,9 +299,16 @@ def _conditions(q: str) -> list[tuple[str, str, str]]:
     return found
 
 
+# What a search trims: ASCII whitespace only, the same set the API's schema pattern names.
+# str.strip() and a regex's \s disagree across engines (Python counts \x1c-\x1f and \x85,
+# ECMAScript does not), and a query the schema accepts must not be refused as empty.
+SEARCH_BLANKS = " \t\n\r\f\v"
+SEARCH_PATTERN = r"[^ \t\n\r\f\v]"
+
+
 def search(db: sqlite3.Connection, *, query: str) -> SearchResult:
     """Artifacts whose tag (prefix), digest (prefix), git commit (prefix) or run id matches query."""
-    q = query.strip()
+    q = query.strip(SEARCH_BLANKS)
     if not q or len(q) > 200:
         raise InputError("a search needs 1 to 200 characters", hint="type a tag, a digest prefix, a commit or a run id")
     hits: dict[tuple[str, str, str | None], SearchHit] = {}
