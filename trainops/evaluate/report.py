@@ -21,7 +21,7 @@ from trainops.registry.artifact import Lineage, build_manifest, canonical_json, 
 from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
-from trainops.registry.store import Resolved, bytes_source, resolve, upload_if_missing
+from trainops.registry.store import Resolved, bytes_source, leased, resolve, upload_if_missing
 
 REPORT_MEDIA_TYPE = media.EVAL_REPORT
 REPORT_FILE = "eval-report.json"
@@ -76,24 +76,27 @@ def push_report(registries: Registries, *, checkpoint: Resolved, report: EvalRep
     backend = registries.backend(repo)
     data = canonical_json(report.model_dump(by_alias=True))
     blob = bytes_source(data)
-    upload_if_missing(backend, repo.repository, blob, lambda _n: None)
-    layer = Descriptor(REPORT_MEDIA_TYPE, blob.digest, blob.size, {media.A_TITLE: REPORT_FILE})
-    config_bytes, config_type = config_blob("eval", report.ended, lineage, [layer])
-    config = bytes_source(config_bytes)
-    upload_if_missing(backend, repo.repository, config, lambda _n: None)
-    manifest = build_manifest(
-        kind="eval",
-        config=Descriptor(config_type, config.digest, config.size),
-        layers=[layer],
-        created=report.ended,
-        lineage=lineage,
-        annotations={
-            media.A_EVAL_PASSED: "true" if report.passed else "false",
-            media.A_EVAL_CHECKPOINT: report.checkpoint,
-        },
-        subject=Descriptor(checkpoint.manifest.media_type, checkpoint.manifest.digest, len(checkpoint.manifest.data)),
-    )
-    backend.put_manifest(repo.repository, manifest)
+    with leased(backend, repo.repository):  # gc keeps the report's blobs until the manifest names them
+        upload_if_missing(backend, repo.repository, blob, lambda _n: None)
+        layer = Descriptor(REPORT_MEDIA_TYPE, blob.digest, blob.size, {media.A_TITLE: REPORT_FILE})
+        config_bytes, config_type = config_blob("eval", report.ended, lineage, [layer])
+        config = bytes_source(config_bytes)
+        upload_if_missing(backend, repo.repository, config, lambda _n: None)
+        manifest = build_manifest(
+            kind="eval",
+            config=Descriptor(config_type, config.digest, config.size),
+            layers=[layer],
+            created=report.ended,
+            lineage=lineage,
+            annotations={
+                media.A_EVAL_PASSED: "true" if report.passed else "false",
+                media.A_EVAL_CHECKPOINT: report.checkpoint,
+            },
+            subject=Descriptor(
+                checkpoint.manifest.media_type, checkpoint.manifest.digest, len(checkpoint.manifest.data)
+            ),
+        )
+        backend.put_manifest(repo.repository, manifest)
     return repo.with_digest(manifest.digest)
 
 

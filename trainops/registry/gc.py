@@ -7,8 +7,20 @@ index, and the records (eval reports, attestations) whose subject it is. Everyth
 goes: tags first, then manifests, then blobs no remaining manifest references (on backends
 that can list blobs; an OCI registry reclaims blobs with its own garbage collector).
 
-Run gc when no push to the same registry is in flight: blobs of a push whose manifest is
-not yet written are unreferenced by definition.
+gc may run while pushes are in flight. A push's blobs are unreferenced until its manifest
+is written, so gc takes the gc lock of each repository, then lists its leases (a push
+holds one from before its first blob check until its manifest is written), then reads the
+registry: a repository with a push in flight is left whole for this run (reported in
+`skipped_repositories` and the notes); a push that starts while gc holds the lock waits
+until gc is done. trainops/registry/lease.py has the ordering argument. Leases of killed
+pushes are removed once older than the grace period; so are their unfinished uploads.
+On oci:// gc removes artifacts only; the registry's own garbage collector reclaims blobs
+(and must itself run when no push is in flight, as Distribution's requires).
+
+Not covered by the leases: lineage parents in other repositories (a push names its parent
+by digest before its lease; gc may remove a parent that no kept artifact needs), and
+blobs a copy mounts from another repository of the registry (gc may remove a source blob
+no kept artifact needs: the copy then fails, it never publishes a broken artifact).
 """
 
 from __future__ import annotations
@@ -18,7 +30,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainops.registry.artifact import ParsedManifest
+from trainops.registry.backends.base import Backend
 from trainops.registry.context import Registries
+from trainops.registry.lease import GcLocks
 from trainops.registry.lineage import scan_registry
 from trainops.registry.reference import Reference, RegistryRoot
 
@@ -31,6 +45,8 @@ class GcResult:
     removed_manifests: list[str] = field(default_factory=list)
     removed_blobs: int = 0
     removed_uploads: int = 0  # unfinished uploads older than the grace period
+    removed_leases: int = 0  # leases of pushes that died, older than the grace period
+    skipped_repositories: list[str] = field(default_factory=list)  # a push in flight, or another gc
     bytes_freed: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -49,28 +65,59 @@ def collect(
     dry_run: bool = False,
     grace: float = DEFAULT_GRACE,
 ) -> GcResult:
-    """Remove what no kept artifact needs, and unfinished uploads older than grace seconds
-    (a push in flight keeps writing its own, so a generous grace never touches it)."""
+    """Remove what no kept artifact needs, and unfinished uploads and leases older than
+    grace seconds (a push in flight keeps touching its own, so a generous grace never
+    touches them). Repositories with a push in flight are left whole (skipped_repositories)."""
     result = GcResult(dry_run=dry_run)
-    scanned = scan_registry(registries, root)
-    by_digest: dict[str, tuple[Reference, ParsedManifest]] = {}
-    for ref, parsed, _ in scanned:
-        by_digest.setdefault(parsed.digest, (ref, parsed))
-    tags = _tags_of(registries, scanned)
-    repos = sorted({ref.repository for ref, _, _ in scanned})
-    kept = _needed_manifests(scanned, by_digest, _roots(scanned, tags, repos, keep_last))
-    result.kept = len(kept & by_digest.keys())
-    for ref, parsed, _ in scanned:
-        if parsed.digest in kept:
-            continue
-        for name in sorted(tags.get((ref.repository, parsed.digest), [])):
-            result.removed_tags.append(f"{ref.repo_url}:{name}")
-        result.removed_manifests.append(f"{ref.repo_url}@{parsed.digest}")
-        if not dry_run:
-            registries.backend(ref).delete_manifest(ref.repository, parsed.digest)
-    for repo in repos:
-        _sweep(registries, Reference(root.scheme, root.location, repo), scanned, kept, grace, result)
+    with GcLocks(
+        lambda repo: registries.backend(Reference(root.scheme, root.location, repo)),
+        _repositories(registries, root),
+        grace=grace,
+        dry_run=dry_run,
+    ) as locks:
+        for repo, why in sorted(locks.busy.items()):
+            result.skipped_repositories.append(Reference(root.scheme, root.location, repo).repo_url)
+            result.notes.append(f"{Reference(root.scheme, root.location, repo).repo_url}: left whole, {why}")
+        scanned = scan_registry(registries, root)  # after the leases: every finished push is in it
+        by_digest: dict[str, tuple[Reference, ParsedManifest]] = {}
+        for ref, parsed, _ in scanned:
+            by_digest.setdefault(parsed.digest, (ref, parsed))
+        tags = _tags_of(registries, scanned)
+        repos = sorted({ref.repository for ref, _, _ in scanned})
+        kept = _needed_manifests(scanned, by_digest, _roots(scanned, tags, repos, keep_last))
+        result.kept = len(kept & by_digest.keys())
+        for ref, parsed, _ in scanned:
+            if parsed.digest in kept or ref.repository not in locks.usable:
+                continue
+            for name in sorted(tags.get((ref.repository, parsed.digest), [])):
+                result.removed_tags.append(f"{ref.repo_url}:{name}")
+            result.removed_manifests.append(f"{ref.repo_url}@{parsed.digest}")
+            if not dry_run:
+                locks.check()
+                registries.backend(ref).delete_manifest(ref.repository, parsed.digest)
+        for repo in repos:
+            if repo in locks.usable:
+                ref = Reference(root.scheme, root.location, repo)
+                _drop_stale_leases(registries.backend(ref), repo, locks.stale.get(repo, []), result)
+                _sweep(registries, ref, scanned, kept, grace, result, locks)
     return result
+
+
+def _repositories(registries: Registries, root: RegistryRoot) -> list[str]:
+    from trainops.registry.backends import open_backend
+
+    lister = open_backend(root, insecure=registries.insecure, insecure_registries=registries.insecure_registries)
+    try:
+        return lister.list_repositories()
+    finally:
+        lister.close()
+
+
+def _drop_stale_leases(backend: Backend, repo: str, names: list[str], result: GcResult) -> None:
+    result.removed_leases += len(names)
+    if not result.dry_run:
+        for name in names:
+            backend.drop_lease(repo, name)
 
 
 _Scanned = list[tuple[Reference, ParsedManifest, Any]]
@@ -130,7 +177,13 @@ def _needed_manifests(
 
 
 def _sweep(
-    registries: Registries, ref: Reference, scanned: _Scanned, kept: set[str], grace: float, result: GcResult
+    registries: Registries,
+    ref: Reference,
+    scanned: _Scanned,
+    kept: set[str],
+    grace: float,
+    result: GcResult,
+    locks: GcLocks,
 ) -> None:
     """One repository: stale uploads, then the blobs no kept manifest of it names."""
     repo, dry_run = ref.repository, result.dry_run
@@ -139,6 +192,7 @@ def _sweep(
         result.removed_uploads += 1
         result.bytes_freed += upload.size
         if not dry_run:
+            locks.check()
             backend.remove_stale_upload(repo, upload)
     blobs = backend.list_blobs(repo)
     if blobs is None:
@@ -158,4 +212,5 @@ def _sweep(
         result.removed_blobs += 1
         result.bytes_freed += backend.blob_size(repo, digest) or 0
         if not dry_run:
+            locks.check()
             backend.delete_blob(repo, digest)

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -125,6 +126,15 @@ class PushResult:
         }
 
 
+def leased(backend: Backend, repo: str) -> AbstractContextManager[None]:
+    """Around every span from a first blob check to the manifest that references the blobs:
+    a lease on the repository, so `registry gc` deletes none of its blobs meanwhile
+    (trainops.registry.lease has the protocol)."""
+    from trainops.registry.lease import writing
+
+    return writing(backend, repo)
+
+
 def upload_if_missing(backend: Backend, repo: str, source: BlobSource, advance: Callable[[int], None]) -> bool:
     """Upload a blob unless the repository already has it whole. True if it was sent."""
     if backend.blob_size(repo, source.digest) == source.size:
@@ -185,26 +195,29 @@ def push(
     cache = cache or DigestCache()
     files = scan_tree(source)
     backend = registries.backend(ref)
-    uploader = _Uploader(backend, ref.repository, cache, progress)
-    outcomes = _parallel(uploader.transfer, files, jobs or default_jobs(ref))
-    digests = [(o.digest, o.size) for o in outcomes]
-    sent = sum(o.sent for o in outcomes)
-    skipped = sum(o.skipped for o in outcomes)
-    layers = [layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(files, outcomes, strict=True)]
-    published = _publish(
-        backend,
-        ref,
-        kind=kind,
-        created=created_time(files),
-        lineage=lineage,
-        layers=layers,
-        annotations=annotations,
-        subject=subject,
-        model=model,
-        move_tag=move_tag,
-        progress=progress,
-        before=lambda: _check_unchanged(files, digests),  # no manifest for a file that changed meanwhile
-    )
+    with leased(backend, ref.repository):  # gc deletes no blob of the repository meanwhile
+        uploader = _Uploader(backend, ref.repository, cache, progress)
+        outcomes = _parallel(uploader.transfer, files, jobs or default_jobs(ref))
+        digests = [(o.digest, o.size) for o in outcomes]
+        sent = sum(o.sent for o in outcomes)
+        skipped = sum(o.skipped for o in outcomes)
+        layers = [
+            layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(files, outcomes, strict=True)
+        ]
+        published = _publish(
+            backend,
+            ref,
+            kind=kind,
+            created=created_time(files),
+            lineage=lineage,
+            layers=layers,
+            annotations=annotations,
+            subject=subject,
+            model=model,
+            move_tag=move_tag,
+            progress=progress,
+            before=lambda: _check_unchanged(files, digests),  # no manifest for a file that changed meanwhile
+        )
     manifest, moved = published.manifest, published.moved_from
     if published.config_sent:
         sent += published.config_size
@@ -580,9 +593,10 @@ def copy(
     tag = dst.tag or found.ref.tag
     digest = found.manifest.digest
     moved = tag_move(registries.backend(dst), dst.repository, tag, digest, move_tag=move_tag, where=dst.repo_url)
-    copied, skipped, nbytes = _copy_manifest(
-        registries, found.ref, dst, found.manifest, progress or NullProgress(), jobs or default_jobs(dst), tag
-    )
+    with leased(registries.backend(dst), dst.repository):
+        copied, skipped, nbytes = _copy_manifest(
+            registries, found.ref, dst, found.manifest, progress or NullProgress(), jobs or default_jobs(dst), tag
+        )
     return CopyResult(found.ref, dst.with_tag(tag).with_digest(digest), digest, copied, skipped, nbytes, moved)
 
 
@@ -619,20 +633,21 @@ def assemble(
         if layer.annotations.get(media.A_FILE_MODE):
             notes[media.A_FILE_MODE] = layer.annotations[media.A_FILE_MODE]
         layers.append(Descriptor(media.layer_media_type(relpath, kind), layer.digest, layer.size, notes))
-    copied, _, nbytes = copy_blobs(registries, src=src, dst=ref, blobs=layers, progress=progress)
-    published = _publish(
-        registries.backend(ref),
-        ref,
-        kind=kind,
-        created=created,
-        lineage=lineage,
-        layers=layers,
-        annotations=annotations,
-        subject=None,
-        model=model,
-        move_tag=move_tag,
-        progress=progress or NullProgress(),
-    )
+    with leased(registries.backend(ref), ref.repository):
+        copied, _, nbytes = copy_blobs(registries, src=src, dst=ref, blobs=layers, progress=progress)
+        published = _publish(
+            registries.backend(ref),
+            ref,
+            kind=kind,
+            created=created,
+            lineage=lineage,
+            layers=layers,
+            annotations=annotations,
+            subject=None,
+            model=model,
+            move_tag=move_tag,
+            progress=progress or NullProgress(),
+        )
     manifest = published.manifest
     return AssembleResult(ref.with_digest(manifest.digest), manifest.digest, copied, nbytes)
 

@@ -22,7 +22,7 @@ from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import Registries
 from trainops.registry.plain_lineage import PlainLineage
 from trainops.registry.reference import Reference
-from trainops.registry.store import bytes_source, upload_if_missing
+from trainops.registry.store import bytes_source, leased, upload_if_missing
 
 TAG_PREFIX = media.PRUNED_TAG_PREFIX
 A_DIGEST = "dev.trainops.pruned.digest"
@@ -48,24 +48,25 @@ def write_record(registries: Registries, *, repository: Reference, parsed: Parse
     created = parsed.created or "1970-01-01T00:00:00Z"
     data, media_type = config_blob("other", created, PlainLineage(), [])
     source = bytes_source(data)
-    upload_if_missing(backend, repository.repository, source, lambda _n: None)
-    notes = {
-        A_DIGEST: parsed.digest,
-        A_KIND: parsed.kind,
-        A_CREATED: created,
-        A_NAME: shown,
-        A_LINEAGE: parsed.annotations.get(media.A_LINEAGE, "{}"),
-    }
-    notes.update({key: parsed.annotations[key] for key in KEPT if key in parsed.annotations})
-    manifest = build_manifest(
-        kind="other",
-        config=Descriptor(media_type, source.digest, source.size),
-        layers=[],
-        created=created,
-        lineage=PlainLineage(),
-        annotations=notes,
-    )
-    backend.put_manifest(repository.repository, manifest, tag=tag_for(parsed.digest))
+    with leased(backend, repository.repository):  # gc keeps the config blob until the manifest names it
+        upload_if_missing(backend, repository.repository, source, lambda _n: None)
+        notes = {
+            A_DIGEST: parsed.digest,
+            A_KIND: parsed.kind,
+            A_CREATED: created,
+            A_NAME: shown,
+            A_LINEAGE: parsed.annotations.get(media.A_LINEAGE, "{}"),
+        }
+        notes.update({key: parsed.annotations[key] for key in KEPT if key in parsed.annotations})
+        manifest = build_manifest(
+            kind="other",
+            config=Descriptor(media_type, source.digest, source.size),
+            layers=[],
+            created=created,
+            lineage=PlainLineage(),
+            annotations=notes,
+        )
+        backend.put_manifest(repository.repository, manifest, tag=tag_for(parsed.digest))
     return manifest.digest
 
 

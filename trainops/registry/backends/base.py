@@ -13,6 +13,8 @@ Rules every backend keeps:
 - A blob becomes visible only when complete and verified against its digest.
 - `put_manifest` is called only after every blob the manifest names is present.
 - Tags move atomically: a reader sees the old manifest or the new one, never a mix.
+- Leases and the gc lock (trainops/registry/lease.py) are small objects of their own beside
+  a repository's content: never listed as blobs, manifests, tags or repositories.
 - Errors are TrainopsErrors: NotFoundError for a missing blob/manifest/tag/repository,
   IntegrityError for content that does not match its digest, RemoteError for a service
   that failed after retries, ExistsError for a lost compare-and-swap.
@@ -192,6 +194,17 @@ class StaleUpload:
     started: float  # seconds since the epoch
 
 
+@dataclass(frozen=True)
+class Lease:
+    """A marker beside a repository's content: a push in flight (a lease) or a gc run (the
+    repository's gc lock). touched is its last write, by the store's clock where the store
+    keeps it (S3 LastModified, a file's mtime): the heartbeat."""
+
+    name: str
+    touched: float  # seconds since the epoch
+    owner: str = ""  # "pid@host …" and a token; listings of leases may leave it empty
+
+
 class Backend(ABC):
     """Blobs, manifests and tags in repositories under one registry root."""
 
@@ -270,6 +283,36 @@ class Backend(ABC):
     def remove_stale_upload(self, repo: str, upload: StaleUpload) -> None:
         """Drop one unfinished upload (gc only). One already gone is not an error."""
         raise NotImplementedError(f"{type(self).__name__} reports no unfinished uploads to remove")
+
+    # -- leases and the gc lock (trainops/registry/lease.py has the protocol) ---------
+    # The defaults are no-ops for backends whose server owns garbage collection (oci://):
+    # no lease is kept, and gc always gets the lock (it deletes no blob there).
+    def put_lease(self, repo: str, name: str, owner: str) -> None:  # noqa: B027 - no-op default
+        """Write lease `name` of repo (a push is writing to it), or touch it: a heartbeat."""
+
+    def drop_lease(self, repo: str, name: str) -> None:  # noqa: B027 - no-op default
+        """Remove a lease; one already gone is not an error."""
+
+    def list_leases(self, repo: str) -> list[Lease]:
+        """The leases of repo (a repository with none, or none yet, has an empty list)."""
+        return []
+
+    def take_gc_lock(self, repo: str, owner: str, *, stale_before: float) -> bool:
+        """Create repo's gc lock for owner, exclusively; or take over one last touched
+        before stale_before (its gc died). False when a live gc holds it. Of two callers
+        at once, at most one gets True."""
+        return True
+
+    def refresh_gc_lock(self, repo: str, owner: str) -> bool:
+        """Touch the gc lock if owner still holds it (the heartbeat); False if it was lost."""
+        return True
+
+    def release_gc_lock(self, repo: str, owner: str) -> None:  # noqa: B027 - no-op default
+        """Remove the gc lock if owner holds it (a lock another gc took over stays)."""
+
+    def gc_lock(self, repo: str) -> Lease | None:
+        """The repository's gc lock, or None when no gc holds one."""
+        return None
 
     # -- manifests and tags ------------------------------------------------------------
     @abstractmethod

@@ -4,6 +4,8 @@
     <repo>/index.json                 tagged manifests carry org.opencontainers.image.ref.name
     <repo>/blobs/sha256/<hex>         blobs and manifests
     <repo>/.trainops/                 lock file and in-progress uploads (ignored by OCI tools)
+    <repo>/.trainops/leases/<name>    a push in flight (trainops/registry/lease.py)
+    <repo>/.trainops/gc-lock          a gc run deleting in this repository
 
 Blobs are written to .trainops/tmp, verified, then renamed into blobs/ (atomic on one
 filesystem); index.json is replaced atomically under an exclusive lock, so concurrent
@@ -16,6 +18,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -30,6 +33,7 @@ from trainops.registry.backends.base import (
     BlobSource,
     Descriptor,
     DigestWriter,
+    Lease,
     ManifestData,
     Progress,
     StaleUpload,
@@ -40,6 +44,7 @@ from trainops.registry.backends.base import (
 from trainops.registry.reference import DIGEST_RE, RegistryRoot
 
 COPY_CHUNK = 8 * 1024 * 1024
+_LEASE_NAME = re.compile(r"^[0-9a-f]{32}\Z")
 INGEST_CHUNK = 1024 * 1024
 
 
@@ -235,6 +240,71 @@ class LocalBackend(Backend):
         if "/" in upload.name or not upload.name.endswith(".part"):
             raise InputError(f"not an upload of {repo}: {upload.name!r}")
         (self._require(repo) / ".trainops" / "tmp" / upload.name).unlink(missing_ok=True)
+
+    # -- leases and the gc lock ------------------------------------------------------
+    def _lease(self, repo: str, name: str) -> Path:
+        if not _LEASE_NAME.match(name):
+            raise InputError(f"{name!r} is not a lease name", hint="lease names are 32 lowercase hex digits")
+        return self._dir(repo) / ".trainops" / "leases" / name
+
+    def put_lease(self, repo: str, name: str, owner: str) -> None:
+        """Written whole (a rename), so the mtime is the heartbeat."""
+        path = self._lease(repo, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(path, owner.encode())
+
+    def drop_lease(self, repo: str, name: str) -> None:
+        self._lease(repo, name).unlink(missing_ok=True)
+
+    def list_leases(self, repo: str) -> list[Lease]:
+        found: list[Lease] = []
+        folder = self._dir(repo) / ".trainops" / "leases"
+        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+            if not _LEASE_NAME.match(path.name):
+                continue  # a write in progress (.name.<uuid>)
+            with contextlib.suppress(FileNotFoundError):
+                found.append(Lease(path.name, path.stat().st_mtime, path.read_text(errors="replace")))
+        return found
+
+    def _gc_lock_file(self, repo: str) -> Path:
+        return self._dir(repo) / ".trainops" / "gc-lock"
+
+    def take_gc_lock(self, repo: str, owner: str, *, stale_before: float) -> bool:
+        """O_CREAT|O_EXCL, under the repository's flock so that taking over a dead gc's
+        lock (a replace) cannot race another gc doing the same."""
+        path = self._require(repo)
+        lock = self._gc_lock_file(repo)
+        with self._locked(path):
+            held = self.gc_lock(repo)
+            if held is not None and held.touched >= stale_before:
+                return False
+            lock.unlink(missing_ok=True)
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(owner.encode())
+        return True
+
+    def refresh_gc_lock(self, repo: str, owner: str) -> bool:
+        with self._locked(self._dir(repo)):
+            held = self.gc_lock(repo)
+            if held is None or held.owner != owner:
+                return False
+            os.utime(self._gc_lock_file(repo))
+        return True
+
+    def release_gc_lock(self, repo: str, owner: str) -> None:
+        with self._locked(self._dir(repo)):
+            held = self.gc_lock(repo)
+            if held is not None and held.owner == owner:
+                self._gc_lock_file(repo).unlink(missing_ok=True)
+
+    def gc_lock(self, repo: str) -> Lease | None:
+        lock = self._gc_lock_file(repo)
+        try:
+            touched = lock.stat().st_mtime
+            return Lease(lock.name, touched, lock.read_text(errors="replace"))
+        except FileNotFoundError:
+            return None
 
     # -- manifests and tags ------------------------------------------------------------
     def put_manifest(self, repo: str, manifest: ManifestData, tag: str | None = None) -> None:

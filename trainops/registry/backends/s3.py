@@ -8,6 +8,8 @@ The layout mirrors the OCI image layout, so that a synced copy is recognisable
     <repo>/manifests/sha256/<hex>                manifest bytes; Content-Type = media type
     <repo>/tags/<tag>                            descriptor JSON of the tagged manifest
     <repo>/referrers/<subject-hex>/<hex>         descriptor JSON of a manifest with a subject
+    <repo>/_trainops/leases/<name>               a push in flight (trainops/registry/lease.py)
+    <repo>/_trainops/gc-lock                     a gc run deleting in this repository
 
 `<repo>` is the repository's full path in the bucket (it starts with the root's prefix).
 Tags move with conditional writes (If-None-Match: * to create, If-Match: <ETag> to
@@ -47,6 +49,7 @@ from trainops.registry.backends.s3_client import (
     sha256_b64,
 )
 from trainops.registry.backends.s3_download import Downloads
+from trainops.registry.backends.s3_lease import S3Leases
 from trainops.registry.backends.s3_transfer import (
     DEFAULT_CONCURRENCY,
     DEFAULT_PART_SIZE,
@@ -62,7 +65,7 @@ __all__ = ["DEFAULT_PAGE_SIZE", "DEFAULT_PART_SIZE", "MIN_PART_SIZE", "S3Backend
 MARKER = "repository.json"
 MARKER_MEDIA_TYPE = "application/vnd.trainops.s3.repository.v1+json"
 DESCRIPTOR_MEDIA_TYPE = "application/vnd.oci.descriptor.v1+json"
-RESERVED = frozenset({"blobs", "manifests", "tags", "referrers"})
+RESERVED = frozenset({"blobs", "manifests", "tags", "referrers", "_trainops"})
 DEFAULT_PAGE_SIZE = 1000  # ListObjectsV2's maximum
 TAG_ATTEMPTS = 100
 _GENERIC_TYPES = (None, "", "binary/octet-stream", "application/octet-stream")
@@ -89,7 +92,7 @@ def _contention(what: str) -> Backoff:
     return Backoff(what, policy=RetryPolicy(attempts=TAG_ATTEMPTS, base=0.005, cap=0.5, jitter=1.0))
 
 
-class S3Backend(Backend):
+class S3Backend(S3Leases, Backend):
     """Repositories as key prefixes of one bucket (root.location), listed under root.prefix."""
 
     scheme = "s3"
