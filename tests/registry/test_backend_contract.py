@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from trainops.errors import IntegrityError, NotFoundError
+from trainops.errors import InputError, IntegrityError, NotFoundError
 from trainops.registry import media
 from trainops.registry.backends import open_backend
 from trainops.registry.backends.base import Backend, BlobSource, ManifestData, sha256_digest
@@ -295,3 +296,101 @@ def test_read_range_reads_a_part_without_the_rest(
         read(subject.repo, sha256_digest(b"absent"), 0, 8)
     with pytest.raises(ValueError):
         read(subject.repo, src.digest, -1, 8)
+
+
+# -- leases and the gc lock (trainops/registry/lease.py) ----------------------------------
+
+
+def _lease_subject(subject: Subject) -> Subject:
+    if subject.backend.scheme == "oci":  # the registry's own garbage collector owns its blobs
+        assert subject.backend.take_gc_lock(subject.repo, "gc a", stale_before=0.0)
+        subject.backend.put_lease(subject.repo, uuid.uuid4().hex, "push")
+        assert subject.backend.list_leases(subject.repo) == [] and subject.backend.gc_lock(subject.repo) is None
+        pytest.skip("oci:// keeps no leases: gc deletes no blob there")
+    return subject
+
+
+def test_leases_are_listed_touched_and_dropped(subject: Subject, tmp_path: Path) -> None:
+    sut = _lease_subject(subject)
+    manifest = _push(sut, tmp_path, b"leased", "v1")
+    first, second = uuid.uuid4().hex, uuid.uuid4().hex
+    sut.backend.put_lease(sut.repo, first, "push one")
+    sut.backend.put_lease(sut.repo, second, "push two")
+    listed = {lease.name: lease for lease in sut.backend.list_leases(sut.repo)}
+    assert set(listed) == {first, second}
+    assert all(abs(lease.touched - time.time()) < 60 for lease in listed.values())
+    # markers, not content: no blob, manifest, tag or repository more than before
+    assert sut.backend.list_manifests(sut.repo) == [manifest.digest]
+    assert sut.backend.list_tags(sut.repo) == ["v1"]
+    assert sut.backend.list_repositories() == [sut.repo]
+    blobs = sut.backend.list_blobs(sut.repo)
+    assert blobs is not None and len(blobs) == (3 if sut.backend.scheme == "file" else 2)
+    sut.backend.drop_lease(sut.repo, first)
+    sut.backend.drop_lease(sut.repo, first)  # already gone: not an error
+    assert [lease.name for lease in sut.backend.list_leases(sut.repo)] == [second]
+    with pytest.raises(InputError):
+        sut.backend.put_lease(sut.repo, "../escape", "push")
+
+
+def test_gc_lock_is_exclusive_and_only_its_owner_releases_it(subject: Subject, tmp_path: Path) -> None:
+    sut = _lease_subject(subject)
+    _push(sut, tmp_path, b"locked", "v1")
+    backend, repo = sut.backend, sut.repo
+    assert backend.gc_lock(repo) is None
+    assert backend.take_gc_lock(repo, "gc a", stale_before=time.time() - 60)
+    assert not backend.take_gc_lock(repo, "gc b", stale_before=time.time() - 60)
+    held = backend.gc_lock(repo)
+    assert held is not None and held.owner == "gc a"
+    assert backend.refresh_gc_lock(repo, "gc a") and not backend.refresh_gc_lock(repo, "gc b")
+    backend.release_gc_lock(repo, "gc b")  # not b's: stays
+    assert backend.gc_lock(repo) is not None
+    backend.release_gc_lock(repo, "gc a")
+    assert backend.gc_lock(repo) is None
+    assert backend.take_gc_lock(repo, "gc b", stale_before=time.time() - 60)
+
+
+def test_a_dead_gcs_lock_is_taken_over_once(subject: Subject, tmp_path: Path) -> None:
+    sut = _lease_subject(subject)
+    _push(sut, tmp_path, b"stale lock", "v1")
+    backend, repo = sut.backend, sut.repo
+    assert backend.take_gc_lock(repo, "gc dead", stale_before=0.0)
+    # everything touched before a moment from now counts as stale: the dead gc's lock is
+    later = time.time() + 5
+    wins: list[str] = []
+
+    def contender(name: str) -> None:
+        if backend.take_gc_lock(repo, name, stale_before=later - 10 if name != "first" else later):
+            wins.append(name)
+
+    contender("first")
+    assert wins == ["first"]
+    threads = [threading.Thread(target=contender, args=(f"gc {i}",)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wins == ["first"]  # the live lock is fresh for everyone else
+    assert not backend.refresh_gc_lock(repo, "gc dead")  # the dead gc lost it
+    held = backend.gc_lock(repo)
+    assert held is not None and held.owner == "first"
+
+
+def test_concurrent_gc_locks_one_winner(subject: Subject, tmp_path: Path) -> None:
+    sut = _lease_subject(subject)
+    _push(sut, tmp_path, b"race", "v1")
+    wins: list[int] = []
+    start = threading.Barrier(8)
+
+    def contender(i: int) -> None:
+        start.wait(timeout=30)
+        if sut.backend.take_gc_lock(sut.repo, f"gc {i}", stale_before=time.time() - 60):
+            wins.append(i)
+
+    threads = [threading.Thread(target=contender, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(wins) == 1
+    held = sut.backend.gc_lock(sut.repo)
+    assert held is not None and held.owner == f"gc {wins[0]}"

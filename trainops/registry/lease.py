@@ -96,7 +96,7 @@ class Heartbeat:
 
 
 @contextmanager
-def writing(backend: Backend, repo: str, *, wait: float = GC_WAIT) -> Iterator[None]:
+def writing(backend: Backend, repo: str, *, wait: float | None = None) -> Iterator[None]:
     """Hold a lease on repo while a push checks for, uploads and references its blobs.
 
     Writes the lease, then waits while a live gc holds the repository's lock; the lease is
@@ -104,7 +104,7 @@ def writing(backend: Backend, repo: str, *, wait: float = GC_WAIT) -> Iterator[N
     name, owner = uuid.uuid4().hex, owner_token("push")
     backend.put_lease(repo, name, owner)
     try:
-        _wait_for_gc(backend, repo, wait)
+        _wait_for_gc(backend, repo, GC_WAIT if wait is None else wait)
 
         def refresh() -> bool:
             backend.put_lease(repo, name, owner)
