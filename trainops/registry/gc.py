@@ -26,9 +26,11 @@ no kept artifact needs: the copy then fails, it never publishes a broken artifac
 from __future__ import annotations
 
 import time
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainops.errors import NotFoundError
 from trainops.registry.artifact import ParsedManifest
 from trainops.registry.backends.base import Backend
 from trainops.registry.context import Registries
@@ -124,13 +126,23 @@ _Scanned = list[tuple[Reference, ParsedManifest, Any]]
 
 
 def _tags_of(registries: Registries, scanned: _Scanned) -> dict[tuple[str, str], list[str]]:
-    """(repository, manifest digest) → the tags naming it."""
+    """(repository, manifest digest) → the tags naming it. A tag removed meanwhile (by
+    retention, `registry rm`) is left out: gc then keeps more, never less."""
     tags: dict[tuple[str, str], list[str]] = {}
-    for ref, parsed, _ in scanned:
+    for ref in {ref.repository: ref for ref, _, _ in scanned}.values():
         backend = registries.backend(ref)
-        for name in backend.list_tags(ref.repository):
-            if backend.get_manifest(ref.repository, name).digest == parsed.digest:
-                tags.setdefault((ref.repository, parsed.digest), []).append(name)
+        try:
+            targets = backend.tag_targets(ref.repository)
+            names = backend.list_tags(ref.repository) if targets is None else []
+        except NotFoundError:
+            continue
+        if targets is None:
+            targets = {}
+            for name in names:
+                with suppress(NotFoundError):
+                    targets[name] = backend.get_manifest(ref.repository, name).digest
+        for name, digest in targets.items():
+            tags.setdefault((ref.repository, digest), []).append(name)
     return tags
 
 
