@@ -5,13 +5,19 @@
   (Distribution) and s3:// (moto). A lost update is a writer's tag that does not end on the
   writer's last move, a tag that vanished, or a shared tag that names an artifact that does
   not pull whole.
+- gc during pushes: P pusher processes, each pushing C step-N checkpoints (a new 1 MiB file,
+  and one drawn from a pool of four, so pushes find blobs that pruned checkpoints left
+  as garbage) into ONE repository, while a retention process keeps the newest three and a
+  gc process runs `registry gc` in a loop, on file:// and s3://. A broken artifact is a tag
+  that does not pull whole and verified; a lost update is one of the newest three that is
+  missing. (oci://: the registry's own garbage collector reclaims blobs, out of scope.)
 - GitOps commits: W writer processes, each committing C times to its own path of one branch
   of a bare repository through `trainops.gitops.write_tree` (fetch, re-apply, retry). A lost
   update is a commit missing from the history or a path whose final content is not the
   writer's last commit.
 
-    python bench/concurrency.py              # 8 writers x 100 tag moves, 8 committers x 25 commits
-    python bench/concurrency.py --quick      # 4 x 10 and 4 x 5: seconds
+    python bench/concurrency.py              # 8 writers x 100 tag moves, 4 pushers x 25 pushes + gc, 8 x 25 commits
+    python bench/concurrency.py --quick      # 4 x 10, 2 x 5 and 4 x 5: seconds
     python bench/concurrency.py --write-doc docs/reliability.md
 
 Exits 1 when any update was lost or an operation failed.
@@ -23,6 +29,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,12 +54,13 @@ class Row:
     failures: int = 0
     lost_updates: int = 0
     retries: int = 0
+    broken: int | None = None  # artifacts that do not pull whole (the gc matrix)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.failures == 0 and self.lost_updates == 0
+        return self.failures == 0 and self.lost_updates == 0 and not self.broken
 
 
 def _tag_writer(registry: str, env: dict[str, str], index: int, moves: int, barrier: Any, queue: Any) -> None:
@@ -138,6 +146,117 @@ def tag_moves(registry: str, env: dict[str, str], writers: int, moves: int) -> R
     return row
 
 
+def _pusher(registry: str, env: dict[str, str], index: int, pushes: int, every: int, barrier: Any, queue: Any) -> None:
+    os.environ.update(env)
+    import random
+
+    from trainops.registry import store
+    from trainops.registry.context import Registries
+
+    rng = random.Random(index)
+    pool = [random.Random(n).randbytes(256 * 1024) for n in range(4)]
+    work = Path(tempfile.mkdtemp(prefix=f"gcpush{index}-"))
+    failures = 0
+    barrier.wait(timeout=300)
+    with Registries(default_registry=registry) as registries:
+        for n in range(pushes):
+            step = (n * every + index + 1) * 100
+            src = work / f"step-{step}"
+            src.mkdir()
+            (src / "weights.bin").write_bytes(os.urandom(1024 * 1024))
+            (src / "shared.bin").write_bytes(rng.choice(pool))
+            try:
+                store.push(registries, source=src, ref=registries.ref(f"gc:step-{step}"), kind="checkpoint")
+            except Exception as err:
+                failures += 1
+                queue.put(("note", index, f"step-{step}: {type(err).__name__}: {err}"))
+    queue.put(("done", index, {"failures": failures}))
+
+
+def _keeper(registry: str, env: dict[str, str], role: str, stop: Any, queue: Any) -> None:
+    """Retention (keep the newest three) or gc, run again and again until stop is set."""
+    os.environ.update(env)
+    from trainops.checkpoint.retention import apply_retention
+    from trainops.registry.context import Registries
+    from trainops.registry.gc import collect
+    from trainops.spec.stages import Retention
+
+    runs, failures, skipped, freed = 0, 0, 0, 0
+    with Registries(default_registry=registry) as registries:
+        while not stop.wait(0.05):
+            runs += 1
+            try:
+                if role == "gc":
+                    result = collect(registries, root=registries.root())
+                    skipped += len(result.skipped_repositories)
+                    freed += result.bytes_freed
+                else:
+                    apply_retention(registries, repository=registries.ref("gc"), keep=Retention(last=3))
+            except Exception as err:
+                failures += 1
+                queue.put(("note", role, f"{type(err).__name__}: {err}"))
+    queue.put(("done", role, {"runs": runs, "failures": failures, "skipped": skipped, "freed": freed}))
+
+
+def gc_during_pushes(registry: str, env: dict[str, str], writers: int, pushes: int) -> Row:
+    """Pushers, retention and gc at once on one repository; then every tag must pull whole."""
+    from trainops.checkpoint.retention import apply_retention
+    from trainops.registry.context import Registries
+    from trainops.registry.gc import collect
+    from trainops.spec.stages import Retention
+
+    row = Row(registry.split(":")[0], f"{writers} pushers x {pushes} checkpoints, retention and gc in a loop")
+    context = multiprocessing.get_context("spawn")
+    stop, queue = context.Event(), context.Queue()
+    keepers = [context.Process(target=_keeper, args=(registry, env, role, stop, queue)) for role in ("gc", "retention")]
+    for proc in keepers:
+        proc.start()
+    pushed = _run_writers(row, writers, _pusher, lambda i: (registry, env, i, pushes, writers))
+    stop.set()
+    kept: dict[str, dict[str, Any]] = {}
+    while len(kept) < len(keepers):
+        kind, role, payload = queue.get(timeout=600)
+        if kind == "note":
+            row.notes.append(f"{role}: {payload}")
+        else:
+            kept[role] = payload
+    for proc in keepers:
+        proc.join(timeout=60)
+    row.operations = writers * pushes + kept["gc"]["runs"] + kept["retention"]["runs"]
+    row.failures = sum(r["failures"] for r in [*pushed.values(), *kept.values()])
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        with Registries(default_registry=registry) as registries:
+            apply_retention(registries, repository=registries.ref("gc"), keep=Retention(last=3))
+            freed = kept["gc"]["freed"] + collect(registries, root=registries.root()).bytes_freed
+            repo = registries.ref("gc")
+            steps = [t for t in registries.backend(repo).list_tags(repo.repository) if t.startswith("step-")]
+            newest = {f"step-{s * 100}" for s in range(writers * pushes - 2, writers * pushes + 1)}
+            row.lost_updates = len(newest - set(steps))
+            row.broken = sum(not _pulls_whole(registries, f"gc:{tag}") for tag in steps)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    row.what += (
+        f": {kept['gc']['runs']} gc runs ({kept['gc']['skipped']} left the repository whole: a push in flight),"
+        f" {freed / 2**20:.0f} MiB freed"
+    )
+    return row
+
+
+def _pulls_whole(registries: Any, ref: str) -> bool:
+    from trainops.registry import store
+
+    out = Path(tempfile.mkdtemp(prefix="gcpull-"))
+    try:
+        return bool(store.pull(registries, ref=registries.ref(ref), dest=out / "d").files)
+    except Exception:
+        return False
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def _committer(remote: str, index: int, commits: int, barrier: Any, queue: Any) -> None:
     from trainops.gitops import write_tree
 
@@ -192,7 +311,9 @@ def gitops_commits(work: Path, writers: int, commits: int) -> Row:
     return row
 
 
-def run_all(*, writers: int, moves: int, committers: int, commits: int, backends: list[str]) -> list[Row]:
+def run_all(
+    *, writers: int, moves: int, pushers: int, pushes: int, committers: int, commits: int, backends: list[str]
+) -> list[Row]:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="trainops-conc-") as tmp:
         work = Path(tmp)
@@ -201,6 +322,7 @@ def run_all(*, writers: int, moves: int, committers: int, commits: int, backends
             for backend in backends:
                 if backend == "file":
                     rows.append(tag_moves(f"file://{work / 'layout'}", {}, writers, moves))
+                    rows.append(gc_during_pushes(f"file://{work / 'gc'}", {}, pushers, pushes))
                 elif backend == "oci":
                     registry.start()
                     rows.append(tag_moves(f"oci://{registry.host}/conc", {"INSECURE": registry.host}, writers, moves))
@@ -208,6 +330,7 @@ def run_all(*, writers: int, moves: int, committers: int, commits: int, backends
                     s3.start()
                     bucket = s3.new_bucket(f"conc-{uuid.uuid4().hex[:8]}")
                     rows.append(tag_moves(f"s3://{bucket}/conc", dict(s3.env), writers, moves))
+                    rows.append(gc_during_pushes(f"s3://{bucket}/gcpush", dict(s3.env), pushers, pushes))
             rows.append(gitops_commits(work, committers, commits))
         finally:
             registry.stop()
@@ -217,11 +340,12 @@ def run_all(*, writers: int, moves: int, committers: int, commits: int, backends
 
 def table(rows: list[Row]) -> str:
     lines = [
-        "| target | what | operations | failures | lost updates | retries | seconds |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| target | what | operations | failures | lost updates | broken artifacts | retries | seconds |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     lines += [
-        f"| {r.target} | {r.what} | {r.operations} | {r.failures} | {r.lost_updates} | {r.retries} | {r.seconds} |"
+        f"| {r.target} | {r.what} | {r.operations} | {r.failures} | {r.lost_updates} |"
+        f" {'—' if r.broken is None else r.broken} | {r.retries} | {r.seconds} |"
         for r in rows
     ]
     return "\n".join(lines)
@@ -237,17 +361,24 @@ def write_doc(path: Path, rows: list[Row], command: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="4 writers x 10 moves, 4 committers x 5 commits")
+    parser.add_argument(
+        "--quick", action="store_true", help="4 writers x 10 moves, 2 pushers x 5 pushes, 4 committers x 5 commits"
+    )
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--moves", type=int, default=100)
     parser.add_argument("--commits", type=int, default=25)
+    parser.add_argument("--pushers", type=int, default=4, help="processes pushing while gc runs")
+    parser.add_argument("--pushes", type=int, default=25, help="checkpoints each pusher pushes")
     parser.add_argument("--backend", action="append", choices=["file", "oci", "s3"], default=None)
     parser.add_argument("--write-doc", type=Path, default=None)
     args = parser.parse_args()
     writers, moves, commits = (4, 10, 5) if args.quick else (args.writers, args.moves, args.commits)
+    pushers, pushes = (2, 5) if args.quick else (args.pushers, args.pushes)
     rows = run_all(
         writers=writers,
         moves=moves,
+        pushers=pushers,
+        pushes=pushes,
         committers=writers,
         commits=commits,
         backends=args.backend or ["file", "oci", "s3"],
@@ -260,7 +391,10 @@ def main() -> int:
     results.mkdir(exist_ok=True)
     (results / "concurrency.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
     if args.write_doc:
-        command = f"python bench/concurrency.py --writers {writers} --moves {moves} --commits {commits}"
+        command = (
+            f"python bench/concurrency.py --writers {writers} --moves {moves} --pushers {pushers}"
+            f" --pushes {pushes} --commits {commits}"
+        )
         write_doc(args.write_doc, rows, command)
     return 0 if all(r.ok for r in rows) else 1
 

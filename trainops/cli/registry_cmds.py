@@ -501,7 +501,7 @@ def rm(ref: str, file: str | None, env: str | None, insecure: bool, output: str)
     type=click.FloatRange(0),
     default=3600.0,
     show_default=True,
-    help="Seconds an unfinished upload (an interrupted push) is left alone before it is removed.",
+    help="Seconds an unfinished upload or a push's lease (an interrupted push) is left alone before it is removed.",
 )
 @_registry_options
 @output_option
@@ -515,7 +515,9 @@ def gc(
     insecure: bool,
     output: str,
 ) -> None:
-    """Remove artifacts and blobs that no kept artifact needs (parents are always kept)."""
+    """Remove artifacts and blobs that no kept artifact needs (parents are always kept).
+
+    Safe while pushes run: a repository with a push in flight is left whole this time."""
     from trainops.registry.gc import collect
 
     with _registries(file, env, insecure) as registries:
@@ -530,8 +532,9 @@ def gc(
         click.echo(f"note: {note}")
     click.echo(
         f"{verb} {len(result.removed_manifests)} artifact(s), {result.removed_blobs} blob(s), "
-        f"{result.removed_uploads} unfinished upload(s), "
+        f"{result.removed_uploads} unfinished upload(s), {result.removed_leases} stale lease(s), "
         f"{_size(result.bytes_freed)}; kept {result.kept}"
+        + (f"; left {len(result.skipped_repositories)} busy repositories whole" if result.skipped_repositories else "")
     )
 
 
