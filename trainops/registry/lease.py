@@ -12,7 +12,9 @@ registry's own garbage collector reclaims blobs) settle it:
   push waits (logged like a retry, bounded by GC_WAIT) and checks nothing.
 - gc takes the *gc lock* of every repository it may delete in (an exclusive create:
   O_CREAT|O_EXCL, S3 If-None-Match: *), THEN lists each one's leases, THEN reads the
-  registry; a repository with a fresh lease is left whole for this run. `GcLocks`.
+  registry; a repository with a fresh lease is left whole for this run. `GcLocks`. (It
+  looks at the leases before the lock too, and does not lock a repository a push holds:
+  a push waiting for one gc run is not made to wait for the next.)
 
 Why this is race-free: the push writes (lease) then reads (lock); gc writes (lock) then
 reads (leases); both stores are read-after-write consistent. If the lease was written
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEASE_REFRESH = 30.0  # seconds between a push's lease heartbeats
-LOCK_REFRESH = 5.0  # seconds between gc's lock heartbeats
+LOCK_REFRESH = 10.0  # seconds between gc's lock heartbeats
 LOCK_TTL = 60.0  # a gc lock untouched this long belongs to a gc that died
 GC_WAIT = 900.0  # the longest a push waits for a live gc to release its repository
 
@@ -123,7 +125,7 @@ def writing(backend: Backend, repo: str, *, wait: float | None = None) -> Iterat
 def _wait_for_gc(backend: Backend, repo: str, wait: float) -> None:
     from trainops.retry import Backoff, RetryPolicy
 
-    backoff = Backoff(f"writing to {repo}", policy=RetryPolicy(attempts=1000, base=0.05, cap=5.0, budget=wait))
+    backoff = Backoff(f"writing to {repo}", policy=RetryPolicy(attempts=1000, base=0.05, cap=2.0, budget=wait))
     while (held := backend.gc_lock(repo)) is not None and held.touched >= time.time() - LOCK_TTL:
         who = held.owner.rsplit(" ", 1)[0] or "a gc run"
         if not backoff.wait(f"`registry gc` ({who}) holds the repository's lock"):
@@ -163,22 +165,30 @@ class GcLocks:
         self.release()
 
     def _take(self, repos: list[str], grace: float) -> None:
-        backend_of, dry_run = self._backend_of, self._dry_run
-        now = time.time()
+        """A repository with a push in flight is passed over without locking it: a push
+        that waits for an earlier gc has its lease written, so gc runs back to back never
+        starve it. The leases listed after the lock are the ones that count."""
         for repo in repos:
-            backend = backend_of(repo)
-            if not dry_run:
-                if not backend.take_gc_lock(repo, self._owner, stale_before=now - LOCK_TTL):
+            backend = self._backend_of(repo)
+            if not self._dry_run:
+                if self._in_flight(backend, repo, grace):
+                    continue
+                if not backend.take_gc_lock(repo, self._owner, stale_before=time.time() - LOCK_TTL):
                     self.busy[repo] = "another gc run holds its lock"
                     continue
                 self.held.append(repo)
-            leases = backend.list_leases(repo)
-            fresh = [lease for lease in leases if lease.touched >= now - grace]
-            self.stale[repo] = [lease.name for lease in leases if lease.touched < now - grace]
-            if fresh:
-                self.busy[repo] = f"{len(fresh)} push(es) in flight: its blobs and artifacts are left for a later run"
-            else:
+            if not self._in_flight(backend, repo, grace):
                 self.usable.add(repo)
+
+    def _in_flight(self, backend: Backend, repo: str, grace: float) -> bool:
+        """Whether a fresh lease names repo (then busy says so); stale ones go to stale."""
+        now = time.time()
+        leases = backend.list_leases(repo)
+        fresh = [lease for lease in leases if lease.touched >= now - grace]
+        self.stale[repo] = [lease.name for lease in leases if lease.touched < now - grace]
+        if fresh:
+            self.busy[repo] = f"{len(fresh)} push(es) in flight: its blobs and artifacts are left for a later run"
+        return bool(fresh)
 
     def _refresh(self) -> bool:
         return all([self._backend_of(repo).refresh_gc_lock(repo, self._owner) for repo in self.held])

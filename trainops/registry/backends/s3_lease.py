@@ -69,7 +69,8 @@ class S3Leases:
         conditional writes gets a plain PUT, then a read-back: the last writer holds it."""
         key = self._key(repo, "_trainops", "gc-lock")
         try:
-            self.ops.call("put_object", key, Body=owner.encode(), ContentType="text/plain", **condition)
+            resp = self.ops.call("put_object", key, Body=owner.encode(), ContentType="text/plain", **condition)
+            self._etags()[(repo, owner)] = str(resp.get("ETag") or "")
             return True
         except ConditionFailed:
             return False
@@ -89,13 +90,25 @@ class S3Leases:
             return False
         return self._write_gc_lock(repo, owner, IfMatch=held[1])
 
+    def _etags(self) -> dict[tuple[str, str], str]:
+        """(repo, owner) → the ETag of the lock this backend last wrote for that owner."""
+        if "_gc_etags" not in self.__dict__:
+            self.__dict__["_gc_etags"] = {}
+        found: dict[tuple[str, str], str] = self.__dict__["_gc_etags"]
+        return found
+
     def refresh_gc_lock(self, repo: str, owner: str) -> bool:
+        """One PUT If-Match: the ETag of our last write; else read the lock first."""
+        etag = self._etags().get((repo, owner))
+        if etag and self._write_gc_lock(repo, owner, IfMatch=etag):
+            return True
         held = self._read_gc_lock(repo)
         if held is None or held[0].owner != owner:
             return False
         return self._write_gc_lock(repo, owner, IfMatch=held[1])
 
     def release_gc_lock(self, repo: str, owner: str) -> None:
+        self._etags().pop((repo, owner), None)
         held = self._read_gc_lock(repo)
         if held is None or held[0].owner != owner:
             return
