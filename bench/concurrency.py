@@ -5,12 +5,13 @@
   (Distribution) and s3:// (moto). A lost update is a writer's tag that does not end on the
   writer's last move, a tag that vanished, or a shared tag that names an artifact that does
   not pull whole.
-- gc during pushes: P pusher processes, each pushing C step-N checkpoints (a new 1 MiB file,
-  and one drawn from a pool of four, so pushes find blobs that pruned checkpoints left
-  as garbage) into ONE repository, while a retention process keeps the newest three and a
-  gc process runs `registry gc` in a loop, on file:// and s3://. A broken artifact is a tag
-  that does not pull whole and verified; a lost update is one of the newest three that is
-  missing. (oci://: the registry's own garbage collector reclaims blobs, out of scope.)
+- gc during pushes: P pusher processes, each pushing C step-N checkpoints into its own
+  repository with a short pause between two (a new 1 MiB file each, and one drawn from a
+  pool of four, so pushes find blobs that pruned checkpoints left as garbage), while a
+  retention process keeps the newest three of each and a gc process runs `registry gc`
+  in a loop, on file:// and s3://. A broken artifact is a tag that does not pull whole and
+  verified; a lost update is one of the newest three that is missing. (oci://: the
+  registry's own garbage collector reclaims blobs, out of scope.)
 - GitOps commits: W writer processes, each committing C times to its own path of one branch
   of a bare repository through `trainops.gitops.write_tree` (fetch, re-apply, retry). A lost
   update is a commit missing from the history or a path whose final content is not the
@@ -99,15 +100,7 @@ def _run_writers(
     started = time.perf_counter()
     for proc in procs:
         proc.start()
-    results: dict[int, dict[str, Any]] = {}
-    while len(results) < writers:
-        kind, index, payload = queue.get(timeout=1800)
-        if kind == "note":
-            row.notes.append(f"writer {index}: {payload}")
-        else:
-            results[index] = payload
-    for proc in procs:
-        proc.join(timeout=60)
+    results = _collect(row, queue, procs, "writer ")
     row.seconds = round(time.perf_counter() - started, 2)
     return results
 
@@ -146,7 +139,9 @@ def tag_moves(registry: str, env: dict[str, str], writers: int, moves: int) -> R
     return row
 
 
-def _pusher(registry: str, env: dict[str, str], index: int, pushes: int, every: int, barrier: Any, queue: Any) -> None:
+def _pusher(registry: str, env: dict[str, str], index: int, pushes: int, barrier: Any, queue: Any) -> None:
+    """Push step-N checkpoints into repository gc<index>, a short random pause between two
+    (a checkpoint watcher's rhythm, shortened)."""
     os.environ.update(env)
     import random
 
@@ -160,46 +155,48 @@ def _pusher(registry: str, env: dict[str, str], index: int, pushes: int, every: 
     barrier.wait(timeout=300)
     with Registries(default_registry=registry) as registries:
         for n in range(pushes):
-            step = (n * every + index + 1) * 100
-            src = work / f"step-{step}"
+            src = work / f"step-{(n + 1) * 100}"
             src.mkdir()
             (src / "weights.bin").write_bytes(os.urandom(1024 * 1024))
             (src / "shared.bin").write_bytes(rng.choice(pool))
             try:
-                store.push(registries, source=src, ref=registries.ref(f"gc:step-{step}"), kind="checkpoint")
+                store.push(registries, source=src, ref=registries.ref(f"gc{index}:{src.name}"), kind="checkpoint")
             except Exception as err:
                 failures += 1
-                queue.put(("note", index, f"step-{step}: {type(err).__name__}: {err}"))
+                queue.put(("note", index, f"{src.name}: {type(err).__name__}: {err}"))
+            time.sleep(rng.uniform(0.1, 0.5))
     queue.put(("done", index, {"failures": failures}))
 
 
-def _keeper(registry: str, env: dict[str, str], role: str, stop: Any, queue: Any) -> None:
-    """Retention (keep the newest three) or gc, run again and again until stop is set."""
+def _keeper(registry: str, env: dict[str, str], role: str, repos: int, stop: Any, queue: Any) -> None:
+    """Retention (the newest three of each repository) or gc, again and again until stop."""
     os.environ.update(env)
     from trainops.checkpoint.retention import apply_retention
     from trainops.registry.context import Registries
     from trainops.registry.gc import collect
     from trainops.spec.stages import Retention
 
-    runs, failures, skipped, freed = 0, 0, 0, 0
+    tally = {"runs": 0, "failures": 0, "deferred": 0, "deleting": 0, "freed": 0}
     with Registries(default_registry=registry) as registries:
         while not stop.wait(0.05):
-            runs += 1
+            tally["runs"] += 1
             try:
                 if role == "gc":
                     result = collect(registries, root=registries.root())
-                    skipped += len(result.skipped_repositories)
-                    freed += result.bytes_freed
+                    tally["deferred"] += len(result.skipped_repositories)
+                    tally["deleting"] += result.removed_blobs > 0
+                    tally["freed"] += result.bytes_freed
                 else:
-                    apply_retention(registries, repository=registries.ref("gc"), keep=Retention(last=3))
+                    for i in range(repos):
+                        apply_retention(registries, repository=registries.ref(f"gc{i}"), keep=Retention(last=3))
             except Exception as err:
-                failures += 1
+                tally["failures"] += 1
                 queue.put(("note", role, f"{type(err).__name__}: {err}"))
-    queue.put(("done", role, {"runs": runs, "failures": failures, "skipped": skipped, "freed": freed}))
+    queue.put(("done", role, tally))
 
 
 def gc_during_pushes(registry: str, env: dict[str, str], writers: int, pushes: int) -> Row:
-    """Pushers, retention and gc at once on one repository; then every tag must pull whole."""
+    """Pushers (one repository each), retention and gc at once; then every tag must pull whole."""
     from trainops.checkpoint.retention import apply_retention
     from trainops.registry.context import Registries
     from trainops.registry.gc import collect
@@ -208,41 +205,59 @@ def gc_during_pushes(registry: str, env: dict[str, str], writers: int, pushes: i
     row = Row(registry.split(":")[0], f"{writers} pushers x {pushes} checkpoints, retention and gc in a loop")
     context = multiprocessing.get_context("spawn")
     stop, queue = context.Event(), context.Queue()
-    keepers = [context.Process(target=_keeper, args=(registry, env, role, stop, queue)) for role in ("gc", "retention")]
+    keepers = [
+        context.Process(target=_keeper, args=(registry, env, role, writers, stop, queue))
+        for role in ("gc", "retention")
+    ]
     for proc in keepers:
         proc.start()
-    pushed = _run_writers(row, writers, _pusher, lambda i: (registry, env, i, pushes, writers))
+    pushed = _run_writers(row, writers, _pusher, lambda i: (registry, env, i, pushes))
     stop.set()
-    kept: dict[str, dict[str, Any]] = {}
-    while len(kept) < len(keepers):
-        kind, role, payload = queue.get(timeout=600)
-        if kind == "note":
-            row.notes.append(f"{role}: {payload}")
-        else:
-            kept[role] = payload
-    for proc in keepers:
-        proc.join(timeout=60)
+    kept = _collect(row, queue, keepers)
     row.operations = writers * pushes + kept["gc"]["runs"] + kept["retention"]["runs"]
     row.failures = sum(r["failures"] for r in [*pushed.values(), *kept.values()])
     old = dict(os.environ)
     os.environ.update(env)
     try:
         with Registries(default_registry=registry) as registries:
-            apply_retention(registries, repository=registries.ref("gc"), keep=Retention(last=3))
-            freed = kept["gc"]["freed"] + collect(registries, root=registries.root()).bytes_freed
-            repo = registries.ref("gc")
-            steps = [t for t in registries.backend(repo).list_tags(repo.repository) if t.startswith("step-")]
-            newest = {f"step-{s * 100}" for s in range(writers * pushes - 2, writers * pushes + 1)}
-            row.lost_updates = len(newest - set(steps))
-            row.broken = sum(not _pulls_whole(registries, f"gc:{tag}") for tag in steps)
+            for i in range(writers):
+                apply_retention(registries, repository=registries.ref(f"gc{i}"), keep=Retention(last=3))
+            after = collect(registries, root=registries.root()).bytes_freed
+            row.lost_updates, row.broken = _check_repositories(registries, writers, pushes)
     finally:
         os.environ.clear()
         os.environ.update(old)
+    gc = kept["gc"]
     row.what += (
-        f": {kept['gc']['runs']} gc runs ({kept['gc']['skipped']} left the repository whole: a push in flight),"
-        f" {freed / 2**20:.0f} MiB freed"
+        f": {gc['runs']} gc runs, {gc['deleting']} of them deleting blobs meanwhile, {gc['deferred']} repositories"
+        f" passed over (a push in flight); {gc['freed'] / 2**20:.0f} MiB freed meanwhile, {after / 2**20:.0f} after"
     )
     return row
+
+
+def _collect(row: Row, queue: Any, procs: list[Any], label: str = "") -> dict[Any, dict[str, Any]]:
+    """The "done" payload of each of procs by its key (their notes go to the row); joins them."""
+    results: dict[Any, dict[str, Any]] = {}
+    while len(results) < len(procs):
+        kind, key, payload = queue.get(timeout=1800)
+        if kind == "note":
+            row.notes.append(f"{label}{key}: {payload}")
+        else:
+            results[key] = payload
+    for proc in procs:
+        proc.join(timeout=60)
+    return results
+
+
+def _check_repositories(registries: Any, writers: int, pushes: int) -> tuple[int, int]:
+    """(newest three checkpoints missing, tags that do not pull whole) over every repository."""
+    missing = broken = 0
+    for i in range(writers):
+        repo = registries.ref(f"gc{i}")
+        steps = [t for t in registries.backend(repo).list_tags(repo.repository) if t.startswith("step-")]
+        missing += len({f"step-{s * 100}" for s in range(pushes - 2, pushes + 1)} - set(steps))
+        broken += sum(not _pulls_whole(registries, f"gc{i}:{tag}") for tag in steps)
+    return missing, broken
 
 
 def _pulls_whole(registries: Any, ref: str) -> bool:
