@@ -366,12 +366,13 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def write_doc(path: Path, rows: list[Row], command: str) -> None:
+def write_doc(path: Path, rows: list[Row], command: str, load: tuple[float, float]) -> None:
     start, end = "<!-- concurrency:start -->", "<!-- concurrency:end -->"
     text = path.read_text() if path.exists() else f"{start}\n{end}\n"
     head, _, rest = text.partition(start)
     _, _, tail = rest.partition(end)
-    path.write_text(f"{head}{start}\n{table(rows)}\n\n_`{command}`, {time.strftime('%Y-%m-%d')}._\n{end}{tail}")
+    when = f"{time.strftime('%Y-%m-%d')}; 1-minute load average {load[0]:.1f} at the start, {load[1]:.1f} at the end"
+    path.write_text(f"{head}{start}\n{table(rows)}\n\n_`{command}`, {when}._\n{end}{tail}")
 
 
 def main() -> int:
@@ -389,6 +390,7 @@ def main() -> int:
     args = parser.parse_args()
     writers, moves, commits = (4, 10, 5) if args.quick else (args.writers, args.moves, args.commits)
     pushers, pushes = (2, 5) if args.quick else (args.pushers, args.pushes)
+    load_at_start = os.getloadavg()[0]
     rows = run_all(
         writers=writers,
         moves=moves,
@@ -399,6 +401,7 @@ def main() -> int:
         backends=args.backend or ["file", "oci", "s3"],
     )
     print(table(rows))
+    print(f"1-minute load average {load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     for r in rows:
         for note in r.notes[:5]:
             print(f"note: {r.target}: {note}")
@@ -410,7 +413,7 @@ def main() -> int:
             f"python bench/concurrency.py --writers {writers} --moves {moves} --pushers {pushers}"
             f" --pushes {pushes} --commits {commits}"
         )
-        write_doc(args.write_doc, rows, command)
+        write_doc(args.write_doc, rows, command, (load_at_start, os.getloadavg()[0]))
     return 0 if all(r.ok for r in rows) else 1
 
 
