@@ -53,7 +53,7 @@ from trainops.registry.backends.base import Backend, BlobSource
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import cache_dir, hash_file
 from trainops.registry.reference import Reference
-from trainops.registry.store import bytes_source, upload_if_missing
+from trainops.registry.store import bytes_source, leased, upload_if_missing
 from trainops.spec import Manifest
 from trainops.spec.stages import ImageSpec
 
@@ -334,22 +334,24 @@ def _build_layer(inputs: _Inputs, push: bool) -> BuildResult:
         )
         copied = 0
         if push:
-            copied, _ = ensure_blobs(
-                registries,
-                src=base.ref,
-                dst=target,
-                blobs=base.layers,
-                progress=inputs.progress.add,
-            )
-            upload_if_missing(
-                backend,
-                target.repository,
-                BlobSource(lay.digest, lay.size, path=lay.path),
-                inputs.progress.add("code layer", lay.size),
-            )
-            config_src = bytes_source(config)
-            upload_if_missing(backend, target.repository, config_src, inputs.progress.add("config", config_src.size))
-            put_tags(backend, target.repository, manifest, tags)
+            with leased(backend, target.repository):  # gc keeps the blobs until the manifest names them
+                copied, _ = ensure_blobs(
+                    registries,
+                    src=base.ref,
+                    dst=target,
+                    blobs=base.layers,
+                    progress=inputs.progress.add,
+                )
+                upload_if_missing(
+                    backend,
+                    target.repository,
+                    BlobSource(lay.digest, lay.size, path=lay.path),
+                    inputs.progress.add("code layer", lay.size),
+                )
+                config_src = bytes_source(config)
+                config_progress = inputs.progress.add("config", config_src.size)
+                upload_if_missing(backend, target.repository, config_src, config_progress)
+                put_tags(backend, target.repository, manifest, tags)
         return inputs.result(
             "layer",
             digest,
@@ -477,15 +479,16 @@ def _docker_publish(
         for tag in tags:
             pushed = engine.push(local, tag, inputs.log)
         return pushed
-    manifest, _config = import_archive(
-        engine.export(f"{local}:{tags[0]}"),
-        backend=backend,
-        repo=target.repository,
-        annotations=manifest_annotations(labels, inputs.rendered.base, None),
-        staging=_staging(),
-        progress=inputs.progress.add,
-    )
-    put_tags(backend, target.repository, manifest, tags)
+    with leased(backend, target.repository):  # gc keeps the blobs until the manifest names them
+        manifest, _config = import_archive(
+            engine.export(f"{local}:{tags[0]}"),
+            backend=backend,
+            repo=target.repository,
+            annotations=manifest_annotations(labels, inputs.rendered.base, None),
+            staging=_staging(),
+            progress=inputs.progress.add,
+        )
+        put_tags(backend, target.repository, manifest, tags)
     return manifest.digest
 
 
