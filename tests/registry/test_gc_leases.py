@@ -26,7 +26,7 @@ from tests.registry.conftest import Target, make_tree
 from trainops.checkpoint.retention import apply_retention
 from trainops.errors import NotFoundError, RemoteError
 from trainops.registry import lease, store
-from trainops.registry.backends.base import Backend
+from trainops.registry.backends.base import Backend, BlobSource, sha256_digest
 from trainops.registry.context import Registries
 from trainops.registry.gc import collect
 from trainops.spec.stages import Retention
@@ -205,6 +205,29 @@ def test_a_killed_pushs_lease_goes_after_the_grace(target: Target, tmp_path: Pat
     assert done.removed_leases == 1 and done.skipped_repositories == []
     assert done.removed_manifests == [f"{ref.repo_url}@{garbage}"]
     assert backend.list_leases(ref.repository) == []
+
+
+@BOTH
+def test_the_blobs_of_a_killed_first_push_go_with_its_lease(target: Target, tmp_path: Path) -> None:
+    """A repository whose first push was killed holds blobs and a lease, and no manifest."""
+    registries = target.registries
+    ref = registries.ref("team/fresh")
+    backend = registries.backend(ref)
+    data = os.urandom(3000)
+    (tmp_path / "blob").write_bytes(data)
+    backend.put_lease(ref.repository, uuid.uuid4().hex, "push pid 1 (killed)")
+    backend.upload_blob(ref.repository, BlobSource(sha256_digest(data), len(data), path=tmp_path / "blob"))
+    held = collect(registries, root=registries.root())
+    assert held.removed_blobs == 0 and held.skipped_repositories == [ref.repo_url]  # it might be alive
+    grace = 3600.0
+    if target.scheme == "file":  # two hours ago; S3 sets LastModified itself: grace 0 there
+        for lease_file in (Path(ref.repository) / ".trainops" / "leases").iterdir():
+            os.utime(lease_file, (time.time() - 7200, time.time() - 7200))
+    else:
+        grace = 0.0
+    done = collect(registries, root=registries.root(), grace=grace)
+    assert done.removed_leases == 1 and done.removed_blobs == 1 and done.bytes_freed >= 3000
+    assert backend.list_blobs(ref.repository) == [] and backend.list_leases(ref.repository) == []
 
 
 @BOTH

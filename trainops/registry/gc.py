@@ -97,11 +97,10 @@ def collect(
             if not dry_run:
                 locks.check()
                 registries.backend(ref).delete_manifest(ref.repository, parsed.digest)
-        for repo in repos:
-            if repo in locks.usable:
-                ref = Reference(root.scheme, root.location, repo)
-                _drop_stale_leases(registries.backend(ref), repo, locks.stale.get(repo, []), result)
-                _sweep(registries, ref, scanned, kept, grace, result, locks)
+        for repo in sorted(locks.usable):  # with those that hold no manifest (a first push, killed)
+            ref = Reference(root.scheme, root.location, repo)
+            _drop_stale_leases(registries.backend(ref), repo, locks.stale.get(repo, []), result)
+            _sweep(registries, ref, scanned, kept, grace, result, locks)
     return result
 
 
