@@ -15,10 +15,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from trainops.errors import IntegrityError, NotFoundError, RemoteError
 from trainops.registry import media
@@ -32,11 +33,13 @@ from trainops.registry.backends.base import (
     sha256_digest,
 )
 from trainops.registry.backends.oci_auth import HUB_API, is_docker_hub
-from trainops.registry.backends.oci_download import Downloads
 from trainops.registry.backends.oci_session import ATTEMPTS, RegistrySession, pull_scope, push_scope
-from trainops.registry.backends.oci_upload import Uploads
 from trainops.registry.reference import DIGEST_RE, RegistryRoot
 from trainops.retry import Backoff, RetryPolicy
+
+if TYPE_CHECKING:
+    from trainops.registry.backends.oci_download import Downloads
+    from trainops.registry.backends.oci_upload import Uploads
 
 ACCEPT = ", ".join(media.MANIFEST_TYPES)
 _RACE = RetryPolicy(attempts=ATTEMPTS, base=0.1, jitter=1.0)  # writers that collided: spread them apart
@@ -52,8 +55,6 @@ class OCIBackend(Backend):
         self.base = f"{'http' if insecure else 'https'}://{api}"
         self.insecure = insecure
         self.session = RegistrySession(self.host, self.base)
-        self.uploads = Uploads(self.session)
-        self.downloads = Downloads(self.session)
         # `?n=` of tags/list: None lets the registry choose (Distribution then answers every
         # tag at once, reading its tag directory once rather than once per page); a page it
         # cuts short is followed through its Link header either way.
@@ -68,6 +69,18 @@ class OCIBackend(Backend):
 
     _pull = staticmethod(pull_scope)
     _push = staticmethod(push_scope)
+
+    @functools.cached_property
+    def uploads(self) -> Uploads:  # imported when first needed: `registry ls` sends no blob
+        from trainops.registry.backends.oci_upload import Uploads
+
+        return Uploads(self.session)
+
+    @functools.cached_property
+    def downloads(self) -> Downloads:
+        from trainops.registry.backends.oci_download import Downloads
+
+        return Downloads(self.session)
 
     # -- blobs -----------------------------------------------------------------------------
     def blob_size(self, repo: str, digest: str) -> int | None:

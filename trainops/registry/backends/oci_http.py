@@ -155,6 +155,23 @@ def _transport_error(err: BaseException) -> TransportError:
     return TransportError(text)
 
 
+class _Plain(http.client.HTTPConnection):
+    """http.client's connection, connecting to an ASCII host by bytes: socket would encode
+    a str with the idna codec, whose import (stringprep, unicodedata) costs more than the
+    whole of a `registry ls` request."""
+
+    def connect(self) -> None:
+        host = self.host.encode("ascii") if self.host.isascii() else self.host
+        self.sock = socket.create_connection((host, self.port), self.timeout)  # type: ignore[arg-type]
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tunnel_host:  # type: ignore[attr-defined]
+            self._tunnel()  # type: ignore[attr-defined]
+
+
+class _TLS(http.client.HTTPSConnection, _Plain):
+    """HTTPS: http.client's TLS on _Plain's connect."""
+
+
 _Origin = tuple[str, str, str | None]  # scheme, host:port, proxy URL
 
 
@@ -196,19 +213,19 @@ class Transport:
         conn: http.client.HTTPConnection
         if proxy is None:
             if scheme == "https":
-                conn = http.client.HTTPSConnection(netloc, timeout=CONNECT_TIMEOUT, context=self._tls_context())
+                conn = _TLS(netloc, timeout=CONNECT_TIMEOUT, context=self._tls_context())
             else:
-                conn = http.client.HTTPConnection(netloc, timeout=CONNECT_TIMEOUT)
+                conn = _Plain(netloc, timeout=CONNECT_TIMEOUT)
         else:
             parts = urlsplit(proxy)
             if parts.scheme != "http":
                 raise TransportError(f"proxy {parts.scheme}://{parts.hostname}: only http:// proxies are supported")
             where = f"{parts.hostname}:{parts.port or 80}"
             if scheme == "https":
-                conn = http.client.HTTPSConnection(where, timeout=CONNECT_TIMEOUT, context=self._tls_context())
+                conn = _TLS(where, timeout=CONNECT_TIMEOUT, context=self._tls_context())
                 conn.set_tunnel(netloc, headers=_proxy_auth(parts))
             else:
-                conn = http.client.HTTPConnection(where, timeout=CONNECT_TIMEOUT)
+                conn = _Plain(where, timeout=CONNECT_TIMEOUT)
         try:
             conn.connect()
         except (OSError, http.client.HTTPException) as err:
