@@ -84,7 +84,7 @@ class OCIBackend(Backend):
 
     # -- blobs -----------------------------------------------------------------------------
     def blob_size(self, repo: str, digest: str) -> int | None:
-        return self.uploads.blob_size(repo, digest)
+        return self.session.blob_size(repo, digest)
 
     def upload_blob(self, repo: str, source: BlobSource, progress: Progress = no_progress) -> None:
         self.uploads.upload(repo, source, progress)

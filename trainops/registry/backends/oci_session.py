@@ -167,6 +167,13 @@ class RegistrySession:
                 return resp
             raise self.error(method, path, resp)
 
+    def blob_size(self, repo: str, digest: str) -> int | None:
+        """The size of a blob in repo, or None if it has none by that digest."""
+        resp = self.request("HEAD", f"/v2/{repo}/blobs/{digest}", scope=pull_scope(repo), ok=(200,), missing_ok=True)
+        if resp.status_code == 404:
+            return None
+        return int(resp.headers.get("Content-Length", "0"))
+
     # -- errors ----------------------------------------------------------------------------
     def error(self, method: str, path: str, resp: Response) -> Exception:
         code, message = "", resp.reason

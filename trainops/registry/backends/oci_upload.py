@@ -76,14 +76,6 @@ class Uploads:
         resp = self.session.request("POST", f"/v2/{repo}/blobs/uploads/", scope=push_scope(repo), ok=(202,))
         return self.session.url(resp.headers["Location"])
 
-    def blob_size(self, repo: str, digest: str) -> int | None:
-        resp = self.session.request(
-            "HEAD", f"/v2/{repo}/blobs/{digest}", scope=f"repository:{repo}:pull", ok=(200,), missing_ok=True
-        )
-        if resp.status_code == 404:
-            return None
-        return int(resp.headers.get("Content-Length", "0"))
-
     def held(self, repo: str, location: str) -> int | None:
         """Bytes the registry holds for an upload session, or None to start a new session.
 
@@ -113,13 +105,13 @@ class Uploads:
             except IntegrityError:
                 # Distribution answers DIGEST_INVALID to the loser of two concurrent uploads of
                 # one blob: if the blob is now there, whole, the upload has succeeded.
-                if self.blob_size(repo, source.digest) == source.size:
+                if self.session.blob_size(repo, source.digest) == source.size:
                     return
                 if attempt >= 2:
                     raise
                 location, offset = self.start(repo), 0
             except _Retry as err:
-                if self.blob_size(repo, source.digest) == source.size:
+                if self.session.blob_size(repo, source.digest) == source.size:
                     return
                 if not backoff.wait(str(err) or "the upload was interrupted"):
                     raise RemoteError(f"uploading {source.digest[:19]} to {self.host} kept failing") from None
@@ -211,7 +203,7 @@ class Uploads:
             return None
         if resp.status_code != 201:
             self._cancel(repo, location)
-            if self.blob_size(repo, found) == size:  # a concurrent upload of the same blob won
+            if self.session.blob_size(repo, found) == size:  # a concurrent upload of the same blob won
                 return found, size, False
             if resp.status_code in RETRY_STATUS or resp.status_code == 400:
                 return None  # the Store hashes the file and takes the resumable path
