@@ -134,3 +134,24 @@ def test_uploads_and_listing_reuse_one_connection(registry: DistributionRegistry
         connections = set(proxy.connections)
     assert len(proxy.seen) == 6  # POST + PUT per blob
     assert len(connections) == 1
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_an_interrupted_ranged_download_stops_its_workers_and_keeps_nothing(
+    registry: DistributionRegistry, tmp_path: Path
+) -> None:
+    import threading
+
+    repo, src = _blob(registry, tmp_path, 16 * 1024 * KiB)  # 64 ranges: most still to come
+    before = threading.active_count()
+
+    def progress(n: int) -> None:  # as Ctrl-C would, on the thread that hashes
+        raise _Stop
+
+    with pytest.raises(_Stop):
+        _backend(registry.host).download_blob(repo, src.digest, tmp_path / "out", progress)
+    assert threading.active_count() == before  # every range worker has ended
+    assert not (tmp_path / "out").exists()

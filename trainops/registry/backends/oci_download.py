@@ -89,6 +89,8 @@ class Downloads:
 
     def _fetch(self, repo: str, digest: str, fd: int, progress: Progress, what: str) -> str:
         resp = self._get(repo, digest, 0, self.part - 1, empty_ok=True)
+        if resp.status_code == 206:
+            _check_start(resp, 0, self.host, digest, last=self.part - 1)
         total = _total(resp)
         if resp.status_code == 206 and total is not None and total >= self.ranged_min and self.jobs > 1:
             return _Ranged(self, repo, digest, fd, total, progress).run(resp)
@@ -218,6 +220,7 @@ class _Ranged:
         self.cond = threading.Condition()
         self.error: BaseException | None = None
         self.stop = False
+        self.reading: set[Response] = set()  # the responses workers are reading now
         self.backoff = Backoff(
             f"download of {digest[:19]} from {owner.host}/{repo}", policy=RetryPolicy(attempts=ATTEMPTS * 2)
         )
@@ -236,8 +239,12 @@ class _Ranged:
         try:
             return self._hash()
         finally:
+            # Stop the workers before the caller closes the file they write to (an error,
+            # Ctrl-C): a read blocked on a socket returns once its connection is ended.
             with self.cond:
                 self.stop = True
+                for resp in self.reading:
+                    resp.abort()
             for worker in workers:
                 worker.join()
 
@@ -277,6 +284,11 @@ class _Ranged:
                     resp.close()
                     raise RemoteError(f"{self.owner.host} stopped answering Range requests for {self.digest}")
                 _check_start(resp, at, self.owner.host, self.digest, last=end - 1)
+            with self.cond:
+                if self.stop:
+                    resp.close()
+                    return
+                self.reading.add(resp)
             try:
                 with resp:
                     while not self.stop and (n := resp.readinto(view[: end - at])):
@@ -286,11 +298,16 @@ class _Ranged:
                             self.done[index] += n
                             self.cond.notify_all()
             except TransportError as err:
+                if self.stop:  # ended by run(): the download is over
+                    return
                 with self.cond:
                     delay = self.backoff.next_delay(f"a range broke off: {err}")
                 if delay is None:
                     raise RemoteError(f"downloading {self.digest[:19]} from {self.owner.host} kept failing") from None
                 time.sleep(delay)
+            finally:
+                with self.cond:
+                    self.reading.discard(resp)
             resp = None
 
     def _hash(self) -> str:

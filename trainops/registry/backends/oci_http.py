@@ -18,6 +18,7 @@ on every streamed body. What requests gave and this keeps:
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -61,8 +62,10 @@ class Response:
     """A response whose body is read once: all at once (`content`, `json`) or streamed
     (`readinto`). Its connection goes back to the pool when the body has been read."""
 
-    def __init__(self, raw: http.client.HTTPResponse, url: str, release: Callable[[bool], None]) -> None:
-        self.raw, self.url, self._release = raw, url, release
+    def __init__(
+        self, raw: http.client.HTTPResponse, url: str, release: Callable[[bool], None], sock: socket.socket | None
+    ) -> None:
+        self.raw, self.url, self._release, self._sock = raw, url, release, sock
         self.status_code = raw.status
         self.reason = raw.reason
         self.headers = raw.headers
@@ -116,6 +119,12 @@ class Response:
             except (OSError, http.client.HTTPException):
                 reuse = False
         self._finish(reuse=reuse)
+
+    def abort(self) -> None:
+        """From another thread: end the connection, so that a read blocked on it returns."""
+        if self._sock is not None and not self._done:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
 
     def _finish(self, *, reuse: bool) -> None:
         if self._done:
@@ -276,7 +285,7 @@ class Transport:
     ) -> Response:
         """Send one request and read the response's headers; redirects of GET and HEAD
         are followed (Authorization is dropped when one leaves the origin)."""
-        all_headers = {"User-Agent": self.user_agent, **(headers or {})}
+        all_headers = {"User-Agent": self.user_agent, "Accept-Encoding": "identity", **(headers or {})}
         for _ in range(10):
             resp = self._send(method, url, all_headers, body)
             location = resp.headers.get("Location")
@@ -316,7 +325,7 @@ class Transport:
             except _FAILURES as err2:
                 conn.close()
                 raise _transport_error(err2) from None
-        return Response(raw, url, lambda reuse: self._checkin(origin, conn, reuse))
+        return Response(raw, url, lambda reuse: self._checkin(origin, conn, reuse), conn.sock)
 
     def _exchange(
         self,
