@@ -1,7 +1,9 @@
 """A real fault-injecting HTTP reverse proxy on loopback, in front of a real registry.
 
 Faults: answer the next N requests with 503; cut the next response body after K bytes
-(the TCP connection is closed mid-stream, as a flaky network does).
+(the TCP connection is closed mid-stream, as a flaky network does); flip one byte of the
+next blob body; redirect blob GETs elsewhere (as registries send them to a CDN). It
+records each request's method, path and headers (`seen`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ class FaultProxy:
         self.fail_status = 503  # what a failed request is answered with (429: too many requests)
         self.retry_after: str | None = None  # a Retry-After header on the failures
         self.cut_next_body_after: int | None = None
+        self.flip_next_blob_byte: int | None = None  # offset in the next blob GET's body
+        self.redirect_blobs_to: str | None = None  # a base URL: blob GETs answer 307 there
+        self.seen: list[tuple[str, str, dict[str, str]]] = []
+        self.connections: list[tuple[str, int]] = []  # the client's address of each request
         self.requests = 0
         self.failures_served = 0
         self.cuts_served = 0
@@ -41,12 +47,25 @@ class FaultProxy:
                     if fail:
                         proxy.fail_next -= 1
                         proxy.failures_served += 1
-                    cut = proxy.cut_next_body_after if self.command == "GET" and "/blobs/" in self.path else None
+                    proxy.seen.append((self.command, self.path, dict(self.headers.items())))
+                    proxy.connections.append(self.client_address)
+                    blob_get = self.command == "GET" and "/blobs/sha256:" in self.path
+                    cut = proxy.cut_next_body_after if blob_get else None
                     if cut is not None:
                         proxy.cut_next_body_after = None
                         proxy.cuts_served += 1
+                    flip = proxy.flip_next_blob_byte if blob_get else None
+                    if flip is not None:
+                        proxy.flip_next_blob_byte = None
+                    redirect = proxy.redirect_blobs_to if blob_get else None
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
+                if redirect is not None and not fail:
+                    self.send_response(307)
+                    self.send_header("Location", redirect + self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if fail:
                     self.send_response(proxy.fail_status)
                     if proxy.retry_after is not None:
@@ -59,6 +78,8 @@ class FaultProxy:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
+                if flip is not None and flip < len(data):
+                    data = data[:flip] + bytes([data[flip] ^ 0xFF]) + data[flip + 1 :]
                 self.send_response(resp.status)
                 for key, value in resp.getheaders():
                     if key.lower() in HOP or (key.lower() == "content-length" and self.command != "HEAD"):

@@ -25,9 +25,7 @@ MiB = 1024 * 1024
 
 
 def _registry(tmp_path: Path, lifetime: float, advertised: float | None) -> tuple[DistributionRegistry, TokenIssuer]:
-    issuer = TokenIssuer(
-        tmp_path / "issuer", lifetime=lifetime, advertised=advertised, user="alice", password=PASSWORD
-    )
+    issuer = TokenIssuer(tmp_path / "issuer", lifetime=lifetime, advertised=advertised, user="alice", password=PASSWORD)
     issuer.start()
     reg = DistributionRegistry(tmp_path / "data", auth_config=issuer.registry_auth_config())
     try:

@@ -1,11 +1,13 @@
-"""oci:// backend: the OCI Distribution API (Distribution, Harbor, ECR, …) over requests.
+"""oci:// backend: the OCI Distribution API (Distribution, Harbor, ECR, …).
 
-- TLS unless the registry is marked insecure; CA bundles via REQUESTS_CA_BUNDLE/SSL_CERT_FILE.
-- Credentials from Docker's config.json; Basic and Bearer (token per scope) challenges.
-- Uploads stream the file in one PUT (the registry verifies the digest); a dropped upload
-  resumes from the offset the registry reports, a lost session starts over; 5xx, 429 and
-  dropped connections are retried with exponential backoff.
-- Downloads stream to disk while hashing, resume with Range, and are verified.
+- HTTP on the standard library (oci_http: TLS unless the registry is marked insecure, CA
+  bundles via REQUESTS_CA_BUNDLE/SSL_CERT_FILE, proxies from the environment).
+- Credentials from Docker's config.json; Basic and Bearer (token per scope) challenges;
+  5xx, 429 and dropped connections retried with backoff (oci_session).
+- Uploads stream the file (sendfile on plain HTTP); a dropped upload resumes from the
+  offset the registry reports (oci_upload).
+- Downloads are hashed as they are written, large blobs as parallel ranges, resumed with
+  Range, and verified (oci_download).
 - Referrers: the OCI 1.1 API where the registry has it, else the referrers tag schema
   (`sha256-<hex>` → an image index), which trainops maintains on put_manifest.
 """
@@ -13,84 +15,34 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
-import logging
-import re
-import threading
-from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, BinaryIO
-from urllib.parse import urljoin
-
-import requests
-from requests.adapters import HTTPAdapter
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from trainops.errors import IntegrityError, NotFoundError, RemoteError
 from trainops.registry import media
 from trainops.registry.backends.base import (
     Backend,
-    BackgroundHash,
     BlobSource,
     Descriptor,
-    DigestWriter,
     ManifestData,
     Progress,
     no_progress,
     sha256_digest,
 )
-from trainops.registry.backends.oci_auth import (
-    HUB_API,
-    Credentials,
-    TokenCache,
-    basic_header,
-    fetch_token,
-    is_docker_hub,
-    load_credentials,
-    parse_challenge,
-)
+from trainops.registry.backends.oci_auth import HUB_API, is_docker_hub
+from trainops.registry.backends.oci_session import ATTEMPTS, RegistrySession, pull_scope, push_scope
 from trainops.registry.reference import DIGEST_RE, RegistryRoot
-from trainops.retry import RETRY_STATUS, Backoff, RetryPolicy, retry_after_seconds
+from trainops.retry import Backoff, RetryPolicy
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from trainops.registry.backends.oci_download import Downloads
+    from trainops.registry.backends.oci_upload import Uploads
+
 ACCEPT = ", ".join(media.MANIFEST_TYPES)
-ATTEMPTS = 6
-INGEST_MIN = 32 * 1024 * 1024  # files from this size are sent while they are hashed
-CHUNK = 1024 * 1024
-
-
-_API_PATH = re.compile(r"^/v2/(.+?)/(manifests|blobs|tags)/([^/?]*)")
 _RACE = RetryPolicy(attempts=ATTEMPTS, base=0.1, jitter=1.0)  # writers that collided: spread them apart
-
-
-class _Retry(Exception):
-    """A transient failure worth another attempt."""
-
-
-class _Body:
-    """A streaming request body: 1 MiB chunks, counted (and optionally hashed) as sent.
-
-    It has __len__ (so requests sends Content-Length) and __iter__ but no read(): given
-    a file-like object, http.client would send it in 8 KiB reads.
-    """
-
-    def __init__(self, fh: BinaryIO, length: int, progress: Progress, digest: Any = None) -> None:
-        self.fh, self.length, self.progress, self.digest = fh, length, progress, digest
-        self.sent = 0
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __iter__(self) -> Iterator[bytes]:
-        while self.sent < self.length:
-            chunk = self.fh.read(min(CHUNK, self.length - self.sent))
-            if not chunk:
-                return
-            if self.digest is not None:
-                self.digest.update(chunk)
-            self.sent += len(chunk)
-            self.progress(len(chunk))
-            yield chunk
 
 
 class OCIBackend(Backend):
@@ -102,437 +54,52 @@ class OCIBackend(Backend):
         api = HUB_API if self.host.endswith("docker.io") and is_docker_hub(self.host) else self.host
         self.base = f"{'http' if insecure else 'https'}://{api}"
         self.insecure = insecure
-        self._local = threading.local()
-        self._tokens = TokenCache()
-        self._bearer: dict[str, str] | None = None  # the registry's Bearer challenge, once seen
-        self._creds_loaded = False
-        self._creds_value: Credentials | None = None
-        self._sessions: list[requests.Session] = []
+        self.session = RegistrySession(self.host, self.base)
         # `?n=` of tags/list: None lets the registry choose (Distribution then answers every
         # tag at once, reading its tag directory once rather than once per page); a page it
         # cuts short is followed through its Link header either way.
         self.page_size: int | None = None
         self.catalog_page_size = 1000  # _catalog: Distribution's default page is only 100
-        self._lock = threading.Lock()
-
-    # -- HTTP plumbing -------------------------------------------------------------------
-    def _session(self) -> requests.Session:
-        session: requests.Session | None = getattr(self._local, "session", None)
-        if session is None:
-            session = requests.Session()
-            adapter = HTTPAdapter(pool_connections=4, pool_maxsize=16)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            session.headers["User-Agent"] = "trainops"
-            self._local.session = session
-            with self._lock:
-                self._sessions.append(session)
-        return session
 
     def close(self) -> None:
-        with self._lock:
-            for session in self._sessions:
-                session.close()
-            self._sessions.clear()
+        self.session.close()
 
-    @property
-    def _creds(self) -> Credentials | None:
-        """Docker's credentials for this registry, read when it first asks for them."""
-        if not self._creds_loaded:
-            self._creds_value = load_credentials(self.host)
-            self._creds_loaded = True
-        return self._creds_value
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self.session.request(method, path, **kwargs)
 
-    def _url(self, path: str) -> str:
-        return path if path.startswith("http") else urljoin(self.base, path)
+    _pull = staticmethod(pull_scope)
+    _push = staticmethod(push_scope)
 
-    def _authorize(self, resp: requests.Response, scope: str) -> bool:
-        """Answer a 401 challenge; True if a retry with credentials makes sense."""
-        header = resp.headers.get("WWW-Authenticate", "")
-        kind, challenge = parse_challenge(header)
-        if kind == "basic":
-            if not self._creds or not self._creds.username:
-                return False
-            self._tokens.put("*", basic_header(self._creds))
-            return True
-        if kind == "bearer":
-            self._bearer = challenge
-            self._tokens.put(scope, fetch_token(self._session(), challenge, scope, self._creds, self.host))
-            return True
-        return False
+    @functools.cached_property
+    def uploads(self) -> Uploads:  # imported when first needed: `registry ls` sends no blob
+        from trainops.registry.backends.oci_upload import Uploads
 
-    def _header(self, scope: str) -> str | None:
-        """The Authorization value for scope: cached while fresh, renewed before it expires."""
-        value = self._tokens.get(scope)
-        if value is None and self._bearer is not None:
-            token = fetch_token(self._session(), self._bearer, scope, self._creds, self.host)
-            self._tokens.put(scope, token)
-            value = token.header
-        return value
+        return Uploads(self.session)
 
-    def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        scope: str,
-        ok: tuple[int, ...],
-        headers: dict[str, str] | None = None,
-        body: Callable[[], Any] | None = None,
-        stream: bool = False,
-        params: dict[str, str] | None = None,
-        missing_ok: bool = False,
-    ) -> requests.Response:
-        """One API call with auth, retries on transient failures, and readable errors.
+    @functools.cached_property
+    def downloads(self) -> Downloads:
+        from trainops.registry.backends.oci_download import Downloads
 
-        body is a callable so that every attempt gets a fresh (rewound) body.
-        """
-        url = self._url(path)
-        backoff = Backoff(f"{method} {self._shown(url)}", policy=RetryPolicy(attempts=ATTEMPTS))
-        authorized_once = False
-        while True:
-            all_headers = dict(headers or {})
-            auth = self._header(scope)
-            if auth:
-                all_headers["Authorization"] = auth
-            try:
-                resp = self._session().request(
-                    method,
-                    url,
-                    headers=all_headers,
-                    data=body() if body else None,
-                    stream=stream,
-                    params=params,
-                    timeout=(30, 300),
-                )
-            except requests.exceptions.SSLError as err:
-                raise RemoteError(
-                    f"TLS with {self.host} failed ({_short(err)})",
-                    hint=(
-                        "if it serves plain HTTP, mark it insecure with --insecure, spec.insecureRegistries "
-                        f"or TRAINOPS_INSECURE_REGISTRIES={self.host}; for a private CA set REQUESTS_CA_BUNDLE"
-                    ),
-                ) from None
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as err:
-                if not backoff.wait(_reason(err)):
-                    raise RemoteError(
-                        f"cannot reach registry {self.host}: {_short(err)}",
-                        hint="check that it runs and the host:port is right",
-                    ) from None
-                continue
-            if resp.status_code == 401 and not authorized_once and self._authorize(resp, scope):
-                authorized_once = True
-                resp.close()
-                continue
-            if resp.status_code in ok:
-                return resp
-            if resp.status_code in RETRY_STATUS:
-                resp.close()
-                why = f"{resp.status_code} {resp.reason}".rstrip()
-                if backoff.wait(why, retry_after=retry_after_seconds(resp.headers.get("Retry-After"))):
-                    continue
-            if resp.status_code == 404 and missing_ok:
-                return resp
-            raise self._error(method, path, resp)
-
-    def _shown(self, url: str) -> str:
-        """A URL for messages: without the query (upload session state, digests)."""
-        return url.split("?", 1)[0]
-
-    def _error(self, method: str, path: str, resp: requests.Response) -> Exception:
-        code, message = "", resp.reason
-        with contextlib.suppress(ValueError, KeyError, IndexError, TypeError):
-            first = resp.json()["errors"][0]
-            code, message = first.get("code", ""), first.get("message", message)
-        where = f"{self.host}{path if path.startswith('/') else ''}"
-        if resp.status_code in (401, 403):
-            return RemoteError(
-                f"{self.host} refused access ({resp.status_code} {code or message})",
-                hint=f"run `docker login {self.host}` (trainops reads Docker's config.json)",
-            )
-        if resp.status_code == 404:
-            return self._not_found(path, code or message)
-        if code in ("DIGEST_INVALID", "SIZE_INVALID", "BLOB_UPLOAD_INVALID"):
-            return IntegrityError(f"{self.host} rejected the content: {message}")
-        return RemoteError(f"{method} {where} failed: {resp.status_code} {code} {message}".rstrip())
-
-    def _not_found(self, path: str, code: str) -> NotFoundError:
-        """A 404 in user terms: which tag, digest or repository, and what to run next."""
-        match = _API_PATH.match(path)
-        if match is None:
-            return NotFoundError(f"not found on {self.host}{path if path.startswith('/') else ''} ({code})")
-        repo, what, target = match.groups()
-        url = f"oci://{self.host}/{repo}"
-        if code == "NAME_UNKNOWN" or (what == "tags" and code != "MANIFEST_UNKNOWN"):
-            return NotFoundError(
-                f"no repository {repo} on {self.host}",
-                hint=f"check the name (`trainops registry ls oci://{self.host}` lists them), or push to it first",
-            )
-        if what == "blobs":
-            return NotFoundError(f"blob {target[:19]} is missing from {url}", hint="push the artifact again")
-        listing = f"`trainops registry ls {url}` lists its tags"
-        if DIGEST_RE.match(target):
-            return NotFoundError(f"no manifest {target[:19]} in {url}", hint=listing)
-        return NotFoundError(f"no tag {target!r} in {url}", hint=listing)
-
-    @staticmethod
-    def _pull(repo: str) -> str:
-        return f"repository:{repo}:pull"
-
-    @staticmethod
-    def _push(repo: str) -> str:
-        return f"repository:{repo}:pull,push"
+        return Downloads(self.session)
 
     # -- blobs -----------------------------------------------------------------------------
     def blob_size(self, repo: str, digest: str) -> int | None:
-        resp = self._request("HEAD", f"/v2/{repo}/blobs/{digest}", scope=self._pull(repo), ok=(200,), missing_ok=True)
-        if resp.status_code == 404:
-            return None
-        return int(resp.headers.get("Content-Length", "0"))
-
-    def _start_upload(self, repo: str) -> str:
-        resp = self._request("POST", f"/v2/{repo}/blobs/uploads/", scope=self._push(repo), ok=(202,))
-        return self._url(resp.headers["Location"])
-
-    def _upload_offset(self, repo: str, location: str) -> int | None:
-        """Bytes the registry holds for an upload session, or None to start a new session.
-
-        Distribution reports an empty session and a one-byte one alike as ``Range: 0-0``;
-        such a session holds nothing worth resuming, so it is None too (a new session, from
-        byte 0, is right in both cases).
-        """
-        resp = self._request("GET", location, scope=self._push(repo), ok=(204,), missing_ok=True)
-        if resp.status_code == 404:
-            return None
-        held = resp.headers.get("Range", "")
-        try:
-            end = int(held.rpartition("-")[2])
-        except ValueError:
-            return None
-        return end + 1 if end > 0 else None
+        return self.session.blob_size(repo, digest)
 
     def upload_blob(self, repo: str, source: BlobSource, progress: Progress = no_progress) -> None:
-        location = self._start_upload(repo)
-        offset = 0
-        what = f"upload of {source.digest[:19]} to {self.host}/{repo}"
-        backoff = Backoff(what, policy=RetryPolicy(attempts=ATTEMPTS))
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                self._send(repo, location, source, offset, progress)
-                return
-            except IntegrityError:
-                # Distribution answers DIGEST_INVALID to the loser of two concurrent uploads of
-                # one blob: if the blob is now there, whole, the upload has succeeded.
-                if self.blob_size(repo, source.digest) == source.size:
-                    return
-                if attempt >= 2:
-                    raise
-                location, offset = self._start_upload(repo), 0
-            except _Retry as err:
-                if self.blob_size(repo, source.digest) == source.size:
-                    return
-                if not backoff.wait(str(err) or "the upload was interrupted"):
-                    raise RemoteError(f"uploading {source.digest[:19]} to {self.host} kept failing") from None
-                held = self._upload_offset(repo, location)
-                if held is None:  # the session was lost (e.g. a registry without a shared secret)
-                    location, offset = self._start_upload(repo), 0
-                else:
-                    offset = held
-        raise RemoteError(f"uploading {source.digest[:19]} to {self.host} kept failing")
+        self.uploads.upload(repo, source, progress)
 
     def ingest_file(self, repo: str, path: Path, progress: Progress = no_progress) -> tuple[str, int, bool] | None:
-        """Send a large file while hashing it (one read), then close the session with the digest.
-
-        Small files return None: the Store hashes them first, so a blob the registry already
-        has is not sent again. Any transient failure also returns None, and the Store falls
-        back to hashing first and the resumable upload.
-        """
-        size = path.stat().st_size
-        if size < INGEST_MIN:
-            return None
-        location = self._start_upload(repo)
-        digest = BackgroundHash()
-        with path.open("rb") as fh:
-            body = _Body(fh, size, progress, digest)
-            headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
-            try:
-                resp = self._session().patch(location, data=body, headers=self._auth(repo, headers), timeout=(30, 600))
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError):
-                self._cancel(repo, location)
-                return None
-        if resp.status_code not in (202, 204) or body.sent != size:
-            refused = self._reauthorize(repo, resp)
-            self._cancel(repo, location)
-            if refused or resp.status_code in RETRY_STATUS or resp.status_code in (202, 204):
-                return None
-            raise self._error("PATCH", location, resp)
-        location = self._url(resp.headers.get("Location", location))
-        found = "sha256:" + digest.hexdigest()
-        sep = "&" if "?" in location else "?"
-
-        def close() -> requests.Response:
-            headers = self._auth(repo, {"Content-Length": "0"})
-            return self._session().put(f"{location}{sep}digest={found}", headers=headers, timeout=(30, 300))
-
-        resp = close()
-        if self._reauthorize(repo, resp):  # the token expired while the file was sent
-            resp = close()
-        if resp.status_code != 201:
-            self._cancel(repo, location)
-            if self.blob_size(repo, found) == size:  # a concurrent upload of the same blob won
-                return found, size, False
-            if resp.status_code in RETRY_STATUS or resp.status_code == 400:
-                return None  # the Store hashes the file and takes the resumable path
-            raise self._error("PUT", location, resp)
-        return found, size, True
-
-    def _cancel(self, repo: str, location: str) -> None:
-        with contextlib.suppress(RemoteError, NotFoundError, IntegrityError, requests.RequestException):
-            self._session().delete(location, headers=self._auth(repo, {}), timeout=30)
-
-    def _send(self, repo: str, location: str, source: BlobSource, offset: int, progress: Progress) -> None:
-        sep = "&" if "?" in location else "?"
-        with source.open() as fh:
-            fh.seek(offset)
-            remaining = source.size - offset
-            reader = _Body(fh, remaining, progress)
-            headers = {"Content-Type": "application/octet-stream", "Content-Length": str(remaining)}
-            if offset:
-                headers["Content-Range"] = f"{offset}-{source.size - 1}"
-            try:
-                if offset:  # resume: PATCH the rest, then close the session with its digest
-                    resp = self._session().patch(
-                        location, data=reader, headers=self._auth(repo, headers), timeout=(30, 600)
-                    )
-                    if resp.status_code not in (202, 204):
-                        self._retry_or_raise("PATCH", repo, location, resp)
-                    location = self._url(resp.headers.get("Location", location))
-                    sep = "&" if "?" in location else "?"
-                    resp = self._session().put(
-                        f"{location}{sep}digest={source.digest}",
-                        headers=self._auth(repo, {"Content-Length": "0"}),
-                        timeout=(30, 300),
-                    )
-                else:
-                    resp = self._session().put(
-                        f"{location}{sep}digest={source.digest}",
-                        data=reader,
-                        headers=self._auth(repo, headers),
-                        timeout=(30, 600),
-                    )
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as err:
-                raise _Retry(_reason(err)) from None
-        if resp.status_code == 201:
-            return
-        self._retry_or_raise("PUT", repo, location, resp)
-
-    def _retry_or_raise(self, method: str, repo: str, location: str, resp: requests.Response) -> None:
-        if resp.status_code in RETRY_STATUS or resp.status_code == 404 or self._reauthorize(repo, resp):
-            raise _Retry(f"{method} answered {resp.status_code} {resp.reason}".rstrip())
-        raise self._error(method, location, resp)
-
-    def _reauthorize(self, repo: str, resp: requests.Response) -> bool:
-        """A 401 on an upload request: the token expired mid-transfer; fetch a new one.
-
-        True when a new credential was obtained, so the request is worth repeating (the
-        upload resumes at the offset the registry holds).
-        """
-        if resp.status_code != 401:
-            return False
-        scope = self._push(repo)
-        self._tokens.drop(scope)
-        logger.warning("%s refused the token during an upload to %s (expired); fetching a new one", self.host, repo)
-        return self._authorize(resp, scope)
-
-    def _auth(self, repo: str, headers: dict[str, str]) -> dict[str, str]:
-        token = self._header(self._push(repo))
-        return {**headers, "Authorization": token} if token else headers
+        return self.uploads.ingest(repo, path, progress)
 
     def download_blob(self, repo: str, digest: str, dest: Path, progress: Progress = no_progress) -> None:
-        try:
-            with dest.open("wb") as out:
-                writer = DigestWriter(out, digest, None)
-                backoff = Backoff(f"download of {digest[:19]} from {self.host}/{repo}")
-                for _attempt in range(1, ATTEMPTS + 1):
-                    headers = {"Range": f"bytes={writer.written}-"} if writer.written else {}
-                    resp = self._request(
-                        "GET",
-                        f"/v2/{repo}/blobs/{digest}",
-                        scope=self._pull(repo),
-                        ok=(200, 206),
-                        headers=headers,
-                        stream=True,
-                    )
-                    if writer.written and resp.status_code == 200:  # no Range support: start over
-                        out.seek(0)
-                        out.truncate()
-                        writer = DigestWriter(out, digest, None)
-                    try:
-                        for chunk in resp.iter_content(CHUNK):
-                            writer.write(chunk)
-                            progress(len(chunk))
-                        break
-                    except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as err:
-                        if not backoff.wait(f"the download broke off after {writer.written} bytes: {_reason(err)}"):
-                            raise RemoteError(f"downloading {digest[:19]} from {self.host} kept failing") from None
-                    finally:
-                        resp.close()
-            writer.verify(f"blob {digest[:19]} from {self.host}/{repo}")
-        except BaseException:
-            dest.unlink(missing_ok=True)
-            raise
+        self.downloads.download(repo, digest, dest, progress)
 
     def open_blob(self, repo: str, digest: str) -> AbstractContextManager[BinaryIO]:
-        resp = self._request("GET", f"/v2/{repo}/blobs/{digest}", scope=self._pull(repo), ok=(200,), stream=True)
-        resp.raw.decode_content = True
-
-        @contextlib.contextmanager
-        def body() -> Iterator[BinaryIO]:
-            try:
-                yield resp.raw
-            finally:
-                resp.close()
-
-        return body()
+        return self.downloads.open(repo, digest)
 
     def read_range(self, repo: str, digest: str, offset: int, length: int) -> bytes:
-        """An HTTP Range GET. A 206 must carry a Content-Range that starts at offset; a
-        registry that ignores Range (200) is read only up to offset + length, and said so."""
-        import logging
-        import re
-
-        from trainops.registry.backends.base import check_range, read_exact, read_span
-
-        check_range(offset, length)
-        if length == 0:
-            return b""
-        resp = self._request(
-            "GET",
-            f"/v2/{repo}/blobs/{digest}",
-            scope=self._pull(repo),
-            ok=(200, 206, 416),
-            headers={"Range": f"bytes={offset}-{offset + length - 1}", "Accept-Encoding": "identity"},
-            stream=True,
-        )
-        with contextlib.closing(resp):
-            if resp.status_code == 416:  # offset at or past the end
-                return b""
-            if resp.status_code == 200:
-                logging.getLogger(__name__).warning(
-                    "%s ignored the Range request for %s; reading its first %d bytes",
-                    self.host,
-                    digest,
-                    offset + length,
-                )
-                return read_span(resp.raw, offset, length)
-            found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", resp.headers.get("Content-Range", "").strip())
-            if not found or int(found[1]) != offset or int(found[2]) > offset + length - 1:
-                raise RemoteError(
-                    f"{self.host} answered a Range request for {digest} with Content-Range "
-                    f"{resp.headers.get('Content-Range')!r}, not bytes {offset}-{offset + length - 1}",
-                    hint="the registry or a proxy in front of it mishandles Range requests",
-                )
-            return read_exact(resp.raw, int(found[2]) - offset + 1)
+        return self.downloads.read_range(repo, digest, offset, length)
 
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
         resp = self._request(
@@ -570,7 +137,7 @@ class OCIBackend(Backend):
                     scope=self._push(repo),
                     ok=(201,),
                     headers=headers,
-                    body=lambda: manifest.data,
+                    body=manifest.data,
                 )
                 break
             except IntegrityError:
@@ -612,7 +179,7 @@ class OCIBackend(Backend):
                 scope=self._push(repo),
                 ok=(201,),
                 headers={"Content-Type": media.OCI_INDEX},
-                body=lambda body=body: body,  # type: ignore[misc]
+                body=body,
             )
             # another writer may have replaced the index meanwhile: check ours is in it
             stored = json.loads(self.get_manifest(repo, tag).data)
@@ -734,17 +301,3 @@ class OCIBackend(Backend):
 
 def _is_referrers_tag(tag: str) -> bool:
     return tag.startswith("sha256-") and len(tag) == 71
-
-
-def _reason(err: BaseException) -> str:
-    """Why a connection failed, in a few words (requests nests the cause deep in its text)."""
-    text = str(err)
-    for known in ("Connection refused", "timed out", "Name or service not known", "Connection reset"):
-        if known.lower() in text.lower():
-            return known.lower()
-    return type(err).__name__
-
-
-def _short(err: BaseException) -> str:
-    text = str(err)
-    return text if len(text) < 160 else text[:157] + "..."

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.errors import RemoteError
+from trainops.registry.backends.oci_http import Transport, TransportError
 
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
@@ -130,30 +131,37 @@ def basic_header(creds: Credentials) -> str:
     return "Basic " + base64.b64encode(raw).decode()
 
 
-def fetch_token(session: Any, challenge: dict[str, str], scope: str, creds: Credentials | None, host: str) -> Token:
+def fetch_token(
+    transport: Transport, challenge: dict[str, str], scope: str, creds: Credentials | None, host: str
+) -> Token:
     """A Bearer token from the realm of a WWW-Authenticate challenge, with its lifetime."""
+    from urllib.parse import urlencode
+
     realm = challenge.get("realm")
     if not realm:
         raise RemoteError(f"{host} asked for a Bearer token but named no realm")
     params = {"service": challenge.get("service", "")}
     if scope:
         params["scope"] = scope
-    headers = {}
-    if creds and creds.identity_token:
-        resp = session.post(
-            realm,
-            data={
+    headers: dict[str, str] = {}
+    try:
+        if creds and creds.identity_token:
+            form = {
                 **params,
                 "grant_type": "refresh_token",
                 "refresh_token": creds.identity_token,
                 "client_id": "trainops",
-            },
-            timeout=60,
-        )
-    else:
-        if creds and creds.username:
-            headers["Authorization"] = basic_header(creds)
-        resp = session.get(realm, params=params, headers=headers, timeout=60)
+            }
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+            resp = transport.request("POST", realm, headers=headers, body=urlencode(form).encode())
+        else:
+            if creds and creds.username:
+                headers["Authorization"] = basic_header(creds)
+            sep = "&" if "?" in realm else "?"
+            resp = transport.request("GET", f"{realm}{sep}{urlencode(params)}", headers=headers)
+        resp.content  # noqa: B018 - read the answer, free the connection
+    except TransportError as err:
+        raise RemoteError(f"{host}: cannot reach its token service {realm.split('?', 1)[0]} ({err})") from None
     if resp.status_code in (401, 403):
         raise RemoteError(
             f"{host}: the token service refused the credentials",
