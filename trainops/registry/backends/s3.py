@@ -8,6 +8,7 @@ The layout mirrors the OCI image layout, so that a synced copy is recognisable
     <repo>/manifests/sha256/<hex>                manifest bytes; Content-Type = media type
     <repo>/tags/<tag>                            descriptor JSON of the tagged manifest
     <repo>/referrers/<subject-hex>/<hex>         descriptor JSON of a manifest with a subject
+    <repo>/_tags/…                               the tag index (s3_tags: a cache of tags/)
 
 `<repo>` is the repository's full path in the bucket (it starts with the root's prefix).
 Tags move with conditional writes (If-None-Match: * to create, If-Match: <ETag> to
@@ -47,6 +48,7 @@ from trainops.registry.backends.s3_client import (
     sha256_b64,
 )
 from trainops.registry.backends.s3_download import Downloads
+from trainops.registry.backends.s3_tags import TagIndex
 from trainops.registry.backends.s3_transfer import (
     DEFAULT_CONCURRENCY,
     DEFAULT_PART_SIZE,
@@ -65,6 +67,7 @@ DESCRIPTOR_MEDIA_TYPE = "application/vnd.oci.descriptor.v1+json"
 RESERVED = frozenset({"blobs", "manifests", "tags", "referrers"})
 DEFAULT_PAGE_SIZE = 1000  # ListObjectsV2's maximum
 TAG_ATTEMPTS = 100
+PENDING_WRITE = "tag-write"  # the "upload id" of an unfinished tag write's marker, for gc
 _GENERIC_TYPES = (None, "", "binary/octet-stream", "application/octet-stream")
 
 
@@ -119,6 +122,12 @@ class S3Backend(Backend):
         )
         self.transfers = Transfers(self.ops, settings)
         self.downloads = Downloads(self.ops, settings, self.transfers.pool)
+        self.index = TagIndex(
+            self.ops,
+            pool=self.transfers.pool,
+            truth=self._truth,
+            names=lambda repo: self._names(self._key(repo, "tags", "")),
+        )
         self._repos: set[str] = set()
         self._lock = threading.Lock()
 
@@ -274,9 +283,14 @@ class S3Backend(Backend):
     def stale_uploads(self, repo: str, *, started_before: float) -> list[StaleUpload]:
         """Unfinished multipart uploads of this repository's blobs with no activity since
         started_before: begun before it, and no part sent after it (S3 keeps, and bills,
-        their parts until they are completed or aborted)."""
+        their parts until they are completed or aborted); and the markers of tag writes
+        that never finished (a killed writer: readers re-read that tag until it is settled)."""
         prefix = self._key(repo, "blobs", "")
-        found: list[StaleUpload] = []
+        found = [
+            StaleUpload(f"{marker['Key']}#{PENDING_WRITE}", 0, _epoch(marker.get("LastModified")))
+            for marker in self.index.stale_markers(self._key(repo))
+            if _epoch(marker.get("LastModified")) < started_before
+        ]
         markers: dict[str, str] = {}
         while True:
             resp = self.ops.call("list_multipart_uploads", Prefix=prefix, **markers)
@@ -295,6 +309,9 @@ class S3Backend(Backend):
 
     def remove_stale_upload(self, repo: str, upload: StaleUpload) -> None:
         key, _, upload_id = upload.name.rpartition("#")
+        if upload_id == PENDING_WRITE and key.startswith(self.index.pending_prefix(self._key(repo))):
+            self.index.settle(self._key(repo), key)
+            return
         if not key.startswith(self._key(repo, "blobs", "")) or not upload_id:
             raise InputError(f"not an upload of {repo}: {upload.name!r}")
         self.transfers.abort(key, upload_id)
@@ -365,20 +382,31 @@ class S3Backend(Backend):
         key = self.tag_key(repo, tag)
         body = _json(descriptor.as_oci())
         contention = _contention(f"moving tag {tag!r} of {self._url(repo)}")
-        for _attempt in range(1, TAG_ATTEMPTS + 1):
-            current = self._read_tag(key)
-            try:
-                if current is None:
-                    self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfNoneMatch="*")
-                elif current[0] != body:
-                    self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfMatch=current[1])
-                return
-            except (ConditionFailed, KeyMissing):  # moved or deleted since we read it
-                contention.wait("another writer changed the tag meanwhile")
+        with self.index.changing(self._key(repo), tag):
+            for _attempt in range(1, TAG_ATTEMPTS + 1):
+                current = self._read_tag(key)
+                try:
+                    if current is None:
+                        self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfNoneMatch="*")
+                    elif current[0] != body:
+                        self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfMatch=current[1])
+                    return
+                except (ConditionFailed, KeyMissing):  # moved or deleted since we read it
+                    contention.wait("another writer changed the tag meanwhile")
         raise ExistsError(
             f"tag {tag!r} of {self._url(repo)} kept changing: other writers won {TAG_ATTEMPTS} times in a row",
             hint="other pushes are moving this tag; run the command again",
         )
+
+    def _truth(self, repo: str, tag: str) -> str | bool | None:
+        """For the tag index: the digest the tag object names, None if it names none, False
+        if there is no tag object."""
+        current = self._read_tag(self.tag_key(repo, tag))
+        if current is None:
+            return False
+        with suppress(IntegrityError):
+            return self._tag_target(repo, tag, current[0]).digest
+        return None
 
     def _tag_target(self, repo: str, tag: str, data: bytes) -> Descriptor:
         try:
@@ -431,10 +459,24 @@ class S3Backend(Backend):
         return ManifestData(data=data, media_type=media_type, digest=digest)
 
     def list_tags(self, repo: str) -> list[str]:
-        tags = self._names(self._key(repo, "tags", ""))
+        """From the tag index (one LIST of pending writes and SHARDS GETs), or by listing the
+        tag objects where the repository has no complete index."""
+        indexed = self.index.read(self._key(repo))
+        tags = sorted(indexed) if indexed is not None else self._names(self._key(repo, "tags", ""))
         if not tags:
             self._require_repo(repo)
         return tags
+
+    def tag_targets(self, repo: str) -> dict[str, str] | None:
+        """The tag index, when it knows every tag's digest (tags indexed by a build from a
+        listing are known by name only until their next write)."""
+        indexed = self.index.read(self._key(repo))
+        if indexed is None:
+            return None
+        if not indexed:
+            self._require_repo(repo)
+        known = {tag: digest for tag, digest in indexed.items() if digest is not None}
+        return known if len(known) == len(indexed) else None
 
     def delete_tag(self, repo: str, tag: str) -> None:
         key = self.tag_key(repo, tag)
@@ -443,7 +485,8 @@ class S3Backend(Backend):
         except KeyMissing:
             self._require_repo(repo)
             raise NotFoundError(f"no tag {tag!r} in {self._url(repo)}") from None
-        self.ops.call("delete_object", key)
+        with self.index.changing(self._key(repo), tag):
+            self.ops.call("delete_object", key)
 
     def delete_manifest(self, repo: str, digest: str) -> None:
         key = self.manifest_key(repo, digest)
@@ -452,7 +495,12 @@ class S3Backend(Backend):
         except KeyMissing:
             self._require_repo(repo)
             raise NotFoundError(f"no manifest {digest} in {self._url(repo)}") from None
-        for tag in self._names(self._key(repo, "tags", "")):
+        indexed = self.index.read(self._key(repo))
+        if indexed is None:
+            candidates = self._names(self._key(repo, "tags", ""))
+        else:  # the index (pending writes read from their tag objects) narrows it down
+            candidates = sorted(tag for tag, target in indexed.items() if target in (None, digest))
+        for tag in candidates:
             self._untag_if(repo, tag, digest)
         manifest = ManifestData(data, str(content_type or media.OCI_MANIFEST), digest)
         referrer = self._referrer_of(manifest)
@@ -463,16 +511,17 @@ class S3Backend(Backend):
     def _untag_if(self, repo: str, tag: str, digest: str) -> None:
         """Delete tag if it points at digest, unless another writer moves it meanwhile."""
         key = self.tag_key(repo, tag)
+        current = self._read_tag(key)
+        if current is None or _pointed(current[0]) != digest:
+            return
         contention = _contention(f"removing tag {tag!r} of {self._url(repo)}")
+        with self.index.changing(self._key(repo), tag):
+            self._untag_loop(key, digest, contention)
+
+    def _untag_loop(self, key: str, digest: str, contention: Backoff) -> None:
         for _attempt in range(1, TAG_ATTEMPTS + 1):
             current = self._read_tag(key)
-            if current is None:
-                return
-            try:
-                pointed = json.loads(current[0]).get("digest")
-            except (ValueError, AttributeError):
-                pointed = None
-            if pointed != digest:
+            if current is None or _pointed(current[0]) != digest:
                 return
             try:
                 self.ops.call("delete_object", key, IfMatch=current[1])
@@ -529,6 +578,14 @@ class S3Backend(Backend):
     def close(self) -> None:
         self.transfers.close()
         self.client.close()
+
+
+def _pointed(data: bytes) -> Any:
+    """The digest a tag object's descriptor names (None if it is not a descriptor)."""
+    try:
+        return json.loads(data).get("digest")
+    except (ValueError, AttributeError):
+        return None
 
 
 def _epoch(value: Any) -> float:
