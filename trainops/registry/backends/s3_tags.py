@@ -34,14 +34,16 @@ The cost, and the trade-off: a tag write takes five more requests (marker PUT an
 shard GET and PUT, tag re-read) and rewrites one shard (1/16 of the index: about 55 KB at
 10,000 tags); writers of one repository contend on 16 objects rather than on one tag.
 Anything that changes tag objects behind trainops' back (an older trainops, `aws s3 rm`
-of a tag, a sync from elsewhere) leaves the index stale until `gc_index` (called by
-`registry gc`) or a deletion of the shards, after which the next write rebuilds it.
+of a tag, a sync from elsewhere) leaves the index stale until its shards are deleted (the
+next tag write rebuilds them). A marker left by a killed writer costs readers one GET of
+that tag until `registry gc` settles it (reported as an unfinished upload, `#tag-write`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -133,7 +135,8 @@ class TagIndex:
     def sync(self, repo: str, tag: str) -> None:
         """Make tag's entry in its shard what its tag object says now (compare-and-swap)."""
         key = self.shard_key(repo, shard_of(tag))
-        backoff = Backoff(f"updating the tag index of s3://{self.ops.bucket}/{repo}", policy=_CONTENTION)
+        what = f"updating the tag index of s3://{self.ops.bucket}/{repo}"
+        backoff = Backoff(what, policy=_CONTENTION, logger=_ROUTINE)
         built = False
         for _attempt in range(SYNC_ATTEMPTS):
             current = self._read(key)
@@ -215,3 +218,15 @@ class TagIndex:
 
 
 _CONTENTION = RetryPolicy(attempts=SYNC_ATTEMPTS, base=0.005, cap=0.5, jitter=1.0)
+
+
+class _RoutineLog(logging.Logger):
+    """Writers of one repository meet on its 16 shards all the time: their retries are
+    logged at DEBUG, not as the warnings other retries are."""
+
+    def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
+        self.debug(msg, *args, **kwargs)
+
+
+_ROUTINE = _RoutineLog(__name__)
+_ROUTINE.parent = logging.getLogger("trainops")
