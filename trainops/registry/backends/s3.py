@@ -126,8 +126,9 @@ class S3Backend(Backend):
             self.ops,
             pool=self.transfers.pool,
             truth=self._truth,
-            names=lambda repo: self._names(self._key(repo, "tags", "")),
+            names=lambda repo: [] if repo in self._fresh else self._names(self._key(repo, "tags", "")),
         )
+        self._fresh: set[str] = set()
         self._repos: set[str] = set()
         self._lock = threading.Lock()
 
@@ -166,10 +167,15 @@ class S3Backend(Backend):
                 "imageLayoutVersion": media.OCI_LAYOUT_VERSION,
             }
         )
-        with suppress(ConditionFailed):
+        try:
             self._put_small(self._key(repo, MARKER), marker, "application/json", IfNoneMatch="*")
+            created = True
+        except ConditionFailed:
+            created = False
         with self._lock:
             self._repos.add(repo)
+            if created:  # no tag can predate the marker: its tag index needs no listing
+                self._fresh.add(self._key(repo))
 
     def _put_small(self, key: str, body: bytes, content_type: str, **condition: str) -> None:
         """PutObject of a small JSON object, conditional when asked (ConditionFailed if lost)."""

@@ -167,19 +167,23 @@ class TagIndex:
         raise ConditionFailed(f"the tag index of s3://{self.ops.bucket}/{repo} kept changing")
 
     def build(self, repo: str) -> bool:
-        """Create every missing shard from a listing of the tag objects (If-None-Match: *).
+        """Create every missing shard from a listing of the tag objects (If-None-Match: *;
+        names(repo) is [] for a repository this process created: no tag can predate it).
         False when the server has no conditional writes (the index would not stay exact)."""
         by_shard: dict[int, Entries] = {i: {} for i in range(SHARDS)}
         for name in self.names(repo):
             by_shard[shard_of(name)][name] = None
-        for shard, entries in by_shard.items():
+
+        def create(shard: int) -> bool:
             try:
-                self._put(self.shard_key(repo, shard), _dump(entries), IfNoneMatch="*")
-            except ConditionFailed:
-                continue
+                self._put(self.shard_key(repo, shard), _dump(by_shard[shard]), IfNoneMatch="*")
+            except ConditionFailed:  # another writer built it: it is kept
+                pass
             except Unsupported:
                 return False
-        return True
+            return True
+
+        return all(list(self.pool().map(create, range(SHARDS))))
 
     def _put(self, key: str, body: bytes, **condition: str) -> None:
         self.ops.call("put_object", key, Body=body, ContentType=INDEX_MEDIA_TYPE, **condition)
