@@ -221,3 +221,12 @@ def test_concurrent_writers_never_lose_a_tag(backend: S3Backend, raw: Any, s3_bu
         body = raw.get_object(Bucket=s3_bucket, Key=f"{REPO}/_tags/{shard:02x}.json")["Body"].read()
         merged.update(json.loads(body)["tags"])
     assert merged == {**truth, "seed": None}  # seed is known by name only (indexed by a build)
+
+
+def test_a_new_repository_is_indexed_without_listing(backend: S3Backend, tmp_path: Path) -> None:
+    manifest = _manifest(backend, tmp_path, 1)  # its blob upload creates the repository
+    seen = Requests(backend)
+    backend.put_manifest(REPO, manifest, tag="v1")
+    assert "ListObjectsV2" not in seen.ops
+    assert seen.ops.count("PutObject") == 1 + 1 + SHARDS + 1 + 1  # manifest, marker, shards, tag, shard
+    assert backend.tag_targets(REPO) == {"v1": manifest.digest}

@@ -126,7 +126,7 @@ class S3Backend(Backend):
             self.ops,
             pool=self.transfers.pool,
             truth=self._truth,
-            names=lambda repo: [] if repo in self._fresh else self._names(self._key(repo, "tags", "")),
+            names=self._index_names,
         )
         self._fresh: set[str] = set()
         self._repos: set[str] = set()
@@ -176,6 +176,15 @@ class S3Backend(Backend):
             self._repos.add(repo)
             if created:  # no tag can predate the marker: its tag index needs no listing
                 self._fresh.add(self._key(repo))
+
+    def _index_names(self, repo: str) -> list[str]:
+        """The tags to build repo's index from: none for a repository this process has just
+        created (once: a later rebuild, after someone removed the index, lists them)."""
+        with self._lock:
+            if repo in self._fresh:
+                self._fresh.discard(repo)
+                return []
+        return self._names(self._key(repo, "tags", ""))
 
     def _put_small(self, key: str, body: bytes, content_type: str, **condition: str) -> None:
         """PutObject of a small JSON object, conditional when asked (ConditionFailed if lost)."""
