@@ -251,35 +251,10 @@ class S3Backend(Backend):
 
     def read_range(self, repo: str, digest: str, offset: int, length: int) -> bytes:
         """A ranged GetObject (Range: bytes=offset-end); past the end (InvalidRange) is b""."""
-        import re
-
-        from trainops.errors import RemoteError
-        from trainops.registry.backends.base import check_range, read_exact, read_span
-
-        check_range(offset, length)
-        if length == 0:
-            return b""
         try:
-            resp = self.ops.call(
-                "get_object", self.blob_key(repo, digest), Range=f"bytes={offset}-{offset + length - 1}"
-            )
+            return self.downloads.read_range(self.blob_key(repo, digest), offset, length, self._url(repo))
         except KeyMissing:
             raise NotFoundError(f"blob {digest} is not in {self._url(repo)}") from None
-        except RemoteError as err:
-            code = (getattr(err.__cause__, "response", None) or {}).get("Error", {}).get("Code")
-            if code == "InvalidRange":
-                return b""
-            raise
-        body = resp["Body"]
-        try:
-            found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", str(resp.get("ContentRange") or "").strip())
-            if found is None:  # the store ignored Range: read only what was asked for
-                return read_span(body, offset, length)
-            if int(found[1]) != offset:
-                raise RemoteError(f"{self._url(repo)}: S3 answered bytes {found[1]}- for a range from {offset}")
-            return read_exact(body, min(length, int(found[2]) - offset + 1))
-        finally:
-            body.close()
 
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
         """A server-side copy inside the bucket: no byte passes through this machine."""
@@ -397,9 +372,11 @@ class S3Backend(Backend):
         key = self.tag_key(repo, tag)
         body = _json(descriptor.as_oci())
         contention = _contention(f"moving tag {tag!r} of {self._url(repo)}")
+        current = self._read_tag(key)
+        if current is not None and current[0] == body:
+            return  # already there (a re-push): nothing to write, nothing to index
         with self.index.changing(self._key(repo), tag):
             for _attempt in range(1, TAG_ATTEMPTS + 1):
-                current = self._read_tag(key)
                 try:
                     if current is None:
                         self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfNoneMatch="*")
@@ -408,6 +385,7 @@ class S3Backend(Backend):
                     return
                 except (ConditionFailed, KeyMissing):  # moved or deleted since we read it
                     contention.wait("another writer changed the tag meanwhile")
+                current = self._read_tag(key)
         raise ExistsError(
             f"tag {tag!r} of {self._url(repo)} kept changing: other writers won {TAG_ATTEMPTS} times in a row",
             hint="other pushes are moving this tag; run the command again",
