@@ -230,3 +230,12 @@ def test_a_new_repository_is_indexed_without_listing(backend: S3Backend, tmp_pat
     assert "ListObjectsV2" not in seen.ops
     assert seen.ops.count("PutObject") == 1 + 1 + SHARDS + 1 + 1  # manifest, marker, shards, tag, shard
     assert backend.tag_targets(REPO) == {"v1": manifest.digest}
+
+
+def test_a_re_push_writes_no_marker(backend: S3Backend, tmp_path: Path) -> None:
+    manifest = _manifest(backend, tmp_path, 1)
+    backend.put_manifest(REPO, manifest, tag="v1")
+    seen = Requests(backend)
+    backend.put_manifest(REPO, manifest, tag="v1")
+    assert seen.ops.count("PutObject") == 1  # the manifest (idempotent); the tag already names it
+    assert "DeleteObject" not in seen.ops
