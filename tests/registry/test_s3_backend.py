@@ -30,6 +30,7 @@ from trainops.errors import InputError, IntegrityError, NotFoundError, RemoteErr
 from trainops.registry import media
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
 from trainops.registry.backends.s3 import MIN_PART_SIZE, S3Backend
+from trainops.registry.backends.s3_tags import shard_of
 from trainops.registry.backends.s3_transfer import MAX_PARTS, MiB, part_size_for
 from trainops.registry.reference import RegistryRoot
 
@@ -466,7 +467,7 @@ def test_layout_in_the_bucket(backend: S3Backend, raw: Any, s3_bucket: str, tmp_
         f"{REPO}/blobs/sha256/{layer[7:]}",
         f"{REPO}/manifests/sha256/{manifest.digest[7:]}",
         f"{REPO}/tags/v1",
-        *(f"{REPO}/_tags/{shard:02x}.json" for shard in range(16)),  # the tag index; no marker left
+        *(f"{REPO}/_tags/{shard:02x}.json" for shard in {0, shard_of("v1")}),  # the tag index; no marker left
     }
     stored = raw.get_object(Bucket=s3_bucket, Key=f"{REPO}/manifests/sha256/{manifest.digest[7:]}")
     assert stored["ContentType"] == media.OCI_MANIFEST and stored["Body"].read() == manifest.data

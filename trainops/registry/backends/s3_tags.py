@@ -3,8 +3,9 @@
 Listing the tag objects of a repository costs one ListObjectsV2 page per 1,000 tags (and
 on moto, the S3 server the tests use, a scan of the whole bucket per page plus about
 0.2 ms per key returned): 10,000 tags took 3–4 s on a quiet machine however the client
-parses. The index answers the same question with SHARDS parallel GETs and one LIST of an
-(almost always empty) prefix, whatever the number of tags:
+parses. The index answers the same question with one LIST of an (almost always empty)
+prefix and SHARDS GETs (shard 00 first, then the rest in parallel), whatever the number
+of tags:
 
     <repo>/_tags/<00..0f>.json             {"shards": 16, "tags": {tag: digest or null}}
     <repo>/_tags/pending/<tag>/<uuid>      a tag write in flight (empty object)
@@ -15,27 +16,30 @@ the index is a cache that writers keep exact, and readers can tell when it is no
 
 * A writer of tag t first PUTs a pending marker, then moves (or deletes) the tag object,
   then syncs t's shard: GET the shard, re-read the tag object, PUT If-Match the shard's
-  ETag (412: another writer got there first, so read both again). The marker is deleted
+  ETag (412: another writer got there first, so read both again; a shard that is absent
+  while shard 00 exists is empty, and created with If-None-Match: *). The marker is deleted
   only after the sync succeeded. Re-reading the tag object after reading the shard makes
   the last successful PUT of a shard hold the tag's latest value, whatever order
   concurrent writers of the same tag finish in.
-* A reader LISTs the pending markers first, then GETs the shards: a tag whose write is
-  in flight (or whose writer died before its sync) is read from its tag object; any other
-  tag's last write had synced its shard before its marker went. A missing shard means the
-  index is incomplete (a repository written before the index existed, or a build cut
-  short): the reader falls back to listing the tag objects.
-* A writer that finds its shard missing builds the index: it lists the tag objects and
-  creates each missing shard with If-None-Match: * (names only, digests null: the listing
-  carries none; each later write of a tag fills its digest), then syncs its own tag on
-  top. Shards are only ever created that way or changed by a compare-and-swap with the
-  truth re-read, so concurrent builders and writers never drop a tag.
+* A reader LISTs the pending markers first, then GETs shard 00, then the others: a tag
+  whose write is in flight (or whose writer died before its sync) is read from its tag
+  object; any other tag's last write had synced its shard before its marker went. No
+  shard 00 means no complete index (a repository written before the index existed, or a
+  build cut short): the reader falls back to listing the tag objects.
+* A writer that finds no shard 00 builds the index: it lists the tag objects, creates the
+  shard of each with If-None-Match: * (names only, digests null: the listing carries
+  none; each later write of a tag fills its digest), then shard 00 last, so that a reader
+  who found shard 00 finds every shard the build made; then it syncs its own tag on top.
+  Shards are only ever created that way or changed by a compare-and-swap with the truth
+  re-read, so concurrent builders and writers never drop a tag. A small repository has
+  one or two shard objects, not 16 (moto lists a whole bucket for every page: keys count).
 
 The cost, and the trade-off: a tag write takes five more requests (marker PUT and DELETE,
 shard GET and PUT, tag re-read) and rewrites one shard (1/16 of the index: about 55 KB at
 10,000 tags); writers of one repository contend on 16 objects rather than on one tag.
 Anything that changes tag objects behind trainops' back (an older trainops, `aws s3 rm`
-of a tag, a sync from elsewhere) leaves the index stale until its shards are deleted (the
-next tag write rebuilds them). A marker left by a killed writer costs readers one GET of
+of a tag, a sync from elsewhere) leaves the index stale until shard 00 is deleted (the
+next tag write rebuilds the index; `aws s3 rm --recursive` of `_tags/` deletes 00 first). A marker left by a killed writer costs readers one GET of
 that tag until `registry gc` settles it (reported as an unfinished upload, `#tag-write`).
 """
 
@@ -79,6 +83,17 @@ def _load(data: bytes) -> Entries | None:
     if not isinstance(parsed, dict) or parsed.get("shards") != SHARDS or not isinstance(parsed.get("tags"), dict):
         return None
     return {str(k): v if isinstance(v, str) else None for k, v in parsed["tags"].items()}
+
+
+def _apply(entries: Entries, tag: str, found: str | bool | None) -> bool:
+    """Set tag's entry to what its object holds (False: no object); whether it changed."""
+    if found is False:
+        return entries.pop(tag, False) is not False
+    value = found if isinstance(found, str) else None
+    if tag in entries and entries[tag] == value:
+        return False
+    entries[tag] = value
+    return True
 
 
 class TagIndex:
@@ -140,50 +155,55 @@ class TagIndex:
         built = False
         for _attempt in range(SYNC_ATTEMPTS):
             current = self._read(key)
-            if current is None:
-                if built:  # created and gone again: someone removes the index; leave it be
-                    return
-                if not self.build(repo):
+            if current is None and not self._complete(repo, key):
+                if built or not self.build(repo):  # built and gone again: someone removes it
                     return
                 built = True
                 continue
-            entries, etag = current
+            entries, etag = current if current is not None else ({}, None)
             if entries is None:  # a shard this version cannot read: leave it to its writer
                 return
-            found = self.truth(repo, tag)
-            if found is False:
-                if tag not in entries:
-                    return
-                del entries[tag]
-            elif tag in entries and entries[tag] == found:
+            if not _apply(entries, tag, self.truth(repo, tag)):
                 return
-            else:
-                entries[tag] = found if isinstance(found, str) else None
-            try:
-                self._put(key, _dump(entries), IfMatch=etag)
+            try:  # a shard the build found empty is created by its first writer
+                self._put(key, _dump(entries), **({"IfMatch": etag} if etag else {"IfNoneMatch": "*"}))
                 return
             except ConditionFailed:
                 backoff.wait("another writer changed the shard meanwhile")
         raise ConditionFailed(f"the tag index of s3://{self.ops.bucket}/{repo} kept changing")
 
+    def _complete(self, repo: str, missing: str) -> bool:
+        """Whether the index exists although the shard `missing` does not: shard 00, which a
+        build creates last, is there (then the build found no tag for that shard)."""
+        first = self.shard_key(repo, 0)
+        if missing == first:
+            return False
+        try:
+            self.ops.call("head_object", first)
+        except KeyMissing:
+            return False
+        return True
+
     def build(self, repo: str) -> bool:
-        """Create every missing shard from a listing of the tag objects (If-None-Match: *;
-        names(repo) is [] for a repository this process created: no tag can predate it).
-        False when the server has no conditional writes (the index would not stay exact)."""
-        by_shard: dict[int, Entries] = {i: {} for i in range(SHARDS)}
+        """Create the shards of the tags listed from their objects (If-None-Match: *; names(repo)
+        is [] for a repository this process created: no tag can predate it), then shard 00,
+        empty or not, last: its presence says the index is complete. False when the server
+        has no conditional writes (the index would not stay exact)."""
+        by_shard: dict[int, Entries] = {}
         for name in self.names(repo):
-            by_shard[shard_of(name)][name] = None
+            by_shard.setdefault(shard_of(name), {})[name] = None
 
         def create(shard: int) -> bool:
             try:
-                self._put(self.shard_key(repo, shard), _dump(by_shard[shard]), IfNoneMatch="*")
+                self._put(self.shard_key(repo, shard), _dump(by_shard.get(shard, {})), IfNoneMatch="*")
             except ConditionFailed:  # another writer built it: it is kept
                 pass
             except Unsupported:
                 return False
             return True
 
-        return all(list(self.pool().map(create, range(SHARDS))))
+        others = sorted(set(by_shard) - {0})
+        return all(list(self.pool().map(create, others))) and create(0)
 
     def _put(self, key: str, body: bytes, **condition: str) -> None:
         self.ops.call("put_object", key, Body=body, ContentType=INDEX_MEDIA_TYPE, **condition)
@@ -191,21 +211,23 @@ class TagIndex:
     # -- readers ---------------------------------------------------------------------------
     def read(self, repo: str) -> Entries | None:
         """Every tag with its digest (None where not known yet), or None when the index is
-        incomplete. Pending markers are listed before the shards are read."""
+        incomplete. Pending markers are listed first, then shard 00 is read (a build creates
+        it last), then the other shards (absent ones are empty)."""
         pending = {key.split("/")[-2] for key in self.ops.keys(self.pending_prefix(repo), page_size=1000)}
-        shards = list(self.pool().map(lambda i: self._read(self.shard_key(repo, i)), range(SHARDS)))
-        merged: Entries = {}
-        for shard in shards:
-            if shard is None or shard[0] is None:
+        first = self._read(self.shard_key(repo, 0))
+        if first is None or first[0] is None:
+            return None
+        merged: Entries = dict(first[0])
+        for shard in self.pool().map(lambda i: self._read(self.shard_key(repo, i)), range(1, SHARDS)):
+            if shard is None:
+                continue
+            if shard[0] is None:
                 return None
             merged.update(shard[0])
         if pending:
             truths = list(self.pool().map(lambda t: (t, self.truth(repo, t)), sorted(pending)))
             for tag, found in truths:
-                if found is False:
-                    merged.pop(tag, None)
-                else:
-                    merged[tag] = found if isinstance(found, str) else None
+                _apply(merged, tag, found)
         return merged
 
     # -- repair ----------------------------------------------------------------------------
