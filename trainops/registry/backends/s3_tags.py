@@ -39,8 +39,9 @@ shard GET and PUT, tag re-read) and rewrites one shard (1/16 of the index: about
 10,000 tags); writers of one repository contend on 16 objects rather than on one tag.
 Anything that changes tag objects behind trainops' back (an older trainops, `aws s3 rm`
 of a tag, a sync from elsewhere) leaves the index stale until shard 00 is deleted (the
-next tag write rebuilds the index; `aws s3 rm --recursive` of `_tags/` deletes 00 first). A marker left by a killed writer costs readers one GET of
-that tag until `registry gc` settles it (reported as an unfinished upload, `#tag-write`).
+next tag write rebuilds the index; `aws s3 rm --recursive` of `_tags/` deletes 00 first).
+A marker left by a killed writer costs readers one GET of that tag until `registry gc`
+settles it (reported as an unfinished upload, `#tag-write`).
 """
 
 from __future__ import annotations
