@@ -105,6 +105,20 @@ def _run_writers(
     return results
 
 
+def _listing_disagrees(registries: Any, row: Row, results: dict[int, dict[str, Any]], shared: str) -> int:
+    """1 when the repository's tag listing with digests (file:// index.json, the s3:// tag
+    index; oci:// has none) misses a tag or names another digest than the tag resolves to."""
+    ref = registries.ref("moves:shared")
+    listed = registries.backend(ref).tag_targets(ref.repository)
+    if listed is None:
+        return 0
+    expected = {f"w{i}": r["last"] for i, r in results.items()} | {"shared": shared}
+    wrong = {tag: listed.get(tag) for tag, digest in expected.items() if listed.get(tag) != digest}
+    if wrong:
+        row.notes.append(f"the tag listing disagrees with the tags for {sorted(wrong)}")
+    return 1 if wrong else 0
+
+
 def tag_moves(registry: str, env: dict[str, str], writers: int, moves: int) -> Row:
     from trainops.registry import store
     from trainops.registry.context import Registries
@@ -128,6 +142,7 @@ def tag_moves(registry: str, env: dict[str, str], writers: int, moves: int) -> R
                 row.lost_updates += 1
                 row.notes.append(f"writer {index}: its tag ends on {now}, its last move was to {result['last']}")
         shared = store.resolve(registries, ref=registries.ref("moves:shared")).parsed.digest
+        row.lost_updates += _listing_disagrees(registries, row, results, shared)
         every = {d for r in results.values() for d in r["digests"]}
         out = Path(tempfile.mkdtemp(prefix="shared-"))
         if shared not in every or not store.pull(registries, ref=registries.ref("moves:shared"), dest=out / "d").files:

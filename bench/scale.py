@@ -5,7 +5,8 @@ Builds, on file://, oci:// (a Distribution registry on a free loopback port) and
 manifests, each naming the one before it as its parent, as a long run leaves them) and M
 small repositories; then times, each as its own process, `registry ls`, `registry ls -l`,
 `ckpt ls`, `ckpt latest`, a lineage walk up over 1,000 checkpoints and `registry ls` of the
-registry (its repositories), against `skopeo list-tags` on oci://. Each command runs three
+registry (its repositories), against `skopeo list-tags` on oci:// and a boto3 paginator
+listing the repository's tag objects on s3:// (its own process, as trainops). Each command runs three
 times: the median and the spread (min–max) are reported. Writes bench/results/scale.json.
 
     python bench/scale.py                 # N = 10,000 tags, M = 1,000 repositories
@@ -51,6 +52,14 @@ PY = sys.executable
 RUNS = [3]  # each command's runs (one in --quick mode)
 LAYER = b"x" * 4096
 CONFIG = canonical_json({"schemaVersion": 1, "kind": "checkpoint", "created": "2026-12-03T00:00:00Z"})
+
+
+# The s3:// peer: every key under a prefix, printed, as `aws s3api list-objects-v2` would
+BOTO3_LIST = """
+import sys, boto3
+pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=sys.argv[1], Prefix=sys.argv[2])
+print("\\n".join(o["Key"] for page in pages for o in page.get("Contents") or []))
+"""
 
 
 @dataclass
@@ -141,6 +150,7 @@ def measure(
     n: int,
     env: dict[str, str],
     peer: Callable[[], list[float]] | None,
+    peer_name: str = "skopeo list-tags",
 ) -> None:
     walk = f"{repo}:step-{min(n, 1000) * 100}"
     cases: list[tuple[str, list[str], str]] = [
@@ -167,7 +177,7 @@ def measure(
             goal=goal,
         )
         if peer_times and name.startswith("registry ls (") and "tags" in name:
-            row.peer, row.peer_median = "skopeo list-tags", round(statistics.median(peer_times), 3)
+            row.peer, row.peer_median = peer_name, round(statistics.median(peer_times), 3)
         rows.append(row)
         spread = f"({row.low:.2f}–{row.high:.2f})"
         print(f"  {backend:5} {name:34} {row.median:7.2f}s {spread:13} cpu {row.cpu:.2f}s", flush=True)
@@ -226,7 +236,17 @@ def bench_s3(
         fill_remote(backend, "bench/ckpt", items)
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(lambda i: fill_remote(backend, f"many/r{i:04d}", items[:1]), range(m)))
-        measure(rows, "s3", f"s3://{bucket}/bench/ckpt", f"s3://{bucket}/many", len(items), env, None)
+        peer = [PY, "-c", BOTO3_LIST, bucket, "bench/ckpt/tags/"]
+        measure(
+            rows,
+            "s3",
+            f"s3://{bucket}/bench/ckpt",
+            f"s3://{bucket}/many",
+            len(items),
+            env,
+            lambda: timed(peer, env),
+            "boto3 list_objects_v2 paginator",
+        )
     finally:
         s3.stop()
 

@@ -30,6 +30,7 @@ from trainops.errors import InputError, IntegrityError, NotFoundError, RemoteErr
 from trainops.registry import media
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
 from trainops.registry.backends.s3 import MIN_PART_SIZE, S3Backend
+from trainops.registry.backends.s3_tags import shard_of
 from trainops.registry.backends.s3_transfer import MAX_PARTS, MiB, part_size_for
 from trainops.registry.reference import RegistryRoot
 
@@ -466,6 +467,7 @@ def test_layout_in_the_bucket(backend: S3Backend, raw: Any, s3_bucket: str, tmp_
         f"{REPO}/blobs/sha256/{layer[7:]}",
         f"{REPO}/manifests/sha256/{manifest.digest[7:]}",
         f"{REPO}/tags/v1",
+        *(f"{REPO}/_tags/{shard:02x}.json" for shard in {0, shard_of("v1")}),  # the tag index; no marker left
     }
     stored = raw.get_object(Bucket=s3_bucket, Key=f"{REPO}/manifests/sha256/{manifest.digest[7:]}")
     assert stored["ContentType"] == media.OCI_MANIFEST and stored["Body"].read() == manifest.data
@@ -570,15 +572,16 @@ def test_sixteen_threads_moving_one_tag(s3_bucket: str, tmp_path: Path) -> None:
     backend.close()
 
 
-def test_tag_pagination_with_a_small_page(s3_bucket: str, tmp_path: Path) -> None:
+def test_tag_pagination_with_a_small_page(s3_bucket: str, raw: Any, tmp_path: Path) -> None:
     backend = S3Backend(RegistryRoot("s3", s3_bucket, "reg"), page_size=2)
     manifest = _push(backend, tmp_path, b"w", None)
     tags = [f"v{i}" for i in range(7)]
     for tag in tags:
         backend.put_manifest(REPO, manifest, tag=tag)
+    raw.delete_object(Bucket=s3_bucket, Key=f"{REPO}/_tags/00.json")  # no complete index: list the tags
     calls = Calls(backend)
     assert backend.list_tags(REPO) == sorted(tags)
-    assert calls.count("ListObjectsV2") == 4  # 2 + 2 + 2 + 1
+    assert calls.count("ListObjectsV2") == 1 + 4  # the pending writes, then 2 + 2 + 2 + 1
     backend.close()
 
 

@@ -8,8 +8,10 @@ in flight at a time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from trainops.errors import InputError, NotFoundError
 from trainops.registry import media
@@ -19,6 +21,7 @@ from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 
 REMOTE_JOBS = 8
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -49,17 +52,23 @@ def tagged_manifests(registries: Registries, *, repository: Reference, tags: lis
     digest; elsewhere each tag costs one request, REMOTE_JOBS of them in flight."""
     backend = registries.backend(repository)
     repo = repository.repository
+    local = repository.scheme == "file"
     targets = backend.tag_targets(repo) if len(tags) > 1 else None
     if targets is not None:
-        wanted = {targets[t] for t in tags if t in targets}
-        parsed = {d: p for d in sorted(wanted) if (p := _by_digest(backend, repo, d)) is not None}
+        wanted = sorted({targets[t] for t in tags if t in targets})
+        fetched = _each(wanted, lambda d: _by_digest(backend, repo, d), local=local)
+        parsed = {d: p for d, p in zip(wanted, fetched, strict=True) if p is not None}
         return [Tagged(t, parsed[targets[t]]) for t in tags if targets.get(t) in parsed]
-    if repository.scheme == "file" or len(tags) < 2:
-        found = [_by_tag(backend, repo, t) for t in tags]
-    else:
-        with ThreadPoolExecutor(max_workers=REMOTE_JOBS) as pool:
-            found = list(pool.map(lambda t: _by_tag(backend, repo, t), tags))
+    found = _each(tags, lambda t: _by_tag(backend, repo, t), local=local)
     return [t for t in found if t is not None]
+
+
+def _each(items: list[str], read: Callable[[str], _T], *, local: bool) -> list[_T]:
+    """read of every item, in order: REMOTE_JOBS at a time unless the registry is local."""
+    if local or len(items) < 2:
+        return [read(item) for item in items]
+    with ThreadPoolExecutor(max_workers=REMOTE_JOBS) as pool:
+        return list(pool.map(read, items))
 
 
 # -- `registry ls` ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ The layout mirrors the OCI image layout, so that a synced copy is recognisable
     <repo>/referrers/<subject-hex>/<hex>         descriptor JSON of a manifest with a subject
     <repo>/_trainops/leases/<name>               a push in flight (trainops/registry/lease.py)
     <repo>/_trainops/gc-lock                     a gc run deleting in this repository
+    <repo>/_tags/…                               the tag index (s3_tags: a cache of tags/)
 
 `<repo>` is the repository's full path in the bucket (it starts with the root's prefix).
 Tags move with conditional writes (If-None-Match: * to create, If-Match: <ETag> to
@@ -50,6 +51,7 @@ from trainops.registry.backends.s3_client import (
 )
 from trainops.registry.backends.s3_download import Downloads
 from trainops.registry.backends.s3_lease import S3Leases
+from trainops.registry.backends.s3_tags import TagIndex
 from trainops.registry.backends.s3_transfer import (
     DEFAULT_CONCURRENCY,
     DEFAULT_PART_SIZE,
@@ -65,9 +67,10 @@ __all__ = ["DEFAULT_PAGE_SIZE", "DEFAULT_PART_SIZE", "MIN_PART_SIZE", "S3Backend
 MARKER = "repository.json"
 MARKER_MEDIA_TYPE = "application/vnd.trainops.s3.repository.v1+json"
 DESCRIPTOR_MEDIA_TYPE = "application/vnd.oci.descriptor.v1+json"
-RESERVED = frozenset({"blobs", "manifests", "tags", "referrers", "_trainops"})
+RESERVED = frozenset({"blobs", "manifests", "tags", "referrers", "_tags", "_trainops"})
 DEFAULT_PAGE_SIZE = 1000  # ListObjectsV2's maximum
 TAG_ATTEMPTS = 100
+PENDING_WRITE = "tag-write"  # the "upload id" of an unfinished tag write's marker, for gc
 _GENERIC_TYPES = (None, "", "binary/octet-stream", "application/octet-stream")
 
 
@@ -122,6 +125,13 @@ class S3Backend(S3Leases, Backend):
         )
         self.transfers = Transfers(self.ops, settings)
         self.downloads = Downloads(self.ops, settings, self.transfers.pool)
+        self.index = TagIndex(
+            self.ops,
+            pool=self.transfers.pool,
+            truth=self._truth,
+            names=self._index_names,
+        )
+        self._fresh: set[str] = set()
         self._repos: set[str] = set()
         self._lock = threading.Lock()
 
@@ -160,10 +170,24 @@ class S3Backend(S3Leases, Backend):
                 "imageLayoutVersion": media.OCI_LAYOUT_VERSION,
             }
         )
-        with suppress(ConditionFailed):
+        try:
             self._put_small(self._key(repo, MARKER), marker, "application/json", IfNoneMatch="*")
+            created = True
+        except ConditionFailed:
+            created = False
         with self._lock:
             self._repos.add(repo)
+            if created:  # no tag can predate the marker: its tag index needs no listing
+                self._fresh.add(self._key(repo))
+
+    def _index_names(self, repo: str) -> list[str]:
+        """The tags to build repo's index from: none for a repository this process has just
+        created (once: a later rebuild, after someone removed the index, lists them)."""
+        with self._lock:
+            if repo in self._fresh:
+                self._fresh.discard(repo)
+                return []
+        return self._names(self._key(repo, "tags", ""))
 
     def _put_small(self, key: str, body: bytes, content_type: str, **condition: str) -> None:
         """PutObject of a small JSON object, conditional when asked (ConditionFailed if lost)."""
@@ -230,35 +254,10 @@ class S3Backend(S3Leases, Backend):
 
     def read_range(self, repo: str, digest: str, offset: int, length: int) -> bytes:
         """A ranged GetObject (Range: bytes=offset-end); past the end (InvalidRange) is b""."""
-        import re
-
-        from trainops.errors import RemoteError
-        from trainops.registry.backends.base import check_range, read_exact, read_span
-
-        check_range(offset, length)
-        if length == 0:
-            return b""
         try:
-            resp = self.ops.call(
-                "get_object", self.blob_key(repo, digest), Range=f"bytes={offset}-{offset + length - 1}"
-            )
+            return self.downloads.read_range(self.blob_key(repo, digest), offset, length, self._url(repo))
         except KeyMissing:
             raise NotFoundError(f"blob {digest} is not in {self._url(repo)}") from None
-        except RemoteError as err:
-            code = (getattr(err.__cause__, "response", None) or {}).get("Error", {}).get("Code")
-            if code == "InvalidRange":
-                return b""
-            raise
-        body = resp["Body"]
-        try:
-            found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", str(resp.get("ContentRange") or "").strip())
-            if found is None:  # the store ignored Range: read only what was asked for
-                return read_span(body, offset, length)
-            if int(found[1]) != offset:
-                raise RemoteError(f"{self._url(repo)}: S3 answered bytes {found[1]}- for a range from {offset}")
-            return read_exact(body, min(length, int(found[2]) - offset + 1))
-        finally:
-            body.close()
 
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
         """A server-side copy inside the bucket: no byte passes through this machine."""
@@ -277,9 +276,14 @@ class S3Backend(S3Leases, Backend):
     def stale_uploads(self, repo: str, *, started_before: float) -> list[StaleUpload]:
         """Unfinished multipart uploads of this repository's blobs with no activity since
         started_before: begun before it, and no part sent after it (S3 keeps, and bills,
-        their parts until they are completed or aborted)."""
+        their parts until they are completed or aborted); and the markers of tag writes
+        that never finished (a killed writer: readers re-read that tag until it is settled)."""
         prefix = self._key(repo, "blobs", "")
-        found: list[StaleUpload] = []
+        found = [
+            StaleUpload(f"{marker['Key']}#{PENDING_WRITE}", 0, _epoch(marker.get("LastModified")))
+            for marker in self.index.stale_markers(self._key(repo))
+            if _epoch(marker.get("LastModified")) < started_before
+        ]
         markers: dict[str, str] = {}
         while True:
             resp = self.ops.call("list_multipart_uploads", Prefix=prefix, **markers)
@@ -298,6 +302,9 @@ class S3Backend(S3Leases, Backend):
 
     def remove_stale_upload(self, repo: str, upload: StaleUpload) -> None:
         key, _, upload_id = upload.name.rpartition("#")
+        if upload_id == PENDING_WRITE and key.startswith(self.index.pending_prefix(self._key(repo))):
+            self.index.settle(self._key(repo), key)
+            return
         if not key.startswith(self._key(repo, "blobs", "")) or not upload_id:
             raise InputError(f"not an upload of {repo}: {upload.name!r}")
         self.transfers.abort(key, upload_id)
@@ -368,20 +375,34 @@ class S3Backend(S3Leases, Backend):
         key = self.tag_key(repo, tag)
         body = _json(descriptor.as_oci())
         contention = _contention(f"moving tag {tag!r} of {self._url(repo)}")
-        for _attempt in range(1, TAG_ATTEMPTS + 1):
-            current = self._read_tag(key)
-            try:
-                if current is None:
-                    self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfNoneMatch="*")
-                elif current[0] != body:
-                    self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfMatch=current[1])
-                return
-            except (ConditionFailed, KeyMissing):  # moved or deleted since we read it
-                contention.wait("another writer changed the tag meanwhile")
+        current = self._read_tag(key)
+        if current is not None and current[0] == body:
+            return  # already there (a re-push): nothing to write, nothing to index
+        with self.index.changing(self._key(repo), tag):
+            for _attempt in range(1, TAG_ATTEMPTS + 1):
+                try:
+                    if current is None:
+                        self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfNoneMatch="*")
+                    elif current[0] != body:
+                        self._put_small(key, body, DESCRIPTOR_MEDIA_TYPE, IfMatch=current[1])
+                    return
+                except (ConditionFailed, KeyMissing):  # moved or deleted since we read it
+                    contention.wait("another writer changed the tag meanwhile")
+                current = self._read_tag(key)
         raise ExistsError(
             f"tag {tag!r} of {self._url(repo)} kept changing: other writers won {TAG_ATTEMPTS} times in a row",
             hint="other pushes are moving this tag; run the command again",
         )
+
+    def _truth(self, repo: str, tag: str) -> str | bool | None:
+        """For the tag index: the digest the tag object names, None if it names none, False
+        if there is no tag object."""
+        current = self._read_tag(self.tag_key(repo, tag))
+        if current is None:
+            return False
+        with suppress(IntegrityError):
+            return self._tag_target(repo, tag, current[0]).digest
+        return None
 
     def _tag_target(self, repo: str, tag: str, data: bytes) -> Descriptor:
         try:
@@ -434,10 +455,24 @@ class S3Backend(S3Leases, Backend):
         return ManifestData(data=data, media_type=media_type, digest=digest)
 
     def list_tags(self, repo: str) -> list[str]:
-        tags = self._names(self._key(repo, "tags", ""))
+        """From the tag index (one LIST of pending writes and SHARDS GETs), or by listing the
+        tag objects where the repository has no complete index."""
+        indexed = self.index.read(self._key(repo))
+        tags = sorted(indexed) if indexed is not None else self._names(self._key(repo, "tags", ""))
         if not tags:
             self._require_repo(repo)
         return tags
+
+    def tag_targets(self, repo: str) -> dict[str, str] | None:
+        """The tag index, when it knows every tag's digest (tags indexed by a build from a
+        listing are known by name only until their next write)."""
+        indexed = self.index.read(self._key(repo))
+        if indexed is None:
+            return None
+        if not indexed:
+            self._require_repo(repo)
+        known = {tag: digest for tag, digest in indexed.items() if digest is not None}
+        return known if len(known) == len(indexed) else None
 
     def delete_tag(self, repo: str, tag: str) -> None:
         key = self.tag_key(repo, tag)
@@ -446,7 +481,8 @@ class S3Backend(S3Leases, Backend):
         except KeyMissing:
             self._require_repo(repo)
             raise NotFoundError(f"no tag {tag!r} in {self._url(repo)}") from None
-        self.ops.call("delete_object", key)
+        with self.index.changing(self._key(repo), tag):
+            self.ops.call("delete_object", key)
 
     def delete_manifest(self, repo: str, digest: str) -> None:
         key = self.manifest_key(repo, digest)
@@ -455,7 +491,12 @@ class S3Backend(S3Leases, Backend):
         except KeyMissing:
             self._require_repo(repo)
             raise NotFoundError(f"no manifest {digest} in {self._url(repo)}") from None
-        for tag in self._names(self._key(repo, "tags", "")):
+        indexed = self.index.read(self._key(repo))
+        if indexed is None:
+            candidates = self._names(self._key(repo, "tags", ""))
+        else:  # the index (pending writes read from their tag objects) narrows it down
+            candidates = sorted(tag for tag, target in indexed.items() if target in (None, digest))
+        for tag in candidates:
             self._untag_if(repo, tag, digest)
         manifest = ManifestData(data, str(content_type or media.OCI_MANIFEST), digest)
         referrer = self._referrer_of(manifest)
@@ -466,16 +507,17 @@ class S3Backend(S3Leases, Backend):
     def _untag_if(self, repo: str, tag: str, digest: str) -> None:
         """Delete tag if it points at digest, unless another writer moves it meanwhile."""
         key = self.tag_key(repo, tag)
+        current = self._read_tag(key)
+        if current is None or _pointed(current[0]) != digest:
+            return
         contention = _contention(f"removing tag {tag!r} of {self._url(repo)}")
+        with self.index.changing(self._key(repo), tag):
+            self._untag_loop(key, digest, contention)
+
+    def _untag_loop(self, key: str, digest: str, contention: Backoff) -> None:
         for _attempt in range(1, TAG_ATTEMPTS + 1):
             current = self._read_tag(key)
-            if current is None:
-                return
-            try:
-                pointed = json.loads(current[0]).get("digest")
-            except (ValueError, AttributeError):
-                pointed = None
-            if pointed != digest:
+            if current is None or _pointed(current[0]) != digest:
                 return
             try:
                 self.ops.call("delete_object", key, IfMatch=current[1])
@@ -532,6 +574,14 @@ class S3Backend(S3Leases, Backend):
     def close(self) -> None:
         self.transfers.close()
         self.client.close()
+
+
+def _pointed(data: bytes) -> Any:
+    """The digest a tag object's descriptor names (None if it is not a descriptor)."""
+    try:
+        return json.loads(data).get("digest")
+    except (ValueError, AttributeError):
+        return None
 
 
 def _epoch(value: Any) -> float:

@@ -12,6 +12,7 @@ The caller (S3Backend.download_blob) verifies the digest and removes dest on any
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from trainops.errors import RemoteError
-from trainops.registry.backends.base import DigestWriter, Progress
+from trainops.registry.backends.base import DigestWriter, Progress, check_range, read_exact, read_span
 from trainops.registry.backends.s3_client import ConditionFailed, S3Ops, is_stream_error
 from trainops.registry.backends.s3_transfer import TransferSettings, part_size_for
 from trainops.retry import Backoff, RetryPolicy
@@ -46,6 +47,29 @@ class Downloads:
                 self._ranged(key, str(head["ETag"]), size, writer, progress)
                 return
         self._stream(key, writer, progress)
+
+    def read_range(self, key: str, offset: int, length: int, where: str) -> bytes:
+        """length bytes from offset (fewer at the end; b"" past it); KeyMissing if absent."""
+        check_range(offset, length)
+        if length == 0:
+            return b""
+        try:
+            resp = self.ops.call("get_object", key, Range=f"bytes={offset}-{offset + length - 1}")
+        except RemoteError as err:
+            code = (getattr(err.__cause__, "response", None) or {}).get("Error", {}).get("Code")
+            if code == "InvalidRange":
+                return b""
+            raise
+        body = resp["Body"]
+        try:
+            found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", str(resp.get("ContentRange") or "").strip())
+            if found is None:  # the store ignored Range: read only what was asked for
+                return read_span(body, offset, length)
+            if int(found[1]) != offset:
+                raise RemoteError(f"{where}: S3 answered bytes {found[1]}- for a range from {offset}")
+            return read_exact(body, min(length, int(found[2]) - offset + 1))
+        finally:
+            body.close()
 
     def _stream(self, key: str, writer: DigestWriter, progress: Progress) -> None:
         etag: str | None = None
