@@ -198,9 +198,7 @@ class _Watch:
             self.signal_child(signal.SIGKILL)
 
 
-def _wait(
-    child: Any, argv: list[str], *, interval: float, tick: Callable[[], object], timeout: float | None
-) -> int:
+def _wait(child: Any, argv: list[str], *, interval: float, tick: Callable[[], object], timeout: float | None) -> int:
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         left = None if deadline is None else deadline - time.monotonic()

@@ -64,9 +64,7 @@ def skopeo_manifest(project: Project, ref: str, tmp_path: Path) -> dict[str, Any
     return body
 
 
-def test_tiny_llm_is_evaluated_and_released(
-    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_tiny_llm_is_evaluated_and_released(project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write(project)
     trained = project.trainops("train", "run", "--local", "--run-id", "flow", "--interval", "0.2")
     assert trained.code == 0, trained.stderr[-2000:]

@@ -161,9 +161,7 @@ def ranked(
     return [info for _, info in sorted(scored, key=lambda item: (sign * item[0], -(item[1].step or 0)))]
 
 
-def best_checkpoint(
-    registries: Registries, *, repository: Reference, metric: str, mode: str
-) -> CheckpointInfo | None:
+def best_checkpoint(registries: Registries, *, repository: Reference, metric: str, mode: str) -> CheckpointInfo | None:
     """The checkpoint of repository with the best recorded metric, or None."""
     found = ranked(list_checkpoints(registries, repository=repository), metric=metric, mode=mode)
     return found[0] if found else None

@@ -85,9 +85,10 @@ def run_cmd(
     from trainops.registry.context import Registries
 
     manifest = _load(file, env)
-    with Registries.for_manifest(manifest, insecure=insecure) as registries, transfer_progress(
-        output == "text"
-    ) as progress:
+    with (
+        Registries.for_manifest(manifest, insecure=insecure) as registries,
+        transfer_progress(output == "text") as progress,
+    ):
         result = run_eval(
             manifest=manifest,
             checkpoint=checkpoint,

@@ -56,9 +56,10 @@ def create_cmd(
     if reason is not None and not force:
         raise UsageError("--reason goes with --force")
     manifest = _load(file, env)
-    with Registries.for_manifest(manifest, insecure=insecure) as registries, transfer_progress(
-        output == "text"
-    ) as progress:
+    with (
+        Registries.for_manifest(manifest, insecure=insecure) as registries,
+        transfer_progress(output == "text") as progress,
+    ):
         result = create_release(
             manifest=manifest,
             registries=registries,

@@ -202,8 +202,9 @@ def _check_layout(tensors: dict[str, TensorInfo], *, data_size: int, name: str) 
         bits = tensor.elements * DTYPE_BITS[tensor.dtype]
         if bits % 8 or bits // 8 != end - begin:
             raise _bad(
-                name, f"tensor {key!r}: shape {list(tensor.shape)} of {tensor.dtype} needs {bits / 8:g} bytes, "
-                f"data_offsets span {end - begin}"
+                name,
+                f"tensor {key!r}: shape {list(tensor.shape)} of {tensor.dtype} needs {bits / 8:g} bytes, "
+                f"data_offsets span {end - begin}",
             )
         position = end
     if position != data_size:

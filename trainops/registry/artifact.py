@@ -132,9 +132,11 @@ def config_blob(
     tests/registry/test_plain_lineage.py checks."""
     lineage = PlainLineage.of(lineage)
     if kind == "model":
-        found = {"format": "safetensors"} if any(
-            layer.annotations.get(media.A_FILEPATH, "").endswith(".safetensors") for layer in layers
-        ) else {}
+        found = (
+            {"format": "safetensors"}
+            if any(layer.annotations.get(media.A_FILEPATH, "").endswith(".safetensors") for layer in layers)
+            else {}
+        )
         extra = model or ModelConfig()
         body = {
             "descriptor": {

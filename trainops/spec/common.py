@@ -67,6 +67,8 @@ _COMPARE = {
 def compare(actual: float, op: CompareOp, value: float) -> bool:
     """`actual op value` for the comparison operators of eval gates and analysis thresholds."""
     return bool(_COMPARE[op](actual, value))
+
+
 Command = Annotated[list[Annotated[str, StringConstraints(min_length=1)]], Field(min_length=1)]
 
 _DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h)")
