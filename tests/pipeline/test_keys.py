@@ -74,3 +74,25 @@ def test_digest_cache_keys_a_symlinked_directory_by_its_real_path(tmp_path: Path
     cache = DigestCache(tmp_path / "cache.sqlite")
     digest, _ = cache.digest(tmp_path / "link" / "w.bin")
     assert DigestCache(tmp_path / "cache.sqlite").lookup(real / "w.bin") == (digest, 7)
+
+
+def test_source_digest_without_an_image_ignores_bytecode_caches(tmp_path: Path) -> None:
+    """A trainer importing the project writes __pycache__ into it (the cluster test's second
+    `trainops run` saw a new key and submitted the job again); without an image spec the
+    key leaves bytecode out, as it leaves out .trainops and .git."""
+    root = tmp_path / "p"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "train.py").write_text("x = 1\n", encoding="utf-8")
+    path = _manifest(root)
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    doc["spec"].pop("image", None)
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    manifest = load_manifest(path)
+    first = source_digest(manifest=manifest)
+    assert "pkg/train.py" in first.files
+    (root / "pkg" / "__pycache__").mkdir()
+    (root / "pkg" / "__pycache__" / "train.cpython-311.pyc").write_bytes(b"\x00bytecode")
+    (root / "stray.pyc").write_bytes(b"\x00")
+    assert source_digest(manifest=manifest).digest == first.digest
+    (root / "pkg" / "train.py").write_text("x = 2\n", encoding="utf-8")
+    assert source_digest(manifest=manifest).digest != first.digest

@@ -45,15 +45,20 @@ class SourceDigest:
     root: str
 
 
+DEFAULT_SOURCE_EXCLUDE = [".trainops/**", ".git/**", "**/__pycache__/**", "**/*.pyc"]
+
+
 def source_digest(*, manifest: Manifest) -> SourceDigest:
     """The image context (image.context, include, exclude; the manifest itself left out),
-    else the manifest's directory: paths, modes and sha256 of every file."""
+    else the manifest's directory without trainops' and git's own files and Python's bytecode
+    caches (a trainer importing the project writes them, which must not change the key):
+    paths, modes and sha256 of every file."""
     from trainops.build.context import hash_entries, select_context
 
     image = manifest.pipeline.spec.image
     root = manifest.local_path(image.context) if image is not None else manifest.root
     include = image.include if image is not None else []
-    exclude = image.exclude if image is not None else [".trainops/**", ".git/**"]
+    exclude = image.exclude if image is not None else DEFAULT_SOURCE_EXCLUDE
     selection = hash_entries(select_context(root, include=include, exclude=exclude, manifest=manifest.path))
     identities = [entry.identity() for entry in selection.entries]
     return SourceDigest(
