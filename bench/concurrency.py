@@ -120,7 +120,7 @@ def _listing_disagrees(registries: Any, row: Row, results: dict[int, dict[str, A
 
 
 def tag_moves(registry: str, env: dict[str, str], writers: int, moves: int) -> Row:
-    from trainops.registry import store
+    from trainops.registry import pulling, store
     from trainops.registry.context import Registries
 
     row = Row(registry.split(":")[0], f"{writers} writers x {moves} tag moves (+ a shared tag)")
@@ -145,7 +145,10 @@ def tag_moves(registry: str, env: dict[str, str], writers: int, moves: int) -> R
         row.lost_updates += _listing_disagrees(registries, row, results, shared)
         every = {d for r in results.values() for d in r["digests"]}
         out = Path(tempfile.mkdtemp(prefix="shared-"))
-        if shared not in every or not store.pull(registries, ref=registries.ref("moves:shared"), dest=out / "d").files:
+        if (
+            shared not in every
+            or not pulling.pull(registries, ref=registries.ref("moves:shared"), dest=out / "d").files
+        ):
             row.lost_updates += 1
             row.notes.append(f"the shared tag names {shared}, which no writer moved it to, or does not pull whole")
     finally:
@@ -276,11 +279,11 @@ def _check_repositories(registries: Any, writers: int, pushes: int) -> tuple[int
 
 
 def _pulls_whole(registries: Any, ref: str) -> bool:
-    from trainops.registry import store
+    from trainops.registry import pulling
 
     out = Path(tempfile.mkdtemp(prefix="gcpull-"))
     try:
-        return bool(store.pull(registries, ref=registries.ref(ref), dest=out / "d").files)
+        return bool(pulling.pull(registries, ref=registries.ref(ref), dest=out / "d").files)
     except Exception:
         return False
     finally:

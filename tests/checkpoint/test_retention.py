@@ -12,7 +12,7 @@ from tests.registry.conftest import Target, make_tree
 from trainops.checkpoint import CheckpointInfo, apply_retention, list_checkpoints, plan_retention
 from trainops.errors import NotFoundError
 from trainops.registry import listing as listing_mod
-from trainops.registry import store
+from trainops.registry import pulling, store
 from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
 from trainops.registry.gc import collect
@@ -119,7 +119,7 @@ def test_gc_reclaims_what_retention_removed(tmp_path: Path) -> None:
     result = collect(registries, root=registries.root())
     assert result.removed_blobs >= 3 * 3  # three files of each of three checkpoints (and their configs)
     assert len(list(blobs.iterdir())) < before
-    kept = store.pull(registries, ref=repo.with_tag("step-5"), dest=tmp_path / "out")
+    kept = pulling.pull(registries, ref=repo.with_tag("step-5"), dest=tmp_path / "out")
     assert json.loads((tmp_path / "out" / "trainer_state.json").read_text())["step"] == 5
     assert kept.files
 

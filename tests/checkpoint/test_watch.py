@@ -23,7 +23,7 @@ from tests.registry.conftest import Target
 from trainops.checkpoint import WatchEvent, latest_checkpoint, list_checkpoints, restore_latest
 from trainops.checkpoint.catalog import A_LAYOUT, A_NAME
 from trainops.errors import ExistsError, InputError, NotFoundError
-from trainops.registry import store
+from trainops.registry import pulling, store
 from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
@@ -90,7 +90,7 @@ def test_pushes_exactly_the_complete_checkpoints(
         lineage = parsed.lineage()
         assert (lineage.step, lineage.run_id) == (p.step, "run-a")
         assert p.ref == f"{repo.repo_url}:step-{p.step}@{p.digest}"
-    files = set(store.pull(registries, ref=repo.with_tag("step-200"), dest=tmp_path / "o").files)
+    files = set(pulling.pull(registries, ref=repo.with_tag("step-200"), dest=tmp_path / "o").files)
     source = tmp_path / "run" / names[1]
     assert files == {str(f.relative_to(source)) for f in source.rglob("*") if f.is_file()}
     assert w.scan(final=True) == []  # nothing twice

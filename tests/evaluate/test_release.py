@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.evaluate.conftest import PYTHON, Project
-from trainops.registry import media, store
+from trainops.registry import media, pulling
 from trainops.registry.store import resolve
 
 EVALCMD = Path(__file__).resolve().parent / "evalcmd.py"
@@ -286,7 +286,7 @@ def test_a_release_never_downloads_the_checkpoint(local_project: Project) -> Non
     assert result["model"]["paramSize"] == "2.1k"
     with local_project.registries() as regs:
         model = resolve(regs, ref=regs.ref(result["ref"]))
-        pulled = store.pull(regs, ref=model.ref, dest=local_project.root / "pulled")
+        pulled = pulling.pull(regs, ref=model.ref, dest=local_project.root / "pulled")
     assert sorted(pulled.files) == ["model.safetensors", "trainer_state.json"]
     assert (local_project.root / "pulled" / "model.safetensors").read_bytes() == (
         local_project.root / "made" / "step-2" / "model.safetensors"

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trainops.errors import TrainopsError
-from trainops.registry import media, store
+from trainops.registry import media, pulling, store
 from trainops.registry.backends.base import BlobSource, sha256_digest
 from trainops.registry.context import Registries
 
@@ -152,7 +152,7 @@ def test_pull_of_a_hostile_manifest(body: Any, raw: bytes | None, tmp_path_facto
     before = _snapshot(work) - _snapshot(registry_dir)
     dest = work / "out" / "dest"
     try:
-        result = store.pull(registries, ref=registries.ref("fz:hostile"), dest=dest)
+        result = pulling.pull(registries, ref=registries.ref("fz:hostile"), dest=dest)
     except TrainopsError as err:
         assert str(err).strip() and "Traceback" not in str(err)
         assert not dest.exists() or not any(dest.iterdir()), "a failed pull left files in the destination"

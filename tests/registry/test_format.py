@@ -11,7 +11,7 @@ import pytest
 
 from tests.registry.conftest import make_tree
 from trainops.errors import InputError, IntegrityError, NotFoundError
-from trainops.registry import media, store
+from trainops.registry import media, pulling, store
 from trainops.registry.artifact import Lineage
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
 from trainops.registry.context import Registries
@@ -109,7 +109,7 @@ def test_pull_refuses_paths_that_escape(local: Registries, tmp_path: Path, path:
     name = _hostile(local, tmp_path, path)
     dest = tmp_path / "dest" / "inner"
     with pytest.raises(IntegrityError, match="escape"):
-        store.pull(local, ref=local.ref(name), dest=dest)
+        pulling.pull(local, ref=local.ref(name), dest=dest)
     assert not dest.exists()
     assert not (tmp_path / "dest" / "escape").exists()
     assert not Path("/etc/passwd-trainops").exists()
@@ -123,7 +123,7 @@ def test_pull_refuses_to_write_through_a_symlink(local: Registries, tmp_path: Pa
     dest.mkdir()
     (dest / "sub").symlink_to(outside)
     with pytest.raises(IntegrityError, match="symlink"):
-        store.pull(local, ref=local.ref(name), dest=dest)
+        pulling.pull(local, ref=local.ref(name), dest=dest)
     assert list(outside.iterdir()) == []
 
 
@@ -139,7 +139,7 @@ def test_tampered_pull_leaves_dest_as_it_was(local: Registries, tmp_path: Path) 
     dest.mkdir()
     (dest / "keep.txt").write_text("mine")
     with pytest.raises(IntegrityError):
-        store.pull(local, ref=local.ref(f"m/c@{pushed.digest}"), dest=dest)
+        pulling.pull(local, ref=local.ref(f"m/c@{pushed.digest}"), dest=dest)
     assert sorted(p.name for p in dest.iterdir()) == ["keep.txt"]
     assert not any(p.name.startswith(".dest.") for p in tmp_path.iterdir())  # no staging left
 

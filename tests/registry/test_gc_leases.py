@@ -25,7 +25,7 @@ import pytest
 from tests.registry.conftest import Target, make_tree
 from trainops.checkpoint.retention import apply_retention
 from trainops.errors import NotFoundError, RemoteError
-from trainops.registry import lease, store
+from trainops.registry import lease, pulling, store
 from trainops.registry.backends.base import Backend, BlobSource, sha256_digest
 from trainops.registry.context import Registries
 from trainops.registry.gc import collect
@@ -77,7 +77,7 @@ def _garbage(target: Target, tmp_path: Path) -> str:
 
 
 def _pulls_whole(registries: Registries, ref: str, source: Path, dest: Path) -> bool:
-    pulled = store.pull(registries, ref=registries.ref(ref), dest=dest)
+    pulled = pulling.pull(registries, ref=registries.ref(ref), dest=dest)
     return all((dest / rel).read_bytes() == (source / rel).read_bytes() for rel in pulled.files) and bool(pulled.files)
 
 
@@ -124,7 +124,7 @@ def test_control_without_the_lease_gc_deletes_the_paused_pushs_blobs(
     assert "error" not in pushed
     assert during.skipped_repositories == [] and during.removed_blobs >= 2
     with pytest.raises(NotFoundError):
-        store.pull(registries, ref=ref, dest=tmp_path / "pulled")
+        pulling.pull(registries, ref=ref, dest=tmp_path / "pulled")
 
 
 class _Seen(logging.Handler):

@@ -15,7 +15,7 @@ import boto3
 import pytest
 
 from tests.registry.conftest import Target, make_tree
-from trainops.registry import store
+from trainops.registry import pulling, store
 from trainops.registry.gc import collect
 
 
@@ -43,7 +43,7 @@ def test_stale_part_files_go_fresh_ones_stay(target: Target, tmp_path: Path) -> 
     assert not old.exists() and fresh.exists()
     assert collect(target.registries, root=target.registries.root(), grace=0).removed_uploads == 1  # now fresh too
     assert not fresh.exists()
-    pulled = store.pull(target.registries, ref=target.registries.ref("team/ckpt:1"), dest=tmp_path / "out")
+    pulled = pulling.pull(target.registries, ref=target.registries.ref("team/ckpt:1"), dest=tmp_path / "out")
     assert pulled.files == ["weights.bin"]  # the artifact is untouched
 
 
@@ -62,5 +62,5 @@ def test_stale_multipart_uploads_are_aborted(target: Target, tmp_path: Path) -> 
     done = collect(target.registries, root=target.registries.root(), grace=0)
     assert done.removed_uploads == 1 and done.bytes_freed >= 5000
     assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
-    pulled = store.pull(target.registries, ref=target.registries.ref("team/ckpt:1"), dest=tmp_path / "out")
+    pulled = pulling.pull(target.registries, ref=target.registries.ref("team/ckpt:1"), dest=tmp_path / "out")
     assert pulled.files == ["weights.bin"]

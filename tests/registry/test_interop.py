@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.registry.conftest import make_tree
-from trainops.registry import media, store
+from trainops.registry import media, pulling, store
 from trainops.registry.context import Registries
 from trainops.registry.inspect import show
 
@@ -76,7 +76,7 @@ def test_trainops_pulls_a_modelpack_artifact_oras_py_pushed(oci: Registries, tmp
         "model.safetensors": media.WEIGHT_RAW,
         "tokenizer.json": media.WEIGHT_CONFIG_RAW,
     }
-    pulled = store.pull(oci, ref=repo, dest=tmp_path / "pulled")
+    pulled = pulling.pull(oci, ref=repo, dest=tmp_path / "pulled")
     assert sorted(pulled.files) == ["model.safetensors", "tokenizer.json"]
     assert filecmp.cmp(work / "model.safetensors", tmp_path / "pulled/model.safetensors", shallow=False)
 
@@ -98,7 +98,7 @@ def test_skopeo_reads_and_copies_what_trainops_pushed(oci: Registries, tmp_path:
         capture_output=True,
     )
     local = Registries()
-    copied = store.pull(local, ref=local.ref(f"file://{layout}:v1"), dest=tmp_path / "out")
+    copied = pulling.pull(local, ref=local.ref(f"file://{layout}:v1"), dest=tmp_path / "out")
     assert copied.digest == pushed.digest
     assert filecmp.cmp(src / "w.safetensors", tmp_path / "out/w.safetensors", shallow=False)
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.registry.conftest import Target, make_tree
 from trainops.errors import NotFoundError
-from trainops.registry import store
+from trainops.registry import pulling, store
 
 FILES = 24
 SIZE = 8 * 1024 * 1024
@@ -56,5 +56,5 @@ def test_push_killed_midway_then_rerun(target: Target, tmp_path: Path) -> None:
     missing = sum(size for digest, size in blobs.items() if digest not in done)
     assert result.bytes_sent <= missing + 4096  # only what was missing (and the config)
     assert result.bytes_sent < FILES * SIZE
-    pulled = store.pull(target.registries, ref=ref, dest=tmp_path / "out")
+    pulled = pulling.pull(target.registries, ref=ref, dest=tmp_path / "out")
     assert pulled.digest == result.digest and len(pulled.files) == FILES

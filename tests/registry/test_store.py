@@ -14,7 +14,7 @@ import pytest
 from tests.registry.conftest import Target, make_tree
 from trainops.errors import InputError, NotFoundError, RemoteError
 from trainops.registry import listing as listing_mod
-from trainops.registry import store
+from trainops.registry import pulling, store
 from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
 from trainops.registry.gc import collect
@@ -48,7 +48,7 @@ def test_push_pull_round_trip(target: Target, tmp_path: Path) -> None:
     )
     assert pushed.files == 5
     dest = tmp_path / "out"
-    pulled = store.pull(reg, ref=reg.ref("tiny/ckpt:step-100"), dest=dest)
+    pulled = pulling.pull(reg, ref=reg.ref("tiny/ckpt:step-100"), dest=dest)
     assert pulled.digest == pushed.digest
     assert sorted(pulled.files) == sorted(str(p.relative_to(src)) for p in src.rglob("*") if p.is_file())
     match, mismatch, errors = filecmp.cmpfiles(src, dest, pulled.files, shallow=False)
@@ -150,7 +150,7 @@ def test_copy_to_and_from_a_local_registry_keeps_digests(target: Target, tmp_pat
     assert back.digest == pushed.digest
     again = store.copy(reg, src=local, dst=reg.ref("copied/model:v1"))
     assert again.blobs_copied == 0 and again.blobs_skipped >= 5
-    pulled = store.pull(reg, ref=reg.ref("copied/model:v1"), dest=tmp_path / "pulled")
+    pulled = pulling.pull(reg, ref=reg.ref("copied/model:v1"), dest=tmp_path / "pulled")
     assert pulled.digest == pushed.digest
     assert filecmp.cmp(tmp_path / "a/model.safetensors", tmp_path / "pulled/model.safetensors", shallow=False)
 
@@ -237,7 +237,7 @@ def test_gc_keeps_parents_and_reclaims_the_rest(target: Target, tmp_path: Path) 
     if target.scheme != "oci":  # the Distribution registry reclaims blobs with its own gc
         assert done.removed_blobs >= len(stray_only) >= 2  # weights and state (config if unique)
         assert done.bytes_freed >= 512 * 1024
-    store.pull(reg, ref=reg.ref("m/c:2"), dest=tmp_path / "still-whole")
+    pulling.pull(reg, ref=reg.ref("m/c:2"), dest=tmp_path / "still-whole")
 
 
 def test_concurrent_pushes_to_one_repository(target: Target, tmp_path: Path) -> None:
@@ -259,7 +259,7 @@ def test_concurrent_pushes_to_one_repository(target: Target, tmp_path: Path) -> 
     for t in threads:
         t.join()
     assert not errors
-    latest = store.pull(reg, ref=reg.ref("m/c:latest"), dest=tmp_path / "latest")
+    latest = pulling.pull(reg, ref=reg.ref("m/c:latest"), dest=tmp_path / "latest")
     assert latest.digest in results.values()
     for i, digest in results.items():
         assert store.resolve(reg, ref=reg.ref(f"m/c:t{i}")).manifest.digest == digest

@@ -67,7 +67,7 @@ def _tree(root: Path) -> Path:
 def test_push_and_pull_outlive_expiring_tokens(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, advertised: float | None, how: str
 ) -> None:
-    from trainops.registry import store
+    from trainops.registry import pulling, store
     from trainops.registry.context import Registries
 
     reg, issuer = _registry(tmp_path, 2.0, advertised)
@@ -84,7 +84,7 @@ def test_push_and_pull_outlive_expiring_tokens(
         last = issuer.requests[-1].at
         while time.time() < last + issuer.lifetime:
             time.sleep(0.05)
-        pulled = store.pull(registries, ref=ref, dest=tmp_path / "out", jobs=2)
+        pulled = pulling.pull(registries, ref=ref, dest=tmp_path / "out", jobs=2)
     finally:
         reg.stop()
         issuer.stop()

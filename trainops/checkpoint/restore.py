@@ -22,7 +22,7 @@ from trainops.checkpoint.layouts import LAYOUTS, Layout, detect_layout, get_layo
 from trainops.checkpoint.layouts.base import fsync_dir
 from trainops.checkpoint.state import STATE_DIR, Record, fingerprint, load_restored, locked, now_utc, save_restored
 from trainops.errors import InputError
-from trainops.registry import store
+from trainops.registry import pulling, store
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.listing import Tagged
 from trainops.registry.reference import Reference
@@ -97,7 +97,7 @@ def restore_ref(
             return RestoreResult(info, dest, f"restored {name} (step {step}) from {ref.with_digest(None)}")
         staging = directory / STATE_DIR / RESTORE_DIR / found.manifest.digest[7:23]
         _drop_other_staging(staging)
-        store.pull(registries, ref=found.ref, dest=staging, progress=progress)
+        pulling.pull(registries, ref=found.ref, dest=staging, progress=progress)
         record = Record(
             name=name,
             step=step,

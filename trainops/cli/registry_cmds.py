@@ -141,10 +141,10 @@ def pull(
 ) -> None:
     """Pull the artifact REF into DEST; every file is verified before it appears."""
     from trainops.cli.progress import transfer_progress
-    from trainops.registry import store
+    from trainops.registry import pulling
 
     with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
-        result = store.pull(registries, ref=registries.ref(ref), dest=dest, jobs=jobs, progress=progress)
+        result = pulling.pull(registries, ref=registries.ref(ref), dest=dest, jobs=jobs, progress=progress)
     if output == "json":
         echo_json(
             {

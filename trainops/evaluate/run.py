@@ -35,7 +35,8 @@ from trainops.evaluate.report import EvalReport, ReportGate, push_report
 from trainops.evaluate.select import resolve_checkpoint
 from trainops.registry.artifact import Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
-from trainops.registry.store import Resolved, pull
+from trainops.registry.pulling import pull
+from trainops.registry.store import Resolved
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
 from trainops.spec.stages import EvalSpec

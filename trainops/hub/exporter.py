@@ -1,6 +1,6 @@
 """`trainops hub export`: a registry artifact → one commit on a Hub repository.
 
-Steps: pull the artifact verified into a temporary directory (store.pull), write a model
+Steps: pull the artifact verified into a temporary directory (pulling.pull), write a model
 card from its lineage unless it has a README.md, then with huggingface_hub: create the
 repository if missing (private if asked), read the head commit of the target branch, and
 upload every file in one `create_commit` with `parent_commit` set to that head. If anyone
@@ -20,7 +20,7 @@ from typing import Any
 from trainops.errors import UsageError
 from trainops.hub.card import collect_facts, has_card, render_card
 from trainops.hub.hfapi import HubSettings, hub_errors
-from trainops.registry import store
+from trainops.registry import pulling, store
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
 
@@ -64,7 +64,7 @@ def prepare_export(
     """Pull ref verified into a temporary directory and add the model card; removed after use."""
     with tempfile.TemporaryDirectory(prefix="trainops-export-") as tmp:
         found = store.resolve(registries, ref=ref)
-        pulled = store.pull(registries, ref=found.ref, dest=Path(tmp) / "files", jobs=jobs, progress=progress)
+        pulled = pulling.pull(registries, ref=found.ref, dest=Path(tmp) / "files", jobs=jobs, progress=progress)
         files = list(pulled.files)
         written = not has_card(files)
         if written:

@@ -22,7 +22,8 @@ from trainops.hub.safetensors import MAX_CONFIG, ModelInfo, SafetensorsHeader, r
 from trainops.registry.artifact import safe_relpath, scan_tree
 from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import ProgressSink, Registries
-from trainops.registry.store import Resolved, pull
+from trainops.registry.pulling import pull
+from trainops.registry.store import Resolved
 from trainops.spec import Manifest
 from trainops.spec.stages import ReleaseSpec
 

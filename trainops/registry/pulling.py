@@ -1,0 +1,165 @@
+"""Pull: an artifact's files into a directory, every byte verified, staged, then placed.
+
+Part of the Store API (store.py has push, resolve, tag, copy and remove); kept apart so
+that neither file grows past what one reads in a sitting.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainops.errors import ExistsError, InputError, IntegrityError
+from trainops.registry import media
+from trainops.registry.artifact import safe_relpath
+from trainops.registry.backends.base import Descriptor
+from trainops.registry.context import NullProgress, ProgressSink, Registries
+from trainops.registry.reference import Reference
+from trainops.registry.store import Resolved, _parallel, default_jobs, resolve
+
+
+@dataclass(frozen=True)
+class PullResult:
+    ref: Reference
+    digest: str
+    dest: Path
+    files: list[str]
+    bytes_total: int
+    bytes_received: int
+    seconds: float
+
+
+def _check_no_symlink(dest: Path, target: Path, ref: Reference) -> None:
+    """No directory between dest and target may be a symlink (it could point anywhere)."""
+    current = dest
+    for part in target.relative_to(dest).parts[:-1]:
+        current = current / part
+        if current.is_symlink():
+            raise IntegrityError(
+                f"{ref}: {current} is a symlink; pulling through it could write outside {dest}",
+                hint="remove the symlink or pull into an empty directory; nothing was written",
+            )
+    if target.is_symlink():
+        raise IntegrityError(f"{ref}: {target} is a symlink; refusing to write through it")
+
+
+def pull(
+    registries: Registries,
+    *,
+    ref: Reference,
+    dest: Path,
+    jobs: int | None = None,
+    progress: ProgressSink | None = None,
+) -> PullResult:
+    """Pull an artifact's files into dest. Only verified files ever appear in dest.
+
+    Blobs are downloaded into a staging directory inside dest and verified; only when all
+    are verified are they moved into place. An interrupted pull resumes: verified blobs
+    already staged are not fetched again.
+    """
+    started = time.monotonic()
+    found = resolve(registries, ref=ref)
+    plan = _pull_plan(found, str(ref))
+    dest = dest.absolute()
+    if dest.exists() and not dest.is_dir():
+        raise ExistsError(f"{dest} exists and is not a directory")
+    for rel, _ in plan:
+        _check_no_symlink(dest, dest / rel, found.ref)
+    # Stage beside dest (same filesystem, so the final moves are renames): dest itself
+    # gains nothing until every blob has verified.
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = dest.parent / f".{dest.name}.trainops-pull-{found.manifest.digest[7:23]}"
+    received = _stage_blobs(
+        registries, found, plan, staging, progress=progress or NullProgress(), jobs=jobs or default_jobs(ref)
+    )
+    _place(plan, staging, dest)
+    return PullResult(
+        ref=found.ref,
+        digest=found.manifest.digest,
+        dest=dest,
+        files=[rel for rel, _ in plan],
+        bytes_total=sum(layer.size for _, layer in plan),
+        bytes_received=received,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _pull_plan(found: Resolved, shown: str) -> list[tuple[str, Descriptor]]:
+    """(relative path, layer) of every file of the artifact; hostile paths refused."""
+    parsed = found.parsed
+    if parsed.children:
+        raise InputError(f"{shown} is an image index", hint="pull one of its manifests by digest")
+    plan: list[tuple[str, Descriptor]] = []
+    seen: set[str] = set()
+    for i, layer in enumerate(parsed.layers):
+        rel = safe_relpath(parsed.file_path(layer, i), str(found.ref))
+        if rel in seen:
+            raise IntegrityError(f"{found.ref}: two layers claim the file {rel!r}")
+        seen.add(rel)
+        plan.append((rel, layer))
+    return plan
+
+
+def _stage_blobs(
+    registries: Registries,
+    found: Resolved,
+    plan: list[tuple[str, Descriptor]],
+    staging: Path,
+    *,
+    progress: ProgressSink,
+    jobs: int,
+) -> int:
+    """Download each distinct blob into staging, verified; the bytes received. Blobs a
+    previous, interrupted pull verified are kept and not fetched again."""
+    staging.mkdir(exist_ok=True)
+    backend = registries.backend(found.ref)
+    unique = {layer.digest: (rel, layer) for rel, layer in plan}
+
+    def fetch(item: tuple[str, tuple[str, Descriptor]]) -> int:
+        digest, (rel, layer) = item
+        final = staging / digest[7:]
+        if final.is_file() and final.stat().st_size == layer.size:
+            return 0
+        part = staging / f"{digest[7:]}.part"
+        backend.download_blob(found.ref.repository, digest, part, progress.add(rel, layer.size))
+        if part.stat().st_size != layer.size:
+            part.unlink(missing_ok=True)
+            raise IntegrityError(f"{found.ref}: {rel} has the wrong size, expected {layer.size}")
+        os.replace(part, final)
+        return layer.size
+
+    try:
+        return sum(_parallel(fetch, unique.items(), jobs))
+    except IntegrityError:
+        shutil.rmtree(staging, ignore_errors=True)  # damaged content: nothing worth keeping
+        raise
+    except BaseException:
+        # Interrupted or a service failed: keep verified blobs so a retry resumes.
+        for leftover in staging.glob("*.part"):
+            leftover.unlink(missing_ok=True)
+        if not any(staging.iterdir()):
+            staging.rmdir()
+        raise
+
+
+def _place(plan: list[tuple[str, Descriptor]], staging: Path, dest: Path) -> None:
+    """Move every verified blob to its path in dest (a copy where several files share it)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    users: dict[str, int] = {}
+    for _, layer in plan:
+        users[layer.digest] = users.get(layer.digest, 0) + 1
+    for rel, layer in plan:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        blob = staging / layer.digest[7:]
+        users[layer.digest] -= 1
+        if users[layer.digest]:
+            shutil.copyfile(blob, target)
+        else:
+            os.replace(blob, target)
+        mode = 0o755 if layer.annotations.get(media.A_FILE_MODE) == "0755" else 0o644
+        os.chmod(target, mode)
+    shutil.rmtree(staging, ignore_errors=True)
