@@ -16,6 +16,7 @@ from trainops.errors import InputError, NotFoundError, RemoteError
 from trainops.registry import listing as listing_mod
 from trainops.registry import pulling, store
 from trainops.registry.artifact import Lineage
+from trainops.registry.backends.base import ManifestData
 from trainops.registry.context import Registries
 from trainops.registry.gc import collect
 from trainops.registry.inspect import diff, show
@@ -263,3 +264,30 @@ def test_concurrent_pushes_to_one_repository(target: Target, tmp_path: Path) -> 
     assert latest.digest in results.values()
     for i, digest in results.items():
         assert store.resolve(reg, ref=reg.ref(f"m/c:t{i}")).manifest.digest == digest
+
+
+def test_unchanged_repush_writes_no_manifest(target: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tag that already names the very manifest a push would write has everything: the
+    push writes no manifest (on file:// that was a rewrite of index.json, whose size grows
+    with the tags), and the tag still names it. Content that differs is written and moves it."""
+    src = _checkpoint(tmp_path / "ckpt", 7, weights=b"w" * 1024)
+    reg = target.registries
+    ref = reg.ref("same/ckpt:step-7")
+    first = store.push(reg, source=src, ref=ref, kind="checkpoint")
+    backend = reg.backend(ref)
+    written: list[str | None] = []
+    original = backend.put_manifest
+
+    def put_manifest(repo: str, manifest: ManifestData, tag: str | None = None) -> None:
+        written.append(tag)
+        original(repo, manifest, tag=tag)
+
+    monkeypatch.setattr(backend, "put_manifest", put_manifest)
+    again = store.push(reg, source=src, ref=ref, kind="checkpoint")
+    assert again.digest == first.digest and again.moved_from is None
+    assert written == []
+    assert backend.get_manifest(ref.repository, "step-7").digest == first.digest
+    (src / "tokenizer.json").write_bytes(b'{"vocab": "abcd"}')
+    changed = store.push(reg, source=src, ref=ref, kind="checkpoint")
+    assert written == ["step-7"] and changed.moved_from == first.digest
+    assert backend.get_manifest(ref.repository, "step-7").digest == changed.digest

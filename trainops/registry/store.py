@@ -74,18 +74,33 @@ def resolve(registries: Registries, *, ref: Reference) -> Resolved:
     return Resolved(ref.with_tag(tag).with_digest(manifest.digest), manifest, parse_manifest(manifest))
 
 
-def tag_move(backend: Backend, repo: str, tag: str | None, digest: str, *, move_tag: bool, where: str) -> str | None:
-    """Before pointing tag at digest: the digest it points at now when that differs (the tag
-    moves), else None. With move_tag=False a move is refused (ExistsError, nothing written):
-    the rule for tags that must never change, such as releases. The check precedes the
-    write; a registry without conditional tag writes cannot make the pair atomic."""
+def tag_target(backend: Backend, repo: str, tag: str | None) -> str | None:
+    """The digest tag points at now, or None (no tag given, or no such tag)."""
     if not tag:
         return None
     try:
-        current = backend.get_manifest(repo, tag).digest
+        return backend.get_manifest(repo, tag).digest
     except NotFoundError:
         return None
-    if current == digest:
+
+
+def tag_move(
+    backend: Backend,
+    repo: str,
+    tag: str | None,
+    digest: str,
+    *,
+    move_tag: bool,
+    where: str,
+    current: str | None = None,
+) -> str | None:
+    """Before pointing tag at digest: the digest it points at now when that differs (the tag
+    moves), else None. With move_tag=False a move is refused (ExistsError, nothing written):
+    the rule for tags that must never change, such as releases. The check precedes the
+    write; a registry without conditional tag writes cannot make the pair atomic. `current`:
+    the tag's target when the caller has just read it (tag_target), else it is read here."""
+    current = tag_target(backend, repo, tag) if current is None else current
+    if current is None or current == digest:
         return None
     if not move_tag:
         raise ExistsError(
@@ -324,8 +339,14 @@ def _publish(
     sent = upload_if_missing(backend, ref.repository, config_src, progress.add("config", config_src.size))
     if before is not None:
         before()
-    moved = tag_move(backend, ref.repository, ref.tag, manifest.digest, move_tag=move_tag, where=ref.repo_url)
-    backend.put_manifest(ref.repository, manifest, tag=ref.tag)
+    current = tag_target(backend, ref.repository, ref.tag)
+    moved = tag_move(
+        backend, ref.repository, ref.tag, manifest.digest, move_tag=move_tag, where=ref.repo_url, current=current
+    )
+    if ref.tag is None or current != manifest.digest:
+        # a tag that already names this very manifest has it, its blobs and its referrer
+        # entry: writing it again would only rewrite the tag (on file://, index.json)
+        backend.put_manifest(ref.repository, manifest, tag=ref.tag)
     return _Published(manifest, sent, config_src.size, moved)
 
 
