@@ -1,0 +1,44 @@
+"""The one UTC clock and the one time format.
+
+JSON, artifacts and records: ISO 8601 UTC with `Z`, to the millisecond
+(`2026-12-04T13:18:12.345Z`), so two events within a second still sort. Tables:
+`display` (`2026-12-04 13:18:12Z`), never cut by a table's width.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def now() -> datetime:
+    """Now, as an aware UTC datetime."""
+    return datetime.now(timezone.utc)
+
+
+def iso(moment: datetime | None = None) -> str:
+    """`moment` (default: now) as `YYYY-MM-DDTHH:MM:SS.mmmZ`; a naive datetime is taken as UTC."""
+    moment = now() if moment is None else moment
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def now_utc() -> str:
+    """Now in the one format (`iso()`)."""
+    return iso()
+
+
+def parse(text: str) -> datetime:
+    """An ISO 8601 time written by trainops (or any `Z`/offset form) → aware UTC datetime."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def display(text: str | datetime | None) -> str:
+    """A time for a table: `2026-12-04 13:18:12Z` (seconds, UTC, marked); '' for none."""
+    if text is None or text == "":
+        return ""
+    moment = parse(text) if isinstance(text, str) else text
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")

@@ -1,0 +1,67 @@
+"""The one serialization home: every `-o json` document and every result trainops writes as
+JSON goes through `to_data`, so keys are camelCase by construction.
+
+Rules (the convention test checks the output, this module makes it so):
+- a dataclass becomes an object whose keys are its field names in camelCase;
+- a pydantic model becomes its JSON form by alias (trainops' models use `to_camel` aliases);
+- an object with a `to_data()` method is asked for it (a result that shapes itself, still
+  through this module for its values);
+- a mapping keeps its keys as they are: they are data (metric names, labels, annotations,
+  file paths), never field names — a result with named fields is a dataclass, not a dict;
+- datetimes are ISO 8601 UTC with `Z` (`trainops.clock.iso`); paths are strings; enums
+  their value; tuples, lists, sets (sorted) and frozensets become arrays.
+
+Nothing heavy is imported here: the hot paths (`registry ls`, `ckpt latest`) use it without
+loading pydantic; a pydantic model is recognised by its `model_dump` method.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import PurePath
+from typing import Any
+
+
+def camel(name: str) -> str:
+    """`bytes_freed` → `bytesFreed`; a name already in camelCase is returned as it is."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest if part)
+
+
+def to_data(value: Any) -> Any:
+    """`value` as plain JSON data (dict, list, str, int, float, bool, None)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if hasattr(value, "to_data") and callable(value.to_data):
+        return to_data(value.to_data())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            camel(field.name): to_data(getattr(value, field.name))
+            for field in dataclasses.fields(value)
+        }
+    if hasattr(value, "model_dump") and callable(value.model_dump):
+        return value.model_dump(mode="json", by_alias=True)
+    if isinstance(value, Mapping):
+        return {str(key): to_data(item) for key, item in value.items()}
+    if isinstance(value, datetime):
+        from trainops.clock import iso
+
+        return iso(value)
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return to_data(value.value)
+    if isinstance(value, (set, frozenset)):
+        return [to_data(item) for item in sorted(value, key=str)]
+    if isinstance(value, (list, tuple)):
+        return [to_data(item) for item in value]
+    raise TypeError(f"cannot serialize {type(value).__name__} as JSON: give it fields (a dataclass) or to_data()")
+
+
+def dumps(value: Any, *, indent: int | None = 2) -> str:
+    """`value` as a JSON document (what `-o json` prints)."""
+    return json.dumps(to_data(value), indent=indent, ensure_ascii=False)
