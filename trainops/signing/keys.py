@@ -43,6 +43,19 @@ class PublicKey:
         return self.fingerprint.removeprefix("sha256:")
 
 
+def require_model_signing() -> None:
+    """model_signing importable, or one line saying what to install. model-signing 1.1.1
+    imports OpenSSL (pyOpenSSL) without declaring it, so trainops depends on pyopenssl and
+    checks it here."""
+    try:
+        import model_signing  # noqa: F401
+        import OpenSSL  # noqa: F401
+    except ImportError as err:
+        raise InputError(
+            f"signing needs the model-signing package ({err})", hint="pip install 'model-signing>=1.1' pyopenssl"
+        ) from None
+
+
 def fingerprint(pem: bytes) -> str:
     return "sha256:" + hashlib.sha256(pem).hexdigest()
 

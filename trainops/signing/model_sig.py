@@ -20,7 +20,7 @@ from typing import Any
 
 from trainops.errors import IntegrityError
 from trainops.registry import media
-from trainops.signing.keys import PublicKey
+from trainops.signing.keys import PublicKey, require_model_signing
 
 # What `model_signing sign` leaves out of a directory by default; recorded the same way so a
 # verifier hashing a pulled directory leaves the same paths out
@@ -76,6 +76,7 @@ def verified_files(bundle: bytes, *, public: PublicKey, where: str) -> dict[str,
     """The files {relpath: sha256:hex} the bundle signs, once model signing's verifier has
     checked the signature with `public`; IntegrityError with the reason otherwise."""
     check_bundle_shape(bundle, where)
+    require_model_signing()
     from cryptography.exceptions import InvalidSignature
     from model_signing._signing import sign_ec_key, sign_sigstore_pb
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.errors import InputError
-from trainops.signing.keys import KEYLESS_REFUSED, PublicKey, load_private_key, public_key_of
+from trainops.signing.keys import KEYLESS_REFUSED, PublicKey, load_private_key, public_key_of, require_model_signing
 from trainops.spec.stages import SigningSpec
 
 
@@ -74,6 +74,7 @@ def open_signer(spec: SigningSpec, *, root: Path) -> Signer:
             "release.signing has no key to sign with (publicKey only verifies)", hint="set release.signing.key"
         )
     private = load_private_key(root / spec.key)
+    require_model_signing()
     from model_signing._signing import sign_ec_key
 
     # model signing's annotation says str, but the password goes to cryptography, which takes bytes
