@@ -27,7 +27,7 @@ def format_path(parts: Sequence[str | int]) -> str:
     return out
 
 
-def _walk(root: YMap, loc: Sequence[str | int]) -> tuple[list[str | int], Mark, Mark, Any, bool]:
+def walk(root: YMap, loc: Sequence[str | int]) -> tuple[list[str | int], Mark, Mark, Any, bool]:
     """Follow loc through the data as far as it goes.
 
     Returns the path that exists (union tags dropped), the key mark and value mark of the
@@ -132,7 +132,7 @@ def problems_from_validation(
     merged: dict[tuple[str, int, int], tuple[list[str], str]] = {}
     for error in err.errors(include_url=False):
         loc = tuple(error["loc"])
-        found, key_mark, value_mark, node, complete = _walk(root, loc)
+        found, key_mark, value_mark, node, complete = walk(root, loc)
         kind = error["type"]
         got = ""
         if kind == "extra_forbidden":
