@@ -107,8 +107,9 @@ def connect(*, kubeconfig: Path | str | None = None, context: str | None = None,
         http = Client(config, ConnectionParams(timeout=Timeout(timeout), trust_env=False))
     except (ConfigError, ssl.SSLError, OSError) as err:
         raise InputError(f"kubeconfig {path}: its credentials or CA cannot be loaded: {err}") from None
-    return Cluster(http=http, server=str(config.cluster.server), context=config.context_name, path=path,
-                   namespace=config.namespace)  # fmt: skip
+    return Cluster(
+        http=http, server=str(config.cluster.server), context=config.context_name, path=path, namespace=config.namespace
+    )
 
 
 def _tls_failure(err: BaseException) -> bool:
@@ -273,13 +274,15 @@ class Cluster:
         """Server-side apply with fieldValidation=Strict (dryRun=All when dry_run): the object as
         the server would store it, or ObjectRefused with its message."""
         meta = obj.get("metadata") or {}
-        path = self.path_of(str(obj["apiVersion"]), str(obj["kind"]), namespace=meta.get("namespace"),
-                            name=str(meta["name"]))  # fmt: skip
+        path = self.path_of(
+            str(obj["apiVersion"]), str(obj["kind"]), namespace=meta.get("namespace"), name=str(meta["name"])
+        )
         params = {"fieldManager": field_manager, "fieldValidation": "Strict", "force": "true" if force else "false"}
         if dry_run:
             params["dryRun"] = "All"
-        response = self.request("PATCH", path, params=params, body=json.dumps(obj),
-                                content_type="application/apply-patch+yaml")  # fmt: skip
+        response = self.request(
+            "PATCH", path, params=params, body=json.dumps(obj), content_type="application/apply-patch+yaml"
+        )
         if response.status_code >= 400:
             raise _refusal(response)
         data: dict[str, Any] = response.json()
@@ -323,8 +326,9 @@ def _refusal(response: Any) -> ObjectRefused:
         for c in details.get("causes") or []
         if isinstance(c, dict)
     ]
-    return ObjectRefused(_status_message(response), status=response.status_code,
-                         reason=str(status.get("reason", "")), causes=causes)  # fmt: skip
+    return ObjectRefused(
+        _status_message(response), status=response.status_code, reason=str(status.get("reason", "")), causes=causes
+    )
 
 
 def objects_of(text: str) -> Iterator[dict[str, Any]]:

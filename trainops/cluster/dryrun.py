@@ -93,8 +93,10 @@ def _serving(manifest: Manifest) -> list[Sent]:
     from trainops.serve.state import RolloutState
 
     stable = placeholder_served(manifest)
-    states = [RolloutState(stable=stable),
-              RolloutState(stable=stable, canary=placeholder_served(manifest, CANARY_DIGEST), step=0)]  # fmt: skip
+    states = [
+        RolloutState(stable=stable),
+        RolloutState(stable=stable, canary=placeholder_served(manifest, CANARY_DIGEST), step=0),
+    ]
     out: dict[tuple[str, str, str], Sent] = {}
     for state in states:
         tree = build_tree(serve_context(manifest), state)

@@ -42,8 +42,14 @@ def volcano_hypernodes(fabric: ClusterTopology, pipeline: str, labels: dict[str,
             else:
                 members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": child}}} for child in sub or {}]
             spec = {"tier": tier, "tierName": level.name, "members": members}
-            out.append({"apiVersion": HYPERNODE_VERSION, "kind": "HyperNode",
-                        "metadata": {"name": name, "labels": meta}, "spec": spec})  # fmt: skip
+            out.append(
+                {
+                    "apiVersion": HYPERNODE_VERSION,
+                    "kind": "HyperNode",
+                    "metadata": {"name": name, "labels": meta},
+                    "spec": spec,
+                }
+            )
             if tier > 1:
                 walk(sub or {}, tier - 1)
 
@@ -57,11 +63,19 @@ def kueue_topology(fabric: ClusterTopology, pipeline: str, labels: dict[str, str
     levels = [{"nodeLabel": tier.node_label} for tier in reversed(fabric.tiers)]
     flavor_spec: dict[str, Any] = {"nodeLabels": dict(fabric.node_labels), "topologyName": fabric.name}
     return [
-        {"apiVersion": KUEUE_VERSION, "kind": "Topology", "metadata": {"name": fabric.name, "labels": meta},
-         "spec": {"levels": levels}},
-        {"apiVersion": KUEUE_VERSION, "kind": "ResourceFlavor", "metadata": {"name": fabric.name, "labels": meta},
-         "spec": flavor_spec},
-    ]  # fmt: skip
+        {
+            "apiVersion": KUEUE_VERSION,
+            "kind": "Topology",
+            "metadata": {"name": fabric.name, "labels": meta},
+            "spec": {"levels": levels},
+        },
+        {
+            "apiVersion": KUEUE_VERSION,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": fabric.name, "labels": meta},
+            "spec": flavor_spec,
+        },
+    ]
 
 
 def kueue_level(fabric: ClusterTopology | None, *, level: str | None, highest_tier: int | None) -> str | None:

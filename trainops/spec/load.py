@@ -205,5 +205,6 @@ def field_problem(path: Path, *, env: str | None, loc: Sequence[str | int], mess
     data, _ = read_manifest(path)
     effective = _with_env(data, env, shown) if env else data
     found, key_mark, _value_mark, _node, _complete = walk(effective, loc)
-    return Problem(file=shown, line=key_mark.line, column=key_mark.column, path=format_path(found),
-                   message=message, env=env)  # fmt: skip
+    return Problem(
+        file=shown, line=key_mark.line, column=key_mark.column, path=format_path(found), message=message, env=env
+    )
