@@ -130,7 +130,7 @@ def _overlay_path(root: YMap, env: str, loc: Sequence[str | int], path: str, mar
     mark is the overlay's): the user wrote it there, so that is where they look."""
     if not loc or loc[0] != "spec" or not (path == "spec" or path.startswith(("spec.", "spec["))):
         return path
-    found, key_mark, value_mark, _, _ = _walk(root, ("environments", env, *loc[1:]))
+    found, key_mark, value_mark, _, _ = walk(root, ("environments", env, *loc[1:]))
     if len(found) <= 2 or (mark.line, mark.column) not in {(m.line, m.column) for m in (key_mark, value_mark)}:
         return path
     return format_path(["environments", env]) + path[len("spec") :]
