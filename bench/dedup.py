@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.registry.chunked_helpers import FineTune, write_safetensors  # noqa: E402
+from tests.registry.chunked_helpers import FineTune  # noqa: E402
 from tests.services import DistributionRegistry, MotoS3  # noqa: E402
 from trainops.registry import pulling, store  # noqa: E402
 from trainops.registry.chunks import chunker  # noqa: E402

@@ -1,6 +1,6 @@
 """How the cost of push and pull grows: time and peak memory at 1, 10 and 100 files and at
-16 MiB, 256 MiB and 1 GiB in all, plain and (one file) chunked (`--dedup chunks`), on oci:// (a Distribution registry on a free loopback
-port) or file://.
+16 MiB, 256 MiB and 1 GiB in all, plain and (one file) chunked (`--dedup chunks`), on
+oci:// (a Distribution registry on a free loopback port) or file://.
 
 Each cell pushes a fresh directory of random files (the total split evenly among them) with
 a cold digest cache, then pulls it into an empty directory (every byte verified), each as

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.registry.chunked_helpers import MiB, FineTune, write_safetensors
+from tests.registry.chunked_helpers import FineTune, MiB, write_safetensors
 from tests.registry.conftest import Target
 from trainops.errors import IntegrityError
 from trainops.registry import media, pulling, store
 from trainops.registry.artifact import build_manifest, canonical_json, parse_manifest
-from trainops.registry.backends.base import BlobSource, Descriptor, ManifestData, sha256_digest
+from trainops.registry.backends.base import BlobSource, Descriptor, sha256_digest
 from trainops.registry.plain_lineage import PlainLineage, PlainParent
 
 

@@ -1,8 +1,9 @@
 """The kill matrix of bench/reliability.py in its smallest form: one trial per cell.
 
-trainops is SIGKILLed at a random moment of a push, a pull (both plain and chunked, `--dedup
-chunks`), a `ckpt watch` and a `train submit` on every backend, and the registry is restarted in the middle of a push; after a
-re-run every operation has completed, and no reader ever saw a partial artifact or commit.
+trainops is SIGKILLed at a random moment of a push, a pull (both plain and chunked,
+`--dedup chunks`), a `ckpt watch` and a `train submit` on every backend, and the registry
+is restarted in the middle of a push; after a re-run every operation has completed, and no
+reader ever saw a partial artifact or commit.
 The full matrix (more trials, larger artifacts) writes docs/reliability.md.
 """
 
