@@ -163,6 +163,15 @@ def load_manifest(path: Path, *, env: str | None = None) -> Manifest:
     return Manifest(path=path.resolve(), pipeline=pipeline, env=env)
 
 
+def _spec_path(problem: Problem) -> str:
+    """The path a problem located in an overlay has in the merged spec (`environments.dev.train`
+    → `spec.train`): a base mistake the overlay only repeats is the base's."""
+    prefix = f"environments.{problem.env}"
+    if problem.env and (problem.path == prefix or problem.path.startswith(prefix + ".")):
+        return "spec" + problem.path[len(prefix) :]
+    return problem.path
+
+
 def check_manifest(path: Path, *, env: str | None = None) -> CheckReport:
     """Check a manifest as `trainops validate` does.
 
@@ -183,7 +192,7 @@ def check_manifest(path: Path, *, env: str | None = None) -> CheckReport:
         _, found = _validate(effective, shown, target)
         for problem in found:
             key = (problem.line, problem.column, problem.message)
-            if key in seen or (target and (problem.path, problem.message) in base_errors):
+            if key in seen or (target and (_spec_path(problem), problem.message) in base_errors):
                 continue
             seen.add(key)
             problems.append(problem)

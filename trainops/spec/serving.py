@@ -5,9 +5,18 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from trainops.spec.common import CompareOp, Duration, Name, Percent, Quantity, RelativePath, StrictModel
+from trainops.spec.common import (
+    CompareOp,
+    Duration,
+    ImageRef,
+    Name,
+    Percent,
+    Quantity,
+    RelativePath,
+    StrictModel,
+)
 from trainops.spec.stages import ImageSpec
 
 
@@ -73,6 +82,11 @@ class RolloutSpec(StrictModel):
     traffic: Literal["argo-rollouts", "gateway-api", "kserve"] = "argo-rollouts"
     model: str | None = Field(None, description="A model reference; default: what release publishes.")
     image: ImageSpec | None = Field(None, description="Serving image; default template: serve-<engine>.")
+    pinned_image: ImageRef | None = Field(
+        None,
+        description="A prebuilt serving image pinned by digest (NAME@sha256:…), served as it is; default: the "
+        "serving image built for the commit. `--image` overrides it.",
+    )
     namespace: Name | None = None
     replicas: int = Field(2, ge=1)
     gpus_per_replica: int = Field(1, ge=1, le=512)
@@ -114,6 +128,13 @@ class RolloutSpec(StrictModel):
     analysis: Analysis | None = None
     ab_test: ABTest | None = None
     gateway: GatewayRef | None = Field(None, description="Parent Gateway of the HTTPRoute (gateway-api).")
+
+    @field_validator("pinned_image")
+    @classmethod
+    def _by_digest(cls, value: str | None) -> str | None:
+        if value is not None and "@sha256:" not in value:
+            raise ValueError(f"{value!r} must be pinned by digest: NAME@sha256:<64 hex>")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> RolloutSpec:
