@@ -10,7 +10,7 @@ import pytest
 import requests
 from services import free_port
 
-from tests.registry.chunked_helpers import MiB, FineTune
+from tests.registry.chunked_helpers import FineTune, MiB
 from trainops.registry import store
 from trainops.registry.context import Registries
 from trainops.registry.inspect import show
