@@ -17,7 +17,7 @@ the tests use) and measures, for the plain push (one blob per file) and the chun
 
 Transfers run in this process through the library (trainops.registry.store/pulling), plain
 and chunked alternately, each on a fresh repository; peak memory is bench/growth.py's (a
-process per cell). Writes bench/results/dedup.json.
+process per cell). Writes bench/results/dedup.json (not in --quick).
 
     python bench/dedup.py            # 256 MiB series and change, 1 GiB pull, 64 MiB on S3
     python bench/dedup.py --quick    # 16 MiB everywhere: seconds (CI)
@@ -264,6 +264,8 @@ def main() -> None:
             dist.stop()
             moto.stop()
     report(res)
+    if quick:
+        return
     out = ROOT / "bench/results"
     out.mkdir(parents=True, exist_ok=True)
     summary = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}
