@@ -234,3 +234,18 @@ def test_tensor_boundaries_are_cuts(tmp_path: Path) -> None:
         assert sum(len(c.data) for c in chunks) == size
     assert {header, header + 300 * 1024, header + 320 * 1024} <= starts
     shutil.rmtree(tmp_path)
+
+
+def test_a_re_push_of_unchanged_files_reads_none_and_sends_nothing(target: Target, tmp_path: Path) -> None:
+    from trainops.registry.digestcache import DigestCache
+
+    series = FineTune(tensors=4, tensor_size=MiB)
+    src = series.checkpoint(tmp_path / "s1")
+    first = _push(target, src, "step-1")
+    cache = DigestCache()
+    ref = target.registries.ref(target.ref("ft:step-2"))
+    # the digest cache is warm from the first push: the file's known index is reused unread
+    again = store.push(target.registries, source=src, ref=ref, kind="checkpoint", dedup="chunks", cache=cache)
+    assert cache.misses == 0 and cache.hits >= 1
+    assert again.bytes_sent == 0 and again.digest == first.digest  # same tree, same manifest
+    assert again.bytes_shared == (src / "model.safetensors").stat().st_size

@@ -232,7 +232,9 @@ def push(
             from trainops.registry.chunks.pushing import push_files
 
             parents = [p.digest for p in PlainLineage.of(lineage or PlainLineage()).parents]
-            done = push_files(backend, ref.repository, chunked, parents=parents, tag=ref.tag, progress=progress)
+            done = push_files(
+                backend, ref.repository, chunked, parents=parents, tag=ref.tag, progress=progress, cache=cache
+            )
             layers += [layer for _, layer in done.indexes]
             digests += done.digests
             sent, skipped, shared = sent + done.bytes_sent, skipped + done.packs_skipped, done.bytes_shared

@@ -78,6 +78,7 @@ class KnownChunks:
         self.pack_sizes: dict[str, int] = {}
         self._confirmed: dict[str, bool] = {}
         self.manifests: list[str] = []
+        self.files: dict[str, ChunkIndex] = {}  # whole-file digest → an index of that file
 
     def add_manifest(self, digest: str) -> None:
         """Learn the chunks of one manifest of the repository (chunked or not)."""
@@ -92,6 +93,7 @@ class KnownChunks:
             where = f"{self.repo}@{digest[:19]}: {view.path}"
             index = read_index(self.backend, self.repo, view.layer, where)
             check_against(index, view.layer, packs, where)
+            self.files.setdefault(index.digest, index)
             for chunk in index.chunks:
                 pack = index.packs[chunk.pack]
                 self.chunks.setdefault(chunk.digest, Location(pack, chunk.offset, chunk.length))
@@ -102,11 +104,22 @@ class KnownChunks:
         found = self.chunks.get(digest)
         if found is None:
             return None
-        ok = self._confirmed.get(found.pack)
+        return found if self.present(found.pack) else None
+
+    def present(self, pack: str) -> bool:
+        ok = self._confirmed.get(pack)
         if ok is None:
-            ok = self.backend.blob_size(self.repo, found.pack) == self.pack_sizes[found.pack]
-            self._confirmed[found.pack] = ok
-        return found if ok else None
+            ok = self.backend.blob_size(self.repo, pack) == self.pack_sizes[pack]
+            self._confirmed[pack] = ok
+        return ok
+
+    def whole_file(self, digest: str) -> ChunkIndex | None:
+        """An index of a file with this digest whose packs are all still there: the file need
+        not be read again (its digest came from the digest cache)."""
+        index = self.files.get(digest)
+        if index is None or not all(self.present(pack) for pack in index.packs):
+            return None
+        return index
 
 
 def gather(backend: Backend, repo: str, *, parents: list[str], tag: str | None, newest: int = NEWEST) -> KnownChunks:

@@ -24,6 +24,7 @@ from trainops.registry.chunks.chunker import CHUNKING, Chunker
 from trainops.registry.chunks.index import ChunkIndex, ChunkRef, index_layer
 from trainops.registry.chunks.known import KnownChunks, gather
 from trainops.registry.context import ProgressSink
+from trainops.registry.digestcache import DigestCache
 
 PACK_MAX = 64 * 1024 * 1024
 IN_FLIGHT = 2
@@ -69,16 +70,30 @@ class ChunkedPush:
         self._files: list[tuple[FileEntry, str, list[tuple[_Pack | str, int, int, bytes]]]] = []
         self.result = ChunkedResult()
 
-    def add_file(self, entry: FileEntry, chunker: Chunker) -> None:
-        refs: list[tuple[_Pack | str, int, int, bytes]] = []
+    def add_file(self, entry: FileEntry, chunker: Chunker, cache: DigestCache) -> None:
+        """Chunk one file into the push; a file the digest cache knows unchanged, whose
+        index the repository already has (its packs present), is not read at all."""
+        cached = cache.lookup(entry.path)
+        same = self.known.whole_file(cached[0]) if cached is not None and cached[1] == entry.size else None
+        if same is not None:
+            cache.hits += 1
+            self.result.bytes_shared += entry.size
+            refs = [(same.packs[c.pack], c.offset, c.length, c.digest) for c in same.chunks]
+            self._files.append((entry, same.digest, list(refs)))
+            return
+        refs_new: list[tuple[_Pack | str, int, int, bytes]] = []
         advance = self.progress.add(entry.relpath, entry.size)
         file_hash = BackgroundHash()
+        before = entry.path.stat()
         with entry.path.open("rb") as fh:
             for chunk in chunker.chunks(fh, entry.path, entry.size):
                 file_hash.update(chunk.data)
-                refs.append(self._place(chunk.digest, chunk.data))
+                refs_new.append(self._place(chunk.digest, chunk.data))
                 advance(len(chunk.data))
-        self._files.append((entry, "sha256:" + file_hash.hexdigest(), refs))
+        digest = "sha256:" + file_hash.hexdigest()
+        cache.misses += 1
+        cache.remember(entry.path, digest, before)
+        self._files.append((entry, digest, refs_new))
 
     def _place(self, digest: bytes, data: memoryview) -> tuple[_Pack | str, int, int, bytes]:
         found = self.known.find(digest)
@@ -161,7 +176,14 @@ def _index(entry: FileEntry, digest: str, refs: list[tuple[_Pack | str, int, int
 
 
 def push_files(
-    backend: Backend, repo: str, files: list[FileEntry], *, parents: list[str], tag: str | None, progress: ProgressSink
+    backend: Backend,
+    repo: str,
+    files: list[FileEntry],
+    *,
+    parents: list[str],
+    tag: str | None,
+    progress: ProgressSink,
+    cache: DigestCache,
 ) -> ChunkedResult:
     """Push files in the chunked form, deduplicated against what the repository holds
     (the parents' chunks, the tag's and the newest checkpoints'): packs and indexes are
@@ -171,7 +193,7 @@ def push_files(
     try:
         with Chunker() as chunker:
             for entry in files:
-                job.add_file(entry, chunker)
+                job.add_file(entry, chunker, cache)
         return job.finish()
     finally:
         job.close()
