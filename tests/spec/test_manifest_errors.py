@@ -56,7 +56,7 @@ CASES = [
         "spec:\n  release:\n    source: m:1\n    zzz: 1\n",
         (
             "8:5: spec.release.zzz: unknown field 'zzz'; allowed: annotations, exclude, "
-            "export, include, repository, requireGates, source, tag",
+            "export, include, repository, requireGates, signing, source, tag",
         ),
     ),
     Case(

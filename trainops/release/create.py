@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from trainops.errors import GateFailedError, InputError, TrainopsError, UsageError
 from trainops.hub.safetensors import ModelInfo, model_info
@@ -37,6 +37,9 @@ from trainops.release.package import exported_files, rebuilt_files, remote_info,
 from trainops.spec import Manifest
 from trainops.spec.stages import ReleaseSpec
 
+if TYPE_CHECKING:
+    from trainops.signing.signer import Signer
+
 
 @dataclass(frozen=True)
 class ReleaseResult:
@@ -49,6 +52,9 @@ class ReleaseResult:
     forced: Forced | None
     model: ModelInfo
     files: list[str]
+    signed_by: str | None = None  # the signing key's fingerprint (release.signing)
+    signature: str | None = None  # the model signature referrer attached now
+    provenance: str | None = None  # the SLSA provenance referrer attached now
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +67,9 @@ class ReleaseResult:
             "forced": self.forced.model_dump() if self.forced else None,
             "model": self.model.as_config(),
             "files": self.files,
+            "signedBy": self.signed_by,
+            "signature": self.signature,
+            "provenance": self.provenance,
         }
 
 
@@ -110,7 +119,23 @@ def create_release(
     if not TAG_RE.match(tag):
         raise InputError(f"release tag {tag!r} is not a valid tag", hint="use letters, digits, '.', '_' and '-'")
     target = release_repository(manifest, registries).with_tag(tag)
-    return _publish(manifest, spec, registries, chosen, forced, target, progress, command_stdout)
+    signer = None
+    if spec.signing is not None:  # a bad key fails here, before anything is pushed
+        from trainops.signing.signer import open_signer
+
+        signer = open_signer(spec.signing, root=manifest.root)
+    result = _publish(manifest, spec, registries, chosen, forced, target, progress, command_stdout)
+    return _attested(registries, result, signer)
+
+
+def _attested(registries: Registries, result: ReleaseResult, signer: Signer | None) -> ReleaseResult:
+    """The release signed (with release.signing) and its SLSA provenance attached (always)."""
+    from trainops.clock import now_utc
+    from trainops.signing.attest import attest
+
+    found = resolve(registries, ref=registries.ref(result.ref))
+    made = attest(registries, found=found, signer=signer, created=now_utc())
+    return replace(result, signed_by=made.key, signature=made.signature, provenance=made.provenance)
 
 
 def _publish(

@@ -75,6 +75,20 @@ class GatewayRef(StrictModel):
     section_name: str | None = None
 
 
+class SignatureKeyRef(StrictModel):
+    """Where the serving pods find the public key that verifies a release's signature."""
+
+    config_map: Name | None = Field(None, description="A ConfigMap holding the PEM public key.")
+    secret: Name | None = Field(None, description="A Secret holding the PEM public key.")
+    key: str = Field("release.pub", pattern=r"^[-._A-Za-z0-9]+$", description="The key (file name) of the PEM in it.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SignatureKeyRef:
+        if (self.config_map is None) == (self.secret is None):
+            raise ValueError("set exactly one of configMap or secret")
+        return self
+
+
 class RolloutSpec(StrictModel):
     """Serving the released model, and how traffic moves to it."""
 
@@ -115,6 +129,11 @@ class RolloutSpec(StrictModel):
     )
     agent_image: str | None = Field(
         None, description="Image with trainops that runs the model pull; default: the serving image."
+    )
+    verify_signature: SignatureKeyRef | None = Field(
+        None,
+        description="The init container verifies the release's model signature with this public key before it "
+        "copies the model into /models (init-container delivery only).",
     )
     metrics: Literal["service-monitor", "annotations"] = Field(
         "service-monitor",
