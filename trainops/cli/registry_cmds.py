@@ -65,6 +65,13 @@ def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
 @click.option("--metric", "metrics", multiple=True, metavar="K=V", help="A metric (lineage, repeatable).")
 @click.option("--run-id", default=None, help="Run id (lineage).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@click.option(
+    "--dedup",
+    type=click.Choice(["off", "chunks"]),
+    default="off",
+    show_default=True,
+    help="chunks: files of 1 MiB or more go in the chunked form, sending only chunks the repository lacks.",
+)
 @_no_move_option
 @_force_options
 @_registry_options
@@ -79,6 +86,7 @@ def push(
     metrics: tuple[str, ...],
     run_id: str | None,
     jobs: int | None,
+    dedup: str,
     no_move: bool,
     force: bool,
     reason: str | None,
@@ -131,6 +139,7 @@ def push(
                 move_tag=not no_move,
                 model=model,
                 override=override,
+                dedup=dedup,
             )
     if output == "json":
         echo_json(result.as_dict())
@@ -138,7 +147,9 @@ def push(
     _say_moved(result.ref.tag, result.moved_from, result.digest, override)
     click.echo(
         f"pushed {result.files} file(s), {_size(result.bytes_total)} "
-        f"({_size(result.bytes_sent)} sent, {result.blobs_skipped} blob(s) already there) "
+        f"({_size(result.bytes_sent)} sent, {result.blobs_skipped} blob(s) already there"
+        + (f", {_size(result.bytes_shared)} in chunks already there" if result.bytes_shared else "")
+        + ") "
         f"in {result.seconds:.2f}s",
         err=True,
     )
@@ -400,6 +411,12 @@ def _show_lines(info: Any) -> list[str]:
         fields.append(("parent", f"{parent['ref']}@{parent['digest'][:19]}{relation}"))
     if info.subject:
         fields.append(("subject", info.subject))
+    if info.chunked is not None:
+        fields.append(("chunked", f"{info.chunked.packs} pack(s), {_size(info.chunked.pack_bytes)}"))
+        if info.chunked.bytes_shared_with_parent is not None:
+            shared = info.chunked.bytes_shared_with_parent
+            share = f" ({100 * shared / info.size:.0f} %)" if info.size else ""
+            fields.append(("shared", f"{_size(shared)}{share} with parent {info.chunked.parent[:19]}"))
     out = [info.ref] + [f"  {name + ':':<10}{value}" for name, value in fields]
     if info.annotations:
         out.append("  annotations:")
@@ -455,7 +472,7 @@ def tag(
     override = override_from(force=force, reason=reason)
     with _registries(file, env, insecure) as registries:
         source = registries.ref(src)
-        target = store.tag_destination(registries, src=source, text=dst)
+        target = registries.tag_ref(dst, beside=source)
         result = store.tag(registries, src=source, dst=target, move_tag=not no_move, override=override)
     if output == "json":
         echo_json(
@@ -543,6 +560,8 @@ def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, outp
         f"{len(result.added)} added, {len(result.removed)} removed, {len(result.modified)} modified, "
         f"{result.unchanged} unchanged ({_size(result.bytes_shared)} shared)"
     )
+    if result.chunk_bytes_shared != result.bytes_shared:
+        click.echo(f"{_size(result.chunk_bytes_shared)} shared chunk by chunk")
 
 
 @registry.command("rm")

@@ -14,7 +14,8 @@ from trainops.registry import media
 from trainops.registry.context import Registries
 from trainops.registry.protect import Override
 from trainops.registry.reference import Reference
-from trainops.registry.store import RemoveResult, remove, resolve
+from trainops.registry.removal import RemoveResult, remove
+from trainops.registry.store import resolve
 from trainops.spec import Manifest
 
 

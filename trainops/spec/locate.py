@@ -27,7 +27,7 @@ def format_path(parts: Sequence[str | int]) -> str:
     return out
 
 
-def _walk(root: YMap, loc: Sequence[str | int]) -> tuple[list[str | int], Mark, Mark, Any, bool]:
+def walk(root: YMap, loc: Sequence[str | int]) -> tuple[list[str | int], Mark, Mark, Any, bool]:
     """Follow loc through the data as far as it goes.
 
     Returns the path that exists (union tags dropped), the key mark and value mark of the
@@ -130,7 +130,7 @@ def _overlay_path(root: YMap, env: str, loc: Sequence[str | int], path: str, mar
     mark is the overlay's): the user wrote it there, so that is where they look."""
     if not loc or loc[0] != "spec" or not (path == "spec" or path.startswith(("spec.", "spec["))):
         return path
-    found, key_mark, value_mark, _, _ = _walk(root, ("environments", env, *loc[1:]))
+    found, key_mark, value_mark, _, _ = walk(root, ("environments", env, *loc[1:]))
     if len(found) <= 2 or (mark.line, mark.column) not in {(m.line, m.column) for m in (key_mark, value_mark)}:
         return path
     return format_path(["environments", env]) + path[len("spec") :]
@@ -143,7 +143,7 @@ def problems_from_validation(
     merged: dict[tuple[str, int, int], tuple[list[str], str]] = {}
     for error in err.errors(include_url=False):
         loc = tuple(error["loc"])
-        found, key_mark, value_mark, node, complete = _walk(root, loc)
+        found, key_mark, value_mark, node, complete = walk(root, loc)
         kind = error["type"]
         got = ""
         if kind == "extra_forbidden":
