@@ -36,6 +36,7 @@ from trainops.registry.backends.base import Backend, BlobSource, Descriptor, Man
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache, cache_dir
 from trainops.registry.plain_lineage import PlainLineage, PlainParent
+from trainops.registry.protect import Override, check_move
 from trainops.registry.reference import Reference
 
 if TYPE_CHECKING:  # pydantic loads only where a models.Lineage is built (see registry/plain_lineage.py)
@@ -93,6 +94,7 @@ def tag_move(
     move_tag: bool,
     where: str,
     current: str | None = None,
+    override: Override | None = None,
 ) -> str | None:
     """Before pointing tag at digest: the digest it points at now when that differs (the tag
     moves), else None. With move_tag=False a move is refused (ExistsError, nothing written):
@@ -107,6 +109,7 @@ def tag_move(
             f"tag {tag} of {where} points at {current[:19]}; refusing to move it to {digest[:19]}",
             hint="tags pushed with --no-move never change: push under a new tag",
         )
+    check_move(backend, repo, tag, current, digest, where=where, override=override)
     return current
 
 
@@ -195,6 +198,7 @@ def push(
     cache: DigestCache | None = None,
     model: ModelConfig | None = None,
     move_tag: bool = True,
+    override: Override | None = None,
     dedup: str = "off",
 ) -> PushResult:
     """Push a file or directory tree as one artifact; tag it if ref has a tag (model: the
@@ -253,6 +257,7 @@ def push(
             subject=subject,
             model=model,
             move_tag=move_tag,
+            override=override,
             progress=progress,
             before=lambda: _check_unchanged(files, digests),  # no manifest for a file that changed meanwhile
         )
@@ -361,6 +366,7 @@ def _publish(
     move_tag: bool,
     progress: ProgressSink,
     before: Callable[[], None] | None = None,
+    override: Override | None = None,
 ) -> _Published:
     """The last step of a push or an assembly, once every layer is in the repository: the
     config blob, then the manifest (a reader never sees a manifest whose blobs are missing),
@@ -383,7 +389,14 @@ def _publish(
         before()
     current = tag_target(backend, ref.repository, ref.tag)
     moved = tag_move(
-        backend, ref.repository, ref.tag, manifest.digest, move_tag=move_tag, where=ref.repo_url, current=current
+        backend,
+        ref.repository,
+        ref.tag,
+        manifest.digest,
+        move_tag=move_tag,
+        where=ref.repo_url,
+        current=current,
+        override=override,
     )
     if ref.tag is None or current != manifest.digest:
         # a tag that already names this very manifest has it, its blobs and its referrer
@@ -498,15 +511,19 @@ def copy(
     jobs: int | None = None,
     progress: ProgressSink | None = None,
     move_tag: bool = True,
+    override: Override | None = None,
 ) -> CopyResult:
     """Copy an artifact between any two backends; its digest is unchanged. dst's tag moves
-    if it named other content (refused with move_tag=False, before anything is copied)."""
+    if it named other content (refused with move_tag=False, or when it names a release and
+    there is no override, before anything is copied)."""
     if dst.digest:
         raise InputError(f"cannot copy to a digest ({dst})", hint="name a repository and optionally a tag")
     found = resolve(registries, ref=src)
     tag = dst.tag or found.ref.tag
     digest = found.manifest.digest
-    moved = tag_move(registries.backend(dst), dst.repository, tag, digest, move_tag=move_tag, where=dst.repo_url)
+    moved = tag_move(
+        registries.backend(dst), dst.repository, tag, digest, move_tag=move_tag, where=dst.repo_url, override=override
+    )
     with leased(registries.backend(dst), dst.repository):
         copied, skipped, nbytes = _copy_manifest(
             registries, found.ref, dst, found.manifest, progress or NullProgress(), jobs or default_jobs(dst), tag
@@ -566,27 +583,12 @@ def assemble(
     return AssembleResult(ref.with_digest(manifest.digest), manifest.digest, copied, nbytes)
 
 
-def tag(registries: Registries, *, src: Reference, dst: Reference, move_tag: bool = True) -> CopyResult:
+def tag(
+    registries: Registries, *, src: Reference, dst: Reference, move_tag: bool = True, override: Override | None = None
+) -> CopyResult:
     """Point dst's tag at src's manifest (copying it first if dst is another repository);
-    with move_tag=False a tag that names other content is left alone (ExistsError)."""
+    with move_tag=False (or a release tag without override) a tag that names other content
+    is left alone (ExistsError)."""
     if not dst.tag:
         raise InputError(f"{dst} names no tag", hint="write the destination as REPO:TAG")
-    return copy(registries, src=src, dst=dst, move_tag=move_tag)
-
-
-@dataclass(frozen=True)
-class RemoveResult:
-    ref: Reference
-    removed: str  # "tag" or "manifest"
-
-
-def remove(registries: Registries, *, ref: Reference) -> RemoveResult:
-    """Remove a tag (REPO:TAG) or a manifest and its tags (REPO@DIGEST)."""
-    backend = registries.backend(ref)
-    if ref.digest:
-        backend.delete_manifest(ref.repository, ref.digest)
-        return RemoveResult(ref, "manifest")
-    if ref.tag:
-        backend.delete_tag(ref.repository, ref.tag)
-        return RemoveResult(ref, "tag")
-    raise InputError(f"{ref} names neither a tag nor a digest", hint="write REPO:TAG or REPO@sha256:…")
+    return copy(registries, src=src, dst=dst, move_tag=move_tag, override=override)
