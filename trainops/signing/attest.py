@@ -55,7 +55,7 @@ def eval_facts(registries: Registries, found: Resolved) -> EvalFacts | None:
 
 def attest(registries: Registries, *, found: Resolved, signer: Signer | None, created: str) -> Attestation:
     """Sign found's files (with a signer) and attach its SLSA provenance (signed with it, if any)."""
-    from trainops.signing.model_sig import model_payload
+    from trainops.signing.model_sig import model_statement
 
     files = artifact_files(found)
     existing = list_records(registries, subject=found)
@@ -68,7 +68,7 @@ def attest(registries: Registries, *, found: Resolved, signer: Signer | None, cr
     if signer is not None and not have(media.MODEL_SIGNING_PREDICATE):
         version = found.parsed.annotations.get(media.A_VERSION) or found.ref.tag or found.manifest.digest
         name = f"{found.ref.repository.rsplit('/', 1)[-1]}:{version}"
-        bundle = signer.sign_payload(model_payload(name=name, files=files))
+        bundle = signer.sign(model_statement(name=name, files=files))
         signature = str(
             push_record(
                 registries,

@@ -25,13 +25,14 @@ from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved, resolve
 from trainops.signing.attest import artifact_files, eval_facts
-from trainops.signing.keys import PublicKey
+from trainops.signing.keys import PublicKey, verification_key
 from trainops.signing.model_sig import mismatches, verified_files
 from trainops.signing.provenance import differences, open_envelope, parse_statement, provenance
 from trainops.signing.records import Record, list_records
 
 if TYPE_CHECKING:
     from trainops.registry.pulling import PullResult
+    from trainops.spec.stages import SigningSpec
 
 
 @dataclass(frozen=True)
@@ -196,3 +197,21 @@ def pull_verified(
     found = resolve(registries, ref=ref)
     check_signature(registries, found=found, public=public)
     return pull(registries, ref=found.ref.with_digest(found.manifest.digest), dest=dest, jobs=jobs, progress=progress)
+
+
+def require_signed(registries: Registries, *, release: str, spec: SigningSpec, root: Path) -> str:
+    """release.signing.required at rollout start: the release's model signature must verify
+    with the manifest's public key, else GateFailedError (exit 8) naming what failed. The
+    fingerprint of the key that verified."""
+    from trainops.errors import GateFailedError
+
+    public = verification_key(spec, root=root)
+    found = resolve(registries, ref=registries.ref(release))
+    try:
+        check_signature(registries, found=found, public=public)
+    except IntegrityError as err:
+        raise GateFailedError(
+            f"release.signing.required refuses {err.message}",
+            hint="serve a release signed with release.signing.key (trainops release create signs it)",
+        ) from None
+    return public.fingerprint

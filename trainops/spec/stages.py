@@ -207,6 +207,11 @@ class CheckpointPolicy(StrictModel):
     keep: Retention = Field(default_factory=Retention)
     resume: str = Field("latest", min_length=1, description="latest, none, or a checkpoint reference to start from.")
     repository: str | None = Field(None, description="Default: <registry>/<name>/checkpoints.")
+    dedup: Literal["off", "chunks"] = Field(
+        "off",
+        description="chunks: push checkpoints in the chunked form (content-defined chunks in packs), sending "
+        "only the chunks the repository does not hold yet (registry/SPEC.md, Chunked checkpoints).",
+    )
     claim: ObjectName | None = Field(
         None,
         description="A ReadWriteMany PersistentVolumeClaim mounted at dir on every node; default: an emptyDir "
