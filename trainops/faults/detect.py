@@ -126,6 +126,8 @@ class Monitor:
     def _add(self, found: Signal) -> None:
         text = found.line if len(found.line) <= MAX_LINE else found.line[:MAX_LINE] + "…"
         with self.lock:
+            if self.stopped_at is not None and found.fault != "hang":
+                return  # what stopping the trainer caused (srun: "task 0: Killed") is no evidence of the cause
             if len(self.evidence) < MAX_EVIDENCE:
                 kept = Signal(found.fault, found.source, text, found.node, found.detail)
                 self.evidence.append(Evidence(kept, clock.now()))

@@ -104,7 +104,7 @@ def inject(manifest: Manifest, *, run_id: str, drill: str, node: str | None = No
         where = f" on node {node}" if node else ""
         raise NotFoundError(
             f"no trainer process of run {run_id}{where} on this machine",
-            hint="run the drill on the node that trains (srun --jobid=JOB --overlap -w NODE trainops drill …)",
+            hint="run the drill on the node that trains: inside the job, through srun (see the drill command's help)",
         )
     return _act(drill, run_id=run_id, node=node, pids=pids)
 
