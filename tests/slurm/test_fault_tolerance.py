@@ -150,7 +150,7 @@ def test_hang_is_killed_restarted_in_place_then_fails_after_max_retry(project: P
     assert info["Restarts"] == "0"  # restarted inside the allocation, not through the scheduler
     assert "faultTolerance.maxRetry is 1" in info.get("Comment", "")
     assert time.monotonic() - started < 120
-    status = run("train", "status", run_id, "-f", str(project / "trainops.yaml"), "-o", "json")
+    status = run("train", "status", run_id, "-f", str(project / "trainops.yaml"), "--env", "hang", "-o", "json")
     assert "hang" in json.loads(status.stdout)["comment"]
     text = logs(project, run_id)
     assert text.count("trainer started") == 2, text[-3000:]

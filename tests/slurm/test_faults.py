@@ -103,7 +103,9 @@ def test_nccl_timeout_restarts_in_place_and_resumes(project: Path, slurm_nodes: 
     recovered = _incidents(project, run_id)[0]
     assert recovered["recovered"] is not None and recovered["resumedStep"] is not None, recovered
     assert recovered["stepsLost"] == int(recovered["lastStep"]) - int(recovered["resumedStep"])  # type: ignore[call-overload]
-    status = json.loads(run("train", "status", run_id, "-f", str(project / "trainops.yaml"), "-o", "json").stdout)
+    status = json.loads(
+        run("train", "status", run_id, "-f", str(project / "trainops.yaml"), "--env", "faults", "-o", "json").stdout
+    )
     assert status["ettr"]["starts"] == 2 and 0 < status["ettr"]["ettr"] <= 1, status
 
 
