@@ -193,3 +193,13 @@ def differences(found: dict[str, Any], expected: Statement) -> list[str]:
     if (external.get("forced") if isinstance(external, dict) else None) != wanted_forced:
         problems.append("its forced-release record differs from the lineage")
     return problems
+
+
+def peek_statement(content: bytes, media_type: str) -> dict[str, Any] | None:
+    """The statement a provenance record holds, unverified (for showing), or None."""
+    try:
+        if media_type == media.IN_TOTO:
+            return parse_statement(content, "provenance")
+        return open_envelope(content, public=None, where="provenance")
+    except IntegrityError:
+        return None
