@@ -128,6 +128,7 @@ class Watcher:
         self.config = config
         self.directory = config.directory.absolute()
         self.resumed_from: Parent | None = None  # known after the first scan
+        self.resumed_step: int | None = None  # the step of the newest complete checkpoint at start-up
         self._progress = progress
         self._on_event = on_event
         self._layout: Layout | None = None
@@ -229,6 +230,7 @@ class Watcher:
         if startup:
             self._started = True
             self.resumed_from = self._resume_point(newest_complete, records, restored)
+            self.resumed_step = newest_complete.step if newest_complete is not None else None
         if self.config.keep is not None and (pushed or startup):
             self._retain(self.config.keep)
         if errors:

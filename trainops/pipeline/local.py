@@ -230,6 +230,7 @@ def run_local(
     command_stdout: int | IO[Any] | None = None,
     supervision: Supervision | None = None,
     environment: Environment | None = None,
+    on_start: Callable[[int | None, str | None], None] | None = None,
 ) -> LocalRunResult:
     """Restore, train and watch, as described in the module docstring.
 
@@ -238,6 +239,8 @@ def run_local(
     exit status is in the result; the caller decides what a failure means. supervision adds
     signals to pass on and a watchdog (the Slurm supervisor's hang detection). Without an
     image, `environment` (the interpreter and its packages) goes into every checkpoint's lineage.
+    on_start is told the step and checkpoint the command resumes from (None: from scratch) just
+    before it starts.
     """
     from trainops.checkpoint.catalog import checkpoint_repository
 
@@ -274,6 +277,8 @@ def run_local(
         scans = _Scans(watcher, on_push)
         scans.scan()  # complete checkpoints a killed run left behind are pushed before it resumes
         resumed_from = watcher.resumed_from
+        if on_start is not None:
+            on_start(watcher.resumed_step, resumed_from.ref if resumed_from else None)
         outcome = run_command(
             argv,
             cwd=manifest.root,
