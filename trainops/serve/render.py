@@ -78,12 +78,21 @@ def application(ctx: ServeContext, path: str) -> dict[str, Any] | None:
         },
         "destination": destination,
     }
+    sync: dict[str, Any] = {}
     if argocd.automated:
-        app_spec["syncPolicy"] = {"automated": {"prune": argocd.prune, "selfHeal": argocd.self_heal}}
+        sync["automated"] = {"prune": argocd.prune, "selfHeal": argocd.self_heal}
+    options = ["CreateNamespace=true"]
     if ctx.rollout.traffic == "argo-rollouts" and ctx.rollout.gateway is not None:
-        # the Gateway API plugin of Argo Rollouts owns the route's weights and header matches
+        # The Gateway API plugin of Argo Rollouts owns the route's weights and header matches.
+        # ignoreDifferences alone only hides them from the diff: every sync (each rollout
+        # commit) would still apply git's rules (stable 100, no header route) over the live
+        # ones until the controller set them again; RespectIgnoreDifferences keeps the live
+        # rules on sync.
         ignore = {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "jsonPointers": ["/spec/rules"]}
         app_spec["ignoreDifferences"] = [ignore]
+        options.append("RespectIgnoreDifferences=true")
+    sync["syncOptions"] = options
+    app_spec["syncPolicy"] = sync
     return {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Application",
