@@ -74,6 +74,7 @@ class WatchConfig:
     interval: float = 10.0  # seconds between scans
     settle: float = 5.0  # seconds a checkpoint without a commit marker must be unchanged
     drain: float = 0.0  # after stop: seconds to keep scanning while a checkpoint is being written
+    dedup: str = "off"  # chunks: the chunked form (train.checkpoint.dedup)
 
 
 EventKind = Literal["pushed", "adopted", "removed", "skipped", "error"]
@@ -335,6 +336,7 @@ class Watcher:
                 annotations={A_NAME: found.name, A_LAYOUT: layout.name},
                 progress=self._progress,
                 cache=self._cache,
+                dedup=self.config.dedup,
             )
         except (InputError, OSError):
             self._recheck(found.path, fp)  # changed or vanished while it was sent: transient
@@ -386,7 +388,9 @@ class Watcher:
         return record
 
     def _same_files(self, existing: ParsedManifest, path: Path) -> bool:
-        theirs = {existing.file_path(layer, i): layer.digest for i, layer in enumerate(existing.layers)}
+        from trainops.registry.chunks.index import files_of
+
+        theirs = {view.path: view.digest for view in files_of(existing, existing.digest[:19])}
         try:
             files = scan_tree(path)
             if len(files) != len(theirs):

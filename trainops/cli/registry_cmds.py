@@ -58,6 +58,13 @@ def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
 @click.option("--metric", "metrics", multiple=True, metavar="K=V", help="A metric (lineage, repeatable).")
 @click.option("--run-id", default=None, help="Run id (lineage).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@click.option(
+    "--dedup",
+    type=click.Choice(["off", "chunks"]),
+    default="off",
+    show_default=True,
+    help="chunks: files of 1 MiB or more go in the chunked form, sending only chunks the repository lacks.",
+)
 @_no_move_option
 @_registry_options
 @output_option
@@ -71,6 +78,7 @@ def push(
     metrics: tuple[str, ...],
     run_id: str | None,
     jobs: int | None,
+    dedup: str,
     no_move: bool,
     file: str | None,
     env: str | None,
@@ -116,6 +124,7 @@ def push(
                 progress=progress,
                 move_tag=not no_move,
                 model=model,
+                dedup=dedup,
             )
     if output == "json":
         echo_json(result.as_dict())
@@ -123,7 +132,9 @@ def push(
     _say_moved(result.ref.tag, result.moved_from, result.digest)
     click.echo(
         f"pushed {result.files} file(s), {_size(result.bytes_total)} "
-        f"({_size(result.bytes_sent)} sent, {result.blobs_skipped} blob(s) already there) "
+        f"({_size(result.bytes_sent)} sent, {result.blobs_skipped} blob(s) already there"
+        + (f", {_size(result.bytes_shared)} in chunks already there" if result.bytes_shared else "")
+        + ") "
         f"in {result.seconds:.2f}s",
         err=True,
     )
@@ -134,17 +145,49 @@ def push(
 @click.argument("ref")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@click.option(
+    "--verify-signature",
+    is_flag=True,
+    help="Refuse REF unless its model signature verifies with --key (checked before any file is fetched).",
+)
+@click.option(
+    "--key",
+    "key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM public key (with --verify-signature).",
+)
 @_registry_options
 @output_option
 def pull(
-    ref: str, dest: Path, jobs: int | None, file: str | None, env: str | None, insecure: bool, output: str
+    ref: str,
+    dest: Path,
+    jobs: int | None,
+    verify_signature: bool,
+    key: Path | None,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
 ) -> None:
     """Pull the artifact REF into DEST; every file is verified before it appears."""
     from trainops.cli.progress import transfer_progress
+    from trainops.errors import UsageError
     from trainops.registry import pulling
 
+    if verify_signature != (key is not None):
+        raise UsageError("--verify-signature and --key PUBLIC.pem go together")
     with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
-        result = pulling.pull(registries, ref=registries.ref(ref), dest=dest, jobs=jobs, progress=progress)
+        if key is not None:
+            from trainops.signing.keys import load_public_key
+            from trainops.signing.verify import pull_verified
+
+            public = load_public_key(key)
+            result = pull_verified(
+                registries, ref=registries.ref(ref), dest=dest, public=public, jobs=jobs, progress=progress
+            )
+        else:
+            result = pulling.pull(registries, ref=registries.ref(ref), dest=dest, jobs=jobs, progress=progress)
     if output == "json":
         echo_json(
             {
@@ -353,6 +396,12 @@ def _show_lines(info: Any) -> list[str]:
         fields.append(("parent", f"{parent['ref']}@{parent['digest'][:19]}{relation}"))
     if info.subject:
         fields.append(("subject", info.subject))
+    if info.chunked is not None:
+        fields.append(("chunked", f"{info.chunked.packs} pack(s), {_size(info.chunked.pack_bytes)}"))
+        if info.chunked.bytes_shared_with_parent is not None:
+            shared = info.chunked.bytes_shared_with_parent
+            share = f" ({100 * shared / info.size:.0f} %)" if info.size else ""
+            fields.append(("shared", f"{_size(shared)}{share} with parent {info.chunked.parent[:19]}"))
     out = [info.ref] + [f"  {name + ':':<10}{value}" for name, value in fields]
     if info.annotations:
         out.append("  annotations:")
@@ -472,6 +521,8 @@ def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, outp
         f"{len(result.added)} added, {len(result.removed)} removed, {len(result.modified)} modified, "
         f"{result.unchanged} unchanged ({_size(result.bytes_shared)} shared)"
     )
+    if result.chunk_bytes_shared != result.bytes_shared:
+        click.echo(f"{_size(result.chunk_bytes_shared)} shared chunk by chunk")
 
 
 @registry.command("rm")

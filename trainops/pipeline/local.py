@@ -186,6 +186,7 @@ def _watcher(
         lineage=lineage,
         interval=timing[0],
         settle=timing[1],
+        dedup=policy.dedup,
     )
     return Watcher(registries, config, progress=progress)
 

@@ -124,6 +124,7 @@ class PushResult:
     cache_hits: int
     seconds: float
     moved_from: str | None = None  # the digest the tag pointed at before, when the push moved it
+    bytes_shared: int = 0  # chunked files: bytes found in chunks the repository already held
 
     def as_dict(self) -> dict[str, Any]:
         """What `push -o json` prints (and every command that pushes, such as `hub import`)."""
@@ -136,6 +137,7 @@ class PushResult:
             "blobsSkipped": self.blobs_skipped,
             "seconds": round(self.seconds, 3),
             "movedFrom": self.moved_from,
+            "bytesShared": self.bytes_shared,
         }
 
 
@@ -193,30 +195,53 @@ def push(
     cache: DigestCache | None = None,
     model: ModelConfig | None = None,
     move_tag: bool = True,
+    dedup: str = "off",
 ) -> PushResult:
     """Push a file or directory tree as one artifact; tag it if ref has a tag (model: the
     ModelPack config fields of a kind="model" artifact).
 
     A tag that names other content is moved (`moved_from` says from what), or with
-    move_tag=False the push is refused before the manifest is written."""
+    move_tag=False the push is refused before the manifest is written. dedup="chunks":
+    files of CHUNKED_MIN bytes or more go in the chunked form (trainops.registry.chunks),
+    deduplicated against the parents and the newest checkpoints of the repository."""
     started = time.monotonic()
     if ref.digest:
         raise InputError(f"cannot push to a digest ({ref})", hint="push to a tag; the digest is computed")
     if kind not in media.KINDS or kind == "image":
         raise InputError(f"unknown artifact kind {kind!r}", hint="use checkpoint, model, dataset, eval or other")
+    if dedup not in DEDUP_MODES:
+        raise InputError(f"unknown dedup mode {dedup!r}", hint=f"use one of {', '.join(DEDUP_MODES)}")
     progress = progress or NullProgress()
     cache = cache or DigestCache()
     files = scan_tree(source)
+    plain, chunked = _split(files, dedup)
     backend = registries.backend(ref)
+    annotations = dict(annotations or {})
     with leased(backend, ref.repository):  # gc deletes no blob of the repository meanwhile
         uploader = _Uploader(backend, ref.repository, cache, progress)
-        outcomes = _parallel(uploader.transfer, files, jobs or default_jobs(ref))
+        outcomes = _parallel(uploader.transfer, plain, jobs or default_jobs(ref))
         digests = [(o.digest, o.size) for o in outcomes]
         sent = sum(o.sent for o in outcomes)
         skipped = sum(o.skipped for o in outcomes)
+        shared = 0
         layers = [
-            layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(files, outcomes, strict=True)
+            layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(plain, outcomes, strict=True)
         ]
+        packs: list[Descriptor] = []
+        if chunked:
+            from trainops.registry.chunks.pushing import push_files
+
+            parents = [p.digest for p in PlainLineage.of(lineage or PlainLineage()).parents]
+            done = push_files(
+                backend, ref.repository, chunked, parents=parents, tag=ref.tag, progress=progress, cache=cache
+            )
+            layers += [layer for _, layer in done.indexes]
+            digests += done.digests
+            sent, skipped, shared = sent + done.bytes_sent, skipped + done.packs_skipped, done.bytes_shared
+            packs = done.packs
+            annotations[media.A_DEDUP] = "chunks"
+        layers = sorted(layers, key=_layer_path) + packs
+        files = plain + chunked
         published = _publish(
             backend,
             ref,
@@ -246,7 +271,24 @@ def push(
         cache_hits=cache.hits,
         seconds=time.monotonic() - started,
         moved_from=moved,
+        bytes_shared=shared,
     )
+
+
+DEDUP_MODES = ("off", "chunks")
+
+
+def _split(files: list[FileEntry], dedup: str) -> tuple[list[FileEntry], list[FileEntry]]:
+    """(files pushed one blob each, files pushed chunked)."""
+    if dedup != "chunks":
+        return files, []
+    from trainops.registry.chunks.pushing import CHUNKED_MIN
+
+    return [f for f in files if f.size < CHUNKED_MIN], [f for f in files if f.size >= CHUNKED_MIN]
+
+
+def _layer_path(layer: Descriptor) -> str:
+    return layer.annotations.get(media.A_FILEPATH) or layer.annotations.get(media.A_CHUNKS_FILEPATH, "")
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS artifacts (
   lineage TEXT NOT NULL, subject TEXT, manifest TEXT NOT NULL, config TEXT, report TEXT,
   pruned INTEGER NOT NULL,
   stored TEXT NOT NULL,
+  shared_with_parent INTEGER,
   PRIMARY KEY (repo_id, digest)
 );
 CREATE INDEX IF NOT EXISTS artifacts_stored ON artifacts (repo_id, stored);
@@ -89,6 +90,9 @@ class Index:
         with self.connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(artifacts)")}
+            if "shared_with_parent" not in columns:  # an index made before chunked checkpoints
+                db.execute("ALTER TABLE artifacts ADD COLUMN shared_with_parent INTEGER")
 
     def connect(self) -> sqlite3.Connection:
         """This thread's connection (rows as sqlite3.Row)."""
@@ -122,15 +126,18 @@ class RefreshResult:
 
 
 def _row_of(parsed: ParsedManifest, data: ManifestData, config: str | None, pruned: bool) -> dict[str, Any]:
+    from trainops.registry.chunks.index import files_of
+
     lineage = parsed.lineage()
+    files = files_of(parsed, parsed.digest[:19])  # a chunked artifact's files, not its packs
     return {
         "digest": parsed.digest,
         "kind": parsed.kind,
         "artifact_type": parsed.artifact_type,
         "media_type": parsed.media_type,
         "created": parsed.created,
-        "size": sum(layer.size for layer in parsed.layers),
-        "files": len(parsed.layers),
+        "size": sum(f.size for f in files),
+        "files": len(files),
         "step": lineage.step,
         "run_id": lineage.run_id,
         "git_commit": lineage.git_commit,
@@ -178,6 +185,25 @@ def _report_text(registries: Registries, repo: Reference, parsed: ParsedManifest
     return None
 
 
+def _shared_with_parent(registries: Registries, repo: Reference, parsed: ParsedManifest) -> int | None:
+    """Bytes a chunked artifact shares with its first lineage parent, chunk by chunk, when
+    that parent is in the same repository (chunk indexes read once, cached by digest)."""
+    from trainops.registry.artifact import parse_manifest
+    from trainops.registry.chunks.index import is_chunked
+    from trainops.registry.chunks.sharing import shared_bytes
+
+    parents = parsed.plain_lineage().parents
+    if not parents or not is_chunked(parsed):
+        return None
+    backend = registries.backend(repo)
+    try:
+        old = parse_manifest(backend.get_manifest(repo.repository, parents[0].digest))
+        return shared_bytes(backend, repo.repository, old=old, new=parsed)
+    except TrainopsError as err:  # the parent is gone or elsewhere: nothing to say
+        log.debug("no shared bytes for %s: %s", parsed.digest, err)
+        return None
+
+
 def _fetch(registries: Registries, repo: Reference, digest: str) -> tuple[ParsedManifest, ManifestData] | None:
     """Read a manifest by digest through the Store; None when it vanished meanwhile."""
     try:
@@ -194,6 +220,7 @@ def _insert(db: sqlite3.Connection, registries: Registries, repo_id: int, repo: 
     config = None if record is not None else _config_text(registries, repo, parsed)
     row = _row_of(shown, data, config, pruned=record is not None)
     row["report"] = None if record is not None else _report_text(registries, repo, parsed)
+    row["shared_with_parent"] = None if record is not None else _shared_with_parent(registries, repo, parsed)
     row["repo_id"] = repo_id
     row["stored"] = parsed.digest  # the manifest the repository holds (a pruned record's own digest)
     cols = ", ".join(row)

@@ -54,6 +54,7 @@ class FileRow(StrictModel):
     size: int
     media_type: str
     digest: str
+    chunked: bool = Field(False, description="Stored as chunks in packs: the digest is the file's, no blob's.")
 
 
 class Link(StrictModel):
@@ -99,6 +100,9 @@ class Artifact(StrictModel):
     annotations: dict[str, str]
     lineage: dict[str, Any]
     config: str | None = Field(None, description="The config blob as text, when it is small JSON.")
+    shared_with_parent: int | None = Field(
+        None, description="A chunked checkpoint: bytes of its files found in its first parent's chunks."
+    )
     parents: list[Link]
     children: list[Link]
     referrers: list[Referrer]

@@ -119,10 +119,12 @@ def artifact_row(db: sqlite3.Connection, digest: str, repository: str | None) ->
 
 
 def _files(manifest_text: str, digest: str) -> list[FileRow]:
+    from trainops.registry.chunks.index import files_of
+
     parsed = parse_manifest(ManifestData(manifest_text.encode(), "", digest))
     return [
-        FileRow(path=parsed.file_path(layer, i), size=layer.size, media_type=layer.media_type, digest=layer.digest)
-        for i, layer in enumerate(parsed.layers)
+        FileRow(path=f.path, size=f.size, media_type=f.media_type, digest=f.digest, chunked=f.chunked)
+        for f in files_of(parsed, digest[:19])
     ]
 
 
@@ -213,6 +215,7 @@ def artifact(db: sqlite3.Connection, *, digest: str, repository: str | None = No
         annotations=dict(sorted(annotations.items())),
         lineage={k: v for k, v in json.loads(row["lineage"]).items() if k != "parents"},
         config=row["config"],
+        shared_with_parent=row["shared_with_parent"],
         parents=[_link(db, p["parent"], p["relation"], p["ref"]) for p in parents],
         children=[_link(db, c["child"], c["relation"], c["url"]) for c in children if c["relation"] != "describes"],
         referrers=[_referrer(r) for r in referrers],
