@@ -133,7 +133,9 @@ class ArgoStack:
         return done.stdout
 
     def apply(self, text: str) -> None:
-        self.kubectl_run("apply", "--server-side", "--force-conflicts", "--field-manager=trainops-tests", "-f", "-", stdin=text)
+        self.kubectl_run(
+            "apply", "--server-side", "--force-conflicts", "--field-manager=trainops-tests", "-f", "-", stdin=text
+        )
 
     def repo_url(self, name: str) -> str:
         return f"http://{LOOPBACK}:{self.git_port}/{name}"

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from serve.prometheus import VllmExporter
-
-from services import LOOPBACK, ServiceError, _ManagedProcess, free_port, require, wait_for, _http_status
+from services import LOOPBACK, ServiceError, _http_status, _ManagedProcess, free_port, require, wait_for
 
 RELEASE_ANNOTATION = "trainops.dev/release"
 HASH_LABEL = "rollouts-pod-template-hash"
@@ -55,8 +54,12 @@ class FileSdPrometheus(_ManagedProcess):
         )
         self.port = free_port()
         self._spawn(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={self.data_dir / 'tsdb'}",
-             f"--web.listen-address={LOOPBACK}:{self.port}"]  # fmt: skip
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.data_dir / 'tsdb'}",
+                f"--web.listen-address={LOOPBACK}:{self.port}",
+            ]
         )
         wait_for(lambda: _http_status(f"{self.url}/-/ready") == 200, timeout=60, what="prometheus",
                  proc=self.proc, log_path=self.log_path)  # fmt: skip

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from argo_cluster import ArgoStack
-
 from services import ServiceError
 
 

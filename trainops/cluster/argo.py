@@ -34,6 +34,7 @@ class ApplicationState:
     health: str  # Healthy, Progressing, Suspended, Degraded, Missing, Unknown
     revision: str | None  # the commit Argo CD synced last
     message: str | None  # the last operation's message, or a condition's
+    synced_at: str | None = None  # when the last sync operation finished (RFC 3339)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class AnalysisState:
     phase: str  # Pending, Running, Successful, Failed, Error, Inconclusive
     message: str | None
     measurements: list[Measurement] = field(default_factory=list)  # the last of each metric
+    created: str = ""  # RFC 3339
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ def application_state(app: dict[str, Any]) -> ApplicationState:
         health=str(health.get("status") or "Unknown"),
         revision=sync.get("revision"),
         message=message or health.get("message"),
+        synced_at=operation.get("finishedAt"),
     )
 
 
@@ -135,13 +138,14 @@ def _route_weights(route: dict[str, Any], stable: str, canary: str) -> tuple[lis
     return weights, headers
 
 
+def _owned_by_rollout(obj: dict[str, Any], name: str) -> bool:
+    owners = obj["metadata"].get("ownerReferences") or []
+    return any(ref.get("kind") == "Rollout" and ref.get("name") == name for ref in owners)
+
+
 def _analysis(cluster: Cluster, rollout: dict[str, Any], namespace: str) -> AnalysisState | None:
     name = rollout["metadata"]["name"]
-    runs = [
-        run
-        for run in cluster.list(ARGO_API, "AnalysisRun", namespace=namespace)
-        if any(ref.get("kind") == "Rollout" and ref.get("name") == name for ref in run["metadata"].get("ownerReferences") or [])
-    ]
+    runs = [run for run in cluster.list(ARGO_API, "AnalysisRun", namespace=namespace) if _owned_by_rollout(run, name)]
     if not runs:
         return None
     run = max(runs, key=lambda r: (r["metadata"].get("creationTimestamp", ""), r["metadata"]["name"]))
@@ -162,6 +166,7 @@ def _analysis(cluster: Cluster, rollout: dict[str, Any], namespace: str) -> Anal
         phase=str(status.get("phase") or "Pending"),
         message=status.get("message"),
         measurements=measured,
+        created=str(run["metadata"].get("creationTimestamp", "")),
     )
 
 
@@ -170,7 +175,7 @@ def _replica_sets(cluster: Cluster, rollout: dict[str, Any], namespace: str) -> 
     stable, current = status.get("stableRS"), status.get("currentPodHash")
     out = []
     for rs in cluster.list("apps/v1", "ReplicaSet", namespace=namespace):
-        if not any(ref.get("kind") == "Rollout" and ref.get("name") == name for ref in rs["metadata"].get("ownerReferences") or []):
+        if not _owned_by_rollout(rs, name):
             continue
         pod_hash = str(rs["metadata"].get("labels", {}).get(LABEL_HASH, ""))
         role = "stable" if pod_hash == stable else "canary" if pod_hash == current else "old"
