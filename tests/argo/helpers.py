@@ -52,7 +52,7 @@ def serving_project(root: Path, repo: str, *, prometheus: str | None = None) -> 
 
 
 def start_args(version: str) -> list[str]:
-    return ["rollout", "start", version, "--image", IMAGE]
+    return ["rollout", "start", f"tiny-llm/model:{version}", "--image", IMAGE]
 
 
 @dataclass
@@ -139,3 +139,19 @@ def rollout_at(live: Live, *, step: int, canary_weight: int) -> dict[str, Any] |
     if weights.get(f"{NAME}-canary") != canary_weight:
         return None
     return ro
+
+
+def app_synced(live: Live) -> dict[str, Any] | None:
+    app = live.app()
+    return app if (app.get("status") or {}).get("sync", {}).get("status") == "Synced" else None
+
+
+def healthy_stable(live: Live) -> str | None:
+    """The stable pod-template hash once the Rollout is Healthy."""
+    status = live.rollout().get("status") or {}
+    return str(status["stableRS"]) if status.get("phase") == "Healthy" and status.get("stableRS") else None
+
+
+def replicas_are(live: Live, pod_hash: str, want: tuple[int, int]) -> dict[str, tuple[int, int]] | None:
+    sets = live.replica_sets()
+    return sets if sets.get(pod_hash) == want else None
