@@ -86,10 +86,8 @@ def _print_run(result: Any) -> None:
     for stage in result.stages:
         status = {"runs": "runs", "cached": "cached", "ran": "ran"}.get(stage.status, stage.status)
         shown = stage.error or ", ".join(o.ref or o.digest for o in stage.outputs) or stage.why
-        if stage.status == "cached":
-            shown = f"cached ({shown})"
-        elif stage.status in ("runs", "skipped"):
-            shown = f"{stage.status} (why: {stage.why})"
+        if stage.status in ("runs", "skipped"):
+            shown = stage.why  # the STATUS column already says runs or skipped
         table.add_row(stage.name, status, _short(shown))
     console().print(table)
 
@@ -110,8 +108,18 @@ def _print_run(result: Any) -> None:
     type=float,
     default=300.0,
     show_default=True,
-    help="Cluster: the job is taken as finished when no checkpoint of it arrived for this many seconds.",
+    help="Cluster without --kubeconfig: the job is taken as finished when no checkpoint of it arrived "
+    "for this many seconds.",
 )
+@click.option(
+    "--kubeconfig",
+    "kubeconfig",
+    type=click.Path(dir_okay=False, path_type=str),
+    default=None,
+    metavar="FILE",
+    help="Cluster: read the job's status from this cluster; training is finished when the job is (not --settle).",
+)
+@click.option("--context", "context", metavar="NAME", default=None, help="The kubeconfig context (with --kubeconfig).")
 @click.option(
     "--serve-image",
     metavar="REF",
@@ -129,6 +137,8 @@ def run_cmd(
     executor: str | None,
     timeout: float,
     settle: float,
+    kubeconfig: str | None,
+    context: str | None,
     serve_image: str | None,
     insecure: bool,
     output: str,
@@ -146,6 +156,8 @@ def run_cmd(
         insecure=insecure,
         timeout=timeout,
         quiet=settle,
+        kubeconfig=kubeconfig,
+        context=context,
         serve_image=serve_image,
         command_stdout=sys.stderr,
     )
