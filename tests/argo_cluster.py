@@ -42,7 +42,7 @@ from services import (
     wait_for,
 )
 
-ARGOCD_VERSION = "v3.5.1"
+ARGOCD_VERSION = "v3.6.2"
 ROLLOUTS_VERSION = "v1.9.1"
 ARGOCD_NAMESPACE = "argocd"
 ROLLOUTS_NAMESPACE = "argo-rollouts"
@@ -54,6 +54,14 @@ BUILD = "scripts/build-kube.sh argocd rollouts"
 
 def kube_cache() -> Path:
     return Path(os.environ.get("TRAINOPS_KUBE_CACHE", "/var/cache/trainops-kube"))
+
+
+def module_crds(module: str, version: str) -> list[Path]:
+    """The CRDs of an upstream module as the build downloaded it (manifests/crds/*-crd.yaml)."""
+    path = kube_cache() / "go" / "pkg" / "mod" / f"{module}@{version}" / "manifests" / "crds"
+    if not path.is_dir():
+        raise MissingDependency(f"{path} not found: run {BUILD} (or {INSTALL_SCRIPT} as root)")
+    return sorted(path.glob("*-crd.yaml"))
 
 
 def cached(name: str) -> Path:
@@ -105,6 +113,7 @@ class ArgoStack:
         resync: int = 2,
         start_timeout: float = 120.0,
         rollouts: bool = True,
+        argocd: bool = True,
     ) -> None:
         self.work = work
         self.kubeconfig = kubeconfig
@@ -112,6 +121,7 @@ class ArgoStack:
         self.resync = resync
         self.start_timeout = start_timeout
         self.with_rollouts = rollouts
+        self.with_argocd = argocd
         self.git_root = work / "git"
         self.git_port = 0
         self.procs: list[_Proc] = []
@@ -161,12 +171,15 @@ class ArgoStack:
     # ------------------------------------------------------------------ install
 
     def _crds(self) -> None:
-        files = sorted(cached(f"crds/argo-cd-{ARGOCD_VERSION}").glob("*.yaml"))
+        files = [ROOT / "trainops/render/crds/gateway-httproute.yaml"]
+        names = "crd/httproutes.gateway.networking.k8s.io"
+        if self.with_argocd:
+            files += [f for f in module_crds("github.com/argoproj/argo-cd/v3", ARGOCD_VERSION) if "applicationset" not in f.name]
+            names += " crd/applications.argoproj.io crd/appprojects.argoproj.io"
         if self.with_rollouts:
-            files += sorted(cached(f"crds/argo-rollouts-{ROLLOUTS_VERSION}").glob("*.yaml"))
-        files.append(ROOT / "trainops/render/crds/gateway-httproute.yaml")
-        self.apply("\n---\n".join(f.read_text() for f in files))
-        names = "crd/applications.argoproj.io crd/appprojects.argoproj.io crd/httproutes.gateway.networking.k8s.io"
+            files += module_crds("github.com/argoproj/argo-rollouts", ROLLOUTS_VERSION)
+        for f in files:
+            self.apply(f.read_text())
         if self.with_rollouts:
             names += " crd/rollouts.argoproj.io crd/analysisruns.argoproj.io crd/analysistemplates.argoproj.io"
         self.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", *names.split())
@@ -198,6 +211,8 @@ spec:
   destinations: [{{server: '*', namespace: '*'}}]
   clusterResourceWhitelist: [{{group: '*', kind: '*'}}]""",
         ]
+        if not self.with_argocd:
+            docs = []
         if plugin is not None:
             docs += [
                 f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ROLLOUTS_NAMESPACE}}}",
@@ -209,7 +224,8 @@ data:
     - name: {PLUGIN_NAME}
       location: file://{plugin}""",
             ]
-        self.apply("\n---\n".join(docs))
+        if docs:
+            self.apply("\n---\n".join(docs))
 
     # ------------------------------------------------------------------ start
 
@@ -300,7 +316,8 @@ data:
         self._objects(plugin)
         self.timings["install"] = time.monotonic() - t0
         try:
-            for name, step in (("git", self._start_git), ("argocd", self._start_argocd)):
+            steps = [("git", self._start_git)] + ([("argocd", self._start_argocd)] if self.with_argocd else [])
+            for name, step in steps:
                 t0 = time.monotonic()
                 step()
                 self.timings[name] = time.monotonic() - t0
