@@ -1,7 +1,8 @@
 """SLSA provenance v1 of a release (or a checkpoint), from the lineage trainops recorded.
 
 An in-toto statement v1, predicate type https://slsa.dev/provenance/v1:
-- subject: the artifact's files, each with its sha256 (the layer digest);
+- subject: the artifact's files, each with its sha256 (the layer digest), and the artifact's
+  manifest, named by its repository URL (what cosign and other OCI tools match);
 - buildDefinition: buildType https://trainops.dev/provenance/release/v1 (or …/checkpoint/v1);
   externalParameters: the pipeline, the artifact's repository and version, and for a release
   made past a failing gate `forced: {reason, by}`; resolvedDependencies: the source (git
@@ -9,7 +10,8 @@ An in-toto statement v1, predicate type https://slsa.dev/provenance/v1:
   made it, the eval report and its verdict, and the datasets the eval named;
 - runDetails: builder id https://trainops.dev/builder/cli with trainops' version, and the
   artifact's creation time.
-Numbers other than metrics are strings (protobuf's Struct would turn 300 into 300.0).
+Numbers other than metrics are strings (a PKCS#11 signature goes through protobuf's Struct,
+which would turn 300 into 300.0).
 Checking provenance against a release rebuilds what the release's lineage says and names
 every field that differs.
 """
@@ -25,13 +27,12 @@ from trainops.errors import IntegrityError
 from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest
 from trainops.registry.reference import Reference
-from trainops.signing.keys import PublicKey
+from trainops.signing.keys import PublicKey, ecdsa_hash
 from trainops.signing.model_sig import check_bundle_shape
-from trainops.signing.signer import Statement
+from trainops.signing.signer import STATEMENT_TYPE, Statement, pae
 
 BUILDER = "https://trainops.dev/builder/cli"
 BUILD_TYPE = "https://trainops.dev/provenance/{kind}/v1"
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ def provenance(
         },
     }
     subjects = [(rel, _hex(digest)) for rel, digest in sorted(files.items())]
+    subjects.append((ref.repo_url, _hex(parsed.digest)))  # the artifact itself, as cosign and OCI tools name it
     return Statement(subjects=subjects, predicate_type=media.SLSA_PROVENANCE, predicate=predicate)
 
 
@@ -117,18 +119,7 @@ def statement_json(statement: Statement) -> bytes:
     """An unsigned statement (provenance without a signing key), canonical JSON."""
     from trainops.registry.artifact import canonical_json
 
-    return canonical_json(
-        {
-            "_type": STATEMENT_TYPE,
-            "subject": [{"name": name, "digest": {"sha256": hexdigest}} for name, hexdigest in statement.subjects],
-            "predicateType": statement.predicate_type,
-            "predicate": statement.predicate,
-        }
-    )
-
-
-def _pae(payload_type: str, payload: bytes) -> bytes:
-    return b"DSSEv1 %d %s %d %s" % (len(payload_type), payload_type.encode(), len(payload), payload)
+    return canonical_json(statement.as_json())
 
 
 def open_envelope(bundle: bytes, *, public: PublicKey | None, where: str) -> dict[str, Any]:
@@ -144,20 +135,18 @@ def open_envelope(bundle: bytes, *, public: PublicKey | None, where: str) -> dic
     except (KeyError, IndexError, TypeError, ValueError):
         raise IntegrityError(f"{where}: the DSSE envelope is malformed (payload, payloadType, signatures)") from None
     if public is not None:
-        _check_dsse(public, _pae(payload_type, payload), sig, where)
+        _check_dsse(public, pae(payload_type, payload), sig, where)
     if payload_type != media.IN_TOTO:
         raise IntegrityError(f"{where}: the envelope holds {payload_type}, not an in-toto statement")
     return parse_statement(payload, where)
 
 
-def _check_dsse(public: PublicKey, pae: bytes, sig: bytes, where: str) -> None:
+def _check_dsse(public: PublicKey, encoded: bytes, sig: bytes, where: str) -> None:
     from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    algorithm = {256: hashes.SHA256(), 384: hashes.SHA384(), 521: hashes.SHA512()}[public.key.curve.key_size]
     try:
-        public.key.verify(sig, pae, ec.ECDSA(algorithm))
+        public.key.verify(sig, encoded, ec.ECDSA(ecdsa_hash(public.key)))
     except InvalidSignature:
         raise IntegrityError(f"{where}: the provenance signature does not verify with {public.fingerprint}") from None
 
@@ -194,8 +183,14 @@ def differences(found: dict[str, Any], expected: Statement) -> list[str]:
         for s in found.get("subject", [])
         if isinstance(s, dict)
     }
-    if subjects != dict(expected.subjects):
-        problems.append("its subject is not the release's files")
+
+    def files(named: dict[str, str]) -> dict[str, str]:  # the artifact's own subject is named by URL
+        return {name: digest for name, digest in named.items() if "://" not in name}
+
+    if files(subjects) != files(dict(expected.subjects)):
+        problems.append("its subject is not the artifact's files")
+    if expected.subjects[-1][1] not in subjects.values():
+        problems.append("its subject does not name the artifact's manifest")
     got, want = _deps_by_name(found.get("predicate")), _deps_by_name(expected.predicate)
     for name in sorted(set(got) | set(want)):
         digests = sorted(json.dumps(d.get("digest"), sort_keys=True) for d in got.get(name, []))
@@ -206,3 +201,13 @@ def differences(found: dict[str, Any], expected: Statement) -> list[str]:
     if (external.get("forced") if isinstance(external, dict) else None) != wanted_forced:
         problems.append("its forced-release record differs from the lineage")
     return problems
+
+
+def peek_statement(content: bytes, media_type: str) -> dict[str, Any] | None:
+    """The statement a provenance record holds, unverified (for showing), or None."""
+    try:
+        if media_type == media.IN_TOTO:
+            return parse_statement(content, "provenance")
+        return open_envelope(content, public=None, where="provenance")
+    except IntegrityError:
+        return None
