@@ -11,11 +11,13 @@ cluster` waits on).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.cluster.client import Cluster
-from trainops.errors import NotFoundError
+from trainops.errors import NotFoundError, RemoteError
 from trainops.render.names import LABEL_PIPELINE, LABEL_RUN_ID
 from trainops.spec import Manifest
 from trainops.spec.stages import TrainSpec
@@ -255,3 +257,41 @@ def manifest_logs(
     train = _train(manifest)
     with connect(kubeconfig=kubeconfig, context=context) as cluster:
         return run_logs(cluster, train=train, run_id=run_id)
+
+
+def wait_finished(
+    cluster: Cluster,
+    *,
+    train: TrainSpec,
+    pipeline: str,
+    run_id: str,
+    timeout: float,
+    poll: float,
+    on_change: Callable[[RunState | None], None],
+) -> RunState:
+    """Poll RUN's job until it finished (Completed or Failed…); RemoteError after `timeout`.
+
+    A job not in the cluster yet (the GitOps controller has not applied it) is waited for;
+    `on_change` gets each new phase (None: not there yet).
+    """
+    deadline = time.monotonic() + timeout
+    seen: tuple[str, str | None] | None = None
+    while True:
+        try:
+            state: RunState | None = run_states(cluster, train=train, pipeline=pipeline, run_id=run_id)[0]
+        except NotFoundError:
+            state = None
+        now_seen = (state.phase, state.reason) if state is not None else ("absent", None)
+        if now_seen != seen:
+            on_change(state)
+            seen = now_seen
+        if state is not None and state.finished:
+            return state
+        now = time.monotonic()
+        if now >= deadline:
+            phase = state.phase if state is not None else "not in the cluster"
+            raise RemoteError(
+                f"timed out after {timeout:g} s waiting for run {run_id}'s job ({phase})",
+                hint="run `trainops run` again to keep waiting: the job is not submitted twice",
+            )
+        time.sleep(min(poll, max(0.0, deadline - now)))
