@@ -2,7 +2,8 @@
 
 `connect(kubeconfig=…, context=…)` loads the standard kubeconfig (the file given, else the
 first file of `$KUBECONFIG`, else ~/.kube/config; the current context unless one is named)
-with lightkube (client certificates, tokens, token files, exec plugins, the cluster's CA)
+with lightkube (client certificates, tokens, token files, exec plugins, the cluster's CA;
+HTTPS_PROXY/NO_PROXY honoured as kubectl does)
 and returns a `Cluster`: REST calls by apiVersion/kind through the API server's discovery,
 so any installed CRD is read the same way as a built-in kind.
 
@@ -22,12 +23,12 @@ from __future__ import annotations
 import json
 import os
 import ssl
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainops.errors import InputError, NotFoundError, RemoteError, UsageError
+from trainops.errors import InputError, NotFoundError, RemoteError
 from trainops.retry import RETRY_STATUS, Backoff, RetryPolicy, retry_after_seconds
 
 FIELD_MANAGER = "trainops"
@@ -104,7 +105,7 @@ def connect(*, kubeconfig: Path | str | None = None, context: str | None = None,
     from lightkube.core.exceptions import ConfigError
 
     try:
-        http = Client(config, ConnectionParams(timeout=Timeout(timeout), trust_env=False))
+        http = Client(config, ConnectionParams(timeout=Timeout(timeout), trust_env=True))
     except (ConfigError, ssl.SSLError, OSError) as err:
         raise InputError(f"kubeconfig {path}: its credentials or CA cannot be loaded: {err}") from None
     return Cluster(
@@ -329,14 +330,3 @@ def _refusal(response: Any) -> ObjectRefused:
     return ObjectRefused(
         _status_message(response), status=response.status_code, reason=str(status.get("reason", "")), causes=causes
     )
-
-
-def objects_of(text: str) -> Iterator[dict[str, Any]]:
-    """The objects of a YAML stream (a rendered file), in order; empty documents skipped."""
-    import yaml
-
-    for doc in yaml.safe_load_all(text):
-        if isinstance(doc, dict):
-            yield doc
-        elif doc is not None:
-            raise UsageError("a rendered file holds a YAML document that is not an object")
