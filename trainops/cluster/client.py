@@ -3,9 +3,9 @@
 `connect(kubeconfig=…, context=…)` loads the standard kubeconfig (the file given, else the
 first file of `$KUBECONFIG`, else ~/.kube/config; the current context unless one is named)
 with lightkube (client certificates, tokens, token files, exec plugins, the cluster's CA;
-HTTPS_PROXY/NO_PROXY honoured as kubectl does)
-and returns a `Cluster`: REST calls by apiVersion/kind through the API server's discovery,
-so any installed CRD is read the same way as a built-in kind.
+HTTPS_PROXY/NO_PROXY honoured as kubectl does) and returns a `Cluster`: REST calls by
+apiVersion/kind through the API server's discovery, so any installed CRD is read the same
+way as a built-in kind.
 
 Every way of not getting an answer becomes one `RemoteError` line (exit 6) that says which:
 the server does not answer, TLS failed, 401 (the credentials are refused), 403 (the user may
