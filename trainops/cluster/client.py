@@ -316,7 +316,16 @@ def _status(response: Any) -> dict[str, Any]:
 def _status_message(response: Any) -> str:
     message = _status(response).get("message")
     text = str(message) if message else response.text.strip()[:300]
-    return " ".join(text.split()) or response.reason_phrase
+    return _shorten(" ".join(text.split())) or response.reason_phrase
+
+
+def _shorten(text: str) -> str:
+    """The API server quotes a whole invalid value (a pod template is kilobytes): keep its words."""
+    start = text.find("Invalid value: ")
+    if start < 0 or len(text) <= 300 or text[start + 15 : start + 16] not in ("{", "["):
+        return text
+    end = max(text.rfind("}: "), text.rfind("]: "))
+    return text[: start + 15] + "(the object's value)" + text[end + 1 :] if end > start else text
 
 
 def _refusal(response: Any) -> ObjectRefused:

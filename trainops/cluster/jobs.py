@@ -24,6 +24,7 @@ from trainops.spec.stages import TrainSpec
 
 WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
 PODGROUP = ("scheduling.volcano.sh/v1beta1", "PodGroup")
+COMPONENT = "app.kubernetes.io/component"
 DONE = frozenset({"Completed", "Succeeded", "Failed", "Aborted", "Terminated"})
 FAILED = frozenset({"Failed", "Aborted", "Terminated"})
 
@@ -162,6 +163,7 @@ def run_states(cluster: Cluster, *, train: TrainSpec, pipeline: str, run_id: str
     api_version, kind = job_kind(train)
     namespace = train.namespace or cluster.namespace
     selector = f"{LABEL_RUN_ID}={run_id}" if run_id else f"{LABEL_PIPELINE}={pipeline}"
+    selector += f",{COMPONENT}=train"  # not the eval Jobs of the same pipeline
     jobs = [
         j
         for j in cluster.list(api_version, kind, namespace=namespace, selector=selector)
@@ -214,7 +216,7 @@ class PodLog:
 def run_logs(cluster: Cluster, *, train: TrainSpec, run_id: str) -> list[PodLog]:
     """The log of every pod of RUN (its main container), rank 0 first; NotFoundError without pods."""
     namespace = train.namespace or cluster.namespace
-    pods = cluster.list("v1", "Pod", namespace=namespace, selector=f"{LABEL_RUN_ID}={run_id}")
+    pods = cluster.list("v1", "Pod", namespace=namespace, selector=f"{LABEL_RUN_ID}={run_id},{COMPONENT}=train")
     if not pods:
         raise NotFoundError(
             f"run {run_id} has no pods in namespace {namespace} of {cluster.server}",
