@@ -58,6 +58,12 @@ def _probes(port: str) -> dict[str, Any]:
 def _model_source(ctx: ServeContext, served: Served) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the model volume, the init containers that fill it)."""
     if ctx.rollout.model_delivery == "image-volume":
+        if ctx.rollout.verify_signature is not None:
+            raise InputError(
+                "rollout.verifySignature needs modelDelivery init-container: an image volume is mounted by the "
+                "kubelet, which checks no model signature",
+                hint="use modelDelivery: init-container, or verify with an admission policy",
+            )
         if not served.release.startswith("oci://"):
             raise InputError(
                 f"rollout.modelDelivery image-volume needs the release in an oci:// registry, not {served.release}",
@@ -67,8 +73,10 @@ def _model_source(ctx: ServeContext, served: Served) -> tuple[dict[str, Any], li
         name, _, digest = reference.rpartition("@")
         repo = name if ":" not in name.rsplit("/", 1)[-1] else name.rsplit(":", 1)[0]
         return {"name": "model", "image": {"reference": f"{repo}@{digest}", "pullPolicy": "IfNotPresent"}}, []
-    if served.release.startswith("file://"):
-        ctx.warn(f"the release {served.release} is in a file:// registry, which pods in a cluster cannot read")
+    if served.release.startswith("file://"):  # one line for every release there (ctx.warn keeps one of each)
+        ctx.warn(
+            "the release is in a file:// registry, which pods in a cluster cannot read: serve from oci:// or s3://"
+        )
     argv = with_insecure(["trainops", "pull", served.release, MODEL_DIR], ctx.insecure, served.release)
     mounts: list[dict[str, Any]] = [{"name": "model", "mountPath": MODEL_DIR}]
     key = ctx.rollout.verify_signature

@@ -17,6 +17,7 @@ from trainops.spec.common import (
     Quantity,
     StrictModel,
 )
+from trainops.spec.faults import FaultPolicy
 
 ImageTemplate = Literal["train-pytorch", "serve-vllm", "serve-sglang"]
 TemplateParam = str | int | float | bool
@@ -321,6 +322,9 @@ class TrainSpec(StrictModel):
     datasets: list[DatasetRef] = Field(default_factory=list)
     topology: Topology | None = None
     fault_tolerance: FaultTolerance = Field(default_factory=FaultTolerance)
+    faults: FaultPolicy = Field(
+        default_factory=FaultPolicy, description="Failure diagnosis → action, node-health sources (Slurm, local)."
+    )
     checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
     elastic: Elastic | None = Field(None, description="Elastic training (PyTorchJob elasticPolicy).")
     slurm: SlurmOptions | None = None

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.errors import NotFoundError, TrainopsError
-from trainops.registry import tombstone
+from trainops.registry import media, tombstone
 from trainops.registry.artifact import ParsedManifest
 from trainops.registry.backends.base import Descriptor, ManifestData
 from trainops.registry.context import Registries
@@ -177,12 +177,24 @@ def _config_text(registries: Registries, repo: Reference, parsed: ParsedManifest
 
 def _report_text(registries: Registries, repo: Reference, parsed: ParsedManifest) -> str | None:
     """An eval report's JSON file (its metrics, gates and verdict), when it has one small enough."""
+    if parsed.annotations.get(media.A_BUNDLE_PREDICATE) == media.SLSA_PROVENANCE:
+        return _provenance_text(registries, repo, parsed)
     if parsed.kind != "eval":
         return None
     for i, layer in enumerate(parsed.layers):
         if parsed.file_path(layer, i).endswith(".json"):
             return _small_json(registries, repo, layer)
     return None
+
+
+def _provenance_text(registries: Registries, repo: Reference, parsed: ParsedManifest) -> str | None:
+    """A provenance record's in-toto statement as JSON (out of its DSSE envelope, unverified:
+    the browser has no key; `trainops release verify` checks it)."""
+    from trainops.signing.provenance import peek_statement
+
+    text = _small_json(registries, repo, parsed.layers[0]) if len(parsed.layers) == 1 else None
+    statement = None if text is None else peek_statement(text.encode(), parsed.layers[0].media_type)
+    return None if statement is None else json.dumps(statement)
 
 
 def _shared_with_parent(registries: Registries, repo: Reference, parsed: ParsedManifest) -> int | None:

@@ -86,6 +86,23 @@ class Referrer(StrictModel):
     passed: bool | None = Field(None, description="An eval report's verdict; null for other referrers.")
 
 
+class Provenance(StrictModel):
+    """What an artifact's SLSA provenance says (as recorded; `trainops release verify` checks it)."""
+
+    builder: str | None = None
+    build_type: str | None = None
+    forced: dict[str, Any] | None = Field(None, description="reason and by, for a release made past a failing gate.")
+    dependencies: list[str] = Field(default_factory=list, description="Each resolved dependency: name and URI.")
+
+
+class Signing(StrictModel):
+    """Whether an artifact carries a model signature, by which keys, and its provenance."""
+
+    signed: bool
+    keys: list[str] = Field(default_factory=list, description="Fingerprints (sha256:…) of the keys that signed it.")
+    provenance: Provenance | None = None
+
+
 class Artifact(StrictModel):
     repository: str
     digest: str
@@ -106,6 +123,7 @@ class Artifact(StrictModel):
     parents: list[Link]
     children: list[Link]
     referrers: list[Referrer]
+    signing: Signing | None = Field(None, description="Model signatures and SLSA provenance attached, if any.")
 
 
 class GraphNode(StrictModel):
