@@ -48,7 +48,7 @@ A_KIND = "dev.trainops.kind"
 A_LINEAGE = "dev.trainops.lineage"
 A_FILE_MODE = "dev.trainops.file.mode"
 A_CKPT_NAME = "dev.trainops.checkpoint.name"  # the checkpoint directory's own name (step-000300, …)
-A_CKPT_LAYOUT = "dev.trainops.checkpoint.layout"  # trainops | huggingface | megatron | deepspeed
+A_CKPT_LAYOUT = "dev.trainops.checkpoint.layout"  # trainops | huggingface | megatron | deepspeed | dcp
 PRUNED_TAG_PREFIX = "pruned-"  # tags of pruned records (trainops.registry.tombstone)
 A_VERSION = "org.opencontainers.image.version"
 
