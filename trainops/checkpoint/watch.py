@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from trainops.checkpoint.catalog import A_LAYOUT, A_NAME, require_repository
 from trainops.checkpoint.layouts import LAYOUT_NAMES, Found, Layout, get_layout, resolve_layout
@@ -51,6 +51,9 @@ from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache
 from trainops.registry.reference import Reference
 from trainops.spec.stages import Retention
+
+if TYPE_CHECKING:
+    from trainops.signing.signer import Signer
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class WatchConfig:
     settle: float = 5.0  # seconds a checkpoint without a commit marker must be unchanged
     drain: float = 0.0  # after stop: seconds to keep scanning while a checkpoint is being written
     dedup: str = "off"  # chunks: the chunked form (train.checkpoint.dedup)
+    provenance: bool = False  # attach SLSA provenance to every push (release.signing.checkpoints)
+    signer: Signer | None = None  # signs it (and a model signature) when release.signing has a key
 
 
 EventKind = Literal["pushed", "adopted", "removed", "skipped", "error"]
@@ -347,9 +352,19 @@ class Watcher:
         # push changes it, so the next scan pushes the checkpoint again, whole.
         self._remember(records, found, layout, fp, result.digest, self.config.run_id)
         self._last_digest = result.digest
+        if self.config.provenance:
+            self._attest(result.ref)
         pushed = PushedCheckpoint(found.name, found.step, result.digest, str(result.ref), parent, result.bytes_sent)
         self._emit("pushed", f"{found.name} → {result.ref}", pushed)
         return pushed
+
+    def _attest(self, ref: Reference) -> None:
+        """SLSA provenance (signed, with a model signature, when there is a signer) for a pushed checkpoint."""
+        from trainops.clock import now_utc
+        from trainops.signing.attest import attest
+
+        found = store.resolve(self.registries, ref=ref)
+        attest(self.registries, found=found, signer=self.config.signer, created=now_utc())
 
     def _recheck(self, path: Path, fp: Fingerprint) -> None:
         try:

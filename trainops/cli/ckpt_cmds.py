@@ -226,6 +226,7 @@ def _watch(
     from trainops.checkpoint import WatchConfig, Watcher
     from trainops.cli.progress import transfer_progress
     from trainops.errors import RemoteError, UsageError
+    from trainops.signing.attest import checkpoint_attestation
 
     run_id = run_id or os.environ.get(RUN_ID_ENV) or None
     if not run_id:
@@ -246,6 +247,7 @@ def _watch(
             drain=timing[2],
             dedup=dedup or (policy.dedup if policy is not None else "off"),
         )
+        config.provenance, config.signer = checkpoint_attestation(ctx.manifest)
         with transfer_progress(once and output == "text") as progress:
             watcher = Watcher(ctx.registries, config, progress=progress if once else None, on_event=_printer(output))
             if once:

@@ -27,6 +27,7 @@ from trainops.cli import (
 )
 from trainops.cli.output import add_verbose
 from trainops.errors import TrainopsError
+from trainops.interrupt import Interrupted
 
 DEBUG_ENV = "TRAINOPS_DEBUG"
 
@@ -100,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(stop.exit_code)
     except click.ClickException as err:
         err.show()
+        return err.exit_code
+    except Interrupted as err:  # Ctrl-C in a transfer: what was left, and how to resume
+        click.echo(f"Interrupted: {err}", err=True)
         return err.exit_code
     except TrainopsError as err:
         if _debug():

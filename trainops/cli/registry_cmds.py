@@ -338,6 +338,11 @@ def ls(
 
         echo_json(asdict(listing))
         return
+    if listing.repository is None and long_:
+        untagged = set(listing.untagged)
+        for name in listing.repositories:
+            click.echo(f"{name}  (no tags: no artifact; an interrupted push's blobs)" if name in untagged else name)
+        return
     if listing.repository is None or not long_:
         names = listing.repositories if listing.repository is None else [t.tag for t in listing.tags]
         if names:

@@ -144,6 +144,9 @@ def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output
     for key, value in info.model.items():
         click.echo(f"  {key + ':':<11} {value}")
     click.echo(f"  size:       {format_size(info.size)} in {len(info.files)} file(s): {', '.join(info.files)}")
+    signed = ", ".join(info.signed_by) if info.signed_by else "not signed"
+    click.echo(f"  signed by:  {signed}" + (" (as recorded; `release verify` checks it)" if info.signed_by else ""))
+    click.echo(f"  provenance: {info.provenance or '-'}")
 
 
 @release_group.command("verify")

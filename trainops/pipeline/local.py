@@ -167,6 +167,7 @@ def _watcher(
     """Step 3's watcher: pushes the run's complete checkpoints with its lineage, keeps retention."""
     from trainops.checkpoint import WatchConfig, Watcher
     from trainops.gitinfo import git_state
+    from trainops.signing.attest import checkpoint_attestation
 
     policy = train_spec(manifest).checkpoint
     git = git_state(manifest.root)
@@ -188,6 +189,7 @@ def _watcher(
         settle=timing[1],
         dedup=policy.dedup,
     )
+    config.provenance, config.signer = checkpoint_attestation(manifest)
     return Watcher(registries, config, progress=progress)
 
 

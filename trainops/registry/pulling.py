@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainops.errors import ExistsError, InputError, IntegrityError
+from trainops.interrupt import NOTHING_PULLED, parallel
 from trainops.registry import media
 from trainops.registry.artifact import safe_relpath
 from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.reference import Reference
-from trainops.registry.store import Resolved, _parallel, default_jobs, resolve
+from trainops.registry.store import Resolved, default_jobs, resolve
 
 if TYPE_CHECKING:
     from trainops.registry.chunks.rebuild import Recipe
@@ -170,7 +171,7 @@ def _stage_blobs(
         return layer.size
 
     try:
-        received = sum(_parallel(fetch, unique.items(), jobs))
+        received = sum(parallel(fetch, unique.items(), jobs, on_interrupt=NOTHING_PULLED))
         shutil.rmtree(staging / "packs", ignore_errors=True)  # whole packs read without Range support
         return received
     except IntegrityError:

@@ -13,13 +13,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from trainops.errors import ExistsError, InputError, IntegrityError, NotFoundError
+from trainops.interrupt import NOTHING_PUBLISHED, parallel
 from trainops.registry import media
 from trainops.registry.artifact import (
     FileEntry,
@@ -42,20 +42,9 @@ from trainops.registry.reference import Reference
 if TYPE_CHECKING:  # pydantic loads only where a models.Lineage is built (see registry/plain_lineage.py)
     from trainops.registry.models import Lineage, Parent
 
-T = TypeVar("T")
-R = TypeVar("R")
-
 
 def default_jobs(ref: Reference) -> int:
     return 2 if ref.scheme == "file" else 8
-
-
-def _parallel(func: Callable[[T], R], items: Iterable[T], jobs: int) -> list[R]:
-    items = list(items)
-    if jobs <= 1 or len(items) <= 1:
-        return [func(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(jobs, len(items))) as pool:
-        return list(pool.map(func, items))
 
 
 @dataclass(frozen=True)
@@ -223,7 +212,7 @@ def push(
     annotations = dict(annotations or {})
     with leased(backend, ref.repository):  # gc deletes no blob of the repository meanwhile
         uploader = _Uploader(backend, ref.repository, cache, progress)
-        outcomes = _parallel(uploader.transfer, plain, jobs or default_jobs(ref))
+        outcomes = parallel(uploader.transfer, plain, jobs or default_jobs(ref), on_interrupt=NOTHING_PUBLISHED)
         digests = [(o.digest, o.size) for o in outcomes]
         sent = sum(o.sent for o in outcomes)
         skipped = sum(o.skipped for o in outcomes)
@@ -477,7 +466,7 @@ def copy_blobs(
             tmp.unlink(missing_ok=True)
         return 1, 0, blob.size
 
-    results = _parallel(one, blobs, jobs)
+    results = parallel(one, blobs, jobs, on_interrupt=NOTHING_PUBLISHED)
     return sum(r[0] for r in results), sum(r[1] for r in results), sum(r[2] for r in results)
 
 

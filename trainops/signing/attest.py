@@ -2,7 +2,8 @@
 
 The model signature is made from the layer digests (trainops.signing.model_sig), the
 provenance from the lineage (trainops.signing.provenance); both are signed with the same
-key and pushed as referrers (trainops.signing.records). Attaching is idempotent: a record
+key and pushed as referrers (trainops.signing.records). A checkpoint (release.signing.checkpoints) gets provenance only,
+signed when there is a key. Attaching is idempotent: a record
 of the same predicate by the same key (or, unsigned, any provenance) is not made twice, so
 re-running `release create` on a release that exists adds only what is missing.
 """
@@ -10,6 +11,8 @@ re-running `release create` on a release that exists adds only what is missing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainops.errors import TrainopsError
 from trainops.registry import media
@@ -19,6 +22,9 @@ from trainops.registry.store import Resolved
 from trainops.signing.provenance import EvalFacts, provenance, statement_json
 from trainops.signing.records import list_records, push_record
 from trainops.signing.signer import Signer
+
+if TYPE_CHECKING:
+    from trainops.spec import Manifest
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,19 @@ def eval_facts(registries: Registries, found: Resolved) -> EvalFacts | None:
     return EvalFacts(ref=entry.ref, digest=entry.digest, passed=entry.report.passed, datasets=entry.report.datasets)
 
 
+def checkpoint_attestation(manifest: Manifest | None) -> tuple[bool, Signer | None]:
+    """(whether every checkpoint gets provenance, and the signer that signs it): with
+    release.signing.checkpoints set, signed when release.signing has a key to sign with."""
+    signing = manifest.pipeline.spec.release.signing if manifest and manifest.pipeline.spec.release else None
+    if signing is None or not signing.checkpoints:
+        return False, None
+    if signing.key is None and signing.pkcs11 is None and not signing.keyless:
+        return True, None
+    from trainops.signing.signer import open_signer
+
+    return True, open_signer(signing, root=manifest.root if manifest else Path("."))
+
+
 def attest(registries: Registries, *, found: Resolved, signer: Signer | None, created: str) -> Attestation:
     """Sign found's files (with a signer) and attach its SLSA provenance (signed with it, if any)."""
     from trainops.signing.model_sig import model_statement
@@ -65,7 +84,7 @@ def attest(registries: Registries, *, found: Resolved, signer: Signer | None, cr
         return any(r.predicate_type == predicate and (r.key == key or key is None) for r in existing)
 
     signature = None
-    if signer is not None and not have(media.MODEL_SIGNING_PREDICATE):
+    if signer is not None and found.parsed.kind == "model" and not have(media.MODEL_SIGNING_PREDICATE):
         version = found.parsed.annotations.get(media.A_VERSION) or found.ref.tag or found.manifest.digest
         name = f"{found.ref.repository.rsplit('/', 1)[-1]}:{version}"
         bundle = signer.sign(model_statement(name=name, files=files))
