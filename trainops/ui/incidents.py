@@ -8,12 +8,9 @@ import json
 import sqlite3
 from datetime import datetime, timedelta
 
+from trainops.registry import media
 from trainops.ui.models import IncidentList, IncidentRow, NodeIncidents
 
-A_RUN = "dev.trainops.incident.run"
-A_CLASS = "dev.trainops.incident.class"
-A_NODE = "dev.trainops.incident.node"
-A_DETECTED = "dev.trainops.incident.detected"
 MAX_ROWS = 5000
 
 
@@ -21,9 +18,9 @@ def _rows(db: sqlite3.Connection) -> list[IncidentRow]:
     found = db.execute(
         """SELECT r.url, a.digest, a.annotations, t.tag FROM artifacts a
            JOIN repos r ON r.id = a.repo_id JOIN tags t ON t.repo_id = a.repo_id AND t.digest = a.digest
-           WHERE a.kind = 'other' AND json_extract(a.annotations, '$."dev.trainops.incident.class"') IS NOT NULL
-           ORDER BY json_extract(a.annotations, '$."dev.trainops.incident.detected"'), t.tag LIMIT ?""",
-        (MAX_ROWS,),
+           WHERE a.kind = 'other' AND json_extract(a.annotations, ?) IS NOT NULL
+           ORDER BY json_extract(a.annotations, ?), t.tag LIMIT ?""",
+        (f'$."{media.A_INCIDENT_CLASS}"', f'$."{media.A_INCIDENT_DETECTED}"', MAX_ROWS),
     )
     rows = []
     for r in found:
@@ -33,10 +30,10 @@ def _rows(db: sqlite3.Connection) -> list[IncidentRow]:
                 id=r["tag"],
                 repository=r["url"],
                 digest=r["digest"],
-                run_id=notes.get(A_RUN),
-                fault=notes[A_CLASS],
-                node=notes.get(A_NODE),
-                detected=notes.get(A_DETECTED),
+                run_id=notes.get(media.A_INCIDENT_RUN),
+                fault=notes[media.A_INCIDENT_CLASS],
+                node=notes.get(media.A_INCIDENT_NODE),
+                detected=notes.get(media.A_INCIDENT_DETECTED),
             )
         )
     return rows
