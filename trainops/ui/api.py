@@ -64,7 +64,7 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint(
         "/api/repositories",
         "repositories",
-        "Every indexed repository with its artifact and tag counts and last push.",
+        "Every indexed repository with its artifact and tag counts and its newest artifact's created time.",
         models.RepositoryList,
         lambda db, a: queries.repositories(db),
     ),

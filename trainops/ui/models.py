@@ -22,7 +22,11 @@ class RepositorySummary(StrictModel):
     registry: str = Field(description="The registry URL it was found under.")
     artifacts: int
     tags: int
-    last_push: str | None = Field(None, description="Creation time of its newest artifact (RFC 3339).")
+    last_push: str | None = Field(
+        None,
+        description="The newest `created` of its artifacts (RFC 3339): per registry/SPEC.md, SOURCE_DATE_EPOCH or "
+        "the newest file's mtime, not the time of a push (the name is kept for API compatibility).",
+    )
     refreshed: float | None = Field(None, description="When the index last read it (seconds since the epoch).")
 
 
