@@ -147,7 +147,7 @@ def test_api_conforms_to_its_openapi(file_site: Site) -> None:
     answer: no server error, status and body as documented (bounded: 25 examples each)."""
     api = schemathesis.openapi.from_url(file_site.url("/openapi.json"))
     operations = [result.ok() for result in api.get_all_operations()]
-    assert len(operations) == 7
+    assert len(operations) == 8
 
     for operation in operations:
 
