@@ -175,6 +175,10 @@ def verify_cmd(ref: str, key: Path | None, file: str | None, env: str | None, in
         if key is not None:
             public = load_public_key(key)
         else:
+            if not Path(file or "trainops.yaml").is_file():
+                from trainops.errors import UsageError
+
+                raise UsageError("no key to verify with: pass --key PUBLIC.pem, or -f a manifest with release.signing")
             manifest = _load(file or "trainops.yaml", env)
             spec = manifest.pipeline.spec.release
             public = verification_key(spec.signing if spec else None, root=manifest.root)
