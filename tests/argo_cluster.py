@@ -174,7 +174,8 @@ class ArgoStack:
         files = [ROOT / "trainops/render/crds/gateway-httproute.yaml"]
         names = "crd/httproutes.gateway.networking.k8s.io"
         if self.with_argocd:
-            files += [f for f in module_crds("github.com/argoproj/argo-cd/v3", ARGOCD_VERSION) if "applicationset" not in f.name]
+            argocd = module_crds("github.com/argoproj/argo-cd/v3", ARGOCD_VERSION)
+            files += [f for f in argocd if "applicationset" not in f.name]
             names += " crd/applications.argoproj.io crd/appprojects.argoproj.io"
         if self.with_rollouts:
             files += module_crds("github.com/argoproj/argo-rollouts", ROLLOUTS_VERSION)
