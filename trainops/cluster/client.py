@@ -224,6 +224,10 @@ class Cluster:
             )
         return info
 
+    def rediscover(self) -> None:
+        """Forget what discovery said (after CRDs were installed or removed)."""
+        self._resources.clear()
+
     def served(self, api_version: str, kind: str) -> bool:
         try:
             self.resource(api_version, kind)
