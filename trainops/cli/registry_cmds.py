@@ -240,6 +240,7 @@ def pull(
     metavar="URL",
     help="Registry to search for descendants.",
 )
+@click.option("--records", is_flag=True, help="Also show the stage records of `trainops run` (hidden by default).")
 @_registry_options
 @output_option
 def lineage(
@@ -247,6 +248,7 @@ def lineage(
     direction: str,
     fmt: str,
     scan: str | None,
+    records: bool,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -274,6 +276,7 @@ def lineage(
                 rev=ref[len("git:") :],
                 repo_dir=manifest.root if manifest is not None else Path.cwd(),
                 scan=registries.root(scan) if scan else None,
+                records=records,
             )
         elif manifest is not None and manifest.pipeline.spec.rollout is not None:
             from trainops.serve.lineage import lineage_with_rollouts  # the rollouts that served it
@@ -284,6 +287,7 @@ def lineage(
                 ref=registries.ref(ref),
                 direction=direction,  # type: ignore[arg-type]
                 scan=registries.root(scan) if scan else None,
+                records=records,
             )
         else:
             graph = lineage_graph(
@@ -291,6 +295,7 @@ def lineage(
                 ref=registries.ref(ref),
                 direction=direction,  # type: ignore[arg-type]
                 scan=registries.root(scan) if scan else None,
+                records=records,
             )
     if output == "json" or fmt == "json":
         echo_json(graph.as_dict())

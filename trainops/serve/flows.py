@@ -237,18 +237,41 @@ def next_state(ctx: ServeContext, state: RolloutState, *, full: bool) -> Rollout
     return RolloutState(stable=state.stable, canary=state.canary, step=state.step + 1)
 
 
-def promote(manifest: Manifest, *, full: bool = False, auto: bool = False, max_attempts: int = 5) -> ActionResult:
+@dataclass(frozen=True)
+class ClusterRead:
+    """The cluster a rollout action may read first (never write): a kubeconfig and context."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+def promote(
+    manifest: Manifest,
+    *,
+    full: bool = False,
+    auto: bool = False,
+    cluster: ClusterRead | None = None,
+    max_attempts: int = 5,
+) -> ActionResult:
     """Advance the canary one step (with `full`, make it stable; with `auto`, step by step while
-    rollout.analysis holds, aborting when it fails: trainops.serve.auto)."""
+    rollout.analysis holds, aborting when it fails: trainops.serve.auto).
+
+    With `cluster`, the Rollout is read first: a canary Argo Rollouts aborted is not promoted
+    (trainops.serve.live.check_promotable); `auto` then follows the controller's AnalysisRuns
+    instead of measuring Prometheus itself."""
     if auto:
         if full:
             raise InputError("promote takes --full or --auto, not both")
         from trainops.serve.auto import auto_promote
 
-        return auto_promote(manifest, max_attempts=max_attempts)
+        return auto_promote(manifest, cluster=cluster, max_attempts=max_attempts)
     ctx = serve_context(manifest)
     before, _ = read_state(manifest)
     after = next_state(ctx, before, full=full)
+    if cluster is not None:
+        from trainops.serve.live import check_promotable, read_live
+
+        check_promotable(read_live(manifest, kubeconfig=cluster.kubeconfig, context=cluster.context))
     action = "promote-full" if full else "promote"
     return commit_state(manifest, ctx, action=action, before=before, after=after, max_attempts=max_attempts)
 
