@@ -85,8 +85,8 @@ def test_watch_defaults_from_the_environment(project: Path, tmp_path: Path) -> N
     out = run("ckpt", "watch", "ckpt", "--once", "-o", "json", env=env)
     assert out.code == 0, out.stderr
     [event] = [json.loads(line) for line in out.stdout.splitlines()]
-    assert (event["event"], event["step"], event["parent"]) == ("pushed", 5, None)
-    assert event["ref"].startswith(f"{elsewhere}:step-5@sha256:")
+    assert (event["kind"], event["checkpoint"]["step"], event["checkpoint"]["parent"]) == ("pushed", 5, None)
+    assert event["checkpoint"]["ref"].startswith(f"{elsewhere}:step-5@sha256:")
     assert _tags(elsewhere) == ["step-5"]
     assert not (project / ".trainops/registry/p/checkpoints").exists()
 

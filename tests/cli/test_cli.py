@@ -153,6 +153,7 @@ def test_validate_json_ok() -> None:
         "ok": True,
         "environments": ["dev", "dev-strict", "slurm-local", "prod"],
         "problems": [],
+        "render": None,  # not asked for (--render)
     }
 
 

@@ -44,6 +44,28 @@ def plan_retention(infos: list[CheckpointInfo], keep: Retention, protect: Collec
     )
 
 
+@dataclass(frozen=True)
+class PruneResult:
+    """What `ckpt prune` did to a repository (or would do, with dry_run)."""
+
+    repository: str
+    dry_run: bool
+    removed: list[str]
+
+
+def prune(
+    registries: Registries,
+    *,
+    repository: Reference,
+    keep: Retention,
+    protect: Collection[str] = (),
+    dry_run: bool = False,
+) -> PruneResult:
+    """`apply_retention` as a result: the repository, whether it was a dry run, the tags removed."""
+    removed = apply_retention(registries, repository=repository, keep=keep, protect=protect, dry_run=dry_run)
+    return PruneResult(repository.repo_url, dry_run, removed)
+
+
 def apply_retention(
     registries: Registries,
     *,

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from trainops import clock
 from trainops.checkpoint.catalog import A_LAYOUT, A_NAME, require_repository
 from trainops.checkpoint.layouts import LAYOUT_NAMES, Found, Layout, get_layout, resolve_layout
 from trainops.checkpoint.retention import apply_retention
@@ -40,7 +41,6 @@ from trainops.checkpoint.state import (
     load_pushed,
     load_restored,
     locked,
-    now_utc,
     quick_key,
     save_pushed,
 )
@@ -379,7 +379,7 @@ class Watcher:
             layout=layout.name,
             run_id=run_id,
             quick=quick,
-            at=now_utc(),
+            at=clock.iso(),
         )
         records[found.name] = record
         save_pushed(self.directory, records)

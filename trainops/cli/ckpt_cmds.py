@@ -6,7 +6,6 @@ TRAINOPS_IMAGE_DIGEST, TRAINOPS_NODE_RANK) and from trainops.yaml's train.checkp
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -17,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from trainops import podenv
-from trainops.cli.output import echo_json, output_option, short_time, wide_option
-from trainops.cli.registry_cmds import _registry_options
+from trainops.cli import options
+from trainops.cli.options import output_option, wide_option
+from trainops.cli.output import echo_json
+from trainops.clock import display
 from trainops.units import format_size as _size
 
 if TYPE_CHECKING:
@@ -30,12 +31,6 @@ RUN_ID_ENV = podenv.RUN_ID
 IMAGE_DIGEST_ENV = podenv.IMAGE_DIGEST
 NODE_RANK_ENV = podenv.NODE_RANK
 _SECONDS = re.compile(r"^[0-9]+(\.[0-9]+)?$")
-
-
-def _open(file: str | None, env: str | None, insecure: bool) -> Any:
-    from trainops.registry.context import open_registries
-
-    return open_registries(file=file, env=env, insecure=insecure)
 
 
 def _repository(opened: Any, given: str | None, given_as: str = "REPO") -> Any:
@@ -98,22 +93,6 @@ def _metrics_text(metrics: dict[str, float]) -> str:
     return " ".join(f"{k}={v:g}" for k, v in sorted(metrics.items()))
 
 
-def _info_json(info: Any) -> dict[str, Any] | None:
-    if info is None:
-        return None
-    return {
-        "tag": info.tag,
-        "step": info.step,
-        "digest": info.digest,
-        "ref": info.ref,
-        "runId": info.run_id,
-        "metrics": info.metrics,
-        "created": info.created,
-        "name": info.name,
-        "layout": info.layout,
-    }
-
-
 @click.group()
 def ckpt() -> None:
     """Checkpoints: watch a training directory and push each complete one; ls, latest, pull, prune."""
@@ -143,7 +122,7 @@ def ckpt() -> None:
 )
 @click.option("--until-pid", type=click.IntRange(1), default=None, metavar="PID", help="Run until process PID exits.")
 @click.option("--leader-only", is_flag=True, help=f"Push nothing unless {NODE_RANK_ENV} is unset or 0.")
-@_registry_options
+@options.registry_options
 @output_option
 def watch(
     directory: Path,
@@ -222,7 +201,7 @@ def _watch(
     if not run_id:
         raise UsageError("no run id given", hint=f"pass --run-id or set {RUN_ID_ENV}")
     digest = image_digest or os.environ.get(IMAGE_DIGEST_ENV) or None
-    with _open(*context) as ctx:
+    with options.opened(*context) as ctx:
         policy = _policy(ctx)
         lineage = _base_lineage(ctx.manifest, digest)
         config = WatchConfig(
@@ -282,18 +261,9 @@ def _base_lineage(manifest: Any, image_digest: str | None) -> Any:
 def _printer(output: str) -> Callable[[Any], None]:
     def show(event: Any) -> None:
         if output == "json":
-            data: dict[str, Any] = {"event": event.kind, "message": event.message}
-            if event.checkpoint is not None:
-                c = event.checkpoint
-                data.update(
-                    name=c.name,
-                    step=c.step,
-                    digest=c.digest,
-                    ref=c.ref,
-                    parent=c.parent.model_dump(by_alias=True) if c.parent else None,
-                    bytesSent=c.bytes_sent,
-                )
-            click.echo(json.dumps(data), err=event.kind in ("error", "skipped"))
+            from trainops.serialize import dumps
+
+            click.echo(dumps(event, indent=None), err=event.kind in ("error", "skipped"))
             return
         if event.kind == "pushed" and event.checkpoint is not None:
             c = event.checkpoint
@@ -312,18 +282,18 @@ def _printer(output: str) -> Callable[[Any], None]:
 
 @ckpt.command("ls")
 @click.argument("repo", required=False)
-@_registry_options
+@options.registry_options
 @output_option
 @wide_option
 def ls(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
     """List the checkpoints of REPO by step: tag, step, metrics, created, digest (--wide: run too)."""
     from trainops.checkpoint import list_checkpoints
 
-    with _open(file, env, insecure) as ctx:
+    with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)
         infos = list_checkpoints(ctx.registries, repository=repository)
     if output == "json":
-        echo_json([_info_json(i) for i in infos])
+        echo_json(infos)
         return
     if not infos:
         click.echo(f"no checkpoint in {repository.repo_url}")
@@ -340,26 +310,26 @@ def _ckpt_row(i: CheckpointInfo, *, wide: bool) -> tuple[str, ...]:
 
     if wide:
         step = "" if i.step is None else str(i.step)
-        return (i.tag, step, i.run_id or "", _metrics_text(i.metrics), i.created or "", i.digest)
-    return (i.tag, _metrics_text(i.metrics).replace(" ", "\n"), short_time(i.created), i.digest[:19])
+        return (i.tag, step, i.run_id or "", _metrics_text(i.metrics), display(i.created), i.digest)
+    return (i.tag, _metrics_text(i.metrics).replace(" ", "\n"), display(i.created), i.digest[:19])
 
 
 @ckpt.command("latest")
 @click.argument("repo", required=False)
-@_registry_options
+@options.registry_options
 @output_option
 def latest(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Print the newest checkpoint of REPO (by step) as a pinned reference."""
     from trainops.checkpoint import latest_checkpoint
     from trainops.errors import NotFoundError
 
-    with _open(file, env, insecure) as ctx:
+    with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)
         info = latest_checkpoint(ctx.registries, repository=repository)
     if info is None:
         raise NotFoundError(f"no checkpoint in {repository.repo_url}", hint="`trainops ckpt watch` pushes them")
     if output == "json":
-        echo_json(_info_json(info))
+        echo_json(info)
     else:
         click.echo(info.ref)
 
@@ -368,7 +338,7 @@ def latest(repo: str | None, file: str | None, env: str | None, insecure: bool, 
 @click.argument("args", nargs=-1, metavar="REF DEST | --latest [REPO] DEST")
 @click.option("--latest", "latest_", is_flag=True, help="Pull the newest checkpoint of REPO.")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None, help="Checkpoint layout of DEST (default: auto).")
-@_registry_options
+@options.registry_options
 @output_option
 def pull(
     args: tuple[str, ...],
@@ -390,7 +360,7 @@ def pull(
     if not latest_ and len(args) != 2:
         raise UsageError("usage: trainops ckpt pull REF DEST (or --latest [REPO] DEST)")
     dest = Path(args[-1])
-    with _open(file, env, insecure) as ctx, transfer_progress(output == "text") as progress:
+    with options.opened(file, env, insecure) as ctx, transfer_progress(output == "text") as progress:
         policy = _policy(ctx)
         chosen = layout or (policy.layout if policy is not None else "auto")
         if latest_:
@@ -404,13 +374,7 @@ def pull(
                 raise UsageError(f"{args[0]} names no checkpoint", hint="write REPO:step-N, or use --latest REPO")
             result = restore_ref(ctx.registries, ref=ref, directory=dest, layout=chosen, progress=progress)
     if output == "json":
-        echo_json(
-            {
-                "restored": _info_json(result.restored),
-                "path": str(result.path) if result.path else None,
-                "reason": result.reason,
-            }
-        )
+        echo_json(result)
     else:
         click.echo(result.reason)
 
@@ -420,7 +384,7 @@ def pull(
 @_retention_options
 @click.option("--protect", multiple=True, metavar="TAG", help="A tag (or digest) never to remove (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
-@_registry_options
+@options.registry_options
 @output_option
 def prune(
     repo: str | None,
@@ -437,23 +401,23 @@ def prune(
 ) -> None:
     """Apply retention to REPO: keep the newest N and the best K by a metric, remove the
     other step-N checkpoints (defaults: train.checkpoint.keep of trainops.yaml)."""
-    from trainops.checkpoint import apply_retention
+    from trainops.checkpoint.retention import prune as prune_checkpoints
     from trainops.errors import UsageError
 
-    with _open(file, env, insecure) as ctx:
+    with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)
         policy = _policy(ctx)
         keep = _retention(policy.keep if policy is not None else None, keep_last, keep_best, metric, mode)
         if keep is None:
             raise UsageError("no retention policy", hint="pass --keep-last N (and --keep-best K --metric M)")
-        removed = apply_retention(ctx.registries, repository=repository, keep=keep, protect=protect, dry_run=dry_run)
+        result = prune_checkpoints(ctx.registries, repository=repository, keep=keep, protect=protect, dry_run=dry_run)
     if output == "json":
-        echo_json({"repository": repository.repo_url, "dryRun": dry_run, "removed": removed})
+        echo_json(result)
         return
     verb = "would remove" if dry_run else "removed"
-    for tag in removed:
+    for tag in result.removed:
         click.echo(f"{verb} {repository.with_tag(tag)}")
-    click.echo(f"{verb} {len(removed)} checkpoint(s) from {repository.repo_url}")
+    click.echo(f"{verb} {len(result.removed)} checkpoint(s) from {repository.repo_url}")
 
 
 COMMANDS = [ckpt]

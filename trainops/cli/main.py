@@ -24,7 +24,7 @@ from trainops.cli import (
     train_cmds,
     ui_cmds,
 )
-from trainops.cli.output import add_verbose
+from trainops.cli.options import add_verbose
 from trainops.errors import TrainopsError
 
 DEBUG_ENV = "TRAINOPS_DEBUG"

@@ -7,45 +7,20 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, key_values, output_option, short_time, wide_option
+from trainops.cli import options
+from trainops.cli.options import key_values, output_option, wide_option
+from trainops.cli.output import echo_json
+from trainops.clock import display
 from trainops.units import format_size as _size
 from trainops.units import natural_key
 
 KINDS = ("checkpoint", "model", "dataset", "eval", "other")
 
 
-def _registry_options(func: Any) -> Any:
-    func = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")(func)
-    func = click.option("--env", "env", metavar="ENV", default=None, help="Environment overlay of trainops.yaml.")(func)
-    func = click.option(
-        "-f",
-        "--file",
-        "file",
-        default=None,
-        metavar="FILE",
-        help="trainops.yaml whose spec.registry completes short references (default: ./trainops.yaml if present).",
-    )(func)
-    return func
-
-
-_no_move_option = click.option(
-    "--no-move",
-    "no_move",
-    is_flag=True,
-    help="Refuse to move a tag that names other content (for tags that must never change, such as releases).",
-)
-
-
 def _say_moved(tag: str | None, old: str | None, new: str) -> None:
     """A tag that now names other content says so, on stderr."""
     if old is not None:
         click.echo(f"moved tag {tag}: {old} → {new}", err=True)
-
-
-def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
-    from trainops.registry.context import open_registries
-
-    return open_registries(file=file, env=env, insecure=insecure).registries
 
 
 @click.command()
@@ -58,8 +33,8 @@ def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
 @click.option("--metric", "metrics", multiple=True, metavar="K=V", help="A metric (lineage, repeatable).")
 @click.option("--run-id", default=None, help="Run id (lineage).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
-@_no_move_option
-@_registry_options
+@options.no_move_option
+@options.registry_options
 @output_option
 def push(
     path: Path,
@@ -88,7 +63,7 @@ def push(
         metric_values = {k: float(v) for k, v in key_values(metrics, "--metric").items()}
     except ValueError:
         raise UsageError("--metric values must be numbers, as in --metric val_loss=1.93") from None
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         git = git_state(path if path.is_dir() else path.parent)
         lineage = PlainLineage(  # plain data, no pydantic: a re-push is a few stats and a HEAD
             git_commit=git.commit if git else None,
@@ -100,7 +75,7 @@ def push(
         )
         model = None
         if kind == "model" and path.is_dir():  # ModelPack config from the local files, as releases do
-            from trainops.hub.safetensors import model_info
+            from trainops.modelfiles.safetensors import model_info
             from trainops.registry.artifact import ModelConfig
 
             model = ModelConfig(config=model_info(path).as_config())
@@ -118,7 +93,7 @@ def push(
                 model=model,
             )
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     _say_moved(result.ref.tag, result.moved_from, result.digest)
     click.echo(
@@ -134,7 +109,7 @@ def push(
 @click.argument("ref")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
-@_registry_options
+@options.registry_options
 @output_option
 def pull(
     ref: str, dest: Path, jobs: int | None, file: str | None, env: str | None, insecure: bool, output: str
@@ -143,20 +118,10 @@ def pull(
     from trainops.cli.progress import transfer_progress
     from trainops.registry import pulling
 
-    with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
+    with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         result = pulling.pull(registries, ref=registries.ref(ref), dest=dest, jobs=jobs, progress=progress)
     if output == "json":
-        echo_json(
-            {
-                "ref": str(result.ref),
-                "digest": result.digest,
-                "dest": str(result.dest),
-                "files": result.files,
-                "bytesTotal": result.bytes_total,
-                "bytesReceived": result.bytes_received,
-                "seconds": round(result.seconds, 3),
-            }
-        )
+        echo_json(result)
         return
     click.echo(f"pulled {len(result.files)} file(s), {_size(result.bytes_total)} into {dest} in {result.seconds:.2f}s")
 
@@ -182,7 +147,7 @@ def pull(
     metavar="URL",
     help="Registry to search for descendants.",
 )
-@_registry_options
+@options.registry_options
 @output_option
 def lineage(
     ref: str,
@@ -201,10 +166,9 @@ def lineage(
     A commit's graph always walks down: commit → image → checkpoints → eval reports →
     releases → the rollout commits that served them (with spec.rollout).
     """
-    from trainops.registry.context import open_registries
     from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
 
-    opened = open_registries(file=file, env=env, insecure=insecure)
+    opened = options.opened(file, env, insecure)
     manifest = opened.manifest
     with opened.registries as registries:
         if ref.startswith("git:"):
@@ -235,7 +199,7 @@ def lineage(
                 scan=registries.root(scan) if scan else None,
             )
     if output == "json" or fmt == "json":
-        echo_json(graph.as_dict())
+        echo_json(graph)
     else:
         click.echo({"tree": to_tree, "mermaid": to_mermaid, "dot": to_dot}[fmt](graph))
 
@@ -255,7 +219,7 @@ def registry() -> None:
     is_flag=True,
     help="Also show each tag's kind, created time, size and digest (reads every manifest).",
 )
-@_registry_options
+@options.registry_options
 @output_option
 @wide_option
 def ls(
@@ -270,15 +234,13 @@ def ls(
 ) -> None:
     """List repositories of a registry (URL, default: the manifest's), or the tags of REPO."""
 
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         from trainops.registry import listing as listing_mod
 
         listing = listing_mod.ls(registries, target=target, records=show_all, details=long_)
     listing.tags.sort(key=lambda t: natural_key(t.tag))
     if output == "json":
-        from dataclasses import asdict
-
-        echo_json(asdict(listing))
+        echo_json(listing)
         return
     if listing.repository is None or not long_:
         names = listing.repositories if listing.repository is None else [t.tag for t in listing.tags]
@@ -293,7 +255,7 @@ def ls(
         (
             t.tag,
             t.kind or "",
-            (t.created or "") if wide else short_time(t.created),
+            display(t.created),
             _size(t.size or 0),
             (t.digest or "") if wide else (t.digest or "")[:19],
         )
@@ -306,19 +268,19 @@ def ls(
 
 @registry.command("show")
 @click.argument("ref")
-@_registry_options
+@options.registry_options
 @output_option
 def show(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Show an artifact: files, sizes, digests, kind, annotations, lineage and referrers;
     for a model or checkpoint also its tensors (read from the safetensors headers only)."""
-    from trainops.hub.tensors import show as show_artifact
+    from trainops.modelfiles.tensors import show as show_artifact
 
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         shown = show_artifact(registries, ref=registries.ref(ref))
     if output == "json":
-        echo_json(shown.as_dict())
+        echo_json(shown)
         return
-    lines = _show_lines(shown.info)
+    lines = _show_lines(shown)
     if shown.tensors is not None:
         lines.extend(_tensor_lines(shown.tensors))
     click.echo("\n".join(lines))
@@ -340,7 +302,7 @@ def _show_lines(info: Any) -> list[str]:
     fields: list[tuple[str, str]] = [
         ("digest", info.digest),
         ("kind", f"{info.kind} ({info.artifact_type or info.media_type})"),
-        ("created", info.created or "-"),
+        ("created", display(info.created) or "-"),
         ("size", f"{_size(info.size)} in {len(info.files)} file(s)"),
     ]
     for key, value in info.lineage.items():
@@ -361,7 +323,7 @@ def _show_lines(info: Any) -> list[str]:
     out += [f"    {f.digest[:19]}  {_size(f.size):>10}  {f.path}" for f in info.files]
     if info.referrers:
         out.append("  referrers:")
-        out += [f"    {r['kind']:<10}{r['digest'][:19]}" for r in info.referrers]
+        out += [f"    {r.kind:<10}{r.digest[:19]}" for r in info.referrers]
     return out
 
 
@@ -383,19 +345,17 @@ def _tensor_lines(t: Any) -> list[str]:
 @registry.command("tag")
 @click.argument("src")
 @click.argument("dst")
-@_no_move_option
-@_registry_options
+@options.no_move_option
+@options.registry_options
 @output_option
 def tag(src: str, dst: str, no_move: bool, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Point tag DST at the artifact SRC (copying it if DST is another repository)."""
     from trainops.registry import store
 
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         result = store.tag(registries, src=registries.ref(src), dst=registries.ref(dst), move_tag=not no_move)
     if output == "json":
-        echo_json(
-            {"src": str(result.src), "dst": str(result.dst), "digest": result.digest, "movedFrom": result.moved_from}
-        )
+        echo_json(result)
     else:
         _say_moved(result.dst.tag, result.moved_from, result.digest)
         click.echo(f"{result.dst}")
@@ -405,8 +365,8 @@ def tag(src: str, dst: str, no_move: bool, file: str | None, env: str | None, in
 @click.argument("src")
 @click.argument("dst")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
-@_no_move_option
-@_registry_options
+@options.no_move_option
+@options.registry_options
 @output_option
 def copy(
     src: str,
@@ -422,7 +382,7 @@ def copy(
     from trainops.cli.progress import transfer_progress
     from trainops.registry import store
 
-    with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
+    with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         result = store.copy(
             registries,
             src=registries.ref(src),
@@ -432,17 +392,7 @@ def copy(
             move_tag=not no_move,
         )
     if output == "json":
-        echo_json(
-            {
-                "src": str(result.src),
-                "dst": str(result.dst),
-                "digest": result.digest,
-                "blobsCopied": result.blobs_copied,
-                "blobsSkipped": result.blobs_skipped,
-                "bytesCopied": result.bytes_copied,
-                "movedFrom": result.moved_from,
-            }
-        )
+        echo_json(result)
         return
     _say_moved(result.dst.tag, result.moved_from, result.digest)
     click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there)")
@@ -451,16 +401,16 @@ def copy(
 @registry.command("diff")
 @click.argument("a")
 @click.argument("b")
-@_registry_options
+@options.registry_options
 @output_option
 def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Files added, removed and modified between artifacts A and B."""
     from trainops.registry.inspect import diff as diff_artifacts
 
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         result = diff_artifacts(registries, a=registries.ref(a), b=registries.ref(b))
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     for change in result.added:
         click.echo(f"+ {change.path} ({_size(change.new.size if change.new else 0)})")
@@ -476,16 +426,16 @@ def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, outp
 
 @registry.command("rm")
 @click.argument("ref")
-@_registry_options
+@options.registry_options
 @output_option
 def rm(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Remove a tag (REPO:TAG) or a manifest with its tags (REPO@sha256:…)."""
     from trainops.registry import store
 
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         result = store.remove(registries, ref=registries.ref(ref))
     if output == "json":
-        echo_json({"ref": str(result.ref), "removed": result.removed})
+        echo_json(result)
     else:
         click.echo(f"removed {result.removed} {result.ref}")
 
@@ -503,7 +453,7 @@ def rm(ref: str, file: str | None, env: str | None, insecure: bool, output: str)
     show_default=True,
     help="Seconds an unfinished upload or a push's lease (an interrupted push) is left alone before it is removed.",
 )
-@_registry_options
+@options.registry_options
 @output_option
 def gc(
     url: str | None,
@@ -520,10 +470,10 @@ def gc(
     Safe while pushes run: a repository with a push in flight is left whole this time."""
     from trainops.registry.gc import collect
 
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         result = collect(registries, root=registries.root(url), keep_last=keep_last, dry_run=dry_run, grace=grace)
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     verb = "would remove" if dry_run else "removed"
     for name in result.removed_manifests:

@@ -19,12 +19,13 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from trainops.errors import InputError, UsageError
 from trainops.pipeline.graph import STAGES, build_graph
 from trainops.pipeline.run import RunOptions, RunResult, run_pipeline
 from trainops.pipeline.stage import EventSink, no_events
+from trainops.serialize import HIDDEN
 from trainops.spec import Manifest
 
 ZERO = "0" * 40
@@ -45,15 +46,6 @@ class Decision:
     paths: list[str] = field(default_factory=list)
     code: list[str] = field(default_factory=list)
     sections: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "start": self.start,
-            "reason": self.reason,
-            "paths": self.paths,
-            "code": self.code,
-            "sections": self.sections,
-        }
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -198,22 +190,18 @@ def _doc(path: str) -> bool:
 @dataclass
 class CiResult:
     pipeline: str
-    span: PushRange
+    span: PushRange = field(metadata=HIDDEN)  # in JSON as `range`
     decision: Decision
     run: RunResult | None = None  # when stages ran
+    data_properties: ClassVar[tuple[str, ...]] = ("range", "exit_code")
+
+    @property
+    def range(self) -> PushRange:
+        return self.span
 
     @property
     def exit_code(self) -> int:
         return self.run.error.exit_code if self.run is not None and self.run.error else 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "pipeline": self.pipeline,
-            "range": {"before": self.span.before, "after": self.span.after, "origin": self.span.origin},
-            "decision": self.decision.as_dict(),
-            "run": self.run.as_dict() if self.run is not None else None,
-            "exitCode": self.exit_code,
-        }
 
 
 def run_ci(

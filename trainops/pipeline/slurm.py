@@ -26,14 +26,14 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from trainops.errors import CommandFailedError, UsageError
-from trainops.pipeline.context import train_spec
-from trainops.pipeline.local import LocalRunResult, run_local
+from trainops.pipeline.local import LocalRunOptions, LocalRunResult, run_local
 from trainops.render.env import RDZV_PORT
+from trainops.serialize import FLATTEN
 from trainops.slurm.client import SlurmHost, control
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
@@ -52,16 +52,7 @@ class SlurmRunResult:
     restart: int  # SLURM_RESTART_COUNT: how many times the job was started before this one
     action: str  # "completed" | "requeued" | "stopped"
     reason: str
-    run: LocalRunResult
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "jobId": self.job_id,
-            "restart": self.restart,
-            "action": self.action,
-            "reason": self.reason,
-            **self.run.as_dict(),
-        }
+    run: LocalRunResult = field(metadata=FLATTEN)  # in JSON: the run's fields beside the job's
 
 
 class ProgressClock:
@@ -144,7 +135,7 @@ def run_slurm(
     job_id = os.environ.get("SLURM_JOB_ID")
     if not job_id:
         raise UsageError("train run --slurm runs inside a Slurm job (SLURM_JOB_ID is not set)", hint="use --local here")
-    train = train_spec(manifest)
+    train = manifest.require_train()
     ckpt_dir = ckpt_dir.resolve()
     run_dir = ckpt_dir.parent
     ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -153,14 +144,11 @@ def run_slurm(
     early: list[int] = []  # a SIGUSR1 before the trainer runs (during the restore) must not end us
     previous = signal.signal(signal.SIGUSR1, lambda signum, _frame: early.append(signum))
     try:
-        result = run_local(
-            manifest,
-            run_id=run_id,
+        run_options = LocalRunOptions(
             ckpt_dir=ckpt_dir,
             command=srun_argv(train, run_id=run_id, head=head),
             interval=interval,
             insecure=insecure,
-            on_push=on_push,
             env_overrides={"TRAINOPS_RDZV_ENDPOINT": f"{head}:{RDZV_PORT}", HEARTBEAT_ENV: str(clock.heartbeat)},
             command_stdout=command_stdout,
             supervision=Supervision(
@@ -169,6 +157,7 @@ def run_slurm(
                 kill_after=duration_seconds(train.checkpoint.grace_period),
             ),
         )
+        result = run_local(manifest, run_id=run_id, options=run_options, on_push=on_push)
     finally:
         signal.signal(signal.SIGUSR1, previous)
     if early and result.signal is None and result.exit_code:
@@ -206,5 +195,5 @@ def _conclude(
         return outcome
     if result.exit_code:
         _note(job_id, f"failed: the trainer exited {result.exit_code}")
-        raise CommandFailedError(f"run {result.run_id}: the trainer exited {result.exit_code}", status=result.exit_code)
+    result.raise_for_failure(hint="the job's output file says why; `trainops train submit` starts a new run")
     return outcome

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from trainops.errors import ExistsError, InputError, IntegrityError, NotFoundError
 from trainops.registry import media
@@ -124,19 +124,6 @@ class PushResult:
     cache_hits: int
     seconds: float
     moved_from: str | None = None  # the digest the tag pointed at before, when the push moved it
-
-    def as_dict(self) -> dict[str, Any]:
-        """What `push -o json` prints (and every command that pushes, such as `hub import`)."""
-        return {
-            "ref": str(self.ref),
-            "digest": self.digest,
-            "files": self.files,
-            "bytesTotal": self.bytes_total,
-            "bytesSent": self.bytes_sent,
-            "blobsSkipped": self.blobs_skipped,
-            "seconds": round(self.seconds, 3),
-            "movedFrom": self.moved_from,
-        }
 
 
 def leased(backend: Backend, repo: str) -> AbstractContextManager[None]:

@@ -32,22 +32,6 @@ class ReleaseInfo:
     files: list[str] = field(default_factory=list)
     model: dict[str, Any] = field(default_factory=dict)  # ModelPack `config` (format, paramSize, …)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "ref": self.ref,
-            "digest": self.digest,
-            "version": self.version,
-            "checkpoint": self.checkpoint,
-            "eval": self.eval,
-            "forced": self.forced,
-            "reason": self.reason,
-            "by": self.by,
-            "created": self.created,
-            "size": self.size,
-            "files": self.files,
-            "model": self.model,
-        }
-
 
 def _info(ref: Reference, parsed: ParsedManifest, model: dict[str, Any] | None = None) -> ReleaseInfo:
     notes = parsed.annotations

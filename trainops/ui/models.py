@@ -23,7 +23,7 @@ class RepositorySummary(StrictModel):
     artifacts: int
     tags: int
     last_push: str | None = Field(None, description="Creation time of its newest artifact (RFC 3339).")
-    refreshed: float | None = Field(None, description="When the index last read it (seconds since the epoch).")
+    refreshed: str | None = Field(None, description="When the index last read it (ISO 8601 UTC).")
 
 
 class RepositoryList(StrictModel):
