@@ -28,6 +28,7 @@ from services import bare_git_repo, git_env
 
 from tests.cli.runner import Outcome, run, run_subprocess
 from tests.cli.test_conventions import LEAVES, NOT_DATA
+from tests.signing.conftest import ec_key
 from tests.slurm.conftest import slurm, slurm_cluster  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,6 +148,10 @@ def _project(tmp: Path, host: str) -> Path:
     doc["spec"]["gitops"]["repo"] = "file://.trainops/gitops.git"
     doc["spec"]["image"]["builder"] = "layer"
     doc["spec"]["image"]["base"] = f"{host}/conv-base/busybox:1"
+    keys = root / "keys"
+    keys.mkdir()
+    ec_key(keys)  # releases are signed: `release verify` has something to verify
+    doc["spec"]["release"]["signing"] = {"key": "keys/release.pem", "publicKey": "keys/release.pub"}
     dev = doc["environments"]["dev"]
     dev["train"]["env"] = {"TRAINOPS_MAX_STEPS": "200", "TRAINOPS_CKPT_EVERY": "100"}
     (root / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -252,6 +257,7 @@ def _run_the_flow(f: Flow, tmp: Path) -> None:
     release = f.json("release", "create", "tiny-llm/checkpoints:step-200")
     f.json("release", "ls")
     f.json("release", "show", release["ref"])
+    f.json("release", "verify", release["ref"])
     f.json("rollout", "render", release["ref"], "--image", SERVE_IMAGE)
     f.json("rollout", "start", release["ref"], "--image", SERVE_IMAGE)  # nothing served: stable at once
     forced = f.json("release", "create", "tiny-llm/checkpoints:step-100", "--version", "v0", "--force", "--reason", "x")

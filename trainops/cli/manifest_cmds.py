@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from trainops.cli import options
-from trainops.cli.options import manifest_options, output_option
+from trainops.cli.options import kubeconfig_options, manifest_options, output_option
 from trainops.cli.output import console, echo_json
 
 
@@ -28,21 +28,45 @@ from trainops.cli.output import console, echo_json
     metavar="DIR",
     help="CRD YAML files to check against instead of the vendored ones (implies --render).",
 )
+@click.option(
+    "--cluster",
+    "cluster",
+    is_flag=True,
+    help="Also ask the cluster of the kubeconfig (implies --render; --kubeconfig implies it too).",
+)
+@kubeconfig_options
 @output_option
-def validate(file: str | None, env: str | None, render: bool, crds: Path | None, output: str) -> None:
+def validate(
+    file: str | None,
+    env: str | None,
+    render: bool,
+    crds: Path | None,
+    cluster: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    output: str,
+) -> None:
     """Check trainops.yaml and every environment overlay; report all problems at once.
 
     With --render, render what each environment would deploy (a placeholder image digest
     stands in for the one a build makes) and check every object strictly against the
     upstream CRDs: a field the API server would drop is a problem. With spec.rollout, the
     serving objects too (a placeholder release, served as stable and as a canary).
+
+    With --kubeconfig FILE (or --cluster, for $KUBECONFIG or ~/.kube/config) the cluster is
+    asked too, read-only: every object is sent as a server-side apply with dryRun=All and
+    fieldValidation=Strict (nothing is stored), and spec.cluster.topology is checked against
+    the nodes' labels. Each refusal is reported at the manifest field the object came from.
     """
     from trainops.errors import ManifestError
+    from trainops.pipeline.validate import ClusterOptions
     from trainops.pipeline.validate import validate as validate_project
     from trainops.projectdir import manifest_path, shown
 
     path = manifest_path(file)
-    result = validate_project(path=path, env=env, render=render, crds=crds)
+    ask = cluster or kubeconfig is not None or context is not None
+    asked = ClusterOptions(kubeconfig=kubeconfig, context=context) if ask else None
+    result = validate_project(path=path, env=env, render=render, crds=crds, cluster=asked)
     if output == "json":
         echo_json(result)
         if not result.ok:
@@ -56,6 +80,12 @@ def validate(file: str | None, env: str | None, render: bool, crds: Path | None,
         click.echo(f"render ({f'env {check.env}' if check.env else 'base'}): {_render_summary(check)}")
         for warning in check.warnings:
             click.echo(f"  warning: {warning}")
+    for dry in result.cluster or ():
+        refused = f", {len(dry.problems)} refused" if dry.problems else ""
+        click.echo(
+            f"cluster ({f'env {dry.env}' if dry.env else 'base'}): {dry.objects} objects sent to {dry.server} "
+            f"(server-side apply, dry run){refused}"
+        )
     if len(result.render_problems) > 1:
         for problem in result.render_problems:
             click.echo(str(problem), err=True)

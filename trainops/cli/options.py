@@ -98,6 +98,22 @@ def manifest_options(func: F) -> F:
     return func
 
 
+def kubeconfig_options(func: F) -> F:
+    """--kubeconfig FILE and --context NAME: the cluster a command reads (kubectl's options)."""
+    func = click.option(
+        "--context", "context", metavar="NAME", default=None, help="The kubeconfig context (default: its current one)."
+    )(func)
+    func = click.option(
+        "--kubeconfig",
+        "kubeconfig",
+        type=click.Path(dir_okay=False, path_type=str),
+        default=None,
+        metavar="FILE",
+        help="The kubeconfig (default: $KUBECONFIG, else ~/.kube/config).",
+    )(func)
+    return func
+
+
 def registry_options(func: F) -> F:
     """-f, --env and --insecure of commands that work with a manifest or without one (full references)."""
     func = insecure_option(func)

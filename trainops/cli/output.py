@@ -13,6 +13,7 @@ import click
 from trainops.cli.options import (  # noqa: F401
     add_verbose,
     key_values,
+    kubeconfig_options,
     manifest_options,
     output_option,
     render_out_option,

@@ -109,17 +109,49 @@ def push(
 @click.argument("ref")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@click.option(
+    "--verify-signature",
+    is_flag=True,
+    help="Refuse REF unless its model signature verifies with --key (checked before any file is fetched).",
+)
+@click.option(
+    "--key",
+    "key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM public key (with --verify-signature).",
+)
 @options.registry_options
 @output_option
 def pull(
-    ref: str, dest: Path, jobs: int | None, file: str | None, env: str | None, insecure: bool, output: str
+    ref: str,
+    dest: Path,
+    jobs: int | None,
+    verify_signature: bool,
+    key: Path | None,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
 ) -> None:
     """Pull the artifact REF into DEST; every file is verified before it appears."""
     from trainops.cli.progress import transfer_progress
+    from trainops.errors import UsageError
     from trainops.registry import pulling
 
+    if verify_signature != (key is not None):
+        raise UsageError("--verify-signature and --key PUBLIC.pem go together")
     with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
-        result = pulling.pull(registries, ref=registries.ref(ref), dest=dest, jobs=jobs, progress=progress)
+        if key is not None:
+            from trainops.signing.keys import load_public_key
+            from trainops.signing.verify import pull_verified
+
+            public = load_public_key(key)
+            result = pull_verified(
+                registries, ref=registries.ref(ref), dest=dest, public=public, jobs=jobs, progress=progress
+            )
+        else:
+            result = pulling.pull(registries, ref=registries.ref(ref), dest=dest, jobs=jobs, progress=progress)
     if output == "json":
         echo_json(result)
         return

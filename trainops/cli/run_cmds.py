@@ -157,7 +157,19 @@ def run_cmd(
 
 @click.command("ci")
 @manifest_options
-@click.option("--since", metavar="REV", default=None, help="The commit before the change (default: from CI variables).")
+@click.option(
+    "--since",
+    metavar="REV",
+    default=None,
+    help="The commit before the change (default: from CI variables); all zeros: a new branch, every stage runs.",
+)
+@click.option(
+    "--until",
+    metavar="REV",
+    default=None,
+    help="The pushed commit (default: HEAD); all zeros: the branch was deleted, nothing runs.",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would run and why; run nothing.")
 @click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Markdown summary file.")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None, help="JUnit XML file.")
 @click.option("--serve-image", metavar="REF", default=None, help="Rollout: the serving image (see `trainops run`).")
@@ -167,6 +179,8 @@ def ci_cmd(
     file: str | None,
     env: str | None,
     since: str | None,
+    until: str | None,
+    dry_run: bool,
     summary: Path | None,
     junit: Path | None,
     serve_image: str | None,
@@ -175,8 +189,9 @@ def ci_cmd(
 ) -> None:
     """For CI: run the stages the pushed change affects; write a step summary and JUnit XML.
 
-    The range is --since REV..HEAD, else GitHub Actions' or GitLab CI's variables. The
-    summary goes to --summary, else $GITHUB_STEP_SUMMARY when set.
+    The range is --since REV..--until REV (default HEAD), else GitHub Actions' or GitLab CI's
+    variables; a git hook passes its oldrev and newrev as they are. The summary goes to
+    --summary, else $GITHUB_STEP_SUMMARY when set.
     """
     from trainops.pipeline.ci import run_ci
     from trainops.pipeline.cireport import junit_xml, markdown_summary
@@ -186,8 +201,9 @@ def ci_cmd(
         result = run_ci(
             manifest=manifest,
             since=since,
+            until=until,
             environ=os.environ,
-            options=_options(insecure=insecure, serve_image=serve_image, command_stdout=sys.stderr),
+            options=_options(dry_run=dry_run, insecure=insecure, serve_image=serve_image, command_stdout=sys.stderr),
             on_event=sink,
         )
     target = summary or (Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None)

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from trainops.cli import options
-from trainops.cli.options import key_values, manifest_options, output_option, render_out_option
+from trainops.cli.options import key_values, kubeconfig_options, manifest_options, output_option, render_out_option
 from trainops.cli.output import echo_json
 
 _image_option = options.image_option(
@@ -239,15 +239,32 @@ def _run_slurm(
     )
 
 
+def _on_slurm(manifest: Any) -> bool:
+    train = manifest.pipeline.spec.train
+    return train is not None and train.scheduler == "slurm"
+
+
 @train.command("status")
 @manifest_options
 @click.argument("run_id", metavar="[RUN]", required=False)
+@kubeconfig_options
 @output_option
-def status_cmd(file: str | None, env: str | None, run_id: str | None, output: str) -> None:
-    """The Slurm job of RUN (default: of every run submitted from here): state, reason, restarts."""
+def status_cmd(
+    file: str | None, env: str | None, run_id: str | None, kubeconfig: str | None, context: str | None, output: str
+) -> None:
+    """The job of RUN (default: of every run): state, the scheduler's reason, restarts, pods and nodes.
+
+    Slurm targets: the Slurm job of each run submitted from here. Kubernetes targets: the job
+    the GitOps controller applied, read from the API server with the kubeconfig (phase, pods,
+    nodes, restarts; the PodGroup's or Workload's conditions while it waits).
+    """
+    manifest = options.load(file, env)
+    if not _on_slurm(manifest):
+        _kube_status(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context, output=output)
+        return
     from trainops.slurm.jobs import job_status
 
-    statuses = job_status(options.load(file, env), run_id=run_id)
+    statuses = job_status(manifest, run_id=run_id)
     if output == "json":
         echo_json(statuses[0] if run_id else statuses)
         return
@@ -263,14 +280,51 @@ def status_cmd(file: str | None, env: str | None, run_id: str | None, output: st
                 click.echo(f"  {key:<6}{value}")
 
 
+def _kube_status(
+    manifest: Any, *, run_id: str | None, kubeconfig: str | None, context: str | None, output: str
+) -> None:
+    from trainops.cluster.jobs import manifest_runs
+
+    states = manifest_runs(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context)
+    if output == "json":
+        echo_json(states[0] if run_id else states)
+        return
+    if not states:
+        click.echo("no runs of this pipeline in the cluster")
+        return
+    for state in states:
+        click.echo(
+            f"{state.run_id}  {state.kind.rsplit(' ', 1)[-1]} {state.namespace}/{state.name}  "
+            f"{state.phase}  restarts {state.restarts}"
+        )
+        if state.reason:
+            click.echo(f"  reason {state.reason}")
+        for pod in state.pods:
+            why = f" ({pod.reason})" if pod.reason else ""
+            click.echo(f"  pod    {pod.name}  {pod.phase}{why}  node {pod.node or '-'}  restarts {pod.restarts}")
+
+
 @train.command("logs")
 @manifest_options
 @click.argument("run_id", metavar="RUN")
-def logs_cmd(file: str | None, env: str | None, run_id: str) -> None:
-    """Print the output of RUN's Slurm job (every start of it: requeues append)."""
+@kubeconfig_options
+def logs_cmd(file: str | None, env: str | None, run_id: str, kubeconfig: str | None, context: str | None) -> None:
+    """Print the output of RUN: its Slurm job's file, or its pods' logs from the API server."""
+    manifest = options.load(file, env)
+    if not _on_slurm(manifest):
+        from trainops.cluster.jobs import manifest_logs
+
+        logs = manifest_logs(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context)
+        for item in logs:
+            click.echo(f"==> pod {item.pod} ({item.container}) <==", err=True)
+            if item.text:
+                click.echo(item.text, nl=not item.text.endswith("\n"))
+            else:
+                click.echo("(no log lines)", err=True)
+        return
     from trainops.slurm.jobs import job_logs
 
-    result = job_logs(options.load(file, env), run_id=run_id)
+    result = job_logs(manifest, run_id=run_id)
     if result.text is None:
         click.echo(f"job {result.job_id} has written no output yet ({result.path or 'no output file'})", err=True)
         return
@@ -282,10 +336,27 @@ def logs_cmd(file: str | None, env: str | None, run_id: str) -> None:
 @click.argument("run_id", metavar="RUN")
 @output_option
 def cancel_cmd(file: str | None, env: str | None, run_id: str, output: str) -> None:
-    """Cancel RUN's Slurm job (SIGTERM: the trainer saves and the last checkpoint is pushed)."""
+    """Cancel RUN: scancel its Slurm job, or commit its job's removal from the GitOps path.
+
+    Either way the trainer gets SIGTERM (it saves, the last checkpoint is pushed). On
+    Kubernetes the commit carries `Trainops-Action: cancel`; the GitOps controller prunes the job.
+    """
+    manifest = options.load(file, env)
+    if not _on_slurm(manifest):
+        from trainops.pipeline.cancel import cancel_run
+
+        cancelled = cancel_run(manifest, run_id=run_id)
+        if output == "json":
+            echo_json(cancelled)
+            return
+        click.echo(
+            f"committed {str(cancelled.commit)[:12]} to {cancelled.repo} {cancelled.branch}:{cancelled.path}: "
+            f"run {run_id} removed ({', '.join(cancelled.removed)})"
+        )
+        return
     from trainops.slurm.jobs import cancel_job
 
-    result = cancel_job(options.load(file, env), run_id=run_id)
+    result = cancel_job(manifest, run_id=run_id)
     if output == "json":
         echo_json(result)
         return

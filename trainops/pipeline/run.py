@@ -63,6 +63,9 @@ class RunOptions:
     quiet: float = 300.0
     command_stdout: IO[Any] | None = None
     serve_image: str | None = None
+    # A stage before `start` whose output is missing runs (as `dvc repro`) instead of
+    # refusing with a --from error: what `trainops ci` wants, which picks `start` itself.
+    run_missing_upstream: bool = False
 
 
 def default_executor(manifest: Manifest) -> str:
@@ -223,7 +226,10 @@ class _Flow:
             res = StageResult(name, "cached", key=key, why=f"cached ({main})", outputs=record.outputs)
             return self._done(res, "cached", res.why)
         why = cache.explain(self.registries, repository=self.repository, stage=name, inputs=inputs)
-        if before_window:
+        if before_window and self.options.run_missing_upstream:
+            why = f"no output for its inputs before {self.options.start}, which needs it ({why})"
+            self.hold = False  # it runs: what was held so far is said first
+        elif before_window:
             raise InputError(
                 f"--from {self.options.start}: stage {name} has no output in the registry for its current inputs "
                 f"({why})",

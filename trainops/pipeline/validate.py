@@ -1,15 +1,19 @@
 """`trainops validate`: the manifest and every environment overlay, and, when asked, what each
 target would deploy (train objects and, with spec.rollout, the serving objects) checked
-against the upstream CRDs. One check, one result; the CLI prints it."""
+against the upstream CRDs, and against a cluster (server-side dry run, read-only). One
+check, one result; the CLI prints it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from trainops.errors import InputError, ManifestError, Problem
 from trainops.render.model import RenderCheck, SchemaProblem
+
+if TYPE_CHECKING:
+    from trainops.cluster.dryrun import ClusterCheck
 
 
 @dataclass(frozen=True)
@@ -20,11 +24,14 @@ class Validation:
     environments: list[str]
     problems: list[Problem]
     render: list[RenderCheck] | None = None  # None: rendering was not asked for
+    cluster: list[ClusterCheck] | None = None  # None: no cluster was asked
     data_properties: ClassVar[tuple[str, ...]] = ("ok",)
 
     @property
-    def render_problems(self) -> list[SchemaProblem]:
-        return [p for check in self.render or () for p in check.problems]
+    def render_problems(self) -> list[SchemaProblem | Problem]:
+        """What the CRDs and the cluster refused of the rendered objects."""
+        rendered: list[SchemaProblem | Problem] = [p for check in self.render or () for p in check.problems]
+        return rendered + [p for check in self.cluster or () for p in check.problems]
 
     @property
     def ok(self) -> bool:
@@ -44,25 +51,50 @@ class Validation:
             )
 
 
-def validate(*, path: Path, env: str | None = None, render: bool = False, crds: Path | None = None) -> Validation:
+@dataclass(frozen=True)
+class ClusterOptions:
+    """The cluster `validate` asks (kubectl's --kubeconfig and --context); None: the default one."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+def validate(
+    *,
+    path: Path,
+    env: str | None = None,
+    render: bool = False,
+    crds: Path | None = None,
+    cluster: ClusterOptions | None = None,
+) -> Validation:
     """Check the manifest (the base and each environment, or just `env`); with `render` (or
-    `crds`) and a valid manifest, render each target and check its objects strictly."""
+    `crds`, or a `cluster`) and a valid manifest, render each target and check its objects
+    strictly; with `cluster`, also dry-run apply them there and check spec.cluster.topology."""
     from trainops.spec import check_manifest
 
     report = check_manifest(path, env=env)
+    targets: list[str | None] = [env] if env else [None, *report.environments]
     checks: list[RenderCheck] | None = None
-    if render or crds is not None:
-        checks = _render_checks(path, env, report.environments, crds) if report.ok else []
-    return Validation(str(path), list(report.environments), list(report.problems), checks)
+    if render or crds is not None or cluster is not None:
+        checks = _render_checks(path, env, targets, crds) if report.ok else []
+    asked: list[ClusterCheck] | None = None
+    if cluster is not None:
+        from trainops.cluster.dryrun import check_against_cluster
+
+        asked = (
+            check_against_cluster(path, targets=targets, kubeconfig=cluster.kubeconfig, context=cluster.context)
+            if report.ok
+            else []
+        )
+    return Validation(str(path), list(report.environments), list(report.problems), checks, asked)
 
 
-def _render_checks(path: Path, env: str | None, environments: list[str], crds: Path | None) -> list[RenderCheck]:
+def _render_checks(path: Path, env: str | None, targets: list[str | None], crds: Path | None) -> list[RenderCheck]:
     """check_render (and check_serving, with spec.rollout) for the base spec and each environment (or just env)."""
     from trainops.render import check_render
     from trainops.serve.check import check_serving
     from trainops.spec import load_manifest
 
-    targets: list[str | None] = [env] if env else [None, *environments]
     checks = []
     for target in targets:
         manifest = load_manifest(path, env=target)

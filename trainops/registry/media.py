@@ -65,6 +65,16 @@ A_RELEASE_FORCED = "dev.trainops.release.forced"  # "true" when a gate was overr
 A_RELEASE_REASON = "dev.trainops.release.reason"
 A_RELEASE_BY = "dev.trainops.release.by"
 
+# Signatures and provenance (trainops.signing): Sigstore bundles attached as referrers, laid
+# out as cosign's bundle referrers are (empty config, one bundle layer, the predicate type)
+SIGSTORE_BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+IN_TOTO = "application/vnd.in-toto+json"  # an unsigned in-toto statement (provenance without a key)
+A_BUNDLE_PREDICATE = "dev.sigstore.bundle.predicateType"
+A_BUNDLE_CONTENT = "dev.sigstore.bundle.content"  # "dsse-envelope"
+A_SIGNING_KEY = "dev.trainops.signing.key"  # sha256:<hex> of the signer's PEM public key
+MODEL_SIGNING_PREDICATE = "https://model_signing/signature/v1.0"
+SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
+
 _WEIGHTS = (
     "*.safetensors",
     "*.bin",

@@ -124,7 +124,10 @@ def _stage_blobs(
         if final.is_file() and final.stat().st_size == layer.size:
             return 0
         part = staging / f"{digest[7:]}.part"
-        backend.download_blob(found.ref.repository, digest, part, progress.add(rel, layer.size))
+        try:
+            backend.download_blob(found.ref.repository, digest, part, progress.add(rel, layer.size))
+        except IntegrityError as err:  # name the file: a digest alone tells a user nothing
+            raise IntegrityError(f"{found.ref}: file {rel}: {err.message}", hint=err.hint) from None
         if part.stat().st_size != layer.size:
             part.unlink(missing_ok=True)
             raise IntegrityError(f"{found.ref}: {rel} has the wrong size, expected {layer.size}")

@@ -20,7 +20,7 @@ import string
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from trainops import clock
 from trainops.errors import GateFailedError, InputError, TrainopsError, UsageError
@@ -36,6 +36,9 @@ from trainops.release.package import exported_files, remote_info, select_files
 from trainops.spec import Manifest
 from trainops.spec.stages import ReleaseSpec
 
+if TYPE_CHECKING:
+    from trainops.signing.signer import Signer
+
 
 @dataclass(frozen=True)
 class ReleaseResult:
@@ -48,6 +51,9 @@ class ReleaseResult:
     forced: Forced | None
     model: ModelInfo
     files: list[str]
+    signed_by: str | None = None  # the signing key's fingerprint (release.signing)
+    signature: str | None = None  # the model signature referrer attached now
+    provenance: str | None = None  # the SLSA provenance referrer attached now
 
 
 def release_spec(manifest: Manifest) -> ReleaseSpec:
@@ -96,7 +102,23 @@ def create_release(
     if not TAG_RE.match(tag):
         raise InputError(f"release tag {tag!r} is not a valid tag", hint="use letters, digits, '.', '_' and '-'")
     target = release_repository(manifest, registries).with_tag(tag)
-    return _publish(manifest, spec, registries, chosen, forced, target, progress, command_stdout)
+    signer = None
+    if spec.signing is not None:  # a bad key fails here, before anything is pushed
+        from trainops.signing.signer import open_signer
+
+        signer = open_signer(spec.signing, root=manifest.root)
+    result = _publish(manifest, spec, registries, chosen, forced, target, progress, command_stdout)
+    return _attested(registries, result, signer)
+
+
+def _attested(registries: Registries, result: ReleaseResult, signer: Signer | None) -> ReleaseResult:
+    """The release signed (with release.signing) and its SLSA provenance attached (always)."""
+    from trainops.clock import now_utc
+    from trainops.signing.attest import attest
+
+    found = resolve(registries, ref=registries.ref(result.ref))
+    made = attest(registries, found=found, signer=signer, created=now_utc())
+    return replace(result, signed_by=made.key, signature=made.signature, provenance=made.provenance)
 
 
 def _publish(

@@ -4,6 +4,9 @@ A pod runs the engine on the model in /models and the serving image, both pinned
 - model delivery `init-container`: an emptyDir filled by `trainops pull RELEASE@sha256:… /models`
   (every byte verified against its digest) before the engine starts; the agent image
   (rollout.agentImage, default the serving image) must contain trainops.
+  With rollout.verifySignature the pull first checks the release's model signature with the
+  public key mounted from a ConfigMap or Secret (`--verify-signature --key`), and copies
+  nothing unless it verifies.
 - `image-volume`: the model artifact mounted read-only as an image volume
   (`volumes[].image.reference`, Kubernetes ≥ 1.31 with the ImageVolume feature on); the
   kubelet pulls it like an image, so the registry must be one the nodes reach (oci://).
@@ -26,6 +29,8 @@ from trainops.serve.state import Served
 from trainops.spec.common import duration_seconds
 
 PROBE_PERIOD = 10
+SIGNING_DIR = "/etc/trainops/signing"  # where the init container reads rollout.verifySignature's key
+SIGNING_VOLUME = "signing-key"
 
 
 def _container_security() -> dict[str, Any]:
@@ -65,15 +70,31 @@ def _model_source(ctx: ServeContext, served: Served) -> tuple[dict[str, Any], li
     if served.release.startswith("file://"):
         ctx.warn(f"the release {served.release} is in a file:// registry, which pods in a cluster cannot read")
     argv = with_insecure(["trainops", "pull", served.release, MODEL_DIR], ctx.insecure, served.release)
+    mounts: list[dict[str, Any]] = [{"name": "model", "mountPath": MODEL_DIR}]
+    key = ctx.rollout.verify_signature
+    if key is not None:  # the signature is checked before a byte of the model is copied
+        argv += ["--verify-signature", "--key", f"{SIGNING_DIR}/{key.key}"]
+        mounts.append({"name": SIGNING_VOLUME, "mountPath": SIGNING_DIR, "readOnly": True})
     init = {
         "name": "model-pull",
         "image": ctx.rollout.agent_image or served.image,
         "imagePullPolicy": "IfNotPresent",
         "command": argv,
-        "volumeMounts": [{"name": "model", "mountPath": MODEL_DIR}],
+        "volumeMounts": mounts,
         "securityContext": _container_security(),
     }
     return {"name": "model", "emptyDir": {}}, [init]
+
+
+def _signing_volume(ctx: ServeContext) -> list[dict[str, Any]]:
+    """The public key of rollout.verifySignature as a volume (a ConfigMap or a Secret)."""
+    key = ctx.rollout.verify_signature
+    if key is None or ctx.rollout.model_delivery != "init-container":
+        return []
+    items = [{"key": key.key, "path": key.key}]
+    if key.secret is not None:
+        return [{"name": SIGNING_VOLUME, "secret": {"secretName": key.secret, "items": items}}]
+    return [{"name": SIGNING_VOLUME, "configMap": {"name": key.config_map, "items": items}}]
 
 
 def _engine_container(ctx: ServeContext, served: Served, command: list[str], *, leader: bool) -> dict[str, Any]:
@@ -112,6 +133,7 @@ def pod_template(ctx: ServeContext, served: Served, *, track: str | None, worker
     spec["volumes"] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": ctx.rollout.shared_memory}},
         volume,
+        *_signing_volume(ctx),
     ]
     metadata: dict[str, Any] = {"labels": {**ctx.labels(track), LABEL_METRICS: "true"}}
     annotations = {ANNOTATION_RELEASE: served.release}

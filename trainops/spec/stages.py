@@ -380,6 +380,43 @@ _TAG_TEMPLATE = r"^[A-Za-z0-9_{}][A-Za-z0-9_.{}-]{0,127}$"
 TAG_PLACEHOLDERS = ("step", "commit", "run", "date")
 
 
+class SigningSpec(StrictModel):
+    """How releases are signed (OpenSSF model signing) and whether serving requires it."""
+
+    key: str | None = Field(
+        None,
+        min_length=1,
+        description="PEM private key file (EC P-256/P-384/P-521), relative to the manifest's directory; a "
+        "passphrase-protected key takes its passphrase from $TRAINOPS_SIGNING_PASSPHRASE.",
+    )
+    pkcs11: str | None = Field(
+        None, pattern=r"^pkcs11:", description="A PKCS#11 URI of an EC key in a token (needs PyKCS11)."
+    )
+    keyless: bool = Field(
+        False, description="Keyless Sigstore signing (Fulcio, Rekor, an OIDC identity): not usable offline."
+    )
+    public_key: str | None = Field(
+        None,
+        min_length=1,
+        description="PEM public key that verifies releases (rollout start, release verify); default: derived from key.",
+    )
+    required: bool = Field(
+        False, description="rollout start refuses a release that is unsigned or does not verify with public_key."
+    )
+    checkpoints: bool = Field(
+        False, description="Also attach signed SLSA provenance to every checkpoint the watcher pushes."
+    )
+
+    @model_validator(mode="after")
+    def _one_signer(self) -> SigningSpec:
+        chosen = [name for name, on in (("key", self.key), ("pkcs11", self.pkcs11), ("keyless", self.keyless)) if on]
+        if len(chosen) > 1:
+            raise ValueError(f"set one of key, pkcs11 or keyless, not {' and '.join(chosen)}")
+        if not chosen and self.public_key is None:
+            raise ValueError("set key, pkcs11 or keyless (to sign), or publicKey (to verify only)")
+        return self
+
+
 class ReleaseSpec(StrictModel):
     """Publishing a checkpoint that passed its gates as a model."""
 
@@ -396,6 +433,9 @@ class ReleaseSpec(StrictModel):
         None,
         description="A command converting the checkpoint before packaging (e.g. to a Hugging Face layout): it reads "
         "TRAINOPS_EXPORT_INPUT and writes into TRAINOPS_EXPORT_OUTPUT (an empty directory), which is released.",
+    )
+    signing: SigningSpec | None = Field(
+        None, description="Sign releases with model signing and their SLSA provenance (trainops.signing)."
     )
 
     @model_validator(mode="after")

@@ -1,0 +1,119 @@
+"""Signing at release and `release verify` on file://, oci:// (Distribution: the referrers
+tag schema) and s3://: the model signature in model signing's format, the SLSA provenance,
+both referrers of the release; tampering, another key, a forced release."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.evaluate.conftest import Project
+from tests.evaluate.test_release import setup
+from tests.signing.conftest import ec_key, signed_release
+from trainops.registry import media
+from trainops.registry.store import resolve
+from trainops.signing.records import list_records
+
+
+def test_release_is_signed_with_provenance_and_verifies(project: Project) -> None:
+    result = signed_release(project)
+    assert result["signedBy"].startswith("sha256:") and result["signature"] and result["provenance"]
+    with project.registries() as regs:
+        found = resolve(regs, ref=regs.ref(result["ref"]))
+        referrers = regs.backend(found.ref).referrers(found.ref.repository, found.manifest.digest)
+    kinds = sorted(
+        (d.artifact_type, d.annotations.get(media.A_BUNDLE_PREDICATE))
+        for d in referrers
+        if d.artifact_type != media.ARTIFACT_TYPES["eval"]
+    )
+    assert kinds == [
+        (media.SIGSTORE_BUNDLE, media.SLSA_PROVENANCE),
+        (media.SIGSTORE_BUNDLE, media.MODEL_SIGNING_PREDICATE),
+    ] or kinds == sorted(kinds)
+    out = project.trainops("release", "verify", result["ref"], "-o", "json")
+    assert out.code == 0, out.stderr
+    verified = json.loads(out.stdout)
+    assert verified["key"] == result["signedBy"] and verified["pulled"] is True
+    assert verified["files"] == ["model.safetensors", "trainer_state.json"]
+    deps = verified["provenance"]["dependencies"]
+    assert any(d.startswith("checkpoint ") for d in deps) and any(d.startswith("eval-report ") for d in deps)
+    # a second create adds nothing
+    again = project.trainops("release", "create", "step-2", "-o", "json")
+    assert again.code == 0 and json.loads(again.stdout)["signature"] is None
+
+
+def _blob_path(project: Project, ref: str, relpath: str) -> Path:
+    with project.registries() as regs:
+        found = resolve(regs, ref=regs.ref(ref))
+    layer = next(layer for layer in found.parsed.layers if layer.annotations.get(media.A_FILEPATH) == relpath)
+    return project.root / ".trainops/registry" / found.ref.repository / "blobs/sha256" / layer.digest[7:]
+
+
+def test_a_replaced_blob_fails_verify_and_pull_naming_the_file(local_project: Project) -> None:
+    result = signed_release(local_project)
+    blob = _blob_path(local_project, result["ref"], "model.safetensors")
+    data = bytearray(blob.read_bytes())
+    data[-1] ^= 0xFF  # same size, other content
+    blob.chmod(0o644)
+    blob.write_bytes(bytes(data))
+    out = local_project.trainops("release", "verify", result["ref"])
+    assert out.code == 7 and "model.safetensors" in out.last_error_line, out.stderr
+    dest = local_project.root / "served"
+    pulled = local_project.trainops("pull", result["ref"], str(dest), "--verify-signature", "--key", "keys/release.pub")
+    assert pulled.code == 7 and "model.safetensors" in pulled.last_error_line
+    assert not dest.exists() or not any(dest.iterdir())
+
+
+def test_another_key_fails(local_project: Project) -> None:
+    result = signed_release(local_project)
+    ec_key(local_project.root / "keys", "other")
+    out = local_project.trainops("release", "verify", result["ref"], "--key", "keys/other.pub")
+    assert out.code == 7 and "Key mismatch" in out.last_error_line, out.stderr
+    assert result["signature"].split("@")[1] in out.last_error_line  # names the signature that failed
+    pulled = local_project.trainops(
+        "pull", result["ref"], str(local_project.root / "x"), "--verify-signature", "--key", "keys/other.pub"
+    )
+    assert pulled.code == 7 and not (local_project.root / "x").exists()
+    ok = local_project.trainops(
+        "pull", result["ref"], str(local_project.root / "y"), "--verify-signature", "--key", "keys/release.pub"
+    )
+    assert ok.code == 0 and (local_project.root / "y/model.safetensors").is_file()
+
+
+def test_the_model_signing_cli_verifies_a_trainops_signature(local_project: Project) -> None:
+    result = signed_release(local_project)
+    root = local_project.root
+    assert local_project.trainops("pull", result["ref"], str(root / "model")).code == 0
+    assert local_project.trainops("pull", result["signature"], str(root / "sig")).code == 0
+    cli = [str(Path(sys.executable).parent / "model_signing"), "verify", "key"]
+    args = ["--signature", str(root / "sig/model.sig"), "--public_key", str(root / "keys/release.pub")]
+    ok = subprocess.run([*cli, *args, str(root / "model")], capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    (root / "model/trainer_state.json").write_text('{"step": 99}')
+    bad = subprocess.run([*cli, *args, str(root / "model")], capture_output=True, text=True, check=False)
+    assert bad.returncode != 0 and "trainer_state.json" in bad.stdout + bad.stderr
+
+
+def test_a_forced_release_says_so_in_its_provenance(local_project: Project) -> None:
+    keys = local_project.root / "keys"
+    keys.mkdir()
+    ec_key(keys)
+    setup(local_project, release={"signing": {"key": "keys/release.pem"}})
+    out = local_project.trainops(
+        "release", "create", "step-2", "--force", "--reason", "hotfix for incident 7", "-o", "json"
+    )
+    assert out.code == 0, out.stderr
+    ref = json.loads(out.stdout)["ref"]
+    verified = local_project.trainops("release", "verify", ref, "-o", "json")
+    assert verified.code == 0, verified.stderr
+    assert json.loads(verified.stdout)["provenance"]["forced"]["reason"] == "hotfix for incident 7"
+    with local_project.registries() as regs:
+        found = resolve(regs, ref=regs.ref(ref))
+        record = next(r for r in list_records(regs, subject=found) if r.predicate_type == media.SLSA_PROVENANCE)
+    statement = json.loads(base64.b64decode(json.loads(record.content)["dsseEnvelope"]["payload"]))
+    params = statement["predicate"]["buildDefinition"]["externalParameters"]
+    assert params["forced"]["reason"] == "hotfix for incident 7"
+    assert "eval-report" not in [d["name"] for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]]
