@@ -23,6 +23,7 @@ newest complete checkpoint then is what training resumes from (`resumed_from`).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +53,8 @@ from trainops.registry.digestcache import DigestCache
 from trainops.registry.reference import Reference
 from trainops.spec.stages import Retention
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class PushedCheckpoint:
@@ -74,6 +77,7 @@ class WatchConfig:
     interval: float = 10.0  # seconds between scans
     settle: float = 5.0  # seconds a checkpoint without a commit marker must be unchanged
     drain: float = 0.0  # after stop: seconds to keep scanning while a checkpoint is being written
+    image: Reference | None = None  # the training image, pinned: the `image` parent when it is in its repository
 
 
 EventKind = Literal["pushed", "adopted", "removed", "skipped", "error"]
@@ -133,6 +137,26 @@ class Watcher:
         self._cache = DigestCache()
         self._removed: list[str] = []
         self._reported: BaseException | None = None
+        self._image_parents: list[Parent] | None = None  # found on the first push
+
+    def _image_parent(self) -> list[Parent]:
+        """The training image as an `image` parent, when the registry holds it (looked up once):
+        lineage then walks from a checkpoint to the image, and on to its commit and base. An
+        image elsewhere (a registry this one cannot read, a placeholder digest) is only the
+        lineage's imageDigest."""
+        if self._image_parents is not None:
+            return self._image_parents
+        found: list[Parent] = []
+        image = self.config.image
+        if image is not None and image.digest:
+            try:
+                store.resolve(self.registries, ref=image)
+            except TrainopsError as err:
+                log.info("the training image %s is not in its registry (%s): no image parent", image, err)
+            else:
+                found.append(Parent(digest=image.digest, ref=str(image.with_digest(None)), relation="image"))
+        self._image_parents = found
+        return found
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -321,7 +345,7 @@ class Watcher:
                 "run_id": self.config.run_id,
                 "step": found.step,
                 "metrics": metrics,
-                "parents": [*base.parents, *([parent] if parent else [])],
+                "parents": [*base.parents, *self._image_parent(), *([parent] if parent else [])],
             }
         )
         self._recheck(found.path, fp)

@@ -189,6 +189,7 @@ def _watcher(
         lineage=lineage,
         interval=timing[0],
         settle=timing[1],
+        image=image,
     )
     return Watcher(registries, config, progress=progress)
 
