@@ -55,30 +55,26 @@ def push(
     """Push PATH (a file or a directory tree) as an artifact to REF; print its digest."""
     from trainops.cli.progress import transfer_progress
     from trainops.errors import UsageError
-    from trainops.gitinfo import git_state
     from trainops.registry import store
-    from trainops.registry.plain_lineage import PlainLineage
 
     try:
         metric_values = {k: float(v) for k, v in key_values(metrics, "--metric").items()}
     except ValueError:
         raise UsageError("--metric values must be numbers, as in --metric val_loss=1.93") from None
     with options.registries(file, env, insecure) as registries:
-        git = git_state(path if path.is_dir() else path.parent)
-        lineage = PlainLineage(  # plain data, no pydantic: a re-push is a few stats and a HEAD
-            git_commit=git.commit if git else None,
-            git_repo=git.remote if git else None,
+        lineage = store.source_lineage(
+            registries,
+            source=path,
             run_id=run_id,
             step=step,
             metrics=metric_values,
-            parents=tuple(store.pin_parents(registries, [(p, "parent") for p in parents])),
+            parents=[(p, "parent") for p in parents],
         )
         model = None
-        if kind == "model" and path.is_dir():  # ModelPack config from the local files, as releases do
-            from trainops.modelfiles.safetensors import model_info
-            from trainops.registry.artifact import ModelConfig
+        if kind == "model" and path.is_dir():
+            from trainops.modelfiles.safetensors import model_config
 
-            model = ModelConfig(config=model_info(path).as_config())
+            model = model_config(path)
         with transfer_progress(output == "text") as progress:
             result = store.push(
                 registries,
@@ -198,38 +194,12 @@ def lineage(
     A commit's graph always walks down: commit → image → checkpoints → eval reports →
     releases → the rollout commits that served them (with spec.rollout).
     """
-    from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
+    from trainops.registry.lineage import to_dot, to_mermaid, to_tree
+    from trainops.serve.lineage import walk_lineage
 
     opened = options.opened(file, env, insecure)
-    manifest = opened.manifest
     with opened.registries as registries:
-        if ref.startswith("git:"):
-            from trainops.serve.lineage import lineage_from_commit
-
-            graph = lineage_from_commit(
-                registries,
-                manifest,
-                rev=ref[len("git:") :],
-                repo_dir=manifest.root if manifest is not None else Path.cwd(),
-                scan=registries.root(scan) if scan else None,
-            )
-        elif manifest is not None and manifest.pipeline.spec.rollout is not None:
-            from trainops.serve.lineage import lineage_with_rollouts  # the rollouts that served it
-
-            graph = lineage_with_rollouts(
-                registries,
-                manifest,
-                ref=registries.ref(ref),
-                direction=direction,  # type: ignore[arg-type]
-                scan=registries.root(scan) if scan else None,
-            )
-        else:
-            graph = lineage_graph(
-                registries,
-                ref=registries.ref(ref),
-                direction=direction,  # type: ignore[arg-type]
-                scan=registries.root(scan) if scan else None,
-            )
+        graph = walk_lineage(registries, opened.manifest, target=ref, direction=direction, scan=scan)  # type: ignore[arg-type]
     if output == "json" or fmt == "json":
         echo_json(graph)
     else:

@@ -12,7 +12,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -157,6 +157,31 @@ def pin_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> l
         shown = ref.repo_url + (f":{found.ref.tag}" if found.ref.tag else "")
         out.append(PlainParent(digest=found.manifest.digest, ref=shown, relation=relation))
     return out
+
+
+def source_lineage(
+    registries: Registries,
+    *,
+    source: Path,
+    run_id: str | None = None,
+    step: int | None = None,
+    metrics: Mapping[str, float] | None = None,
+    parents: Iterable[tuple[str, str]] = (),
+) -> PlainLineage:
+    """The lineage `trainops push` records for a file or tree: the git commit and remote of the
+    repository holding it (if any), the run, step and metrics given, and the parents pinned.
+    Plain data, no pydantic: a re-push is a few stats and a HEAD."""
+    from trainops.gitinfo import git_state
+
+    git = git_state(source if source.is_dir() else source.parent)
+    return PlainLineage(
+        git_commit=git.commit if git else None,
+        git_repo=git.remote if git else None,
+        run_id=run_id,
+        step=step,
+        metrics=dict(metrics or {}),
+        parents=tuple(pin_parents(registries, parents)),
+    )
 
 
 def resolve_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[Parent]:
