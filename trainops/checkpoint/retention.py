@@ -44,6 +44,29 @@ def plan_retention(infos: list[CheckpointInfo], keep: Retention, protect: Collec
     )
 
 
+def retention_override(
+    base: Retention | None,
+    *,
+    last: int | None = None,
+    best: int | None = None,
+    metric: str | None = None,
+    mode: str | None = None,
+) -> Retention | None:
+    """The policy given on the command line (it replaces the manifest's keep as a whole), else base."""
+    from pydantic import ValidationError
+
+    from trainops.errors import UsageError
+
+    given = {"last": last, "best": best, "metric": metric, "mode": mode}
+    if all(v is None for v in given.values()):
+        return base
+    try:
+        return Retention.model_validate({k: v for k, v in given.items() if v is not None})
+    except ValidationError as err:
+        message = err.errors()[0]["msg"].removeprefix("Value error, ")
+        raise UsageError(f"retention: {message}", hint="--keep-best needs --metric (and --mode min|max)") from None
+
+
 @dataclass(frozen=True)
 class PruneResult:
     """What `ckpt prune` did to a repository (or would do, with dry_run)."""

@@ -45,12 +45,14 @@ from trainops.checkpoint.state import (
     quick_key,
     save_pushed,
 )
-from trainops.errors import ExistsError, InputError, NotFoundError, TrainopsError
+from trainops.errors import ExistsError, InputError, NotFoundError, TrainopsError, UsageError
+from trainops.podenv import PodEnvironment
 from trainops.registry import store
 from trainops.registry.artifact import Lineage, Parent, ParsedManifest, Relation, scan_tree
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache
 from trainops.registry.reference import Reference
+from trainops.spec import Manifest
 from trainops.spec.stages import Retention
 
 log = logging.getLogger(__name__)
@@ -463,3 +465,35 @@ def _existing(registries: Registries, ref: Reference) -> ParsedManifest | None:
 
 def _digest(parent: Parent | None) -> str | None:
     return parent.digest if parent else None
+
+
+def sidecar_lineage(manifest: Manifest | None, pod: PodEnvironment, image_digest: str | None) -> Lineage:
+    """What every checkpoint of a run shares, as the sidecar knows it: the pipeline (the
+    manifest's, else the pod's), the git commit and the image digest (--image-digest, else the pod's)."""
+    from pydantic import ValidationError
+
+    values: dict[str, str] = {}
+    if manifest is not None:
+        values["pipeline"] = manifest.pipeline.metadata.name
+    if pod.pipeline:
+        values["pipeline"] = pod.pipeline
+    if pod.git_commit:
+        values["gitCommit"] = pod.git_commit
+    digest = image_digest or pod.image_digest
+    if digest:
+        values["imageDigest"] = digest
+    try:
+        return Lineage.model_validate(values)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(
+            f"{where} {first['input']!r}: {first['msg']}", hint="an image digest is sha256:<64 hex>"
+        ) from None
+
+
+def sidecar_image(registries: Registries, pod: PodEnvironment) -> Reference | None:
+    """The run's training image as the pod names it (host/repository@sha256:…), as a reference."""
+    if not pod.image or "@" not in pod.image:
+        return None
+    return registries.ref(pod.image if "://" in pod.image else f"oci://{pod.image}")

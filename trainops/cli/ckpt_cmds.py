@@ -6,8 +6,6 @@ TRAINOPS_IMAGE_DIGEST, TRAINOPS_NODE_RANK) and from trainops.yaml's train.checkp
 
 from __future__ import annotations
 
-import os
-import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +28,6 @@ REPOSITORY_ENV = podenv.CKPT_REPOSITORY
 RUN_ID_ENV = podenv.RUN_ID
 IMAGE_DIGEST_ENV = podenv.IMAGE_DIGEST
 NODE_RANK_ENV = podenv.NODE_RANK
-_SECONDS = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 
 
 def _repository(opened: Any, given: str | None, given_as: str = "REPO") -> Any:
@@ -59,34 +56,6 @@ def _retention_options(func: Any) -> Any:
         "--keep-last", type=click.IntRange(1), default=None, metavar="N", help="Keep the newest N checkpoints."
     )(func)
     return func
-
-
-def _retention(base: Any, keep_last: int | None, keep_best: int | None, metric: str | None, mode: str | None) -> Any:
-    """The policy the flags give (they replace the manifest's keep as a whole), else base."""
-    from pydantic import ValidationError
-
-    from trainops.errors import UsageError
-    from trainops.spec.stages import Retention
-
-    given = {"last": keep_last, "best": keep_best, "metric": metric, "mode": mode}
-    if all(v is None for v in given.values()):
-        return base
-    try:
-        return Retention.model_validate({k: v for k, v in given.items() if v is not None})
-    except ValidationError as err:
-        message = err.errors()[0]["msg"].removeprefix("Value error, ")
-        raise UsageError(f"retention: {message}", hint="--keep-best needs --metric (and --mode min|max)") from None
-
-
-def _seconds(text: str, what: str) -> float:
-    from trainops.errors import UsageError
-    from trainops.spec.common import DURATION, duration_seconds
-
-    if _SECONDS.match(text):
-        return float(text)
-    if re.match(DURATION, text):
-        return duration_seconds(text)
-    raise UsageError(f"{what} {text!r} is not a duration", hint="write seconds (0.5) or a duration such as 10s, 500ms")
 
 
 def _metrics_text(metrics: dict[str, float]) -> str:
@@ -151,26 +120,33 @@ def watch(
     (or until --until-pid's process exits), then scans a last time and exits 0.
     """
     from trainops.errors import UsageError
-    from trainops.supervise import stop_when
+    from trainops.podenv import PodEnvironment
+    from trainops.spec.common import parse_seconds
+    from trainops.supervise import idle_until, stop_when
 
     if until_pid is not None and scan_mode is not None:
         raise UsageError("--until-pid cannot be combined with --once or --until-signal")
     stop = threading.Event()
     once = scan_mode == "once"
+    pod = PodEnvironment.read()
+    timing = (
+        parse_seconds(interval, what="--interval"),
+        parse_seconds(settle, what="--settle"),
+        parse_seconds(drain, what="--drain"),
+    )
     with stop_when(stop, signals=not once, until_pid=until_pid):
-        rank = os.environ.get(NODE_RANK_ENV, "")
-        if leader_only and rank not in ("", "0"):
-            click.echo(f"node rank {rank} is not the leader: pushing nothing", err=True)
-            while not once and not stop.wait(1.0):
-                pass
+        if leader_only and not pod.leader:
+            click.echo(f"node rank {pod.node_rank} is not the leader: pushing nothing", err=True)
+            if not once:
+                idle_until(stop)  # the leader's sidecar does the work; this one ends with the pod
             return
         _watch(
             directory,
             repository=repository,
             run_id=run_id,
             layout=layout,
-            keep=(keep_last, keep_best, metric, mode),
-            timing=(_seconds(interval, "--interval"), _seconds(settle, "--settle"), _seconds(drain, "--drain")),
+            keep={"last": keep_last, "best": keep_best, "metric": metric, "mode": mode},
+            timing=timing,
             image_digest=image_digest,
             once=once,
             stop=stop,
@@ -185,7 +161,7 @@ def _watch(
     repository: str | None,
     run_id: str | None,
     layout: str | None,
-    keep: tuple[int | None, int | None, str | None, str | None],
+    keep: dict[str, Any],
     timing: tuple[float, float, float],
     image_digest: str | None,
     once: bool,
@@ -194,23 +170,26 @@ def _watch(
     output: str,
 ) -> None:
     from trainops.checkpoint import WatchConfig, Watcher
+    from trainops.checkpoint.retention import retention_override
+    from trainops.checkpoint.watch import sidecar_image, sidecar_lineage
     from trainops.cli.progress import transfer_progress
     from trainops.errors import RemoteError, UsageError
+    from trainops.podenv import PodEnvironment
 
-    run_id = run_id or os.environ.get(RUN_ID_ENV) or None
+    pod = PodEnvironment.read()
+    run_id = run_id or pod.run_id
     if not run_id:
         raise UsageError("no run id given", hint=f"pass --run-id or set {RUN_ID_ENV}")
-    digest = image_digest or os.environ.get(IMAGE_DIGEST_ENV) or None
     with options.opened(*context) as ctx:
         policy = _policy(ctx)
-        lineage = _base_lineage(ctx.manifest, digest)
         config = WatchConfig(
             directory=directory,
             repository=_repository(ctx, repository, "--repository"),
             run_id=run_id,
             layout=layout or (policy.layout if policy is not None else "auto"),
-            keep=_retention(policy.keep if policy is not None else None, *keep),
-            lineage=lineage,
+            keep=retention_override(policy.keep if policy is not None else None, **keep),
+            lineage=sidecar_lineage(ctx.manifest, pod, image_digest),
+            image=sidecar_image(ctx.registries, pod),
             interval=timing[0],
             settle=timing[1],
             drain=timing[2],
@@ -230,32 +209,6 @@ def _watch(
             f"the last scan failed: {result.final_error}",
             hint=f"checkpoints not pushed are still in {directory}; `trainops ckpt watch {directory} --once` retries",
         )
-
-
-def _base_lineage(manifest: Any, image_digest: str | None) -> Any:
-    """What every checkpoint of the run shares: pipeline, git commit and image digest."""
-    from pydantic import ValidationError
-
-    from trainops.errors import UsageError
-    from trainops.registry.artifact import Lineage
-
-    values: dict[str, Any] = {}
-    if manifest is not None:
-        values["pipeline"] = manifest.pipeline.metadata.name
-    if os.environ.get(podenv.PIPELINE):
-        values["pipeline"] = os.environ[podenv.PIPELINE]
-    if os.environ.get(podenv.GIT_COMMIT):
-        values["gitCommit"] = os.environ[podenv.GIT_COMMIT]
-    if image_digest:
-        values["imageDigest"] = image_digest
-    try:
-        return Lineage.model_validate(values)
-    except ValidationError as err:
-        first = err.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        raise UsageError(
-            f"{field} {first['input']!r}: {first['msg']}", hint="an image digest is sha256:<64 hex>"
-        ) from None
 
 
 def _printer(output: str) -> Callable[[Any], None]:
@@ -402,12 +355,14 @@ def prune(
     """Apply retention to REPO: keep the newest N and the best K by a metric, remove the
     other step-N checkpoints (defaults: train.checkpoint.keep of trainops.yaml)."""
     from trainops.checkpoint.retention import prune as prune_checkpoints
+    from trainops.checkpoint.retention import retention_override
     from trainops.errors import UsageError
 
     with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)
         policy = _policy(ctx)
-        keep = _retention(policy.keep if policy is not None else None, keep_last, keep_best, metric, mode)
+        base = policy.keep if policy is not None else None
+        keep = retention_override(base, last=keep_last, best=keep_best, metric=metric, mode=mode)
         if keep is None:
             raise UsageError("no retention policy", hint="pass --keep-last N (and --keep-best K --metric M)")
         result = prune_checkpoints(ctx.registries, repository=repository, keep=keep, protect=protect, dry_run=dry_run)
