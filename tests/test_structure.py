@@ -5,10 +5,10 @@ dependencies), no function is longer than 80 lines, no module longer than 600.
 Layers, lowest first; a package may import its own layer and the ones below, never above:
 
     0  the foundation: errors, spec, clock, serialize, units, retry, podenv, projectdir,
-       gitinfo, templating, supervise, scaffold (everything may use them)
+       gitinfo, templating, supervise, scaffold, interrupt, modelfiles (everything may use them)
     1  registry (its backends are inside it)
     2  the rooms that work with artifacts and the cluster: build, render, gitops,
-       checkpoint, evaluate, release, serve, slurm, modelfiles, cluster, faults, signing
+       checkpoint, evaluate, release, serve, slurm, cluster, faults, signing
     3  pipeline, and what sits beside it reading through the registry: ui, hub
     4  cli
 
@@ -41,6 +41,8 @@ LAYERS: dict[str, int] = {
             "templating",
             "supervise",
             "scaffold",
+            "interrupt",
+            "modelfiles",
         ),
         0,
     ),
@@ -55,7 +57,6 @@ LAYERS: dict[str, int] = {
             "release",
             "serve",
             "slurm",
-            "modelfiles",
             "cluster",
             "faults",
             "signing",

@@ -14,13 +14,14 @@ import pytest
 from tests.registry.conftest import Target, make_tree
 from trainops.errors import InputError, NotFoundError, RemoteError
 from trainops.registry import listing as listing_mod
-from trainops.registry import pulling, store
+from trainops.registry import pulling, removal, store
 from trainops.registry.artifact import Lineage
 from trainops.registry.backends.base import ManifestData
 from trainops.registry.context import Registries
 from trainops.registry.gc import collect
 from trainops.registry.inspect import diff, show
 from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
+from trainops.registry.parents import resolve_parents
 
 
 def _checkpoint(root: Path, step: int, weights: bytes | None = None) -> Path:
@@ -126,17 +127,17 @@ def test_tag_rm_and_missing(target: Target, tmp_path: Path) -> None:
     if target.scheme == "oci":
         # Distribution 2.8 deletes manifests, not tags: removing one of two tags is refused
         with pytest.raises(RemoteError, match="cannot remove tag 'best' alone"):
-            store.remove(reg, ref=reg.ref("m/c:best"))
-        store.remove(reg, ref=reg.ref(f"m/c@{pushed.digest}"))
+            removal.remove(reg, ref=reg.ref("m/c:best"))
+        removal.remove(reg, ref=reg.ref(f"m/c@{pushed.digest}"))
         with pytest.raises(NotFoundError):
             store.resolve(reg, ref=reg.ref("m/c:best"))
         return
-    store.remove(reg, ref=reg.ref("m/c:best"))
+    removal.remove(reg, ref=reg.ref("m/c:best"))
     with pytest.raises(NotFoundError):
         store.resolve(reg, ref=reg.ref("m/c:best"))
     assert store.resolve(reg, ref=reg.ref("m/c:1")).manifest.digest == pushed.digest
     with pytest.raises(InputError):
-        store.remove(reg, ref=reg.ref("m/c"))
+        removal.remove(reg, ref=reg.ref("m/c"))
 
 
 def test_copy_to_and_from_a_local_registry_keeps_digests(target: Target, tmp_path: Path) -> None:
@@ -161,7 +162,7 @@ def test_lineage_up_and_down_with_an_eval_record(target: Target, tmp_path: Path)
     first = store.push(
         reg, source=_checkpoint(tmp_path / "a", 1), ref=reg.ref("m/ckpt:1"), kind="checkpoint", lineage=Lineage(step=1)
     )
-    parents = store.resolve_parents(reg, [("m/ckpt:1", "resumed-from")])
+    parents = resolve_parents(reg, [("m/ckpt:1", "resumed-from")])
     second = store.push(
         reg,
         source=_checkpoint(tmp_path / "b", 2),
@@ -169,7 +170,7 @@ def test_lineage_up_and_down_with_an_eval_record(target: Target, tmp_path: Path)
         kind="checkpoint",
         lineage=Lineage(step=2, parents=parents),
     )
-    model_parents = store.resolve_parents(reg, [("m/ckpt:2", "derived-from")])
+    model_parents = resolve_parents(reg, [("m/ckpt:2", "derived-from")])
     model = store.push(
         reg,
         source=tmp_path / "b/model.safetensors",
@@ -207,7 +208,7 @@ def test_lineage_up_and_down_with_an_eval_record(target: Target, tmp_path: Path)
 def test_gc_keeps_parents_and_reclaims_the_rest(target: Target, tmp_path: Path) -> None:
     reg = target.registries
     old = store.push(reg, source=_checkpoint(tmp_path / "a", 1), ref=reg.ref("m/c:1"), kind="checkpoint")
-    parents = store.resolve_parents(reg, [("m/c:1", "resumed-from")])
+    parents = resolve_parents(reg, [("m/c:1", "resumed-from")])
     child = store.push(
         reg,
         source=_checkpoint(tmp_path / "b", 2),
@@ -221,7 +222,7 @@ def test_gc_keeps_parents_and_reclaims_the_rest(target: Target, tmp_path: Path) 
         source=_checkpoint(tmp_path / "d", 4),
         ref=reg.ref("m/c:4"),
         kind="checkpoint",
-        lineage=Lineage(parents=store.resolve_parents(reg, [("m/c:2", "resumed-from")])),
+        lineage=Lineage(parents=resolve_parents(reg, [("m/c:2", "resumed-from")])),
     )
     root = reg.root()
     kept_blobs = {f.digest for r in ("m/c:1", "m/c:2", "m/c:4") for f in show(reg, ref=reg.ref(r)).files}

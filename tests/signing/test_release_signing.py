@@ -15,7 +15,9 @@ from tests.evaluate.test_release import setup
 from tests.signing.conftest import ec_key, signed_release
 from trainops.registry import media
 from trainops.registry.store import resolve
+from trainops.signing.keys import load_public_key
 from trainops.signing.records import list_records
+from trainops.signing.verify import check_provenance
 
 
 def test_release_is_signed_with_provenance_and_verifies(project: Project) -> None:
@@ -117,3 +119,26 @@ def test_a_forced_release_says_so_in_its_provenance(local_project: Project) -> N
     params = statement["predicate"]["buildDefinition"]["externalParameters"]
     assert params["forced"]["reason"] == "hotfix for incident 7"
     assert "eval-report" not in [d["name"] for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]]
+
+
+def test_checkpoints_get_signed_provenance_with_the_flag(local_project: Project) -> None:
+    keys = local_project.root / "keys"
+    keys.mkdir()
+    ec_key(keys)
+    setup(local_project, release={"signing": {"key": "keys/release.pem", "checkpoints": True}})
+    ckpts = local_project.root / "run" / "step-000007"
+    ckpts.mkdir(parents=True)
+    (ckpts / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    (ckpts / "trainer_state.json").write_text('{"step": 7}')
+    (ckpts / ".complete").write_text("")
+    out = local_project.trainops(
+        "ckpt", "watch", str(local_project.root / "run"), "--once", "--run-id", "r9", "--layout", "trainops"
+    )
+    assert out.code == 0, out.stderr
+    with local_project.registries() as regs:
+        found = resolve(regs, ref=regs.ref("tiny-llm/checkpoints:step-7"))
+        records = list_records(regs, subject=found)
+        assert [r.predicate_type for r in records] == [media.SLSA_PROVENANCE]  # provenance only, no model signature
+        public = load_public_key(keys / "release.pub")
+        summary = check_provenance(regs, found=found, public=public)
+    assert summary.build_type == "https://trainops.dev/provenance/checkpoint/v1" and summary.signed_by

@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.cli.runner import run
 from tests.evaluate.conftest import Project as ReleaseProject
 from tests.render.helpers import REPO
 from tests.serve.conftest import IMAGE, make_project
+from tests.serve.helpers import rollout, tree
 from tests.signing.conftest import ec_key, signed_release
+from trainops.errors import InputError
 from trainops.registry.store import resolve
 from trainops.signing.attest import attest
 from trainops.signing.signer import open_signer
@@ -85,3 +88,9 @@ def test_the_rendered_init_container_verifies_before_it_copies(local_project: Re
     bad = init()
     assert bad.code == 7 and "model.safetensors" in bad.last_error_line  # type: ignore[attr-defined]
     assert not models.exists() or not any(models.iterdir())
+
+
+def test_verify_signature_with_an_image_volume_is_refused(tmp_path: Path) -> None:
+    overlay = rollout({"modelDelivery": "image-volume", "verifySignature": {"secret": "release-signing"}})
+    with pytest.raises(InputError, match="verifySignature needs modelDelivery init-container"):
+        tree(tmp_path, overlay)

@@ -80,6 +80,10 @@ class WatchConfig:
     settle: float = 5.0  # seconds a checkpoint without a commit marker must be unchanged
     drain: float = 0.0  # after stop: seconds to keep scanning while a checkpoint is being written
     image: Reference | None = None  # the training image, pinned: the `image` parent when it is in its repository
+    dedup: str = "off"  # chunks: the chunked form (train.checkpoint.dedup)
+    # after each push (release.signing.checkpoints): SLSA provenance, signed when there is a
+    # key (trainops.signing.attest.checkpoint_attester makes it; the watcher does not sign)
+    attest: Callable[[Reference], None] | None = None
 
 
 EventKind = Literal["pushed", "adopted", "removed", "skipped", "error"]
@@ -128,6 +132,7 @@ class Watcher:
         self.config = config
         self.directory = config.directory.absolute()
         self.resumed_from: Parent | None = None  # known after the first scan
+        self.resumed_step: int | None = None  # the step of the newest complete checkpoint at start-up
         self._progress = progress
         self._on_event = on_event
         self._layout: Layout | None = None
@@ -249,6 +254,7 @@ class Watcher:
         if startup:
             self._started = True
             self.resumed_from = self._resume_point(newest_complete, records, restored)
+            self.resumed_step = newest_complete.step if newest_complete is not None else None
         if self.config.keep is not None and (pushed or startup):
             self._retain(self.config.keep)
         if errors:
@@ -361,6 +367,7 @@ class Watcher:
                 annotations={A_NAME: found.name, A_LAYOUT: layout.name},
                 progress=self._progress,
                 cache=self._cache,
+                dedup=self.config.dedup,
             )
         except (InputError, OSError):
             self._recheck(found.path, fp)  # changed or vanished while it was sent: transient
@@ -369,6 +376,8 @@ class Watcher:
         # push changes it, so the next scan pushes the checkpoint again, whole.
         self._remember(records, found, layout, fp, result.digest, self.config.run_id)
         self._last_digest = result.digest
+        if self.config.attest is not None:
+            self.config.attest(result.ref)
         pushed = PushedCheckpoint(found.name, found.step, result.digest, str(result.ref), parent, result.bytes_sent)
         self._emit("pushed", f"{found.name} → {result.ref}", pushed)
         return pushed
@@ -412,7 +421,9 @@ class Watcher:
         return record
 
     def _same_files(self, existing: ParsedManifest, path: Path) -> bool:
-        theirs = {existing.file_path(layer, i): layer.digest for i, layer in enumerate(existing.layers)}
+        from trainops.registry.chunks.index import files_of
+
+        theirs = {view.path: view.digest for view in files_of(existing, existing.digest[:19])}
         try:
             files = scan_tree(path)
             if len(files) != len(theirs):

@@ -62,6 +62,32 @@ def _metrics_text(metrics: dict[str, float]) -> str:
     return " ".join(f"{k}={v:g}" for k, v in sorted(metrics.items()))
 
 
+def _until_options(func: Any) -> Any:
+    """--once, --until-signal, --until-pid: when the watcher stops."""
+    until_pid = click.option(
+        "--until-pid", type=click.IntRange(1), default=None, metavar="PID", help="Run until process PID exits."
+    )
+    until_signal = click.option(
+        "--until-signal", "scan_mode", flag_value="signal", help="Run until SIGTERM/SIGINT, then scan a last time."
+    )
+    once = click.option("--once", "scan_mode", flag_value="once", help="Scan once and exit.")
+    return once(until_signal(until_pid(func)))
+
+
+def _timing_options(func: Any) -> Any:
+    """--interval, --settle, --drain: how often the watcher scans and how long it waits."""
+    func = click.option(
+        "--drain",
+        default="0s",
+        show_default=True,
+        help="After stopping, keep scanning this long while a write is under way.",
+    )(func)
+    func = click.option(
+        "--settle", default="5s", show_default=True, help="Quiet time before a marker-less checkpoint counts."
+    )(func)
+    return click.option("--interval", default="10s", show_default=True, help="Time between scans.")(func)
+
+
 @click.group()
 def ckpt() -> None:
     """Checkpoints: watch a training directory and push each complete one; ls, latest, pull, prune."""
@@ -75,21 +101,14 @@ def ckpt() -> None:
 @click.option("--repository", "repository", default=None, metavar="REPO", help=f"Where to push [env {REPOSITORY_ENV}].")
 @click.option("--run-id", default=None, help=f"Run id recorded in each checkpoint's lineage [env {RUN_ID_ENV}].")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None, help="Checkpoint layout (default: auto).")
+@options.dedup_option(
+    "chunks: push in the chunked form, sending only new chunks (default: train.checkpoint.dedup, else off).",
+    default=None,
+)
 @_retention_options
-@click.option("--interval", default="10s", show_default=True, help="Time between scans.")
-@click.option("--settle", default="5s", show_default=True, help="Quiet time before a marker-less checkpoint counts.")
-@click.option(
-    "--drain",
-    default="0s",
-    show_default=True,
-    help="After stopping, keep scanning this long while a write is under way.",
-)
+@_timing_options
 @click.option("--image-digest", default=None, metavar="SHA256", help=f"Training image digest [env {IMAGE_DIGEST_ENV}].")
-@click.option("--once", "scan_mode", flag_value="once", help="Scan once and exit.")
-@click.option(
-    "--until-signal", "scan_mode", flag_value="signal", help="Run until SIGTERM/SIGINT, then scan a last time."
-)
-@click.option("--until-pid", type=click.IntRange(1), default=None, metavar="PID", help="Run until process PID exits.")
+@_until_options
 @click.option("--leader-only", is_flag=True, help=f"Push nothing unless {NODE_RANK_ENV} is unset or 0.")
 @options.registry_options
 @output_option
@@ -98,6 +117,7 @@ def watch(
     repository: str | None,
     run_id: str | None,
     layout: str | None,
+    dedup: str | None,
     keep_last: int | None,
     keep_best: int | None,
     metric: str | None,
@@ -145,6 +165,7 @@ def watch(
             repository=repository,
             run_id=run_id,
             layout=layout,
+            dedup=dedup,
             keep={"last": keep_last, "best": keep_best, "metric": metric, "mode": mode},
             timing=timing,
             image_digest=image_digest,
@@ -161,6 +182,7 @@ def _watch(
     repository: str | None,
     run_id: str | None,
     layout: str | None,
+    dedup: str | None,
     keep: dict[str, Any],
     timing: tuple[float, float, float],
     image_digest: str | None,
@@ -175,6 +197,7 @@ def _watch(
     from trainops.cli.progress import transfer_progress
     from trainops.errors import RemoteError, UsageError
     from trainops.podenv import PodEnvironment
+    from trainops.signing.attest import checkpoint_attester
 
     pod = PodEnvironment.read()
     run_id = run_id or pod.run_id
@@ -193,7 +216,9 @@ def _watch(
             interval=timing[0],
             settle=timing[1],
             drain=timing[2],
+            dedup=dedup or (policy.dedup if policy is not None else "off"),
         )
+        config.attest = checkpoint_attester(ctx.manifest, ctx.registries)
         with transfer_progress(once and output == "text") as progress:
             watcher = Watcher(ctx.registries, config, progress=progress if once else None, on_event=_printer(output))
             if once:

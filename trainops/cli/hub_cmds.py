@@ -29,7 +29,7 @@ def hub() -> None:
     default=None,
     help="Import offline from a local snapshot, an HF cache, or a repository folder in one.",
 )
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@options.jobs_option
 @options.registry_options
 @output_option
 def import_cmd(
@@ -69,6 +69,8 @@ def import_cmd(
     if output == "json":
         echo_json(result)
         return
+    if result.signature:
+        click.echo(f"kept its model signature (model.sig) as {result.signature}", err=True)
     click.echo(
         f"imported {result.repo_id}@{result.commit or result.revision or 'unknown revision'}: "
         f"{pushed.files} file(s), {format_size(pushed.bytes_total)} "

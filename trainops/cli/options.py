@@ -46,6 +46,20 @@ no_move_option = click.option(
     help="Refuse to move a tag that names other content (for tags that must never change, such as releases).",
 )
 
+jobs_option = click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+
+
+def dedup_option(help_text: str, *, default: str | None) -> Callable[[F], F]:
+    """--dedup off|chunks: the chunked form of large files (trainops.registry.chunks)."""
+    return click.option(
+        "--dedup",
+        type=click.Choice(["off", "chunks"]),
+        default=default,
+        show_default=default is not None,
+        help=help_text,
+    )
+
+
 _FILE_HELP = "The manifest (default: trainops.yaml here or in the nearest parent directory that has one)."
 
 

@@ -73,3 +73,13 @@ def echo_columns(title: str, headers: tuple[str, ...], rows: Sequence[tuple[str,
             parts = [c[n] if n < len(c) else "" for c in row]
             lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths, strict=True)).rstrip())
     click.echo("\n".join(lines))
+
+
+def duration_text(value: float | None) -> str:
+    """Seconds for a table: `41.5s`, `3m07s`, `2h05m`; `-` for none."""
+    if value is None:
+        return "-"
+    if value < 120:
+        return f"{value:.1f}s"
+    minutes, seconds = divmod(int(value), 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{seconds:02d}s"

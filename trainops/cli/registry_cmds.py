@@ -17,23 +17,49 @@ from trainops.units import natural_key
 KINDS = ("checkpoint", "model", "dataset", "eval", "other")
 
 
-def _say_moved(tag: str | None, old: str | None, new: str) -> None:
-    """A tag that now names other content says so, on stderr."""
+def _lineage_options(func: Any) -> Any:
+    """--parent, --annotation, --step, --metric, --run-id: what push records with the artifact."""
+    for option in reversed(
+        (
+            click.option(
+                "--parent", "parents", multiple=True, metavar="REF", help="An artifact this one came from (repeatable)."
+            ),
+            click.option(
+                "--annotation", "annotations", multiple=True, metavar="K=V", help="A manifest annotation (repeatable)."
+            ),
+            click.option("--step", type=click.IntRange(0), default=None, help="Training step (lineage)."),
+            click.option("--metric", "metrics", multiple=True, metavar="K=V", help="A metric (lineage, repeatable)."),
+            click.option("--run-id", default=None, help="Run id (lineage)."),
+        )
+    ):
+        func = option(func)
+    return func
+
+
+def _force_options(func: Any) -> Any:
+    """--force --reason TEXT: move or remove a release tag on purpose (said on stderr)."""
+    func = click.option("--reason", metavar="TEXT", default=None, help="Why (required with --force).")(func)
+    return click.option("--force", is_flag=True, help="Move or remove a release tag (with --reason).")(func)
+
+
+def _say_moved(tag: str | None, old: str | None, new: str, override: Any = None) -> None:
+    """A tag that now names other content says so, on stderr (with the reason, when forced)."""
     if old is not None:
-        click.echo(f"moved tag {tag}: {old} → {new}", err=True)
+        forced = f" (forced: {override.reason})" if override is not None else ""
+        click.echo(f"moved tag {tag}: {old} → {new}{forced}", err=True)
 
 
 @click.command()
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.argument("ref")
 @click.option("--kind", type=click.Choice(KINDS), default="other", show_default=True)
-@click.option("--parent", "parents", multiple=True, metavar="REF", help="An artifact this one came from (repeatable).")
-@click.option("--annotation", "annotations", multiple=True, metavar="K=V", help="A manifest annotation (repeatable).")
-@click.option("--step", type=click.IntRange(0), default=None, help="Training step (lineage).")
-@click.option("--metric", "metrics", multiple=True, metavar="K=V", help="A metric (lineage, repeatable).")
-@click.option("--run-id", default=None, help="Run id (lineage).")
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@_lineage_options
+@options.jobs_option
+@options.dedup_option(
+    "chunks: files of 1 MiB or more go in the chunked form, sending only chunks the repository lacks.", default="off"
+)
 @options.no_move_option
+@_force_options
 @options.registry_options
 @output_option
 def push(
@@ -46,23 +72,32 @@ def push(
     metrics: tuple[str, ...],
     run_id: str | None,
     jobs: int | None,
+    dedup: str,
     no_move: bool,
+    force: bool,
+    reason: str | None,
     file: str | None,
     env: str | None,
     insecure: bool,
     output: str,
 ) -> None:
-    """Push PATH (a file or a directory tree) as an artifact to REF; print its digest."""
+    """Push PATH (a file or a directory tree) as an artifact to REF; print its digest.
+
+    A tag that names a release moves only with --force --reason."""
     from trainops.cli.progress import transfer_progress
     from trainops.errors import UsageError
     from trainops.registry import store
+    from trainops.registry.protect import override_from
 
+    override = override_from(force=force, reason=reason)
     try:
         metric_values = {k: float(v) for k, v in key_values(metrics, "--metric").items()}
     except ValueError:
         raise UsageError("--metric values must be numbers, as in --metric val_loss=1.93") from None
     with options.registries(file, env, insecure) as registries:
-        lineage = store.source_lineage(
+        from trainops.registry.parents import source_lineage
+
+        lineage = source_lineage(
             registries,
             source=path,
             run_id=run_id,
@@ -72,7 +107,7 @@ def push(
         )
         model = None
         if kind == "model" and path.is_dir():
-            from trainops.modelfiles.safetensors import model_config
+            from trainops.registry.tensors import model_config
 
             model = model_config(path)
         with transfer_progress(output == "text") as progress:
@@ -87,14 +122,23 @@ def push(
                 progress=progress,
                 move_tag=not no_move,
                 model=model,
+                override=override,
+                dedup=dedup,
             )
     if output == "json":
         echo_json(result)
         return
-    _say_moved(result.ref.tag, result.moved_from, result.digest)
+    _say_pushed(result, override)
+
+
+def _say_pushed(result: Any, override: Any) -> None:
+    """What a push did, for people: the transfer on stderr, the digest on stdout."""
+    _say_moved(result.ref.tag, result.moved_from, result.digest, override)
     click.echo(
         f"pushed {result.files} file(s), {_size(result.bytes_total)} "
-        f"({_size(result.bytes_sent)} sent, {result.blobs_skipped} blob(s) already there) "
+        f"({_size(result.bytes_sent)} sent, {result.blobs_skipped} blob(s) already there"
+        + (f", {_size(result.bytes_shared)} in chunks already there" if result.bytes_shared else "")
+        + ") "
         f"in {result.seconds:.2f}s",
         err=True,
     )
@@ -104,7 +148,7 @@ def push(
 @click.command()
 @click.argument("ref")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@options.jobs_option
 @click.option(
     "--verify-signature",
     is_flag=True,
@@ -275,7 +319,7 @@ def ls(
 def show(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Show an artifact: files, sizes, digests, kind, annotations, lineage and referrers;
     for a model or checkpoint also its tensors (read from the safetensors headers only)."""
-    from trainops.modelfiles.tensors import show as show_artifact
+    from trainops.registry.tensors import show as show_artifact
 
     with options.registries(file, env, insecure) as registries:
         shown = show_artifact(registries, ref=registries.ref(ref))
@@ -317,6 +361,12 @@ def _show_lines(info: Any) -> list[str]:
         fields.append(("parent", f"{parent['ref']}@{parent['digest'][:19]}{relation}"))
     if info.subject:
         fields.append(("subject", info.subject))
+    if info.chunked is not None:
+        fields.append(("chunked", f"{info.chunked.packs} pack(s), {_size(info.chunked.pack_bytes)}"))
+        if info.chunked.bytes_shared_with_parent is not None:
+            shared = info.chunked.bytes_shared_with_parent
+            share = f" ({100 * shared / info.size:.0f} %)" if info.size else ""
+            fields.append(("shared", f"{_size(shared)}{share} with parent {info.chunked.parent[:19]}"))
     out = [info.ref] + [f"  {name + ':':<10}{value}" for name, value in fields]
     if info.annotations:
         out.append("  annotations:")
@@ -348,26 +398,45 @@ def _tensor_lines(t: Any) -> list[str]:
 @click.argument("src")
 @click.argument("dst")
 @options.no_move_option
+@_force_options
 @options.registry_options
 @output_option
-def tag(src: str, dst: str, no_move: bool, file: str | None, env: str | None, insecure: bool, output: str) -> None:
-    """Point tag DST at the artifact SRC (copying it if DST is another repository)."""
-    from trainops.registry import store
+def tag(
+    src: str,
+    dst: str,
+    no_move: bool,
+    force: bool,
+    reason: str | None,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Point tag DST at the artifact SRC (copying it if DST is another repository).
 
+    DST is REPO:TAG, or a bare TAG in SRC's repository (as crane tag). A tag that names a
+    release moves only with --force --reason."""
+    from trainops.registry import store
+    from trainops.registry.protect import override_from
+
+    override = override_from(force=force, reason=reason)
     with options.registries(file, env, insecure) as registries:
-        result = store.tag(registries, src=registries.ref(src), dst=registries.ref(dst), move_tag=not no_move)
+        source = registries.ref(src)
+        target = registries.tag_ref(dst, beside=source)
+        result = store.tag(registries, src=source, dst=target, move_tag=not no_move, override=override)
     if output == "json":
         echo_json(result)
     else:
-        _say_moved(result.dst.tag, result.moved_from, result.digest)
+        _say_moved(result.dst.tag, result.moved_from, result.digest, override)
         click.echo(f"{result.dst}")
 
 
 @registry.command("copy")
 @click.argument("src")
 @click.argument("dst")
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@options.jobs_option
 @options.no_move_option
+@_force_options
 @options.registry_options
 @output_option
 def copy(
@@ -375,6 +444,8 @@ def copy(
     dst: str,
     jobs: int | None,
     no_move: bool,
+    force: bool,
+    reason: str | None,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -383,7 +454,9 @@ def copy(
     """Copy an artifact between any two registries (file, oci, s3); its digest is unchanged."""
     from trainops.cli.progress import transfer_progress
     from trainops.registry import store
+    from trainops.registry.protect import override_from
 
+    override = override_from(force=force, reason=reason)
     with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         result = store.copy(
             registries,
@@ -392,11 +465,12 @@ def copy(
             jobs=jobs,
             progress=progress,
             move_tag=not no_move,
+            override=override,
         )
     if output == "json":
         echo_json(result)
         return
-    _say_moved(result.dst.tag, result.moved_from, result.digest)
+    _say_moved(result.dst.tag, result.moved_from, result.digest, override)
     click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there)")
 
 
@@ -424,22 +498,33 @@ def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, outp
         f"{len(result.added)} added, {len(result.removed)} removed, {len(result.modified)} modified, "
         f"{result.unchanged} unchanged ({_size(result.bytes_shared)} shared)"
     )
+    if result.chunk_bytes_shared != result.bytes_shared:
+        click.echo(f"{_size(result.chunk_bytes_shared)} shared chunk by chunk")
 
 
 @registry.command("rm")
 @click.argument("ref")
+@_force_options
 @options.registry_options
 @output_option
-def rm(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
-    """Remove a tag (REPO:TAG) or a manifest with its tags (REPO@sha256:…)."""
-    from trainops.registry import store
+def rm(
+    ref: str, force: bool, reason: str | None, file: str | None, env: str | None, insecure: bool, output: str
+) -> None:
+    """Remove a tag (REPO:TAG) or a manifest with its tags (REPO@sha256:…).
 
-    with options.registries(file, env, insecure) as registries:
-        result = store.remove(registries, ref=registries.ref(ref))
+    A release needs --force --reason; one the manifest's GitOps repo serves is never removed."""
+    from trainops.registry.protect import override_from
+    from trainops.serve.protect import remove_unless_served
+
+    override = override_from(force=force, reason=reason)
+    with options.opened(file, env, insecure) as opened:
+        registries = opened.registries
+        result = remove_unless_served(registries, ref=registries.ref(ref), manifest=opened.manifest, override=override)
     if output == "json":
         echo_json(result)
     else:
-        click.echo(f"removed {result.removed} {result.ref}")
+        forced = f" (forced: {override.reason})" if override is not None else ""
+        click.echo(f"removed {result.removed} {result.ref}{forced}")
 
 
 @registry.command("gc")

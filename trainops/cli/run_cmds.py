@@ -106,8 +106,18 @@ def _print_run(result: Any) -> None:
     type=float,
     default=300.0,
     show_default=True,
-    help="Cluster: the job is taken as finished when no checkpoint of it arrived for this many seconds.",
+    help="Cluster without --kubeconfig: the job is taken as finished when no checkpoint of it arrived "
+    "for this many seconds.",
 )
+@click.option(
+    "--kubeconfig",
+    "kubeconfig",
+    type=click.Path(dir_okay=False, path_type=str),
+    default=None,
+    metavar="FILE",
+    help="Cluster: read the job's status from this cluster; training is finished when the job is (not --settle).",
+)
+@click.option("--context", "context", metavar="NAME", default=None, help="The kubeconfig context (with --kubeconfig).")
 @click.option(
     "--serve-image",
     metavar="REF",
@@ -125,6 +135,8 @@ def run_cmd(
     executor: str | None,
     timeout: float,
     settle: float,
+    kubeconfig: str | None,
+    context: str | None,
     serve_image: str | None,
     insecure: bool,
     output: str,
@@ -142,6 +154,8 @@ def run_cmd(
         insecure=insecure,
         timeout=timeout,
         quiet=settle,
+        kubeconfig=kubeconfig,
+        context=context,
         serve_image=serve_image,
         command_stdout=sys.stderr,
     )

@@ -10,7 +10,7 @@ import click
 
 from trainops.cli import options
 from trainops.cli.options import key_values, kubeconfig_options, manifest_options, output_option, render_out_option
-from trainops.cli.output import echo_json
+from trainops.cli.output import duration_text, echo_json
 
 _image_option = options.image_option(
     "Training image (name@sha256:…, or a tag resolved now); default: train.image, else the image built for HEAD."
@@ -278,6 +278,28 @@ def status_cmd(
         for key, value in details:
             if value:
                 click.echo(f"  {key:<6}{value}")
+        if item.ettr is not None and item.ettr.ettr is not None:
+            for key, value in _ettr_lines(item.ettr):
+                click.echo(f"  {key:<6}{value}")
+
+
+def _ettr_lines(ettr: Any) -> list[tuple[str, str]]:
+    """ETTR and its parts, a line each (train status RUN)."""
+    running = " (running)" if ettr.running else ""
+    productive, wall = duration_text(ettr.productive_seconds), duration_text(ettr.wall_seconds)
+    restarts, recomputed = duration_text(ettr.restart_lost_seconds), duration_text(ettr.recompute_lost_seconds)
+    saves = duration_text(ettr.checkpoint_save_seconds)
+    lines = [
+        ("ettr", f"{ettr.ettr:.3f}: productive {productive} of {wall} wall-clock, {ettr.starts} start(s){running}"),
+        ("lost", f"restarts {restarts}, recomputed steps {recomputed}; checkpoint saves {saves} ({ettr.checkpoints})"),
+    ]
+    if ettr.incidents:
+        mttr, mtbf = duration_text(ettr.mttr_seconds), duration_text(ettr.mtbf_seconds)
+        lines.append(("mttr", f"{mttr} over {len(ettr.incidents)} incident(s); MTBF {mtbf}"))
+    if ettr.advised_interval_seconds is not None:
+        advised = duration_text(ettr.advised_interval_seconds)
+        lines.append(("advice", f"checkpoint every {advised} (Young/Daly: sqrt(2 x MTBF x save time))"))
+    return lines
 
 
 def _kube_status(

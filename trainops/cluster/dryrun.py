@@ -1,8 +1,9 @@
 """Ask a cluster whether it would take what trainops renders: server-side apply, dry run.
 
-`dry_run_manifest(cluster, manifest)` renders what `validate --render` checks offline (the
-training job and tenants with a placeholder image, the cluster topology, and with
-spec.rollout the serving objects as stable and as a canary) and sends each object to the
+`rendered_objects(manifest)` is what `validate --render` checks offline (the training job
+and tenants with a placeholder image, the cluster topology, the eval Job for a placeholder
+checkpoint, and with spec.rollout the serving objects as stable and as a canary);
+`dry_run` sends each object to the
 API server with `dryRun=All&fieldValidation=Strict` (nothing is stored). Every refusal
 becomes a Problem at the line of the manifest field the object came from (spec.train,
 spec.tenants[i], spec.cluster.topology, spec.rollout; narrowed by the field the server
@@ -81,9 +82,35 @@ def rendered_objects(manifest: Manifest) -> list[Sent]:
     if spec.train is None or spec.train.scheduler != "local":
         rendered = render_for_check(manifest)
         sent += [Sent(o, s, _origin(manifest, o, s)) for o, s in zip(rendered.objects, rendered.sources, strict=True)]
+    if spec.eval is not None and spec.train is not None and spec.train.scheduler not in ("local", "slurm"):
+        sent += _eval(manifest)
     if spec.rollout is not None:
         sent += _serving(manifest)
     return sent
+
+
+def _eval(manifest: Manifest) -> list[Sent]:
+    """The eval Job (and its manifest ConfigMap) for a placeholder checkpoint and image."""
+    from trainops.render.api import PLACEHOLDER_DIGEST, placeholder_image
+    from trainops.render.evaljob import EvalJobInput, eval_objects
+    from trainops.render.image import pin_image
+
+    pipeline = manifest.pipeline
+    assert pipeline.spec.train is not None and pipeline.spec.eval is not None
+    checkpoint = "oci://" + placeholder_image(manifest, image="checkpoints:placeholder", digest=PLACEHOLDER_DIGEST)
+    job = EvalJobInput(
+        pipeline=pipeline.metadata.name,
+        run_id="validate",
+        env=manifest.env,
+        manifest_text=manifest.path.read_text(encoding="utf-8"),
+        checkpoint=checkpoint,
+        image=pin_image(placeholder_image(manifest), field="image"),
+        spec=pipeline.spec,
+        train=pipeline.spec.train,
+        eval=pipeline.spec.eval,
+        user_labels=dict(pipeline.metadata.labels),
+    )
+    return [Sent(obj, source, ("spec", "eval")) for source, obj in eval_objects(job)]
 
 
 def _serving(manifest: Manifest) -> list[Sent]:
@@ -200,7 +227,10 @@ def check_against_cluster(
     with connect(kubeconfig=kubeconfig, context=context) as cluster:
         for target in targets:
             manifest = load_manifest(path, env=target)
-            items = rendered_objects(manifest)
+            try:
+                items = rendered_objects(manifest)
+            except TrainopsError:
+                items = []  # what cannot render is reported by the offline render check (check_render)
             problems = topology_problems(cluster, manifest) + dry_run(cluster, manifest, items)
             checks.append(ClusterCheck(target, cluster.server, len(items), problems))
     return checks

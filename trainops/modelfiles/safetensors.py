@@ -18,12 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trainops.errors import InputError
-
-if TYPE_CHECKING:
-    from trainops.registry.artifact import ModelConfig
 
 MAX_HEADER = 100 * 1024 * 1024  # bytes; the upstream library refuses larger headers too
 METADATA_KEY = "__metadata__"
@@ -320,10 +317,3 @@ def model_info(directory: Path) -> ModelInfo:
     config = directory / "config.json"
     raw = config.read_bytes() if config.is_file() and config.stat().st_size <= MAX_CONFIG else None
     return summarize([p.relative_to(directory).as_posix() for p in files], headers, raw)
-
-
-def model_config(directory: Path) -> ModelConfig:
-    """The ModelPack config of a model directory, from its files (what releases record too)."""
-    from trainops.registry.artifact import ModelConfig
-
-    return ModelConfig(config=model_info(directory).as_config())

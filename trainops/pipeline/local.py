@@ -170,6 +170,7 @@ def _watcher(
     """Step 3's watcher: pushes the run's complete checkpoints with its lineage, keeps retention."""
     from trainops.checkpoint import WatchConfig, Watcher
     from trainops.gitinfo import git_state
+    from trainops.signing.attest import checkpoint_attester
 
     policy = manifest.require_train().checkpoint
     git = git_state(manifest.root)
@@ -190,7 +191,9 @@ def _watcher(
         interval=timing[0],
         settle=timing[1],
         image=image,
+        dedup=policy.dedup,
     )
+    config.attest = checkpoint_attester(manifest, registries)
     return Watcher(registries, config, progress=progress)
 
 
@@ -238,13 +241,15 @@ def run_local(
     options: LocalRunOptions = LocalRunOptions(),
     on_push: Callable[[PushedCheckpoint], None] | None = None,
     progress: ProgressSink | None = None,
+    on_start: Callable[[int | None, str | None], None] | None = None,
 ) -> LocalRunResult:
     """Restore, train and watch, as described in the module docstring.
 
     The command's stdout is this process's unless options.command_stdout says otherwise
     (the CLI sends it to stderr under `-o json`, so stdout carries the result alone). The
     command's exit status is in the result (`raise_for_failure` turns a failure into the
-    error every caller reports).
+    error every caller reports). on_start is told the step and checkpoint the command
+    resumes from (None: from scratch) just before it starts.
     """
     from trainops.checkpoint.catalog import checkpoint_repository
 
@@ -281,6 +286,8 @@ def run_local(
         scans = _Scans(watcher, on_push)
         scans.scan()  # complete checkpoints a killed run left behind are pushed before it resumes
         resumed_from = watcher.resumed_from
+        if on_start is not None:
+            on_start(watcher.resumed_step, resumed_from.ref if resumed_from else None)
         outcome = run_command(
             argv,
             cwd=manifest.root,

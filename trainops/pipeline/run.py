@@ -63,6 +63,8 @@ class RunOptions:
     quiet: float = 300.0
     command_stdout: IO[Any] | None = None
     serve_image: str | None = None
+    kubeconfig: str | None = None  # cluster: read the job's status from the API server
+    context: str | None = None
     # A stage before `start` whose output is missing runs (as `dvc repro`) instead of
     # refusing with a --from error: what `trainops ci` wants, which picks `start` itself.
     run_missing_upstream: bool = False
@@ -257,6 +259,8 @@ class _Flow:
             poll=max(0.2, min(5.0, self.options.quiet / 5)),
             command_stdout=self.options.command_stdout,
             serve_image=self.options.serve_image,
+            kubeconfig=self.options.kubeconfig,
+            context=self.options.context,
         )
 
     def _run(self, ctx: StageContext, inputs: dict[str, str], why: str) -> StageResult:

@@ -17,6 +17,7 @@ from trainops.errors import InputError, NotFoundError
 from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest, parse_manifest
 from trainops.registry.backends.base import Backend
+from trainops.registry.chunks.index import files_of
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 
@@ -108,7 +109,7 @@ def list_repository(registries: Registries, *, ref: Reference, records: bool = F
         return listing
     for item in tagged_manifests(registries, repository=ref, tags=names):
         parsed = item.parsed
-        size = sum(layer.size for layer in parsed.layers)
+        size = sum(view.size for view in files_of(parsed, item.tag))  # a chunked one's files, not its packs
         listing.tags.append(ListedTag(item.tag, parsed.digest, parsed.kind, parsed.created, size))
     return listing
 

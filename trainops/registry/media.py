@@ -121,3 +121,13 @@ def kind_of(artifact_type: str | None, annotations: dict[str, str] | None) -> st
     if artifact_type in IMAGE_CONFIGS:  # an image pushed by an engine, skopeo or podman
         return "image"
     return "image" if artifact_type is None else "other"
+
+
+# Chunked checkpoints (trainops.registry.chunks): packs of content-defined chunks, and one
+# chunk index per file; the index layer names its file, the file's digest and size
+CHUNK_PACK = "application/vnd.trainops.chunk.pack.v1"
+CHUNK_INDEX = "application/vnd.trainops.chunk.index.v1+json"
+A_CHUNKS_FILEPATH = "dev.trainops.chunks.filepath"
+A_CHUNKS_DIGEST = "dev.trainops.chunks.digest"  # sha256:… of the whole file
+A_CHUNKS_SIZE = "dev.trainops.chunks.size"  # bytes of the whole file
+A_DEDUP = "dev.trainops.dedup"  # "chunks" on a chunked artifact's manifest

@@ -12,14 +12,14 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from trainops.errors import ExistsError, InputError, IntegrityError, NotFoundError
+from trainops.interrupt import NOTHING_PUBLISHED, parallel
 from trainops.registry import media
 from trainops.registry.artifact import (
     FileEntry,
@@ -35,26 +35,17 @@ from trainops.registry.artifact import (
 from trainops.registry.backends.base import Backend, BlobSource, Descriptor, ManifestData, sha256_digest
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache, cache_dir
-from trainops.registry.plain_lineage import PlainLineage, PlainParent
+from trainops.registry.plain_lineage import PlainLineage
+from trainops.registry.protect import Override, check_move
 from trainops.registry.reference import Reference
 
 if TYPE_CHECKING:  # pydantic loads only where a models.Lineage is built (see registry/plain_lineage.py)
-    from trainops.registry.models import Lineage, Parent
-
-T = TypeVar("T")
-R = TypeVar("R")
+    from trainops.registry.chunks.pushing import ChunkedResult
+    from trainops.registry.models import Lineage
 
 
 def default_jobs(ref: Reference) -> int:
     return 2 if ref.scheme == "file" else 8
-
-
-def _parallel(func: Callable[[T], R], items: Iterable[T], jobs: int) -> list[R]:
-    items = list(items)
-    if jobs <= 1 or len(items) <= 1:
-        return [func(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(jobs, len(items))) as pool:
-        return list(pool.map(func, items))
 
 
 @dataclass(frozen=True)
@@ -93,6 +84,7 @@ def tag_move(
     move_tag: bool,
     where: str,
     current: str | None = None,
+    override: Override | None = None,
 ) -> str | None:
     """Before pointing tag at digest: the digest it points at now when that differs (the tag
     moves), else None. With move_tag=False a move is refused (ExistsError, nothing written):
@@ -107,6 +99,7 @@ def tag_move(
             f"tag {tag} of {where} points at {current[:19]}; refusing to move it to {digest[:19]}",
             hint="tags pushed with --no-move never change: push under a new tag",
         )
+    check_move(backend, repo, tag, current, digest, where=where, override=override)
     return current
 
 
@@ -124,6 +117,7 @@ class PushResult:
     cache_hits: int
     seconds: float
     moved_from: str | None = None  # the digest the tag pointed at before, when the push moved it
+    bytes_shared: int = 0  # chunked files: bytes found in chunks the repository already held
 
 
 def leased(backend: Backend, repo: str) -> AbstractContextManager[None]:
@@ -148,47 +142,29 @@ def bytes_source(data: bytes) -> BlobSource:
     return BlobSource(digest=sha256_digest(data), size=len(data), opener=lambda: io.BytesIO(data))
 
 
-def pin_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[PlainParent]:
-    """(reference text, relation) pairs → parents pinned to digests (each must exist)."""
-    out: list[PlainParent] = []
-    for text, relation in parents:
-        ref = registries.ref(text)
-        found = resolve(registries, ref=ref)
-        shown = ref.repo_url + (f":{found.ref.tag}" if found.ref.tag else "")
-        out.append(PlainParent(digest=found.manifest.digest, ref=shown, relation=relation))
-    return out
+def _check_push(ref: Reference, kind: str, dedup: str) -> None:
+    if ref.digest:
+        raise InputError(f"cannot push to a digest ({ref})", hint="push to a tag; the digest is computed")
+    if kind not in media.KINDS or kind == "image":
+        raise InputError(f"unknown artifact kind {kind!r}", hint="use checkpoint, model, dataset, eval or other")
+    if dedup not in DEDUP_MODES:
+        raise InputError(f"unknown dedup mode {dedup!r}", hint=f"use one of {', '.join(DEDUP_MODES)}")
 
 
-def source_lineage(
-    registries: Registries,
+def _push_chunked(
+    backend: Backend,
+    ref: Reference,
+    chunked: list[FileEntry],
     *,
-    source: Path,
-    run_id: str | None = None,
-    step: int | None = None,
-    metrics: Mapping[str, float] | None = None,
-    parents: Iterable[tuple[str, str]] = (),
-) -> PlainLineage:
-    """The lineage `trainops push` records for a file or tree: the git commit and remote of the
-    repository holding it (if any), the run, step and metrics given, and the parents pinned.
-    Plain data, no pydantic: a re-push is a few stats and a HEAD."""
-    from trainops.gitinfo import git_state
+    lineage: Lineage | PlainLineage | None,
+    progress: ProgressSink,
+    cache: DigestCache,
+) -> ChunkedResult:
+    """The large files in the chunked form, deduplicated against the lineage parents."""
+    from trainops.registry.chunks.pushing import push_files
 
-    git = git_state(source if source.is_dir() else source.parent)
-    return PlainLineage(
-        git_commit=git.commit if git else None,
-        git_repo=git.remote if git else None,
-        run_id=run_id,
-        step=step,
-        metrics=dict(metrics or {}),
-        parents=tuple(pin_parents(registries, parents)),
-    )
-
-
-def resolve_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[Parent]:
-    """pin_parents as models.Parent, for building a models.Lineage."""
-    from trainops.registry.models import Parent
-
-    return [Parent.model_validate(vars(p)) for p in pin_parents(registries, parents)]
+    parents = [p.digest for p in PlainLineage.of(lineage or PlainLineage()).parents]
+    return push_files(backend, ref.repository, chunked, parents=parents, tag=ref.tag, progress=progress, cache=cache)
 
 
 def push(
@@ -205,30 +181,42 @@ def push(
     cache: DigestCache | None = None,
     model: ModelConfig | None = None,
     move_tag: bool = True,
+    override: Override | None = None,
+    dedup: str = "off",
 ) -> PushResult:
-    """Push a file or directory tree as one artifact; tag it if ref has a tag (model: the
-    ModelPack config fields of a kind="model" artifact).
+    """Push a file or tree as one artifact, tagged if ref has a tag (model: ModelPack config).
 
-    A tag that names other content is moved (`moved_from` says from what), or with
-    move_tag=False the push is refused before the manifest is written."""
+    A tag naming other content moves (`moved_from` says from what); move_tag=False refuses
+    before the manifest is written. dedup="chunks": files of CHUNKED_MIN bytes or more go in
+    the chunked form, deduplicated against the parents and the repository's newest checkpoints."""
     started = time.monotonic()
-    if ref.digest:
-        raise InputError(f"cannot push to a digest ({ref})", hint="push to a tag; the digest is computed")
-    if kind not in media.KINDS or kind == "image":
-        raise InputError(f"unknown artifact kind {kind!r}", hint="use checkpoint, model, dataset, eval or other")
+    _check_push(ref, kind, dedup)
     progress = progress or NullProgress()
     cache = cache or DigestCache()
     files = scan_tree(source)
+    plain, chunked = _split(files, dedup)
     backend = registries.backend(ref)
+    annotations = dict(annotations or {})
     with leased(backend, ref.repository):  # gc deletes no blob of the repository meanwhile
         uploader = _Uploader(backend, ref.repository, cache, progress)
-        outcomes = _parallel(uploader.transfer, files, jobs or default_jobs(ref))
+        outcomes = parallel(uploader.transfer, plain, jobs or default_jobs(ref), on_interrupt=NOTHING_PUBLISHED)
         digests = [(o.digest, o.size) for o in outcomes]
         sent = sum(o.sent for o in outcomes)
         skipped = sum(o.skipped for o in outcomes)
+        shared = 0
         layers = [
-            layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(files, outcomes, strict=True)
+            layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(plain, outcomes, strict=True)
         ]
+        packs: list[Descriptor] = []
+        if chunked:
+            done = _push_chunked(backend, ref, chunked, lineage=lineage, progress=progress, cache=cache)
+            layers += [layer for _, layer in done.indexes]
+            digests += done.digests
+            sent, skipped, shared = sent + done.bytes_sent, skipped + done.packs_skipped, done.bytes_shared
+            packs = done.packs
+            annotations[media.A_DEDUP] = "chunks"
+        layers = sorted(layers, key=_layer_path) + packs
+        files = plain + chunked
         published = _publish(
             backend,
             ref,
@@ -240,14 +228,12 @@ def push(
             subject=subject,
             model=model,
             move_tag=move_tag,
+            override=override,
             progress=progress,
             before=lambda: _check_unchanged(files, digests),  # no manifest for a file that changed meanwhile
         )
     manifest, moved = published.manifest, published.moved_from
-    if published.config_sent:
-        sent += published.config_size
-    else:
-        skipped += 1
+    sent, skipped = (sent + published.config_size, skipped) if published.config_sent else (sent, skipped + 1)
     return PushResult(
         ref=ref.with_digest(manifest.digest),
         digest=manifest.digest,
@@ -258,7 +244,24 @@ def push(
         cache_hits=cache.hits,
         seconds=time.monotonic() - started,
         moved_from=moved,
+        bytes_shared=shared,
     )
+
+
+DEDUP_MODES = ("off", "chunks")
+
+
+def _split(files: list[FileEntry], dedup: str) -> tuple[list[FileEntry], list[FileEntry]]:
+    """(files pushed one blob each, files pushed chunked)."""
+    if dedup != "chunks":
+        return files, []
+    from trainops.registry.chunks.pushing import CHUNKED_MIN
+
+    return [f for f in files if f.size < CHUNKED_MIN], [f for f in files if f.size >= CHUNKED_MIN]
+
+
+def _layer_path(layer: Descriptor) -> str:
+    return layer.annotations.get(media.A_FILEPATH) or layer.annotations.get(media.A_CHUNKS_FILEPATH, "")
 
 
 @dataclass(frozen=True)
@@ -331,6 +334,7 @@ def _publish(
     move_tag: bool,
     progress: ProgressSink,
     before: Callable[[], None] | None = None,
+    override: Override | None = None,
 ) -> _Published:
     """The last step of a push or an assembly, once every layer is in the repository: the
     config blob, then the manifest (a reader never sees a manifest whose blobs are missing),
@@ -353,7 +357,14 @@ def _publish(
         before()
     current = tag_target(backend, ref.repository, ref.tag)
     moved = tag_move(
-        backend, ref.repository, ref.tag, manifest.digest, move_tag=move_tag, where=ref.repo_url, current=current
+        backend,
+        ref.repository,
+        ref.tag,
+        manifest.digest,
+        move_tag=move_tag,
+        where=ref.repo_url,
+        current=current,
+        override=override,
     )
     if ref.tag is None or current != manifest.digest:
         # a tag that already names this very manifest has it, its blobs and its referrer
@@ -434,7 +445,7 @@ def copy_blobs(
             tmp.unlink(missing_ok=True)
         return 1, 0, blob.size
 
-    results = _parallel(one, blobs, jobs)
+    results = parallel(one, blobs, jobs, on_interrupt=NOTHING_PUBLISHED)
     return sum(r[0] for r in results), sum(r[1] for r in results), sum(r[2] for r in results)
 
 
@@ -468,15 +479,19 @@ def copy(
     jobs: int | None = None,
     progress: ProgressSink | None = None,
     move_tag: bool = True,
+    override: Override | None = None,
 ) -> CopyResult:
     """Copy an artifact between any two backends; its digest is unchanged. dst's tag moves
-    if it named other content (refused with move_tag=False, before anything is copied)."""
+    if it named other content (refused with move_tag=False, or when it names a release and
+    there is no override, before anything is copied)."""
     if dst.digest:
         raise InputError(f"cannot copy to a digest ({dst})", hint="name a repository and optionally a tag")
     found = resolve(registries, ref=src)
     tag = dst.tag or found.ref.tag
     digest = found.manifest.digest
-    moved = tag_move(registries.backend(dst), dst.repository, tag, digest, move_tag=move_tag, where=dst.repo_url)
+    moved = tag_move(
+        registries.backend(dst), dst.repository, tag, digest, move_tag=move_tag, where=dst.repo_url, override=override
+    )
     with leased(registries.backend(dst), dst.repository):
         copied, skipped, nbytes = _copy_manifest(
             registries, found.ref, dst, found.manifest, progress or NullProgress(), jobs or default_jobs(dst), tag
@@ -536,27 +551,12 @@ def assemble(
     return AssembleResult(ref.with_digest(manifest.digest), manifest.digest, copied, nbytes)
 
 
-def tag(registries: Registries, *, src: Reference, dst: Reference, move_tag: bool = True) -> CopyResult:
+def tag(
+    registries: Registries, *, src: Reference, dst: Reference, move_tag: bool = True, override: Override | None = None
+) -> CopyResult:
     """Point dst's tag at src's manifest (copying it first if dst is another repository);
-    with move_tag=False a tag that names other content is left alone (ExistsError)."""
+    with move_tag=False (or a release tag without override) a tag that names other content
+    is left alone (ExistsError)."""
     if not dst.tag:
         raise InputError(f"{dst} names no tag", hint="write the destination as REPO:TAG")
-    return copy(registries, src=src, dst=dst, move_tag=move_tag)
-
-
-@dataclass(frozen=True)
-class RemoveResult:
-    ref: Reference
-    removed: str  # "tag" or "manifest"
-
-
-def remove(registries: Registries, *, ref: Reference) -> RemoveResult:
-    """Remove a tag (REPO:TAG) or a manifest and its tags (REPO@DIGEST)."""
-    backend = registries.backend(ref)
-    if ref.digest:
-        backend.delete_manifest(ref.repository, ref.digest)
-        return RemoveResult(ref, "manifest")
-    if ref.tag:
-        backend.delete_tag(ref.repository, ref.tag)
-        return RemoveResult(ref, "tag")
-    raise InputError(f"{ref} names neither a tag nor a digest", hint="write REPO:TAG or REPO@sha256:…")
+    return copy(registries, src=src, dst=dst, move_tag=move_tag, override=override)

@@ -27,12 +27,13 @@ from trainops.errors import GateFailedError, InputError, TrainopsError, UsageErr
 from trainops.modelfiles.safetensors import ModelInfo, model_info
 from trainops.registry import media
 from trainops.registry.artifact import Forced, Lineage, ModelConfig, Parent
+from trainops.registry.chunks.index import is_chunked
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import TAG_RE, Reference
 from trainops.registry.store import Resolved, assemble, push, resolve
 from trainops.release.choose import Candidate, choose
 from trainops.release.immutable import local_files, same_release
-from trainops.release.package import exported_files, remote_info, select_files
+from trainops.release.package import exported_files, rebuilt_files, remote_info, select_files
 from trainops.spec import Manifest
 from trainops.spec.stages import ReleaseSpec
 
@@ -137,9 +138,13 @@ def _publish(
     lineage = _lineage(manifest, chosen, forced, image_parent(manifest, registries, ckpt.parsed.lineage().image_digest))
     notes = _annotations(spec, chosen, tag, forced)
     descriptor = {"name": manifest.pipeline.metadata.name, "version": tag}
+    chunked = is_chunked(ckpt.parsed)
     with tempfile.TemporaryDirectory(prefix="trainops-release-") as scratch:
         if spec.export:  # pulled, converted, pushed from here
             directory = exported_files(manifest, spec, registries, ckpt, Path(scratch), progress, command_stdout)
+            info, files = model_info(directory), local_files(directory)
+        elif chunked:  # a chunked checkpoint has no blob per file: its files are rebuilt, then pushed
+            directory = rebuilt_files(registries, ckpt, select_files(ckpt, spec), Path(scratch), progress)
             info, files = model_info(directory), local_files(directory)
         else:  # assembled in the registry from the checkpoint's blobs: nothing is downloaded
             selection = select_files(ckpt, spec)
@@ -148,7 +153,7 @@ def _publish(
         if existing is not None:
             return _as_made(existing, _result(existing.ref, chosen, tag, False, None, info, files))
         model = ModelConfig(descriptor=descriptor, config=info.as_config())
-        if spec.export:
+        if spec.export or chunked:
             ref = push(
                 registries,
                 source=directory,

@@ -58,6 +58,12 @@ def _probes(port: str) -> dict[str, Any]:
 def _model_source(ctx: ServeContext, served: Served) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the model volume, the init containers that fill it)."""
     if ctx.rollout.model_delivery == "image-volume":
+        if ctx.rollout.verify_signature is not None:
+            raise InputError(
+                "rollout.verifySignature needs modelDelivery init-container: an image volume is mounted by the "
+                "kubelet, which checks no model signature",
+                hint="use modelDelivery: init-container, or verify with an admission policy",
+            )
         if not served.release.startswith("oci://"):
             raise InputError(
                 f"rollout.modelDelivery image-volume needs the release in an oci:// registry, not {served.release}",

@@ -2,23 +2,31 @@
 
 The model signature is made from the layer digests (trainops.signing.model_sig), the
 provenance from the lineage (trainops.signing.provenance); both are signed with the same
-key and pushed as referrers (trainops.signing.records). Attaching is idempotent: a record
+key and pushed as referrers (trainops.signing.records). A checkpoint (release.signing.checkpoints) gets provenance only,
+signed when there is a key. Attaching is idempotent: a record
 of the same predicate by the same key (or, unsigned, any provenance) is not made twice, so
 re-running `release create` on a release that exists adds only what is missing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainops.errors import TrainopsError
 from trainops.registry import media
 from trainops.registry.artifact import safe_relpath
 from trainops.registry.context import Registries
+from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved
 from trainops.signing.provenance import EvalFacts, provenance, statement_json
 from trainops.signing.records import list_records, push_record
 from trainops.signing.signer import Signer
+
+if TYPE_CHECKING:
+    from trainops.spec import Manifest
 
 
 @dataclass(frozen=True)
@@ -53,9 +61,38 @@ def eval_facts(registries: Registries, found: Resolved) -> EvalFacts | None:
     return EvalFacts(ref=entry.ref, digest=entry.digest, passed=entry.report.passed, datasets=entry.report.datasets)
 
 
+def checkpoint_attestation(manifest: Manifest | None) -> tuple[bool, Signer | None]:
+    """(whether every checkpoint gets provenance, and the signer that signs it): with
+    release.signing.checkpoints set, signed when release.signing has a key to sign with."""
+    signing = manifest.pipeline.spec.release.signing if manifest and manifest.pipeline.spec.release else None
+    if signing is None or not signing.checkpoints:
+        return False, None
+    if signing.key is None and signing.pkcs11 is None and not signing.keyless:
+        return True, None
+    from trainops.signing.signer import open_signer
+
+    return True, open_signer(signing, root=manifest.root if manifest else Path("."))
+
+
+def checkpoint_attester(manifest: Manifest | None, registries: Registries) -> Callable[[Reference], None] | None:
+    """What a checkpoint watcher calls after each push (WatchConfig.attest): SLSA provenance,
+    signed when release.signing has a key; None when release.signing.checkpoints is off."""
+    provenance, signer = checkpoint_attestation(manifest)
+    if not provenance:
+        return None
+
+    def attest_checkpoint(ref: Reference) -> None:
+        from trainops.clock import now_utc
+        from trainops.registry.store import resolve
+
+        attest(registries, found=resolve(registries, ref=ref), signer=signer, created=now_utc())
+
+    return attest_checkpoint
+
+
 def attest(registries: Registries, *, found: Resolved, signer: Signer | None, created: str) -> Attestation:
     """Sign found's files (with a signer) and attach its SLSA provenance (signed with it, if any)."""
-    from trainops.signing.model_sig import model_payload
+    from trainops.signing.model_sig import model_statement
 
     files = artifact_files(found)
     existing = list_records(registries, subject=found)
@@ -65,10 +102,10 @@ def attest(registries: Registries, *, found: Resolved, signer: Signer | None, cr
         return any(r.predicate_type == predicate and (r.key == key or key is None) for r in existing)
 
     signature = None
-    if signer is not None and not have(media.MODEL_SIGNING_PREDICATE):
+    if signer is not None and found.parsed.kind == "model" and not have(media.MODEL_SIGNING_PREDICATE):
         version = found.parsed.annotations.get(media.A_VERSION) or found.ref.tag or found.manifest.digest
         name = f"{found.ref.repository.rsplit('/', 1)[-1]}:{version}"
-        bundle = signer.sign_payload(model_payload(name=name, files=files))
+        bundle = signer.sign(model_statement(name=name, files=files))
         signature = str(
             push_record(
                 registries,

@@ -56,6 +56,13 @@ def require_model_signing() -> None:
         ) from None
 
 
+def ecdsa_hash(key: Any) -> Any:
+    """The hash ECDSA uses with a key, by curve size, as model signing and Sigstore pair them."""
+    from cryptography.hazmat.primitives import hashes
+
+    return {256: hashes.SHA256(), 384: hashes.SHA384(), 521: hashes.SHA512()}[key.curve.key_size]
+
+
 def fingerprint(pem: bytes) -> str:
     return "sha256:" + hashlib.sha256(pem).hexdigest()
 
@@ -116,6 +123,7 @@ class PrivateKey:
     path: Path
     passphrase: bytes | None
     public: PublicKey
+    key: Any  # cryptography's EllipticCurvePrivateKey
 
 
 def load_private_key(path: Path) -> PrivateKey:
@@ -145,7 +153,7 @@ def load_private_key(path: Path) -> PrivateKey:
         ) from None
     except Exception as err:
         raise InputError(f"signing key {path} cannot be used: {err}", hint="give an EC P-256 key") from None
-    return PrivateKey(path=path, passphrase=passphrase, public=public_key_of(key.public_key(), str(path)))
+    return PrivateKey(path=path, passphrase=passphrase, public=public_key_of(key.public_key(), str(path)), key=key)
 
 
 def verification_key(spec: SigningSpec | None, *, root: Path, source: str = "release.signing") -> PublicKey:

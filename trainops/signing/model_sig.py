@@ -5,14 +5,16 @@ exactly a release layer's digest. So trainops builds the signed manifest from th
 manifest's layers and hashes nothing again — signing a 1 GiB release costs one ECDSA
 signature, not a second read of a gigabyte. The statement (subject: the model's name and
 the SHA-256 over all file digests in path order; predicate: the serialization and one
-resource per file) is model signing's own `Payload`, so the `model_signing` CLI verifies
-the bundle against the pulled files, and trainops verifies bundles the CLI made.
+resource per file) is the one model signing's `Payload` builds (a test compares them), so
+the `model_signing` CLI verifies the bundle against the pulled files, and trainops verifies
+bundles the CLI made.
 Verification goes through model signing's verifier, then compares the signed digests with
 the release's files, naming each file that differs, is missing or was not signed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 from pathlib import Path
@@ -21,6 +23,7 @@ from typing import Any
 from trainops.errors import IntegrityError
 from trainops.registry import media
 from trainops.signing.keys import PublicKey, require_model_signing
+from trainops.signing.signer import Statement
 
 # What `model_signing sign` leaves out of a directory by default; recorded the same way so a
 # verifier hashing a pulled directory leaves the same paths out
@@ -28,20 +31,26 @@ IGNORED = ("model.sig", ".github", ".gitignore", ".gitattributes", ".git")
 SIGNATURE_FILE = "model.sig"
 
 
-def model_payload(*, name: str, files: dict[str, str]) -> Any:
-    """Model signing's Payload of files {relpath: sha256:hex}."""
-    from model_signing import manifest as ms_manifest
-    from model_signing._hashing import hashing
-    from model_signing._signing import signing
-
-    serialization = ms_manifest.SerializationType.from_args(
-        {"method": "files", "hash_type": "sha256", "allow_symlinks": False, "ignore_paths": list(IGNORED)}
+def model_statement(*, name: str, files: dict[str, str]) -> Statement:
+    """Model signing's statement of files {relpath: sha256:hex}: subject the model's name and
+    the SHA-256 over every file's raw digest in path order; predicate the `files`
+    serialization and one resource per file (what model_signing's Payload builds)."""
+    ordered = sorted(files.items())
+    root = hashlib.sha256(b"".join(bytes.fromhex(digest.removeprefix("sha256:")) for _, digest in ordered))
+    predicate = {
+        "serialization": {
+            "method": "files",
+            "hash_type": "sha256",
+            "allow_symlinks": False,
+            "ignore_paths": list(IGNORED),
+        },
+        "resources": [
+            {"name": rel, "algorithm": "sha256", "digest": digest.removeprefix("sha256:")} for rel, digest in ordered
+        ],
+    }
+    return Statement(
+        subjects=[(name, root.hexdigest())], predicate_type=media.MODEL_SIGNING_PREDICATE, predicate=predicate
     )
-    items = [
-        serialization.new_item(rel, hashing.Digest("sha256", bytes.fromhex(digest.removeprefix("sha256:"))))
-        for rel, digest in sorted(files.items())
-    ]
-    return signing.Payload(ms_manifest.Manifest(name, items, serialization))
 
 
 def _reason(err: BaseException) -> str:

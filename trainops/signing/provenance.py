@@ -9,7 +9,8 @@ An in-toto statement v1, predicate type https://slsa.dev/provenance/v1:
   made it, the eval report and its verdict, and the datasets the eval named;
 - runDetails: builder id https://trainops.dev/builder/cli with trainops' version, and the
   artifact's creation time.
-Numbers other than metrics are strings (protobuf's Struct would turn 300 into 300.0).
+Numbers other than metrics are strings (a PKCS#11 signature goes through protobuf's Struct,
+which would turn 300 into 300.0).
 Checking provenance against a release rebuilds what the release's lineage says and names
 every field that differs.
 """
@@ -25,13 +26,12 @@ from trainops.errors import IntegrityError
 from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest
 from trainops.registry.reference import Reference
-from trainops.signing.keys import PublicKey
+from trainops.signing.keys import PublicKey, ecdsa_hash
 from trainops.signing.model_sig import check_bundle_shape
-from trainops.signing.signer import Statement
+from trainops.signing.signer import STATEMENT_TYPE, Statement, pae
 
 BUILDER = "https://trainops.dev/builder/cli"
 BUILD_TYPE = "https://trainops.dev/provenance/{kind}/v1"
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
 
 @dataclass(frozen=True)
@@ -117,18 +117,7 @@ def statement_json(statement: Statement) -> bytes:
     """An unsigned statement (provenance without a signing key), canonical JSON."""
     from trainops.registry.artifact import canonical_json
 
-    return canonical_json(
-        {
-            "_type": STATEMENT_TYPE,
-            "subject": [{"name": name, "digest": {"sha256": hexdigest}} for name, hexdigest in statement.subjects],
-            "predicateType": statement.predicate_type,
-            "predicate": statement.predicate,
-        }
-    )
-
-
-def _pae(payload_type: str, payload: bytes) -> bytes:
-    return b"DSSEv1 %d %s %d %s" % (len(payload_type), payload_type.encode(), len(payload), payload)
+    return canonical_json(statement.as_json())
 
 
 def open_envelope(bundle: bytes, *, public: PublicKey | None, where: str) -> dict[str, Any]:
@@ -144,20 +133,18 @@ def open_envelope(bundle: bytes, *, public: PublicKey | None, where: str) -> dic
     except (KeyError, IndexError, TypeError, ValueError):
         raise IntegrityError(f"{where}: the DSSE envelope is malformed (payload, payloadType, signatures)") from None
     if public is not None:
-        _check_dsse(public, _pae(payload_type, payload), sig, where)
+        _check_dsse(public, pae(payload_type, payload), sig, where)
     if payload_type != media.IN_TOTO:
         raise IntegrityError(f"{where}: the envelope holds {payload_type}, not an in-toto statement")
     return parse_statement(payload, where)
 
 
-def _check_dsse(public: PublicKey, pae: bytes, sig: bytes, where: str) -> None:
+def _check_dsse(public: PublicKey, encoded: bytes, sig: bytes, where: str) -> None:
     from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    algorithm = {256: hashes.SHA256(), 384: hashes.SHA384(), 521: hashes.SHA512()}[public.key.curve.key_size]
     try:
-        public.key.verify(sig, pae, ec.ECDSA(algorithm))
+        public.key.verify(sig, encoded, ec.ECDSA(ecdsa_hash(public.key)))
     except InvalidSignature:
         raise IntegrityError(f"{where}: the provenance signature does not verify with {public.fingerprint}") from None
 
@@ -206,3 +193,13 @@ def differences(found: dict[str, Any], expected: Statement) -> list[str]:
     if (external.get("forced") if isinstance(external, dict) else None) != wanted_forced:
         problems.append("its forced-release record differs from the lineage")
     return problems
+
+
+def peek_statement(content: bytes, media_type: str) -> dict[str, Any] | None:
+    """The statement a provenance record holds, unverified (for showing), or None."""
+    try:
+        if media_type == media.IN_TOTO:
+            return parse_statement(content, "provenance")
+        return open_envelope(content, public=None, where="provenance")
+    except IntegrityError:
+        return None

@@ -9,10 +9,11 @@ job — which never ran — is cancelled and the record removed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainops import clock
 from trainops.errors import TrainopsError
@@ -27,6 +28,9 @@ from trainops.slurm.record import (
 )
 from trainops.spec import Manifest
 from trainops.spec.stages import SlurmOptions
+
+if TYPE_CHECKING:
+    from trainops.faults.ettr import Ettr
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +111,7 @@ class JobStatus:
     started: str | None
     comment: str | None  # the supervisor's note (hang retries, why it failed)
     stdout: str | None
+    ettr: Ettr | None = None  # with one run asked for: ETTR and its parts (trainops.faults)
 
 
 def _value(fields: dict[str, str], key: str) -> str | None:
@@ -146,9 +151,15 @@ def _host(record: RunRecord) -> SlurmHost:
 
 
 def job_status(manifest: Manifest, *, run_id: str | None = None) -> list[JobStatus]:
-    """The state of one run's job (unknown run: not found), or of every run submitted from here."""
-    records = [find_record(manifest, run_id)] if run_id else all_records(manifest)
-    return [_status(record, show_job(_host(record), record.job_id)) for record in records]
+    """The state of one run's job (unknown run: not found) with its ETTR, or of every run
+    submitted from here."""
+    from trainops.faults.query import run_ettr
+
+    if run_id is None:
+        return [_status(record, show_job(_host(record), record.job_id)) for record in all_records(manifest)]
+    record = find_record(manifest, run_id)
+    status = _status(record, show_job(_host(record), record.job_id))
+    return [dataclasses.replace(status, ettr=run_ettr(manifest, run_id=run_id))]
 
 
 @dataclass(frozen=True)

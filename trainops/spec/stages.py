@@ -17,6 +17,7 @@ from trainops.spec.common import (
     Quantity,
     StrictModel,
 )
+from trainops.spec.faults import FaultPolicy
 
 ImageTemplate = Literal["train-pytorch", "serve-vllm", "serve-sglang"]
 TemplateParam = str | int | float | bool
@@ -207,6 +208,11 @@ class CheckpointPolicy(StrictModel):
     keep: Retention = Field(default_factory=Retention)
     resume: str = Field("latest", min_length=1, description="latest, none, or a checkpoint reference to start from.")
     repository: str | None = Field(None, description="Default: <registry>/<name>/checkpoints.")
+    dedup: Literal["off", "chunks"] = Field(
+        "off",
+        description="chunks: push checkpoints in the chunked form (content-defined chunks in packs), sending "
+        "only the chunks the repository does not hold yet (registry/SPEC.md, Chunked checkpoints).",
+    )
     claim: ObjectName | None = Field(
         None,
         description="A ReadWriteMany PersistentVolumeClaim mounted at dir on every node; default: an emptyDir "
@@ -316,6 +322,9 @@ class TrainSpec(StrictModel):
     datasets: list[DatasetRef] = Field(default_factory=list)
     topology: Topology | None = None
     fault_tolerance: FaultTolerance = Field(default_factory=FaultTolerance)
+    faults: FaultPolicy = Field(
+        default_factory=FaultPolicy, description="Failure diagnosis → action, node-health sources (Slurm, local)."
+    )
     checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
     elastic: Elastic | None = Field(None, description="Elastic training (PyTorchJob elasticPolicy).")
     slurm: SlurmOptions | None = None

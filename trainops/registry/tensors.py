@@ -11,12 +11,17 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainops.errors import InputError
 from trainops.registry.context import Registries
 from trainops.registry.inspect import ArtifactInfo
 from trainops.registry.inspect import show as show_artifact
 from trainops.registry.reference import Reference
+
+if TYPE_CHECKING:
+    from trainops.registry.artifact import ModelConfig
 
 TENSOR_KINDS = ("model", "checkpoint")
 TOP_SHAPES = 8
@@ -105,3 +110,11 @@ def show(registries: Registries, *, ref: Reference) -> ShowResult:
     info = show_artifact(registries, ref=ref)
     tensors = tensor_summary(registries, ref=ref, info=info) if info.kind in TENSOR_KINDS else None
     return ShowResult(**vars(info), tensors=tensors)
+
+
+def model_config(directory: Path) -> ModelConfig:
+    """The ModelPack config of a model directory, from its files (what releases record too)."""
+    from trainops.modelfiles.safetensors import model_info
+    from trainops.registry.artifact import ModelConfig
+
+    return ModelConfig(config=model_info(directory).as_config())
