@@ -64,6 +64,8 @@ SLURM_COMMANDS = {("train", "status"), ("train", "cancel")}  # run by test_the_s
 # Data commands whose success path needs a service no test can run here.
 NOT_RUN = {
     ("hub", "export"): "a writable Hugging Face Hub (tests/hub runs olah, which refuses uploads)",
+    ("incidents", "show"): "an incident, which only a supervised (Slurm) run that failed records",
+    ("drill",): "a trainer running under `train run --slurm` to inject the fault into",
 }
 
 
@@ -299,6 +301,8 @@ def _run_the_flow(f: Flow, tmp: Path) -> None:
         manifest=False,
     )
     f.json("init", str(tmp / "fresh"), "--ci", "none", manifest=False)
+    f.json("incidents", "ls")
+    f.json("incidents", "classes")
     f.json("run", "--dry-run", "--serve-image", SERVE_IMAGE)
     f.json("ci", "--since", "HEAD", "--serve-image", SERVE_IMAGE)
 

@@ -238,8 +238,8 @@ def lineage(
     A commit's graph always walks down: commit → image → checkpoints → eval reports →
     releases → the rollout commits that served them (with spec.rollout).
     """
+    from trainops.pipeline.lineage import walk_lineage
     from trainops.registry.lineage import to_dot, to_mermaid, to_tree
-    from trainops.serve.lineage import walk_lineage
 
     opened = options.opened(file, env, insecure)
     with opened.registries as registries:

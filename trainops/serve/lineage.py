@@ -114,25 +114,3 @@ def lineage_from_commit(
     if manifest is not None:
         add_rollouts(graph, manifest)
     return graph
-
-
-def walk_lineage(
-    registries: Registries,
-    manifest: Manifest | None,
-    *,
-    target: str,
-    direction: Direction = "up",
-    scan: str | None = None,
-) -> Graph:
-    """`trainops lineage TARGET`: a git revision (`git:REV`, resolved in the manifest's
-    repository, else the current directory's) walks down from the commit; an artifact walks
-    `direction`, with the rollout commits that served its releases when the manifest sets
-    spec.rollout. `scan` is the registry searched for descendants (default: the manifest's)."""
-    root = registries.root(scan) if scan else None
-    if target.startswith(GIT_PREFIX):
-        repo_dir = manifest.root if manifest is not None else Path.cwd()
-        return lineage_from_commit(registries, manifest, rev=target[len(GIT_PREFIX) :], repo_dir=repo_dir, scan=root)
-    ref = registries.ref(target)
-    if manifest is not None and manifest.pipeline.spec.rollout is not None:
-        return lineage_with_rollouts(registries, manifest, ref=ref, direction=direction, scan=root)
-    return lineage_graph(registries, ref=ref, direction=direction, scan=root)
