@@ -70,5 +70,9 @@ def test_the_readme_first_day_runs_as_written_in_an_empty_directory(tmp_path: Pa
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True, check=True)
     assert f"[{head.stdout.strip()[:12]}]" in done.stdout
     assert "my-model/model:step-60" in done.stdout
+    # The file:// warning is said once per command that renders serving objects (start,
+    # start, promote; rollback restores a committed tree), not once per release in them.
+    warning = "warning: the release is in a file:// registry, which pods in a cluster cannot read"
+    assert done.stderr.count(warning) == 3, done.stderr
     walked = done.stdout.split(f"[{head.stdout.strip()[:12]}]", 1)[1]
     assert "rollback" in walked and "clusters/dev-serve@" in walked

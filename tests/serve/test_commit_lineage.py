@@ -156,7 +156,7 @@ def test_tree_mermaid_and_dot_show_the_commit_and_the_rollout(flow: Flow) -> Non
     assert tree.code == 0, tree.stderr
     lines = tree.stdout.splitlines()
     assert lines[0].startswith("commit ") and lines[0].endswith(f"[{sha12}]")
-    assert any("built-from: checkpoint " in line and "step 10" in line for line in lines)
+    assert any("built: checkpoint " in line and "step 10" in line for line in lines)
     assert any("(pruned)" in line for line in lines)
     assert any(f"start stable: rollout {SERVE}@{commit12}" in line for line in lines)
     mermaid = flow.trainops("lineage", f"git:{flow.sha}", "--format", "mermaid").stdout

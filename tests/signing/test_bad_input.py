@@ -111,3 +111,32 @@ def test_a_signature_with_a_wrong_predicate_type_fails(local_project: Project) -
         )
     out = local_project.trainops("release", "verify", result["ref"])
     assert out.code == 7 and "Predicate type mismatch" in out.last_error_line, out.stderr
+
+
+def test_provenance_that_contradicts_the_lineage_fails_naming_the_field(local_project: Project) -> None:
+    from trainops.signing.attest import artifact_files, eval_facts
+    from trainops.signing.provenance import provenance
+
+    result = signed_release(local_project)
+    signer = open_signer(SigningSpec(key="keys/release.pem"), root=local_project.root)
+    with local_project.registries() as regs:
+        found = resolve(regs, ref=regs.ref(result["ref"]))
+        honest = provenance(
+            ref=found.ref, parsed=found.parsed, files=artifact_files(found), evaluation=eval_facts(regs, found)
+        )
+        build = honest.predicate["buildDefinition"]
+        for dep in build["resolvedDependencies"]:
+            if dep["name"] == "checkpoint":
+                dep["digest"] = {"sha256": "0" * 64}  # claims another checkpoint, properly signed
+        lying = Statement(subjects=honest.subjects, predicate_type=honest.predicate_type, predicate=honest.predicate)
+        regs.backend(found.ref).delete_manifest(found.ref.repository, result["provenance"].split("@")[1])
+        push_record(
+            regs,
+            subject=found,
+            content=signer.sign(lying),
+            predicate_type=media.SLSA_PROVENANCE,
+            key=signer.public.fingerprint,
+            created="2026-01-01T00:00:00Z",
+        )
+    out = local_project.trainops("release", "verify", result["ref"])
+    assert out.code == 7 and "its checkpoint dependency differs from the lineage" in out.last_error_line, out.stderr

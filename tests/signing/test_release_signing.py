@@ -42,6 +42,8 @@ def test_release_is_signed_with_provenance_and_verifies(project: Project) -> Non
     assert verified["files"] == ["model.safetensors", "trainer_state.json"]
     deps = verified["provenance"]["dependencies"]
     assert any(d.startswith("checkpoint ") for d in deps) and any(d.startswith("eval-report ") for d in deps)
+    shown = json.loads(project.trainops("release", "show", result["ref"], "-o", "json").stdout)
+    assert shown["signedBy"] == [result["signedBy"]] and shown["provenance"] == result["provenance"]
     # a second create adds nothing
     again = project.trainops("release", "create", "step-2", "-o", "json")
     assert again.code == 0 and json.loads(again.stdout)["signature"] is None

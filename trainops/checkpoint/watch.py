@@ -73,7 +73,7 @@ class WatchConfig:
     directory: Path
     repository: Reference  # a repository: no tag, no digest
     run_id: str
-    layout: str = "auto"  # auto | trainops | huggingface | megatron | deepspeed
+    layout: str = "auto"  # auto | trainops | huggingface | megatron | deepspeed | dcp
     keep: Retention | None = None  # None: keep every checkpoint
     lineage: Lineage | None = None  # base lineage (pipeline, gitCommit, imageDigest) of every push
     interval: float = 10.0  # seconds between scans

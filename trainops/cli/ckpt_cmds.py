@@ -23,7 +23,7 @@ from trainops.units import format_size as _size
 if TYPE_CHECKING:
     from trainops.checkpoint.catalog import CheckpointInfo
 
-LAYOUTS = ("auto", "trainops", "huggingface", "megatron", "deepspeed")  # = trainops.checkpoint.LAYOUT_NAMES
+LAYOUTS = ("auto", "trainops", "huggingface", "megatron", "deepspeed", "dcp")  # = trainops.checkpoint.LAYOUT_NAMES
 REPOSITORY_ENV = podenv.CKPT_REPOSITORY
 RUN_ID_ENV = podenv.RUN_ID
 IMAGE_DIGEST_ENV = podenv.IMAGE_DIGEST

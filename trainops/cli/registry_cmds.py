@@ -219,6 +219,7 @@ def pull(
     metavar="URL",
     help="Registry to search for descendants.",
 )
+@click.option("--records", is_flag=True, help="Also show the stage records of `trainops run` (hidden by default).")
 @options.registry_options
 @output_option
 def lineage(
@@ -226,6 +227,7 @@ def lineage(
     direction: str,
     fmt: str,
     scan: str | None,
+    records: bool,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -243,7 +245,14 @@ def lineage(
 
     opened = options.opened(file, env, insecure)
     with opened.registries as registries:
-        graph = walk_lineage(registries, opened.manifest, target=ref, direction=direction, scan=scan)  # type: ignore[arg-type]
+        graph = walk_lineage(
+            registries,
+            opened.manifest,
+            target=ref,
+            direction=direction,  # type: ignore[arg-type]
+            scan=scan,
+            records=records,
+        )
     if output == "json" or fmt == "json":
         echo_json(graph)
     else:
@@ -287,6 +296,11 @@ def ls(
     listing.tags.sort(key=lambda t: natural_key(t.tag))
     if output == "json":
         echo_json(listing)
+        return
+    if listing.repository is None and long_:
+        untagged = set(listing.untagged)
+        for name in listing.repositories:
+            click.echo(f"{name}  (no tags: no artifact; an interrupted push's blobs)" if name in untagged else name)
         return
     if listing.repository is None or not long_:
         names = listing.repositories if listing.repository is None else [t.tag for t in listing.tags]

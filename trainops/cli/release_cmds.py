@@ -133,6 +133,9 @@ def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output
     for key, value in info.model.items():
         click.echo(f"  {key + ':':<11} {value}")
     click.echo(f"  size:       {format_size(info.size)} in {len(info.files)} file(s): {', '.join(info.files)}")
+    signed = ", ".join(info.signed_by) if info.signed_by else "not signed"
+    click.echo(f"  signed by:  {signed}" + (" (as recorded; `release verify` checks it)" if info.signed_by else ""))
+    click.echo(f"  provenance: {info.provenance or '-'}")
 
 
 @release_group.command("verify")
@@ -160,6 +163,12 @@ def verify_cmd(ref: str, key: Path | None, file: str | None, env: str | None, in
         if key is not None:
             public = load_public_key(key)
         else:
+            from trainops.projectdir import find_manifest
+
+            if file is None and find_manifest() is None:
+                from trainops.errors import UsageError
+
+                raise UsageError("no key to verify with: pass --key PUBLIC.pem, or -f a manifest with release.signing")
             manifest = options.load(file, env)
             spec = manifest.pipeline.spec.release
             public = verification_key(spec.signing if spec else None, root=manifest.root)

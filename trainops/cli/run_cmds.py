@@ -82,10 +82,8 @@ def _print_run(result: Any) -> None:
     for stage in result.stages:
         status = {"runs": "runs", "cached": "cached", "ran": "ran"}.get(stage.status, stage.status)
         shown = stage.error or ", ".join(o.ref or o.digest for o in stage.outputs) or stage.why
-        if stage.status == "cached":
-            shown = f"cached ({shown})"
-        elif stage.status in ("runs", "skipped"):
-            shown = f"{stage.status} (why: {stage.why})"
+        if stage.status in ("runs", "skipped"):
+            shown = stage.why  # the STATUS column already says runs or skipped
         table.add_row(stage.name, status, _short(shown))
     console().print(table)
 

@@ -154,10 +154,40 @@ def refusal_problem(manifest: Manifest, item: Sent, err: TrainopsError) -> Probl
     return field_problem(manifest.path, env=manifest.env, loc=loc, message=message)
 
 
+def _namespace_field(item: Sent) -> tuple[str | int, ...]:
+    """The manifest field that names an object's namespace."""
+    if item.loc[:2] in (("spec", "train"), ("spec", "eval")):
+        return ("spec", "train", "namespace")
+    if item.obj.get("kind") == "Application":
+        return ("spec", "gitops", "argocd", "namespace")
+    if item.loc[:2] == ("spec", "tenants"):
+        return (*item.loc, "namespaces")
+    return (*item.loc[:2], "namespace")
+
+
+def missing_namespaces(cluster: Cluster, manifest: Manifest, items: Sequence[Sent]) -> tuple[list[Problem], set[str]]:
+    """One Problem per namespace the objects go to that the cluster lacks (not one per object)."""
+    problems, missing = [], set()
+    for namespace in sorted({str(i.obj["metadata"]["namespace"]) for i in items if i.obj["metadata"].get("namespace")}):
+        if cluster.get("v1", "Namespace", namespace) is not None:
+            continue
+        missing.add(namespace)
+        mine = [i for i in items if i.obj["metadata"].get("namespace") == namespace]
+        text = (
+            f"namespace {namespace} does not exist in the cluster ({len(mine)} object{'' if len(mine) == 1 else 's'} "
+            f"go there, such as {describe(mine[0].obj)}): create it, or let the GitOps controller create it"
+        )
+        problems.append(field_problem(manifest.path, env=manifest.env, loc=_namespace_field(mine[0]), message=text))
+    return problems, missing
+
+
 def dry_run(cluster: Cluster, manifest: Manifest, items: Sequence[Sent]) -> list[Problem]:
-    """Server-side apply of every object with dryRun=All; a Problem per refusal (nothing stored)."""
-    problems = []
+    """Server-side apply of every object with dryRun=All; a Problem per refusal (nothing stored),
+    and one per missing namespace instead of one per object in it."""
+    problems, missing = missing_namespaces(cluster, manifest, items)
     for item in items:
+        if item.obj["metadata"].get("namespace") in missing:
+            continue
         try:
             cluster.apply(item.obj, dry_run=True)
         except (ObjectRefused, NotFoundError) as err:

@@ -23,20 +23,24 @@ def walk_lineage(
     target: str,
     direction: Direction = "up",
     scan: str | None = None,
+    records: bool = False,
 ) -> Graph:
     """A git revision (`git:REV`, resolved in the manifest's repository, else the current
     directory's) walks down from the commit; an artifact walks `direction`, with the rollout
     commits that served its releases when the manifest sets spec.rollout. `scan` is the
-    registry searched for descendants (default: the manifest's)."""
+    registry searched for descendants (default: the manifest's); `records` shows the stage
+    records of `trainops run` too."""
     root = registries.root(scan) if scan else None
     if target.startswith(GIT_PREFIX):
         from trainops.serve.lineage import lineage_from_commit
 
         repo_dir = manifest.root if manifest is not None else Path.cwd()
-        return lineage_from_commit(registries, manifest, rev=target[len(GIT_PREFIX) :], repo_dir=repo_dir, scan=root)
+        return lineage_from_commit(
+            registries, manifest, rev=target[len(GIT_PREFIX) :], repo_dir=repo_dir, scan=root, records=records
+        )
     ref = registries.ref(target)
     if manifest is not None and manifest.pipeline.spec.rollout is not None:
         from trainops.serve.lineage import lineage_with_rollouts
 
-        return lineage_with_rollouts(registries, manifest, ref=ref, direction=direction, scan=root)
-    return lineage_graph(registries, ref=ref, direction=direction, scan=root)
+        return lineage_with_rollouts(registries, manifest, ref=ref, direction=direction, scan=root, records=records)
+    return lineage_graph(registries, ref=ref, direction=direction, scan=root, records=records)

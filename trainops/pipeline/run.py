@@ -226,7 +226,7 @@ class _Flow:
         if record is not None:
             main = (record.outputs[0].ref or record.outputs[0].digest) if record.outputs else record.ref
             res = StageResult(name, "cached", key=key, why=f"cached ({main})", outputs=record.outputs)
-            return self._done(res, "cached", res.why)
+            return self._done(res, "cached", main)  # said as `[train] cached: REF`, the word once
         why = cache.explain(self.registries, repository=self.repository, stage=name, inputs=inputs)
         if before_window and self.options.run_missing_upstream:
             why = f"no output for its inputs before {self.options.start}, which needs it ({why})"

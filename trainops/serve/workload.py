@@ -73,8 +73,10 @@ def _model_source(ctx: ServeContext, served: Served) -> tuple[dict[str, Any], li
         name, _, digest = reference.rpartition("@")
         repo = name if ":" not in name.rsplit("/", 1)[-1] else name.rsplit(":", 1)[0]
         return {"name": "model", "image": {"reference": f"{repo}@{digest}", "pullPolicy": "IfNotPresent"}}, []
-    if served.release.startswith("file://"):
-        ctx.warn(f"the release {served.release} is in a file:// registry, which pods in a cluster cannot read")
+    if served.release.startswith("file://"):  # one line for every release there (ctx.warn keeps one of each)
+        ctx.warn(
+            "the release is in a file:// registry, which pods in a cluster cannot read: serve from oci:// or s3://"
+        )
     argv = with_insecure(["trainops", "pull", served.release, MODEL_DIR], ctx.insecure, served.release)
     mounts: list[dict[str, Any]] = [{"name": "model", "mountPath": MODEL_DIR}]
     key = ctx.rollout.verify_signature

@@ -1,7 +1,8 @@
 """SLSA provenance v1 of a release (or a checkpoint), from the lineage trainops recorded.
 
 An in-toto statement v1, predicate type https://slsa.dev/provenance/v1:
-- subject: the artifact's files, each with its sha256 (the layer digest);
+- subject: the artifact's files, each with its sha256 (the layer digest), and the artifact's
+  manifest, named by its repository URL (what cosign and other OCI tools match);
 - buildDefinition: buildType https://trainops.dev/provenance/release/v1 (or …/checkpoint/v1);
   externalParameters: the pipeline, the artifact's repository and version, and for a release
   made past a failing gate `forced: {reason, by}`; resolvedDependencies: the source (git
@@ -110,6 +111,7 @@ def provenance(
         },
     }
     subjects = [(rel, _hex(digest)) for rel, digest in sorted(files.items())]
+    subjects.append((ref.repo_url, _hex(parsed.digest)))  # the artifact itself, as cosign and OCI tools name it
     return Statement(subjects=subjects, predicate_type=media.SLSA_PROVENANCE, predicate=predicate)
 
 
@@ -181,8 +183,14 @@ def differences(found: dict[str, Any], expected: Statement) -> list[str]:
         for s in found.get("subject", [])
         if isinstance(s, dict)
     }
-    if subjects != dict(expected.subjects):
-        problems.append("its subject is not the release's files")
+
+    def files(named: dict[str, str]) -> dict[str, str]:  # the artifact's own subject is named by URL
+        return {name: digest for name, digest in named.items() if "://" not in name}
+
+    if files(subjects) != files(dict(expected.subjects)):
+        problems.append("its subject is not the artifact's files")
+    if expected.subjects[-1][1] not in subjects.values():
+        problems.append("its subject does not name the artifact's manifest")
     got, want = _deps_by_name(found.get("predicate")), _deps_by_name(expected.predicate)
     for name in sorted(set(got) | set(want)):
         digests = sorted(json.dumps(d.get("digest"), sort_keys=True) for d in got.get(name, []))

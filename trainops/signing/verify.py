@@ -158,28 +158,6 @@ def verify_release(
     )
 
 
-@dataclass(frozen=True)
-class SignatureStatus:
-    """What the registry browser shows of a release: signed or not, by which key, provenance."""
-
-    signed: bool
-    keys: list[str]
-    provenance: ProvenanceSummary | None
-
-
-def signature_status(registries: Registries, *, found: Resolved) -> SignatureStatus:
-    """The signatures and provenance found attached, as claimed (not verified: no key is given)."""
-    records = list_records(registries, subject=found)
-    keys = sorted({r.key for r in records if r.predicate_type == media.MODEL_SIGNING_PREDICATE and r.key})
-    summary = None
-    for record in (r for r in records if r.predicate_type == media.SLSA_PROVENANCE):
-        try:
-            summary = _summary(record, read_provenance(record, public=None))
-        except IntegrityError:
-            continue
-    return SignatureStatus(signed=bool(keys), keys=keys, provenance=summary)
-
-
 def pull_verified(
     registries: Registries,
     *,

@@ -44,6 +44,10 @@ class TransportError(Exception):
     """The connection failed: refused, reset, timed out, or closed in the middle of a body."""
 
 
+class UnknownHostError(TransportError):
+    """The host name does not resolve (DNS says no such name): retrying cannot help."""
+
+
 class TLSError(TransportError):
     """The TLS handshake or certificate check failed."""
 
@@ -162,7 +166,9 @@ def _transport_error(err: BaseException) -> TransportError:
     elif isinstance(err, (ConnectionResetError, http.client.RemoteDisconnected, BrokenPipeError)):
         text = "connection reset"
     elif isinstance(err, socket.gaierror):
-        text = "name or service not known"
+        if err.errno != socket.EAI_AGAIN:  # EAI_AGAIN: the resolver timed out, worth a retry
+            return UnknownHostError("name or service not known (DNS)")
+        text = "name resolution failed for now"
     return TransportError(text)
 
 

@@ -1,0 +1,87 @@
+"""The smaller stumbles of a first day with trainops, each as a new user met it.
+
+- `registry ls oci://HOST:PORT` lists the registry's repositories (its catalog), as the
+  help says, instead of refusing the URL as a reference without a repository;
+- `registry ls -l` of a registry marks a repository that holds no tag (an interrupted first
+  push leaves its blobs and no artifact) instead of showing it as if it were one;
+- a host name that does not resolve fails at once: no retries, no backoff;
+- lineage edges read in the direction walked (down from step-600: `resumed-by` step-700,
+  not `resumed-from`), and the stage records of `trainops run` show only with --records.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.cli.runner import run
+from tests.services import DistributionRegistry
+from trainops.registry.backends.base import BlobSource, sha256_digest
+from trainops.registry.context import Registries
+
+
+def test_registry_ls_of_a_registry_url_lists_its_repositories(registry: DistributionRegistry) -> None:
+    env = {"TRAINOPS_INSECURE_REGISTRIES": registry.host}
+    for repo in ("team/a", "team/b"):
+        done = run("push", __file__, f"oci://{registry.host}/{repo}:v1", env=env)
+        assert done.code == 0, done.stderr
+    # An interrupted first push: a blob arrived, no manifest, no tag.
+    data = b"half a checkpoint"
+    with Registries(insecure_registries=(registry.host,)) as registries:
+        ref = registries.ref(f"oci://{registry.host}/team/interrupted")
+        source = BlobSource(digest=sha256_digest(data), size=len(data), opener=lambda: io.BytesIO(data))
+        registries.backend(ref).upload_blob(ref.repository, source, lambda n: None)
+    listed = run("registry", "ls", f"oci://{registry.host}", env=env)
+    assert listed.code == 0, listed.stderr
+    names = listed.stdout.splitlines()
+    assert {f"oci://{registry.host}/team/a", f"oci://{registry.host}/team/b"} <= set(names)
+    long = run("registry", "ls", "-l", f"oci://{registry.host}/", env=env)
+    assert long.code == 0, long.stderr
+    rows = long.stdout.splitlines()
+    assert f"oci://{registry.host}/team/a" in rows  # an artifact: as it is
+    marked = [r for r in rows if r.startswith(f"oci://{registry.host}/team/interrupted")]
+    assert marked == [f"oci://{registry.host}/team/interrupted  (no tags: no artifact; an interrupted push's blobs)"]
+
+
+def test_a_host_that_does_not_resolve_fails_at_once() -> None:
+    started = time.monotonic()
+    done = run("registry", "ls", "oci://no-such-host.invalid:5000/team/model")
+    took = time.monotonic() - started
+    assert done.code == 6
+    assert "retry" not in done.stderr.lower()
+    assert done.stderr.splitlines() == [
+        "Error: cannot reach registry no-such-host.invalid:5000: name or service not known (DNS); "
+        "check that it runs and the host:port is right"
+    ]
+    assert took < 5, f"{took:.1f} s: a name that does not resolve was retried"
+
+
+def test_lineage_edges_read_in_the_walked_direction_and_records_hide(tmp_path: Path) -> None:
+    from trainops.registry import media, store
+    from trainops.registry.plain_lineage import PlainLineage, PlainParent
+
+    url = f"file://{tmp_path / 'registry'}"
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    with Registries(default_registry=url) as registries:
+
+        def push(tag: str, parent: str | None, relation: str, **extra: Any) -> str:
+            (src / "weights.bin").write_bytes(tag.encode() * 100)
+            parents = (PlainParent(digest=parent, ref=f"{url}/proj/ckpt", relation=relation),) if parent else ()
+            ref = registries.ref(tag)
+            return store.push(registries, source=src, ref=ref, lineage=PlainLineage(parents=parents), **extra).digest
+
+        s600 = push("proj/ckpt:step-600", None, "parent", kind="checkpoint")
+        s700 = push("proj/ckpt:step-700", s600, "resumed-from", kind="checkpoint")
+        push("proj/stages:train-1", s700, "parent", annotations={media.A_STAGE_KEY: "sha256:" + "a" * 64})
+    up = run("lineage", f"{url}/proj/ckpt:step-700")
+    assert up.code == 0, up.stderr
+    assert up.stdout.splitlines()[1].startswith(f"└── resumed-from: checkpoint {url}/proj/ckpt [{s600[7:19]}]")
+    down = run("lineage", f"{url}/proj/ckpt:step-600", "--down")
+    assert down.code == 0, down.stderr
+    assert down.stdout.splitlines()[1].startswith(f"└── resumed-by: checkpoint {url}/proj/ckpt:step-700 ")
+    assert "proj/stages" not in down.stdout  # a stage record is bookkeeping: hidden
+    records = run("lineage", f"{url}/proj/ckpt:step-600", "--down", "--records")
+    assert f"└── child: other {url}/proj/stages:train-1 " in records.stdout
