@@ -85,3 +85,22 @@ def test_lineage_edges_read_in_the_walked_direction_and_records_hide(tmp_path: P
     assert "proj/stages" not in down.stdout  # a stage record is bookkeeping: hidden
     records = run("lineage", f"{url}/proj/ckpt:step-600", "--down", "--records")
     assert f"└── child: other {url}/proj/stages:train-1 " in records.stdout
+
+
+def test_plan_fits_80_columns_piped_and_folds_references_between_their_parts() -> None:
+    from tests.cli.runner import REPO
+
+    manifest = REPO / "examples" / "tiny-llm" / "trainops.yaml"
+    done = run("plan", "-f", str(manifest), env={"COLUMNS": None})  # piped, no COLUMNS: 80
+    assert done.code == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) == 80, done.stdout
+    references = ["file://.trainops/registry/tiny-llm/checkpoints", "file://.trainops/registry/tiny-llm/image"]
+    cells = [cell.strip() for line in lines if line.startswith("│") for cell in line.split("│")[2:-1]]
+    for cell in cells:
+        for word in cell.split():
+            for reference in references:
+                at = reference.find(word)
+                if at > 0 and "/" in word:  # a continuation line of a folded reference
+                    assert reference[at - 1] in "/:", f"{word!r} starts mid-name in {reference}"
+    assert "file://" in done.stdout and "file:\n" not in done.stdout

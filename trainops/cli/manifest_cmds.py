@@ -9,7 +9,7 @@ import click
 
 from trainops.cli import options
 from trainops.cli.options import kubeconfig_options, manifest_options, output_option
-from trainops.cli.output import console, echo_json
+from trainops.cli.output import console, echo_json, fold_reference
 
 
 @click.command()
@@ -118,11 +118,15 @@ def plan(file: str | None, env: str | None, output: str) -> None:
 
     title = f"{result.pipeline}" + (f" (env {result.env})" if result.env else "")
     table = Table(title=title, show_lines=True)
-    for column in ("stage", "consumes", "produces", "runs on"):
-        table.add_column(column, overflow="fold")
-    for stage in result.stages:
-        table.add_row(stage.name, "\n".join(stage.consumes), "\n".join(stage.produces), stage.runs_on)
     out = console()
+    first = max(len("stage"), *(len(stage.name) for stage in result.stages))
+    each = max(12, (out.width - first - 13) // 3)  # 13: the borders and padding of four columns
+    table.add_column("stage", width=first)
+    for column in ("consumes", "produces", "runs on"):
+        table.add_column(column, overflow="fold", width=each)
+    for stage in result.stages:
+        cells = ("\n".join(stage.consumes), "\n".join(stage.produces), stage.runs_on)
+        table.add_row(stage.name, *(fold_reference(cell, each) for cell in cells))
     out.print(table)
     out.print(f"registry: {result.registry}\ngitops:   {result.gitops}")
 

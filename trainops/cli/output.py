@@ -31,7 +31,7 @@ def echo_json(result: Any) -> None:
 def console(*, wide: bool = False) -> Any:
     """A rich console for human output (imported only when a command prints a table).
 
-    On a terminal, its width; piped (CI logs, files), $COLUMNS if set, else 160 columns
+    On a terminal, its width; piped (CI logs, files), $COLUMNS if set, else 80 columns
     (or 400 with --wide, so nothing folds)."""
     import os
     import sys
@@ -41,8 +41,29 @@ def console(*, wide: bool = False) -> Any:
     width: int | None = None
     if not sys.stdout.isatty():
         columns = os.environ.get("COLUMNS", "")
-        width = int(columns) if columns.isdigit() and not wide else (400 if wide else 160)
+        width = int(columns) if columns.isdigit() and not wide else (400 if wide else 80)
     return Console(highlight=False, soft_wrap=False, width=width)
+
+
+def fold_reference(text: str, width: int) -> str:
+    """text folded onto lines of at most width characters, each line of text broken after a
+    `/`, `:` or space (a reference folds between its parts, never mid-name); a part longer
+    than width alone is cut."""
+    import re
+
+    out: list[str] = []
+    for line in text.split("\n"):
+        current = ""
+        for part in re.findall(r"[^/: ]*(?::/+|[/: ])?", line):  # "scheme://" stays whole
+            if current and len(current) + len(part.rstrip()) > width:
+                out.append(current.rstrip())
+                current = ""
+            while len(part) > width:
+                out.append(part[:width])
+                part = part[width:]
+            current += part
+        out.append(current.rstrip())
+    return "\n".join(out)
 
 
 def command_stdout(output: str) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from trainops.cli import options
-from trainops.cli.options import manifest_options, output_option, render_out_option
+from trainops.cli.options import kubeconfig_options, manifest_options, output_option, render_out_option
 from trainops.cli.output import echo_json
 from trainops.clock import display
 
@@ -94,17 +94,38 @@ def start_cmd(release: str, file: str | None, env: str | None, image: str | None
 @rollout.command("promote")
 @manifest_options
 @click.option("--full", is_flag=True, help="Promote the canary to stable at once.")
-@click.option("--auto", is_flag=True, help="Step by step while rollout.analysis holds on Prometheus; abort if not.")
+@click.option("--auto", is_flag=True, help="Step by step while rollout.analysis holds; abort if not.")
+@click.option(
+    "--cluster",
+    is_flag=True,
+    help="Read the cluster first ($KUBECONFIG, else ~/.kube/config); see below.",
+)
+@kubeconfig_options
 @output_option
-def promote_cmd(file: str | None, env: str | None, full: bool, auto: bool, output: str) -> None:
-    """Advance the canary one step (a commit)."""
+def promote_cmd(
+    file: str | None,
+    env: str | None,
+    full: bool,
+    auto: bool,
+    cluster: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    output: str,
+) -> None:
+    """Advance the canary one step (a commit).
+
+    With --cluster (or --kubeconfig/--context) the Rollout is read first: a canary Argo
+    Rollouts aborted is not promoted (a promote would clear the abort); --auto then waits for
+    each committed step's AnalysisRun in the cluster instead of measuring Prometheus itself."""
     from trainops.errors import UsageError
     from trainops.serve import auto_promote, promote
+    from trainops.serve.flows import ClusterRead
 
     if full and auto:
         raise UsageError("promote takes --full or --auto, not both")
+    read = ClusterRead(kubeconfig, context) if cluster or kubeconfig or context else None
     manifest = options.load(file, env)
-    _print_action(auto_promote(manifest) if auto else promote(manifest, full=full), output)
+    _print_action(auto_promote(manifest, cluster=read) if auto else promote(manifest, full=full, cluster=read), output)
 
 
 @rollout.command("abort")
@@ -136,12 +157,16 @@ def rollback_cmd(file: str | None, env: str | None, to: str | None, output: str)
 
 @rollout.command("status")
 @manifest_options
+@click.option("--cluster", is_flag=True, help="Also read the cluster ($KUBECONFIG, else ~/.kube/config).")
+@kubeconfig_options
 @output_option
-def status_cmd(file: str | None, env: str | None, output: str) -> None:
-    """What the GitOps repo serves now."""
+def status_cmd(
+    file: str | None, env: str | None, cluster: bool, kubeconfig: str | None, context: str | None, output: str
+) -> None:
+    """What the GitOps repo serves now; with a kubeconfig, also what Argo CD and Argo Rollouts did with it."""
     from trainops.serve import rollout_status
 
-    status = rollout_status(options.load(file, env))
+    status = rollout_status(options.load(file, env), cluster=cluster, kubeconfig=kubeconfig, context=context)
     if output == "json":
         echo_json(status)
         return
@@ -155,6 +180,47 @@ def status_cmd(file: str | None, env: str | None, output: str) -> None:
         click.echo(f"weight:  {status.weight}% (step {status.step})")
     else:
         click.echo("canary:  none")
+    if status.live is not None:
+        for line in _live_lines(status.live):
+            click.echo(line)
+
+
+def _live_lines(live: Any) -> list[str]:
+    from trainops.serve.live import analysis_text
+
+    lines = [f"cluster: {live.server}"]
+    lines += [f"  missing: {what}" for what in live.missing]
+    for app in live.applications:
+        revision = f" at {app.revision[:12]}" if app.revision else ""
+        lines.append(f"  application {app.name} ({app.path}): {app.sync}, {app.health}{revision}")
+        if app.message:
+            lines.append(f"    {app.message}")
+    ro = live.rollout
+    if ro is None:
+        if not live.missing:
+            lines.append("  rollout: not in the cluster (yet)")
+        return lines
+    step = f"step {ro.step}/{ro.steps}" if ro.step is not None else "no step"
+    lines.append(f"  rollout {ro.namespace}/{ro.name}: {ro.phase}, {step}" + (", ABORTED" if ro.aborted else ""))
+    if ro.stuck:
+        lines.append(f"    stuck: {ro.message}")
+    elif ro.message:
+        lines.append(f"    {ro.message}")
+    for rs in ro.replica_sets:
+        lines.append(f"    {rs.role:<7} {rs.name}: {rs.ready}/{rs.replicas} ready")
+    if ro.weights:
+        weights = ", ".join(f"{w.service} {w.weight}" for w in ro.weights)
+        lines.append(
+            f"    httproute {ro.route}: {weights}"
+            + (f"; header routes: {', '.join(ro.header_routes)}" if ro.header_routes else "")
+        )
+    if ro.analysis is not None:
+        lines.append(f"    {analysis_text(ro.analysis)}")
+        if ro.analysis.message:
+            lines.append(f"      {ro.analysis.message}")
+    if ro.aborted:
+        lines.append("    the controller aborted the canary: `trainops rollout abort` commits the stable tree")
+    return lines
 
 
 @rollout.command("history")

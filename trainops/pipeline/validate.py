@@ -79,14 +79,23 @@ def validate(
         checks = _render_checks(path, env, targets, crds) if report.ok else []
     asked: list[ClusterCheck] | None = None
     if cluster is not None:
-        from trainops.cluster.dryrun import check_against_cluster
-
-        asked = (
-            check_against_cluster(path, targets=targets, kubeconfig=cluster.kubeconfig, context=cluster.context)
-            if report.ok
-            else []
-        )
+        asked = _cluster_checks(path, targets, cluster) if report.ok else []
     return Validation(str(path), list(report.environments), list(report.problems), checks, asked)
+
+
+def _cluster_checks(path: Path, targets: list[str | None], cluster: ClusterOptions) -> list[ClusterCheck]:
+    """Each target's objects (train, tenants, eval Job and serving) dry-run applied on the cluster."""
+    from trainops.cluster.dryrun import Sent, check_against_cluster, rendered_objects
+    from trainops.serve.check import serving_sent
+    from trainops.spec import Manifest
+
+    def everything(manifest: Manifest) -> list[Sent]:
+        rollout = manifest.pipeline.spec.rollout is not None
+        return rendered_objects(manifest) + (serving_sent(manifest) if rollout else [])
+
+    return check_against_cluster(
+        path, targets=targets, kubeconfig=cluster.kubeconfig, context=cluster.context, render=everything
+    )
 
 
 def _render_checks(path: Path, env: str | None, targets: list[str | None], crds: Path | None) -> list[RenderCheck]:

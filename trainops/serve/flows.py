@@ -233,12 +233,33 @@ def next_state(ctx: ServeContext, state: RolloutState, *, full: bool) -> Rollout
     return RolloutState(stable=state.stable, canary=state.canary, step=state.step + 1)
 
 
-def promote(manifest: Manifest, *, full: bool = False, max_attempts: int = 5) -> ActionResult:
+@dataclass(frozen=True)
+class ClusterRead:
+    """The cluster a rollout action may read first (never write): a kubeconfig and context."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+def promote(
+    manifest: Manifest,
+    *,
+    full: bool = False,
+    cluster: ClusterRead | None = None,
+    max_attempts: int = 5,
+) -> ActionResult:
     """Advance the canary one step (with `full`, make it stable). Step by step while
-    rollout.analysis holds is trainops.serve.auto.auto_promote."""
+    rollout.analysis holds is trainops.serve.auto.auto_promote.
+
+    With `cluster`, the Rollout is read first: a canary Argo Rollouts aborted is not promoted
+    (trainops.serve.live.check_promotable)."""
     ctx = serve_context(manifest)
     before, _ = read_state(manifest)
     after = next_state(ctx, before, full=full)
+    if cluster is not None:
+        from trainops.serve.live import check_promotable, read_live
+
+        check_promotable(read_live(manifest, kubeconfig=cluster.kubeconfig, context=cluster.context))
     action = "promote-full" if full else "promote"
     return commit_state(manifest, ctx, action=action, before=before, after=after, max_attempts=max_attempts)
 

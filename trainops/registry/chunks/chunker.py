@@ -34,7 +34,7 @@ SEGMENTS = ("tensors", "whole")  # safetensors files cut at tensor boundaries fi
 DEFAULT_SEGMENTS = "tensors"  # measured: more reuse than "whole" on bench/dedup.py's fine-tune series
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
     offset: int  # in the file
     data: memoryview
