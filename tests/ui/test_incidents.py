@@ -5,12 +5,14 @@ a file:// registry holding incidents written by trainops.faults, as the supervis
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import requests
 from services import free_port
 
+from trainops import clock
 from trainops.faults import incidents as records
 from trainops.faults.incidents import Incident
 from trainops.registry.context import Registries
@@ -21,7 +23,8 @@ from ui.conftest import ServerThread
 HOSTILE = "n<script>x</script>"
 
 
-def _incident(run: str, n: int, fault: str, node: str, at: str) -> Incident:
+def _incident(run: str, n: int, fault: str, node: str, hours_ago: float) -> Incident:
+    at = clock.iso(clock.now() - timedelta(hours=hours_ago))
     return Incident(
         id=f"{run}.{n}",
         pipeline="tiny",
@@ -45,11 +48,11 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     registries = Registries(default_registry=url)
     repo = records.incidents_repository(registries, registry=url, pipeline="tiny")
     written = [
-        _incident("run-a", 1, "nccl-timeout", "gpu-1", "2026-12-04T10:00:00.000Z"),
-        _incident("run-a", 2, "fell-off-bus", "gpu-1", "2026-12-04T11:00:00.000Z"),
-        _incident("run-b", 1, "hang", "gpu-1", "2026-12-04T12:00:00.000Z"),
-        _incident("run-b", 2, "cuda-oom", HOSTILE, "2026-12-04T12:30:00.000Z"),
-        _incident("run-b", 3, "nvlink", "gpu-2", "2026-12-01T12:30:00.000Z"),
+        _incident("run-a", 1, "nccl-timeout", "gpu-1", 5),
+        _incident("run-a", 2, "fell-off-bus", "gpu-1", 4),
+        _incident("run-b", 1, "hang", "gpu-1", 3),
+        _incident("run-b", 2, "cuda-oom", HOSTILE, 2.5),
+        _incident("run-b", 3, "nvlink", "gpu-2", 72),
     ]
     for item in written:
         records.save(registries, repository=repo, incident=item)

@@ -124,17 +124,19 @@ def ls_cmd(checkpoint: str | None, file: str | None, env: str | None, insecure: 
     if not entries:
         click.echo(f"no evaluation of {found.ref}")
         return
+    from rich import box
     from rich.table import Table
 
     from trainops.cli.output import console
+    from trainops.clock import display
 
     click.echo(f"evaluations of {found.ref}")
-    table = Table()
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("ended", "verdict", "metrics", "report"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold", no_wrap=column in ("ended", "report"))
     for e in entries:
         metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(e.report.metrics.items()))
-        table.add_row(e.report.ended, "passed" if e.report.passed else "FAILED", metrics, e.digest[:19])
+        table.add_row(display(e.report.ended), "passed" if e.report.passed else "FAILED", metrics, e.digest[:19])
     console().print(table)
 
 

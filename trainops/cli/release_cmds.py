@@ -98,16 +98,19 @@ def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, 
     if not infos:
         click.echo(f"no release in {repository.repo_url}")
         return
+    from rich import box
     from rich.table import Table
 
     from trainops.cli.output import console
+    from trainops.clock import display
 
-    table = Table(title=repository.repo_url)
+    click.echo(repository.repo_url)  # on a line of its own: never folded mid-name
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("version", "size", "created", "gates", "digest"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold", no_wrap=column in ("created", "digest"))
     for i in infos:
         gates = "FORCED" if i.forced else ("passed" if i.eval else "-")
-        table.add_row(i.version or "", format_size(i.size), i.created or "", gates, i.digest[:19])
+        table.add_row(i.version or "", format_size(i.size), display(i.created), gates, i.digest[:19])
     console().print(table)
 
 

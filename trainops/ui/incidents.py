@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from trainops.registry import media
 from trainops.ui.models import IncidentList, IncidentRow, NodeIncidents
@@ -50,9 +50,8 @@ def _nodes(rows: list[IncidentRow], *, threshold: int, window: timedelta) -> lis
     out = []
     for node in sorted({r.node for r in rows if r.node}):
         mine = [r for r in rows if r.node == node]
-        times = [t for t in (_moment(r.detected) for r in mine) if t is not None]
-        newest = max(times) if times else None
-        recent = sum(1 for t in times if newest is not None and t >= newest - window)
+        since = datetime.now(timezone.utc) - window
+        recent = sum(1 for t in (_moment(r.detected) for r in mine) if t is not None and t >= since)
         faults = sorted({r.fault for r in mine})
         out.append(
             NodeIncidents(node=node, incidents=len(mine), in_window=recent, faults=faults, flagged=recent >= threshold)

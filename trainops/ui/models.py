@@ -222,7 +222,7 @@ class IncidentRow(StrictModel):
 class NodeIncidents(StrictModel):
     node: str
     incidents: int
-    in_window: int = Field(description="Incidents within the drain window before the newest one.")
+    in_window: int = Field(description="Incidents within the drain window before now.")
     faults: list[str]
     flagged: bool = Field(description="In-window incidents reached the drain threshold.")
 
