@@ -142,6 +142,13 @@ build_volcano() {
     have "${want[@]}" && return 0
     local dir="$cache/src/volcano"
     wrapper "$dir" volcano.sh/volcano "$version"
+    # Volcano's own go.mod takes volcano.sh/apis from its repository's staging/ directory,
+    # and the module proxy serves no volcano.sh/apis (403): point TRAINOPS_VOLCANO_APIS at
+    # that directory of a volcano-sh/volcano checkout at the same tag.
+    if [ -n "${TRAINOPS_VOLCANO_APIS:-}" ]; then
+        [ -f "$TRAINOPS_VOLCANO_APIS/go.mod" ] || { log "TRAINOPS_VOLCANO_APIS=$TRAINOPS_VOLCANO_APIS has no go.mod"; return 1; }
+        (cd "$dir" && go mod edit "-replace=volcano.sh/apis=$TRAINOPS_VOLCANO_APIS")
+    fi
     local ld="-X volcano.sh/volcano/pkg/version.Version=$version"
     build "$dir" "$version" "$ld" volcano.sh/volcano/cmd/scheduler \
         volcano.sh/volcano/cmd/controller-manager volcano.sh/volcano/cmd/webhook-manager
@@ -167,10 +174,12 @@ build_lws() {
     mv "$bin/cmd-$version" "$bin/lws-$version"
 }
 
-# Order: what the simulated cluster needs first. Optional ones may fail without failing the
-# script (their tests say what is missing); required ones fail it.
-components=(etcd kubernetes kwok volcano kueue jobset lws)
-optional=" jobset lws "
+# Order: what the simulated cluster needs first. Required ones fail the script; the others
+# may fail without failing it (the tests that need them fail, naming this script):
+#   volcano  the module proxy serves no volcano.sh/apis (403): needs TRAINOPS_VOLCANO_APIS
+#   lws      the module proxy serves no sigs.k8s.io/lws (403)
+components=(etcd kubernetes kwok volcano jobset kueue lws)
+optional=" volcano jobset kueue lws "
 
 selected=("$@")
 [ "${#selected[@]}" -gt 0 ] || selected=("${components[@]}")

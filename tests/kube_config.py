@@ -130,7 +130,6 @@ def _kwok_documents() -> list[dict[str, Any]]:
     ready_cond = '.status.conditions.[] | select( .type == "Ready" ) | .status'
     exit_key = f'.metadata.annotations["{EXIT_ANNOTATION}"]'
     docs = [
-        {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration", "options": {}},
         stage(
             "node-ready",
             "Node",
