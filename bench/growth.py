@@ -1,6 +1,6 @@
 """How the cost of push and pull grows: time and peak memory at 1, 10 and 100 files and at
-16 MiB, 256 MiB and 1 GiB in all, on oci:// (a Distribution registry on a free loopback
-port) or file://.
+16 MiB, 256 MiB and 1 GiB in all, plain and (one file) chunked (`--dedup chunks`), on
+oci:// (a Distribution registry on a free loopback port) or file://.
 
 Each cell pushes a fresh directory of random files (the total split evenly among them) with
 a cold digest cache, then pulls it into an empty directory (every byte verified), each as
@@ -43,6 +43,7 @@ class Cell:
     push_rss_mb: float
     pull_seconds: float
     pull_rss_mb: float
+    dedup: str = "off"  # chunks: pushed with --dedup chunks, pulled by rebuilding from packs
 
     @property
     def push_mib_s(self) -> float:
@@ -76,17 +77,17 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return round(elapsed, 3), round(peak_kb / 1024, 1)
 
 
-def cell(work: Path, registry: str, files: int, total_mib: int, env: dict[str, str]) -> Cell:
-    name = f"c{files}x{total_mib}"
+def cell(work: Path, registry: str, files: int, total_mib: int, env: dict[str, str], dedup: str = "off") -> Cell:
+    name = f"c{files}x{total_mib}{'-chunked' if dedup != 'off' else ''}"
     src = work / name
     make_tree(src, files, total_mib * MIB)
     cli = [PY, "-m", "trainops.cli.main"]
     shutil.rmtree(env["TRAINOPS_CACHE_DIR"], ignore_errors=True)  # cold: every file is hashed
-    push = run([*cli, "push", str(src), f"{registry}/growth/{name}:v1", "-o", "json"], env)
+    push = run([*cli, "push", str(src), f"{registry}/growth/{name}:v1", "-o", "json", "--dedup", dedup], env)
     pull = run([*cli, "pull", f"{registry}/growth/{name}:v1", str(work / f"{name}-out"), "-o", "json"], env)
     shutil.rmtree(src)
     shutil.rmtree(work / f"{name}-out")
-    return Cell(files, total_mib, push[0], push[1], pull[0], pull[1])
+    return Cell(files, total_mib, push[0], push[1], pull[0], pull[1], dedup)
 
 
 def main() -> None:
@@ -109,11 +110,12 @@ def main() -> None:
             registry = f"file://{work / 'registry'}"
         try:
             for total in sizes:
-                for files in counts:
-                    c = cell(work, registry, files, total, env)
+                for files, dedup in [*((n, "off") for n in counts), (1, "chunks")]:
+                    c = cell(work, registry, files, total, env, dedup)
                     cells.append(c)
                     print(
-                        f"{files:4} files {total:5} MiB  push {c.push_seconds:6.2f}s {c.push_rss_mb:5.0f} MB"
+                        f"{files:4} files {total:5} MiB{' chunked' if dedup != 'off' else '        '}"
+                        f"  push {c.push_seconds:6.2f}s {c.push_rss_mb:5.0f} MB"
                         f"  pull {c.pull_seconds:6.2f}s {c.pull_rss_mb:5.0f} MB",
                         flush=True,
                     )

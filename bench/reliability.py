@@ -138,20 +138,21 @@ def visible_and_whole(ref: str, source: Path, env: Env) -> bool | None:
     return whole
 
 
-def push_trials(env: Env, source: Path, trials: int, rng: random.Random) -> Row:
-    row = Row(env.registry.split(":")[0], "push")
+def push_trials(env: Env, source: Path, trials: int, rng: random.Random, *, chunked: bool = False) -> Row:
+    row = Row(env.registry.split(":")[0], "push (chunked)" if chunked else "push")
+    flags = ["--dedup", "chunks"] if chunked else []
     repo = f"{env.registry}/kill-push-{uuid.uuid4().hex[:6]}"
-    full = timed(["push", str(source), f"{repo}:warm", "-o", "json"], env.env)
+    full = timed(["push", str(source), f"{repo}:warm", "-o", "json", *flags], env.env)
     for i in range(trials):
         data = fresh(env, "src")
         shutil.copytree(source, data)
         (data / "shard-00.bin").write_bytes(os.urandom((data / "shard-00.bin").stat().st_size))  # new content
         ref = f"{repo}:t{i}"
         row.trials += 1
-        killed_at(["push", str(data), ref], env.env, rng.uniform(0.05, full))
+        killed_at(["push", str(data), ref, *flags], env.env, rng.uniform(0.05, full))
         if visible_and_whole(ref, data, env) is False:
             row.partial_visible += 1
-        again = cli(["push", str(data), ref, "-o", "json"], env.env)
+        again = cli(["push", str(data), ref, "-o", "json", *flags], env.env)
         if again.returncode == 0 and visible_and_whole(ref, data, env):
             row.completed += 1
             report = json.loads(again.stdout)
@@ -163,10 +164,10 @@ def push_trials(env: Env, source: Path, trials: int, rng: random.Random) -> Row:
     return row
 
 
-def pull_trials(env: Env, source: Path, trials: int, rng: random.Random) -> Row:
-    row = Row(env.registry.split(":")[0], "pull")
+def pull_trials(env: Env, source: Path, trials: int, rng: random.Random, *, chunked: bool = False) -> Row:
+    row = Row(env.registry.split(":")[0], "pull (chunked)" if chunked else "pull")
     ref = f"{env.registry}/kill-pull-{uuid.uuid4().hex[:6]}:v1"
-    timed(["push", str(source), ref], env.env)
+    timed(["push", str(source), ref, *(["--dedup", "chunks"] if chunked else [])], env.env)
     full = timed(["pull", ref, str(fresh(env, "warm-pull"))], env.env)
     for _ in range(trials):
         dest = fresh(env, "pull") / "dest"
@@ -302,6 +303,8 @@ def run_matrix(*, trials: int, files: int, size: int, seed: int, backends: list[
     with tempfile.TemporaryDirectory(prefix="trainops-kill-") as tmp:
         work = Path(tmp)
         source = make_tree(work / "source", files, size)
+        # chunked cells: files of at least 2 MiB (smaller than 1 MiB stay plain layers)
+        big = make_tree(work / "chunked", files, max(size, 2 * MiB))
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         base_env["PYTHONPATH"] = str(ROOT) + os.pathsep + base_env.get("PYTHONPATH", "")
         registry = DistributionRegistry(work / "distribution")
@@ -313,6 +316,8 @@ def run_matrix(*, trials: int, files: int, size: int, seed: int, backends: list[
                     push_trials(env, source, trials, rng),
                     pull_trials(env, source, trials, rng),
                     watch_trials(env, source, max(1, trials // 2), rng),
+                    push_trials(env, big, trials, rng, chunked=True),
+                    pull_trials(env, big, trials, rng, chunked=True),
                 ]
                 if backend == "oci":
                     rows.append(restart_trials(env, source, trials, rng))

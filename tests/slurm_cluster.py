@@ -1,4 +1,8 @@
-"""A one-node Slurm cluster for tests: munged, slurmctld and slurmd under one temp dir.
+"""A Slurm cluster for tests: munged, slurmctld and one slurmd per node under one temp dir.
+
+Several nodes run on this one machine: Debian's slurmd is built with multiple-slurmd
+support, so each node is a `NodeName=… NodeHostname=<this host> Port=…` line and its own
+`slurmd -N <name>` (checked: jobs land on each, `--exclude`, drain and requeue work).
 
 Debian's slurm-wlm 22.05 runs as root without systemd. Everything lives under the cluster's
 directory (config, munge key and socket, state, spool, logs, pid files); the daemons listen
@@ -45,19 +49,20 @@ KillWait=10
 SlurmdTimeout=30
 MpiDefault=none
 StateSaveLocation={dir}/state
-SlurmdSpoolDir={dir}/spool
+SlurmdSpoolDir={dir}/spool/%n
 SlurmctldPidFile={dir}/slurmctld.pid
-SlurmdPidFile={dir}/slurmd.pid
+SlurmdPidFile={dir}/slurmd-%n.pid
 SlurmctldLogFile={dir}/log/slurmctld.log
-SlurmdLogFile={dir}/log/slurmd.log
+SlurmdLogFile={dir}/log/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
-NodeName={host} CPUs={cpus} RealMemory=2000 State=UNKNOWN
-PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
+{node_lines}
+PartitionName=debug Nodes={node_names} Default=YES MaxTime=INFINITE State=UP
 """
+_NODE = "NodeName={name} NodeHostname={host} Port={port} CPUs={cpus} RealMemory=2000 State=UNKNOWN"
 
 
 class _Daemon(_ManagedProcess):
@@ -75,16 +80,21 @@ class _Daemon(_ManagedProcess):
 
 
 class SlurmCluster:
-    """munged + slurmctld + slurmd for this host, under ``directory``; ``.env`` for clients."""
+    """munged + slurmctld + a slurmd per node, under ``directory``; ``.env`` for clients.
 
-    def __init__(self, directory: Path, *, cpus: int | None = None) -> None:
+    The first node is named after this host (``.host``); more nodes (``nodes=N``) are
+    ``<host>-2`` … ``<host>-N``, all on this machine. ``.nodes`` lists them."""
+
+    def __init__(self, directory: Path, *, cpus: int | None = None, nodes: int = 1) -> None:
         self.dir = Path(directory)
         self.host = socket.gethostname().split(".")[0]
         self.cpus = cpus or max(os.cpu_count() or 1, 2)
         self.conf = self.dir / "slurm.conf"
+        self.nodes = [self.host] + [f"{self.host}-{n}" for n in range(2, nodes + 1)]
         self.munged = _Daemon("munged", self.dir / "log" / "munged.out")
         self.slurmctld = _Daemon("slurmctld", self.dir / "log" / "slurmctld.out")
-        self.slurmd = _Daemon("slurmd", self.dir / "log" / "slurmd.out")
+        self.daemons = {name: _Daemon(f"slurmd {name}", self.dir / "log" / f"slurmd-{name}.out") for name in self.nodes}
+        self.slurmd = self.daemons[self.host]
 
     @property
     def env(self) -> dict[str, str]:
@@ -99,20 +109,22 @@ class SlurmCluster:
         return {name: require(name, INSTALL) for name in names}
 
     def _write_config(self) -> None:
-        for sub in ("munge", "state", "spool", "log"):
+        for sub in ("munge", "state", "spool", "log", *(f"spool/{n}" for n in self.nodes)):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         (self.dir / "munge").chmod(0o700)
         key = self.dir / "munge" / "munge.key"
         if not key.exists():
             key.write_bytes(os.urandom(1024))
             key.chmod(0o400)
+        lines = [_NODE.format(name=n, host=self.host, port=free_port(), cpus=self.cpus) for n in self.nodes]
         self.conf.write_text(
             _CONF.format(
                 host=self.host,
                 ctld_port=free_port(),
                 slurmd_port=free_port(),
                 dir=self.dir,
-                cpus=self.cpus,
+                node_lines="\n".join(lines),
+                node_names=",".join(self.nodes),
             )
         )
 
@@ -152,24 +164,35 @@ class SlurmCluster:
         )
         self.start_slurmd()
 
-    def start_slurmd(self) -> None:
-        self.slurmd.spawn([require("slurmd", INSTALL), "-D", "-f", str(self.conf)], self.client_env())
-        self.wait_node_state(("IDLE", "MIXED", "ALLOCATED"), timeout=60)
+    def start_slurmd(self, node: str | None = None) -> None:
+        """Start the slurmd of one node (default: every node) and wait until it is up."""
+        for name in [node] if node else self.nodes:
+            argv = [require("slurmd", INSTALL), "-D", "-N", name, "-f", str(self.conf)]
+            self.daemons[name].spawn(argv, self.client_env())
+        for name in [node] if node else self.nodes:
+            self.wait_node_state(("IDLE", "MIXED", "ALLOCATED"), timeout=60, node=name)
 
-    def stop_slurmd(self) -> None:
-        self.slurmd.stop()
+    def stop_slurmd(self, node: str | None = None) -> None:
+        self.daemons[node or self.host].stop()
 
-    def node_state(self) -> str:
-        out = self.run("sinfo", "-h", "-N", "-n", self.host, "-o", "%T").stdout.strip()
+    def node_state(self, node: str | None = None) -> str:
+        out = self.run("sinfo", "-h", "-N", "-n", node or self.host, "-o", "%T").stdout.strip()
         return out.upper()
 
-    def wait_node_state(self, states: tuple[str, ...], *, timeout: float) -> None:
+    def node_reason(self, node: str) -> str:
+        """The reason a node is drained or down (`sinfo -o %E`), '' if none."""
+        out = self.run("sinfo", "-h", "-N", "-n", node, "-o", "%E").stdout.strip()
+        return "" if out == "none" else out
+
+    def wait_node_state(self, states: tuple[str, ...], *, timeout: float, node: str | None = None) -> None:
+        name = node or self.host
+        daemon = self.daemons[name]
         wait_for(
-            lambda: self.node_state().rstrip("*~#!%$@+-") in states,
+            lambda: self.node_state(name).rstrip("*~#!%$@+-") in states,
             timeout=timeout,
-            what=f"node {self.host} in state {'/'.join(states)}",
-            proc=self.slurmd.proc if self.slurmd.running else None,
-            log_path=self.dir / "log" / "slurmd.log",
+            what=f"node {name} in state {'/'.join(states)}",
+            proc=daemon.proc if daemon.running else None,
+            log_path=self.dir / "log" / f"slurmd-{name}.log",
             interval=0.2,
         )
 
@@ -221,7 +244,7 @@ class SlurmCluster:
 
     def logs(self) -> str:
         parts = []
-        for name in ("slurmctld.log", "slurmd.log"):
+        for name in ("slurmctld.log", *(f"slurmd-{n}.log" for n in self.nodes)):
             tail = log_tail(self.dir / "log" / name, 15)
             if tail:
                 parts.append(f"--- {name} ---\n{tail}")
@@ -231,7 +254,7 @@ class SlurmCluster:
         """Stop every job, then the daemons, each by its own PID (children of this process)."""
         if self.slurmctld.running:
             self.run("scancel", "--full", "--user", str(os.getuid()))
-        for daemon in (self.slurmd, self.slurmctld, self.munged):
+        for daemon in (*self.daemons.values(), self.slurmctld, self.munged):
             daemon.stop()
 
     def __enter__(self) -> SlurmCluster:

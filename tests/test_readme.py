@@ -49,3 +49,30 @@ def test_as_root_without_root_or_sudo_says_what_to_do(tmp_path: Path) -> None:
         check=False,
     )
     assert out.returncode == 1 and "sudo is not installed: run it as root" in out.stderr
+
+
+def _command_rows() -> list[str]:
+    """The first cell of each row of "What works today", as written."""
+    text = (REPO / "README.md").read_text()
+    table = text.split("## What works today", 1)[1].split("\n\n", 2)[1]
+    return [line.split(" | ", 1)[0].lstrip("| ") for line in table.splitlines() if line.startswith("| `trainops")]
+
+
+def test_no_command_is_listed_twice() -> None:
+    seen: dict[str, str] = {}
+    for cell in _command_rows():
+        for usage in re.findall(r"`trainops ([^`]+)`", cell):
+            words = [w for w in usage.split() if not w.startswith(("-", "[")) and w.isascii()]
+            key = " ".join(words[:2]) + "".join(f" {w}" for w in usage.split() if w in ("--local", "--slurm"))
+            assert key not in seen, f"{cell!r} repeats {seen[key]!r}"
+            seen[key] = cell
+
+
+def test_the_dependencies_section_names_every_runtime_dependency() -> None:
+    import tomllib
+
+    section = (REPO / "README.md").read_text().split("## Dependencies", 1)[1].split("\n## ", 1)[0].lower()
+    named = {"pyyaml": "pyyaml", "docker": "docker-py", "gitpython": "gitpython", "jinja2": "jinja2"}
+    for requirement in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]:
+        dist = re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower()
+        assert named.get(dist, dist) in section, f"README Dependencies does not say why {dist} is needed"

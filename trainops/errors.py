@@ -64,7 +64,8 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}:{self.column}"
         text = f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
-        return f"{text} (with --env {self.env})" if self.env else text
+        in_overlay = self.path.startswith(f"environments.{self.env}.")
+        return f"{text} (with --env {self.env})" if self.env and not in_overlay else text
 
     def as_dict(self) -> dict[str, object]:
         return {

@@ -1,4 +1,5 @@
-"""What git says about a working tree: the commit (with -dirty) and its time, for lineage.
+"""What git says about a working tree: the commit (with -dirty) and its time, for lineage;
+and `run_git`, the one way trainops runs the git CLI on a working tree.
 
 This runs the git CLI directly (three quick calls) rather than importing GitPython: it is
 on the path of every `trainops push`, whose start-up time matters.
@@ -6,9 +7,29 @@ on the path of every `trainops push`, whose start-up time matters.
 
 from __future__ import annotations
 
+import os
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+# Variables that tell git which repository to use. A git hook (post-receive in a bare
+# repository sets GIT_DIR=.) passes them to what it runs; `git -C PATH` must find the
+# repository holding PATH, so they are dropped.
+_LOCATING = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
+        "GIT_NAMESPACE",
+        "GIT_QUARANTINE_PATH",
+        "GIT_PREFIX",
+    }
+)
+GIT_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -18,12 +39,33 @@ class GitState:
     remote: str | None
 
 
-def _git(path: Path, *args: str) -> str | None:
+def run_git(path: Path, *args: str, env: Mapping[str, str] | None = None) -> str | None:
+    """git's stdout for `git -C path ARGS`, or None when it fails, times out or is missing.
+    `env` adds variables (an author, say) to the environment, less the repository-locating ones."""
+    environ = {k: v for k, v in os.environ.items() if k not in _LOCATING}
+    environ.update(env or {})
     try:
-        out = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, timeout=30, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(path), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            env=environ,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip() if out.returncode == 0 else None
+    return out.stdout if out.returncode == 0 else None
+
+
+def git_available() -> bool:
+    """Whether the git CLI runs here."""
+    return run_git(Path.cwd(), "--version") is not None
+
+
+def _git(path: Path, *args: str) -> str | None:
+    out = run_git(path, *args)
+    return out.strip() if out is not None else None
 
 
 def git_state(path: Path) -> GitState | None:

@@ -86,7 +86,12 @@ class Backoff:
         return True
 
     def next_delay(self, reason: str, *, retry_after: float | None = None) -> float | None:
-        """As wait, for a caller that sleeps itself (botocore): the wait, logged, or None."""
+        """As wait, for a caller that sleeps itself (botocore): the wait, logged, or None
+        (also at once after Ctrl-C: a cancelled transfer is not retried)."""
+        from trainops.interrupt import cancelled
+
+        if cancelled():
+            return None
         self.failures += 1
         retries = self.policy.attempts - 1
         if self.failures > retries:

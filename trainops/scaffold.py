@@ -1,5 +1,7 @@
-"""`trainops init`: a new project's trainops.yaml, .gitignore, CI workflow and a runnable
-minimal trainer (so `trainops train run --local --env dev` works at once), from templates."""
+"""`trainops init`: a new project's trainops.yaml, .gitignore, .dockerignore, CI workflow and
+a runnable minimal trainer and eval (so init → `train run --local --env dev` → `eval run` →
+`release create` → `rollout start` works at once), from templates; outside a git repository,
+a new one with the scaffold as its first commit (lineage records the commit)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,14 @@ from pathlib import Path
 
 from trainops import __version__
 from trainops.errors import ExistsError, InputError
+from trainops.gitinfo import git_available
 from trainops.templating import render_template
 
 MANIFEST = Path("trainops.yaml")
 GITIGNORE = Path(".gitignore")
+DOCKERIGNORE = Path(".dockerignore")
+# The first commit's author when git has no identity configured (said in the result).
+INIT_AUTHOR = ("trainops init", "trainops-init@localhost")
 WORKFLOW = Path(".github/workflows/trainops.yml")
 GITLAB_CI = Path(".gitlab-ci.yml")
 CI_SYSTEMS = {"github": (WORKFLOW, "project/workflow.yml.j2"), "gitlab": (GITLAB_CI, "project/gitlab-ci.yml.j2")}
@@ -25,6 +31,9 @@ class InitResult:
     directory: Path
     written: list[Path] = field(default_factory=list)
     updated: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)  # files of the user's that init leaves as they are
+    git_commit: str | None = None  # the first commit of the repository init made
+    git_author: str | None = None  # its author when git had none configured
 
 
 def project_name(directory: Path) -> str:
@@ -89,10 +98,70 @@ def init_project(*, directory: Path, name: str | None = None, force: bool = Fals
     if existing and not force:
         names = ", ".join(str(p) for p in existing)
         raise ExistsError(f"refusing to overwrite {names} in {directory}", hint="pass --force to replace them")
+    new_repository = _repository_top(directory) is None
+    if new_repository and not git_available():
+        from trainops.errors import CommandFailedError
+
+        raise CommandFailedError(
+            f"{directory} is not in a git repository and git is not installed to make one",
+            hint="install git (apt-get install git), then run trainops init again",
+        )
     result = InitResult(directory=directory)
     for rel, text in {**files, **trainer}.items():
         _write_atomic(directory / rel, text)
         result.written.append(rel)
+    if (directory / DOCKERIGNORE).exists():
+        result.kept.append(DOCKERIGNORE)
+    else:
+        _write_atomic(directory / DOCKERIGNORE, render_template("project/dockerignore.j2"))
+        result.written.append(DOCKERIGNORE)
+    _gitignore(directory, result)
+    if new_repository:
+        _first_commit(directory, result)
+    return result
+
+
+def _repository_top(directory: Path) -> str | None:
+    """The top of the git repository holding directory (or its nearest existing parent)."""
+    from trainops.gitinfo import run_git
+
+    probe = directory
+    while not probe.exists():
+        probe = probe.parent
+    top = run_git(probe, "rev-parse", "--show-toplevel")
+    return top.strip() if top else None
+
+
+def _first_commit(directory: Path, result: InitResult) -> None:
+    """git init, and the scaffold as the first commit (as `cargo new` and `hatch new` do)."""
+    from trainops.errors import CommandFailedError
+    from trainops.gitinfo import git_user, run_git
+
+    if run_git(directory, "init", "--quiet") is None:
+        raise CommandFailedError(
+            f"git init failed in {directory}", hint="install git, or run `git init` there yourself first"
+        )
+    env: dict[str, str] = {}
+    if git_user(directory) is None:
+        name, email = INIT_AUTHOR
+        env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name}
+        env["GIT_COMMITTER_EMAIL"] = email
+        result.git_author = f"{name} <{email}>"
+    paths = [str(p) for p in [*result.written, *result.updated]]
+    added = run_git(directory, "add", "--", *paths)
+    message = "trainops init: the pipeline's manifest, trainer, eval and CI workflow"
+    committed = added is not None and run_git(directory, "commit", "--quiet", "-m", message, env=env) is not None
+    head = run_git(directory, "rev-parse", "HEAD") if committed else None
+    if not head:
+        raise CommandFailedError(
+            f"git could not make the first commit in {directory}",
+            hint="commit the scaffolded files yourself (git add -A && git commit)",
+        )
+    result.git_commit = head.strip()
+
+
+def _gitignore(directory: Path, result: InitResult) -> None:
+    """The lines trainops needs, added to a .gitignore (never overwritten)."""
     ignore = directory / GITIGNORE
     wanted = render_template("project/gitignore.j2")
     if ignore.exists():
@@ -108,4 +177,3 @@ def init_project(*, directory: Path, name: str | None = None, force: bool = Fals
     else:
         _write_atomic(ignore, wanted)
         result.written.append(GITIGNORE)
-    return result

@@ -39,10 +39,7 @@ def to_data(value: Any) -> Any:
     if hasattr(value, "to_data") and callable(value.to_data):
         return to_data(value.to_data())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            camel(field.name): to_data(getattr(value, field.name))
-            for field in dataclasses.fields(value)
-        }
+        return {camel(field.name): to_data(getattr(value, field.name)) for field in dataclasses.fields(value)}
     if hasattr(value, "model_dump") and callable(value.model_dump):
         return value.model_dump(mode="json", by_alias=True)
     if isinstance(value, Mapping):

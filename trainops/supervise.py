@@ -6,9 +6,11 @@ and on other processes.
   passes SIGTERM and SIGINT on to it, and returns its status as a shell reports it (128+N
   for signal N). With `group`, the command gets its own process group, killed when the
   command ends (nothing it started outlives it) or after `timeout` seconds.
-- `Supervision` adds what the Slurm supervisor needs: more signals passed on as SIGTERM (the
-  time-limit warning SIGUSR1) and a watchdog asked on every tick (hang detection); the
-  `Outcome` says which signal was passed on first and why a watchdog stopped the command.
+- `Supervision` adds what the Slurm supervisor and fault detection need: more signals passed
+  on as SIGTERM (the time-limit warning SIGUSR1), a watchdog asked on every tick (hangs, the
+  faults trainops.faults detects) and a tap on every line the command writes (`on_line`: its
+  output is copied through, line by line, to where it would have gone); the `Outcome` says
+  which signal was passed on first and why a watchdog stopped the command.
 - `stop_when(stop, signals=…, until_pid=…)` sets an Event on SIGTERM/SIGINT (a second
   signal interrupts) or when another process exits (the sidecar's `--until-pid`).
 - `alive(pid)`: whether a process runs (a zombie does not).
@@ -21,6 +23,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -94,10 +97,17 @@ def stop_when(stop: threading.Event, *, signals: bool, until_pid: int | None = N
 
 
 def _start(
-    argv: list[str], *, cwd: Path, env: dict[str, str], stdout: int | IO[Any] | None, what: str, group: bool
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    stdout: int | IO[Any] | None,
+    what: str,
+    group: bool,
+    stderr: int | None = None,
 ) -> Any:
     try:
-        return subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, start_new_session=group)
+        return subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, start_new_session=group)
     except FileNotFoundError:
         raise InputError(f"{what}: {argv[0]!r} not found", hint=f"install it, or fix {what} in trainops.yaml") from None
     except PermissionError:
@@ -113,6 +123,7 @@ class Supervision:
     signals: tuple[int, ...] = ()
     watchdog: Callable[[], str | None] | None = None
     kill_after: float = 30.0
+    on_line: Callable[[str, str], None] | None = None  # each output line and its stream (stdout/stderr)
 
 
 @dataclass(frozen=True)
@@ -142,7 +153,16 @@ def run_command(
     the command ends or after `timeout` seconds, which raises subprocess.TimeoutExpired.
     """
     plan = supervision or Supervision()
-    child = _start(argv, cwd=cwd, env=env, stdout=stdout, what=what, group=group)
+    if plan.on_line is None:
+        child = _start(argv, cwd=cwd, env=env, stdout=stdout, what=what, group=group)
+        readers: list[threading.Thread] = []
+    else:
+        pipe = subprocess.PIPE
+        child = _start(argv, cwd=cwd, env=env, stdout=pipe, stderr=pipe, what=what, group=group)
+        readers = [
+            _reader(child.stdout, stdout, "stdout", plan.on_line),
+            _reader(child.stderr, None, "stderr", plan.on_line),
+        ]
     received: list[str] = []
 
     def signal_child(signum: int) -> None:
@@ -177,7 +197,40 @@ def run_command(
         if child.poll() is None:  # an exception on this thread: do not leave the command running
             child.kill()
             child.wait()
+        for reader in readers:  # the rest of the output; a grandchild holding the pipe is not waited for
+            reader.join(timeout=2.0)
     return Outcome(128 - code if code < 0 else code, received[0] if received else None, watch.stopped)
+
+
+def _reader(
+    pipe: Any, dest: int | IO[Any] | None, stream: str, on_line: Callable[[str, str], None]
+) -> threading.Thread:
+    """A thread that copies the command's output line by line to where it would have gone
+    (dest; None: this process's stdout or stderr) and hands each line to on_line."""
+
+    def write(raw: bytes) -> None:
+        if isinstance(dest, int):
+            os.write(dest, raw)
+            return
+        target = dest if dest is not None else (sys.stdout if stream == "stdout" else sys.stderr)
+        buffer = getattr(target, "buffer", None)
+        if buffer is not None:
+            buffer.write(raw)
+            buffer.flush()
+        else:
+            target.write(raw.decode("utf-8", "replace"))
+            target.flush()
+
+    def copy() -> None:
+        with contextlib.suppress(OSError, ValueError):  # the destination closed: nothing left to copy to
+            for raw in iter(pipe.readline, b""):
+                on_line(raw.decode("utf-8", "replace"), stream)
+                write(raw)
+        pipe.close()
+
+    thread = threading.Thread(target=copy, name=f"output-{stream}", daemon=True)
+    thread.start()
+    return thread
 
 
 class _Watch:

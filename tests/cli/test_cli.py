@@ -318,7 +318,12 @@ def test_plan_of_an_invalid_manifest_exits_3(tmp_path: Path) -> None:
 
 
 def _tree(directory: Path) -> dict[str, bytes]:
-    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+    """The files under directory, less the git repository init makes (its commit ids differ)."""
+    return {
+        p.relative_to(directory).as_posix(): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(directory).parts
+    }
 
 
 def test_init_into_an_empty_directory(tmp_path: Path) -> None:
@@ -333,17 +338,22 @@ def test_init_into_an_empty_directory(tmp_path: Path) -> None:
         "my_model/__init__.py",
         "my_model/train.py",
         "my_model/eval.py",
+        ".dockerignore",
     }
-    assert result.stdout.splitlines() == [
+    head = subprocess.run(["git", "-C", str(target), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    assert result.stdout.splitlines()[:-1] == [
         f"wrote   {target / 'trainops.yaml'}",
         f"wrote   {target / '.github/workflows/trainops.yml'}",
         f"wrote   {target / 'my_model/__init__.py'}",
         f"wrote   {target / 'my_model/train.py'}",
         f"wrote   {target / 'my_model/eval.py'}",
+        f"wrote   {target / '.dockerignore'}",
         f"wrote   {target / '.gitignore'}",
-        f"next: edit {target / 'trainops.yaml'}, then run `trainops validate`; "
-        "`trainops train run --local --env dev` trains here",
+        f"git: a new repository, first commit {head.stdout[:12]}",
     ]
+    assert result.stdout.splitlines()[-1].startswith(f"next (in {target}): trainops train run --local --env dev")
+    tracked = subprocess.run(["git", "-C", str(target), "ls-files"], capture_output=True, text=True, check=True)
+    assert set(tracked.stdout.split()) == set(_tree(target))  # the scaffold is the first commit, whole
     manifest = target / "trainops.yaml"
     assert oct(manifest.stat().st_mode & 0o777) != oct(0o600)  # not private: an editor's mode
     report = check_manifest(manifest)
@@ -367,7 +377,9 @@ def test_init_into_an_empty_directory(tmp_path: Path) -> None:
 
 def test_init_creates_a_missing_directory_and_takes_a_name(tmp_path: Path) -> None:
     target = tmp_path / "a" / "b"
-    result = run("init", str(target), "--name", "llama-ft", "-o", "json")
+    config = write(tmp_path / "gitconfig", "[user]\n\tname = Ada\n\temail = ada@example.com\n")
+    identity = {"GIT_CONFIG_GLOBAL": str(config), "GIT_CONFIG_NOSYSTEM": "1"}
+    result = run("init", str(target), "--name", "llama-ft", "-o", "json", env=identity)
     assert result.code == 0
     assert json.loads(result.stdout) == {
         "directory": str(target),
@@ -377,12 +389,47 @@ def test_init_creates_a_missing_directory_and_takes_a_name(tmp_path: Path) -> No
             "llama_ft/__init__.py",
             "llama_ft/train.py",
             "llama_ft/eval.py",
+            ".dockerignore",
             ".gitignore",
         ],
         "updated": [],
+        "kept": [],
+        "gitCommit": subprocess.run(
+            ["git", "-C", str(target), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip(),
+        "gitAuthor": None,
     }
     document = yaml.safe_load((target / "trainops.yaml").read_text(encoding="utf-8"))
     assert document["metadata"]["name"] == "llama-ft"
+    assert _author(target) == "Ada <ada@example.com>"
+
+
+def test_init_without_a_git_identity_commits_as_trainops_init_and_says_so(tmp_path: Path) -> None:
+    target = tmp_path / "p"
+    no_identity = {"GIT_CONFIG_GLOBAL": str(tmp_path / "none"), "GIT_CONFIG_NOSYSTEM": "1", "EMAIL": None}
+    result = run("init", str(target), env=no_identity)
+    assert result.code == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("git: "))
+    assert line.endswith(" as trainops init <trainops-init@localhost> (set git config user.name/user.email for yours)")
+    assert _author(target) == "trainops init <trainops-init@localhost>"
+
+
+def _author(repository: Path) -> str:
+    log = subprocess.run(
+        ["git", "-C", str(repository), "log", "-1", "--format=%an <%ae>"], capture_output=True, text=True
+    )
+    return log.stdout.strip()
+
+
+def test_init_inside_a_git_repository_makes_no_repository_and_no_commit(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    target = tmp_path / "sub"
+    result = run("init", str(target), "-o", "json")
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["gitCommit"] is None
+    assert not (target / ".git").exists()
+    log = subprocess.run(["git", "-C", str(tmp_path), "log"], capture_output=True, text=True)
+    assert log.returncode != 0  # still no commit: the user's repository is theirs to commit to
 
 
 def test_init_in_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

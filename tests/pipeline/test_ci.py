@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.pipeline.flow import Project, base_manifest, make_project
-from trainops.pipeline.ci import PushRange, classify
+from trainops.pipeline.ci import PushRange, classify, push_range
 from trainops.spec import load_manifest
 
 ROLLOUT = {
@@ -150,3 +150,23 @@ def test_a_range_git_does_not_know_is_one_line(
     assert done.returncode == code
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(message), done.stderr
     assert not (project.root / ".trainops").exists()
+
+
+@pytest.mark.parametrize("null", ["0" * 40, "0" * 64])
+def test_git_null_revisions_mean_a_new_or_a_deleted_branch(project: Project, tmp_path: Path, null: str) -> None:
+    head = project.git("rev-parse", "HEAD")
+    assert push_range(root=project.root, since=null, environ={}) == PushRange(None, head, "--since")
+    assert push_range(root=project.root, since=head, until=null, environ={}) == PushRange(head, None, "--since")
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"before": head, "after": null, "deleted": True}), encoding="utf-8")
+    github = {"GITHUB_ACTIONS": "true", "GITHUB_SHA": head, "GITHUB_EVENT_PATH": str(event)}
+    assert push_range(root=project.root, since=None, environ=github) == PushRange(head, None, "GitHub Actions")
+    deleted = classify(manifest=load_manifest(project.manifest), span=PushRange(head, None, "--since"))
+    assert deleted.start is None
+    assert deleted.reason == f"the branch was deleted (it was at {head[:12]}): nothing runs"
+
+
+def test_a_revision_that_looks_like_an_option_is_refused(project: Project) -> None:
+    done = project.trainops("ci", "--since=--output=/tmp/x")
+    assert done.returncode == 3
+    assert done.stderr.startswith("Error: CI range: --since '--output=/tmp/x' is not a revision")

@@ -68,7 +68,9 @@ def test_first_run_then_everything_cached(project: Project) -> None:
     dry = project.trainops("run", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     lines = {line.split()[0]: line for line in dry.stdout.splitlines() if line.strip()}
-    assert "cached" in lines["train"] and "cached" in lines["checkpoint"]
+    assert lines["train"].count("cached") == 1 and lines["checkpoint"].count("cached") == 1  # said once
+    events = [line for line in dry.stderr.splitlines() if line.startswith("trainops: [train] ")]
+    assert events == [f"trainops: [train] cached: {second['train']['outputs'][0]['ref']}"]
     assert "skipped" in lines["image"]
 
 

@@ -27,6 +27,7 @@ class FaultProxy:
         self.cut_next_body_after: int | None = None
         self.flip_next_blob_byte: int | None = None  # offset in the next blob GET's body
         self.redirect_blobs_to: str | None = None  # a base URL: blob GETs answer 307 there
+        self.strip_range = False  # drop Range headers: a registry that serves only whole blobs
         self.seen: list[tuple[str, str, dict[str, str]]] = []
         self.connections: list[tuple[str, int]] = []  # the client's address of each request
         self.requests = 0
@@ -75,6 +76,8 @@ class FaultProxy:
                     return
                 conn = http.client.HTTPConnection(proxy.upstream, timeout=60)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+                if proxy.strip_range:
+                    headers = {k: v for k, v in headers.items() if k.lower() != "range"}
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()

@@ -25,7 +25,7 @@ import pytest
 from tests.registry.conftest import Target, make_tree
 from trainops.checkpoint.retention import apply_retention
 from trainops.errors import NotFoundError, RemoteError
-from trainops.registry import lease, pulling, store
+from trainops.registry import lease, pulling, removal, store
 from trainops.registry.backends.base import Backend, BlobSource, sha256_digest
 from trainops.registry.context import Registries
 from trainops.registry.gc import collect
@@ -72,7 +72,7 @@ def _garbage(target: Target, tmp_path: Path) -> str:
     """An untagged artifact in team/ckpt: what gc removes when it may; its digest."""
     src = make_tree(tmp_path / "old", {"weights.bin": os.urandom(3000)})
     pushed = store.push(target.registries, source=src, ref=target.registries.ref("team/ckpt:old"), kind="checkpoint")
-    store.remove(target.registries, ref=target.registries.ref("team/ckpt:old"))
+    removal.remove(target.registries, ref=target.registries.ref("team/ckpt:old"))
     return pushed.digest
 
 

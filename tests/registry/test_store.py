@@ -14,7 +14,7 @@ import pytest
 from tests.registry.conftest import Target, make_tree
 from trainops.errors import InputError, NotFoundError, RemoteError
 from trainops.registry import listing as listing_mod
-from trainops.registry import pulling, store
+from trainops.registry import pulling, removal, store
 from trainops.registry.artifact import Lineage
 from trainops.registry.backends.base import ManifestData
 from trainops.registry.context import Registries
@@ -126,17 +126,17 @@ def test_tag_rm_and_missing(target: Target, tmp_path: Path) -> None:
     if target.scheme == "oci":
         # Distribution 2.8 deletes manifests, not tags: removing one of two tags is refused
         with pytest.raises(RemoteError, match="cannot remove tag 'best' alone"):
-            store.remove(reg, ref=reg.ref("m/c:best"))
-        store.remove(reg, ref=reg.ref(f"m/c@{pushed.digest}"))
+            removal.remove(reg, ref=reg.ref("m/c:best"))
+        removal.remove(reg, ref=reg.ref(f"m/c@{pushed.digest}"))
         with pytest.raises(NotFoundError):
             store.resolve(reg, ref=reg.ref("m/c:best"))
         return
-    store.remove(reg, ref=reg.ref("m/c:best"))
+    removal.remove(reg, ref=reg.ref("m/c:best"))
     with pytest.raises(NotFoundError):
         store.resolve(reg, ref=reg.ref("m/c:best"))
     assert store.resolve(reg, ref=reg.ref("m/c:1")).manifest.digest == pushed.digest
     with pytest.raises(InputError):
-        store.remove(reg, ref=reg.ref("m/c"))
+        removal.remove(reg, ref=reg.ref("m/c"))
 
 
 def test_copy_to_and_from_a_local_registry_keeps_digests(target: Target, tmp_path: Path) -> None:

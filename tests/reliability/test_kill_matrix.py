@@ -1,8 +1,9 @@
 """The kill matrix of bench/reliability.py in its smallest form: one trial per cell.
 
-trainops is SIGKILLed at a random moment of a push, a pull, a `ckpt watch` and a `train
-submit` on every backend, and the registry is restarted in the middle of a push; after a
-re-run every operation has completed, and no reader ever saw a partial artifact or commit.
+trainops is SIGKILLed at a random moment of a push, a pull (both plain and chunked,
+`--dedup chunks`), a `ckpt watch` and a `train submit` on every backend, and the registry
+is restarted in the middle of a push; after a re-run every operation has completed, and no
+reader ever saw a partial artifact or commit.
 The full matrix (more trials, larger artifacts) writes docs/reliability.md.
 """
 
@@ -35,6 +36,7 @@ def test_every_operation_survives_a_sigkill_and_completes_on_rerun() -> None:
     cells = {(r.backend, r.operation) for r in rows}
     assert {("file", "push"), ("oci", "pull"), ("s3", "ckpt watch"), ("git", "train submit")} <= cells
     assert ("oci", "push across a registry restart") in cells
+    assert {(b, op) for b in ("file", "oci", "s3") for op in ("push (chunked)", "pull (chunked)")} <= cells
     for row in rows:
         assert row.trials >= 1
         assert row.partial_visible == 0, f"seed {seed}: {row}"

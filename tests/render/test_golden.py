@@ -19,6 +19,15 @@ GOLDEN = REPO / "tests" / "golden" / "render"
 UPDATE = os.environ.get("TRAINOPS_UPDATE_GOLDEN") == "1"
 
 KUEUE_TOPOLOGY = {"mode": "hard", "highestTierAllowed": None, "level": "cloud.provider.com/topology-block"}
+FABRIC = {
+    "name": "gpu-fabric",
+    "nodeLabels": {"node.trainops.dev/pool": "gpu"},
+    "tiers": [
+        {"name": "rack", "nodeLabel": "topology.trainops.dev/rack"},
+        {"name": "spine", "nodeLabel": "topology.trainops.dev/spine"},
+    ],
+    "domains": {"spine-0": {"rack-0": {}, "rack-1": {}}, "spine-1": {"rack-2": {}}},
+}
 CASES: dict[str, dict[str, Any]] = {
     # The example as written: Volcano Job + a Volcano Queue for the tenant.
     "volcano": {},
@@ -56,6 +65,19 @@ CASES: dict[str, dict[str, Any]] = {
                 },
                 {"name": "batch", "namespaces": ["batch"], "gpus": {"capability": 64}, "flavor": "h100"},
             ],
+        }
+    },
+    # A cluster topology declared once (racks under spines): Volcano HyperNodes, and the job
+    # kept inside one rack (networkTopology highestTierAllowed 1).
+    "volcano-topology": {"spec": {"cluster": {"topology": FABRIC}}},
+    # The same topology under Kueue: a Topology and its ResourceFlavor (the tenant's quota is in
+    # it), and highestTierAllowed 1 becomes the rack label as the required topology.
+    "kueue-topology": {
+        "spec": {
+            "cluster": {"topology": FABRIC},
+            "train": {"scheduler": "kueue"},
+            "tenants": [{"name": "research", "namespaces": ["tiny-llm"], "gpus": {"deserved": 128}}],
+            "patches": None,
         }
     },
     # Kubeflow PyTorchJob, elastic between 2 and 8 nodes, on S3.

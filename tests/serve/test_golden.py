@@ -24,6 +24,8 @@ GATEWAY = {"gateway": {"name": "inference", "namespace": "gateway"}}
 CASES: dict[str, dict[str, Any]] = {
     # the example as written: Argo Rollouts through the Gateway API plugin, A/B by header, analysis
     "vllm-argo-rollouts": rollout({}),
+    # the init container checks the release's signature with a key from a ConfigMap first
+    "vllm-argo-rollouts-signed": rollout({"verifySignature": {"configMap": "release-signing", "key": "release.pub"}}),
     "sglang-argo-rollouts": rollout({"engine": "sglang", **NO_AB, "metrics": "annotations"}),
     "vllm-gateway-api": rollout({"traffic": "gateway-api", **GATEWAY}),
     "sglang-gateway-api": rollout({"engine": "sglang", "traffic": "gateway-api", **GATEWAY, "abTest": None}),

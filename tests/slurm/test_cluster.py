@@ -15,3 +15,12 @@ def test_sbatch_runs_a_job(slurm: SlurmCluster, tmp_path: Path) -> None:
     info = slurm.wait_job(job_id, ("COMPLETED", "FAILED"), timeout=60)
     assert info["JobState"] == "COMPLETED", info
     assert (tmp_path / f"out-{job_id}.txt").read_text().strip() == f"hello from {job_id} on {slurm.host}"
+
+
+def test_several_nodes_on_one_machine(slurm_nodes: SlurmCluster) -> None:
+    """Each node is its own slurmd; a job lands on the node asked for and avoids an excluded one."""
+    out = slurm_nodes.run("srun", f"--nodelist={slurm_nodes.nodes[1]}", "printenv", "SLURMD_NODENAME", check=True)
+    assert out.stdout.strip() == slurm_nodes.nodes[1]
+    excluded = ",".join(slurm_nodes.nodes[:2])
+    out = slurm_nodes.run("srun", f"--exclude={excluded}", "printenv", "SLURMD_NODENAME", check=True)
+    assert out.stdout.strip() == slurm_nodes.nodes[2]

@@ -130,30 +130,31 @@ def test_node_failure_requeues_and_resumes_from_the_registry(project: Path, slur
     assert resumed_from(project, 2000) == "resumed-from"
 
 
-def test_hang_is_killed_requeued_then_fails_after_max_retry(project: Path, slurm: SlurmCluster) -> None:
+def test_hang_is_killed_restarted_in_place_then_fails_after_max_retry(project: Path, slurm: SlurmCluster) -> None:
     overlay(
         project,
         "hang",
         {
             "command": ["sh", "-c", "echo trainer started; sleep 600"],
             "faultTolerance": {"hangTimeout": "4s", "maxRetry": 1},
+            "faults": {"killAfter": "5s"},
             "checkpoint": {"gracePeriod": "5s", "layout": "trainops"},
         },
     )
     data = submit(project, "hang")
     job, run_id = str(data["jobId"]), str(data["runId"])
     started = time.monotonic()
-    start_again(slurm, job, restarts=1)
-    assert "hang 1 of at most 1" in slurm.job(job).get("Comment", "")
     info = slurm.wait_job(job, DONE, timeout=180)
     assert info["JobState"] == "FAILED"
     assert info["ExitCode"].startswith("9:"), logs(project, run_id)[-3000:]  # CommandFailedError
-    assert "hung 2 times" in info.get("Comment", "")
-    assert time.monotonic() - started < 170
-    status = run("train", "status", run_id, "-f", str(project / "trainops.yaml"), "-o", "json")
-    assert "faultTolerance.maxRetry is 1" in json.loads(status.stdout)["comment"]
+    assert info["Restarts"] == "0"  # restarted inside the allocation, not through the scheduler
+    assert "faultTolerance.maxRetry is 1" in info.get("Comment", "")
+    assert time.monotonic() - started < 120
+    status = run("train", "status", run_id, "-f", str(project / "trainops.yaml"), "--env", "hang", "-o", "json")
+    assert "hang" in json.loads(status.stdout)["comment"]
     text = logs(project, run_id)
     assert text.count("trainer started") == 2, text[-3000:]
+    assert "restarting in place" in text, text[-3000:]
 
 
 def test_a_heartbeat_keeps_a_slow_trainer_alive(project: Path, slurm: SlurmCluster) -> None:

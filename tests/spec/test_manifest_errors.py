@@ -56,7 +56,7 @@ CASES = [
         "spec:\n  release:\n    source: m:1\n    zzz: 1\n",
         (
             "8:5: spec.release.zzz: unknown field 'zzz'; allowed: annotations, exclude, "
-            "export, include, repository, requireGates, source, tag",
+            "export, include, repository, requireGates, signing, source, tag",
         ),
     ),
     Case(
@@ -480,9 +480,8 @@ def test_error_in_an_overlay_points_at_the_overlay_line(manifest: WriteManifest)
     typos = "      nodes: eight\n      gpusPerNod: 8\n"
     path = manifest(OVERLAID.replace("      nodes: 8\n", typos))
     expected = [
-        f"{path}:18:14: spec.train.nodes: should be a valid integer (got 'eight') (with --env prod)",
-        f"{path}:19:7: spec.train.gpusPerNod: unknown field 'gpusPerNod'; did you mean "
-        "'gpusPerNode'? (with --env prod)",
+        f"{path}:18:14: environments.prod.train.nodes: should be a valid integer (got 'eight')",
+        f"{path}:19:7: environments.prod.train.gpusPerNod: unknown field 'gpusPerNod'; did you mean 'gpusPerNode'?",
     ]
     assert [str(p) for p in check_manifest(path, env="prod").problems] == expected
     # Without --env every environment is checked, so the same problems are found.
@@ -499,8 +498,8 @@ def test_error_in_an_overlay_points_at_the_overlay_line(manifest: WriteManifest)
 def test_cross_field_error_made_by_an_overlay(manifest: WriteManifest) -> None:
     path = manifest(OVERLAID.replace("scheduler: local, nodes: 1", "scheduler: local"))
     assert [str(p) for p in check_manifest(path).problems] == [
-        f"{path}:23:5: spec.train: the local scheduler runs one node: set nodes: 1 or pick a "
-        "cluster scheduler (with --env dev)"
+        f"{path}:23:5: environments.dev.train: the local scheduler runs one node: set nodes: 1 or pick a "
+        "cluster scheduler"
     ]
 
 
@@ -549,7 +548,7 @@ def test_unknown_env_is_not_found_with_did_you_mean(manifest: WriteManifest) -> 
 def test_env_overlay_error_reaches_trainops_validate_with_env(manifest: WriteManifest) -> None:
     path = manifest(OVERLAID.replace("      nodes: 8\n", "      nodes: 0\n"))
     code, out, err = _run_validate(path)
-    message = f"{path}:18:14: spec.train.nodes: should be greater than or equal to 1 (got 0) (with --env prod)"
+    message = f"{path}:18:14: environments.prod.train.nodes: should be greater than or equal to 1 (got 0)"
     assert (code, out, err.splitlines()) == (3, "", [f"Error: {message}{AGAIN}"])
     code, out, err = _run_cli("validate", "-f", str(path), "--env", "dev")
     assert (code, out, err) == (0, f"{path} is valid; environments checked: dev\n", "")

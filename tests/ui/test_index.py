@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from trainops.registry.context import Registries
-from trainops.registry.store import push, remove, tag
+from trainops.registry.removal import remove
+from trainops.registry.store import push, tag
 from trainops.ui import graph, queries
 from trainops.ui.index import Index, natural_key, refresh
 from ui.helpers import COMMIT, STEPS, fill

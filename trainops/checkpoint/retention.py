@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from trainops.checkpoint.catalog import KIND, STEP_TAG, CheckpointInfo, info_of, ranked, tagged
 from trainops.errors import NotFoundError, RemoteError
-from trainops.registry import store, tombstone
+from trainops.registry import removal, tombstone
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.spec.stages import Retention
@@ -73,7 +73,7 @@ def apply_retention(
             registries, repository=repository, parsed=parsed_of[info.digest], shown=str(repository.with_tag(info.tag))
         )
         try:
-            store.remove(registries, ref=repository.with_tag(info.tag))
+            removal.remove(registries, ref=repository.with_tag(info.tag))
         except NotFoundError:
             continue  # another process removed it first
         except RemoteError:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from trainops.checkpoint.catalog import A_LAYOUT, A_NAME, require_repository
 from trainops.checkpoint.layouts import LAYOUT_NAMES, Found, Layout, get_layout, resolve_layout
@@ -52,6 +52,9 @@ from trainops.registry.digestcache import DigestCache
 from trainops.registry.reference import Reference
 from trainops.spec.stages import Retention
 
+if TYPE_CHECKING:
+    from trainops.signing.signer import Signer
+
 
 @dataclass(frozen=True)
 class PushedCheckpoint:
@@ -74,6 +77,9 @@ class WatchConfig:
     interval: float = 10.0  # seconds between scans
     settle: float = 5.0  # seconds a checkpoint without a commit marker must be unchanged
     drain: float = 0.0  # after stop: seconds to keep scanning while a checkpoint is being written
+    dedup: str = "off"  # chunks: the chunked form (train.checkpoint.dedup)
+    provenance: bool = False  # attach SLSA provenance to every push (release.signing.checkpoints)
+    signer: Signer | None = None  # signs it (and a model signature) when release.signing has a key
 
 
 EventKind = Literal["pushed", "adopted", "removed", "skipped", "error"]
@@ -122,6 +128,7 @@ class Watcher:
         self.config = config
         self.directory = config.directory.absolute()
         self.resumed_from: Parent | None = None  # known after the first scan
+        self.resumed_step: int | None = None  # the step of the newest complete checkpoint at start-up
         self._progress = progress
         self._on_event = on_event
         self._layout: Layout | None = None
@@ -223,6 +230,7 @@ class Watcher:
         if startup:
             self._started = True
             self.resumed_from = self._resume_point(newest_complete, records, restored)
+            self.resumed_step = newest_complete.step if newest_complete is not None else None
         if self.config.keep is not None and (pushed or startup):
             self._retain(self.config.keep)
         if errors:
@@ -335,6 +343,7 @@ class Watcher:
                 annotations={A_NAME: found.name, A_LAYOUT: layout.name},
                 progress=self._progress,
                 cache=self._cache,
+                dedup=self.config.dedup,
             )
         except (InputError, OSError):
             self._recheck(found.path, fp)  # changed or vanished while it was sent: transient
@@ -343,9 +352,19 @@ class Watcher:
         # push changes it, so the next scan pushes the checkpoint again, whole.
         self._remember(records, found, layout, fp, result.digest, self.config.run_id)
         self._last_digest = result.digest
+        if self.config.provenance:
+            self._attest(result.ref)
         pushed = PushedCheckpoint(found.name, found.step, result.digest, str(result.ref), parent, result.bytes_sent)
         self._emit("pushed", f"{found.name} → {result.ref}", pushed)
         return pushed
+
+    def _attest(self, ref: Reference) -> None:
+        """SLSA provenance (signed, with a model signature, when there is a signer) for a pushed checkpoint."""
+        from trainops.clock import now_utc
+        from trainops.signing.attest import attest
+
+        found = store.resolve(self.registries, ref=ref)
+        attest(self.registries, found=found, signer=self.config.signer, created=now_utc())
 
     def _recheck(self, path: Path, fp: Fingerprint) -> None:
         try:
@@ -386,7 +405,9 @@ class Watcher:
         return record
 
     def _same_files(self, existing: ParsedManifest, path: Path) -> bool:
-        theirs = {existing.file_path(layer, i): layer.digest for i, layer in enumerate(existing.layers)}
+        from trainops.registry.chunks.index import files_of
+
+        theirs = {view.path: view.digest for view in files_of(existing, existing.digest[:19])}
         try:
             files = scan_tree(path)
             if len(files) != len(theirs):

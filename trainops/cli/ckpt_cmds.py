@@ -127,6 +127,12 @@ def ckpt() -> None:
 @click.option("--repository", "repository", default=None, metavar="REPO", help=f"Where to push [env {REPOSITORY_ENV}].")
 @click.option("--run-id", default=None, help=f"Run id recorded in each checkpoint's lineage [env {RUN_ID_ENV}].")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None, help="Checkpoint layout (default: auto).")
+@click.option(
+    "--dedup",
+    type=click.Choice(["off", "chunks"]),
+    default=None,
+    help="chunks: push in the chunked form, sending only new chunks (default: train.checkpoint.dedup, else off).",
+)
 @_retention_options
 @click.option("--interval", default="10s", show_default=True, help="Time between scans.")
 @click.option("--settle", default="5s", show_default=True, help="Quiet time before a marker-less checkpoint counts.")
@@ -150,6 +156,7 @@ def watch(
     repository: str | None,
     run_id: str | None,
     layout: str | None,
+    dedup: str | None,
     keep_last: int | None,
     keep_best: int | None,
     metric: str | None,
@@ -190,6 +197,7 @@ def watch(
             repository=repository,
             run_id=run_id,
             layout=layout,
+            dedup=dedup,
             keep=(keep_last, keep_best, metric, mode),
             timing=(_seconds(interval, "--interval"), _seconds(settle, "--settle"), _seconds(drain, "--drain")),
             image_digest=image_digest,
@@ -206,6 +214,7 @@ def _watch(
     repository: str | None,
     run_id: str | None,
     layout: str | None,
+    dedup: str | None,
     keep: tuple[int | None, int | None, str | None, str | None],
     timing: tuple[float, float, float],
     image_digest: str | None,
@@ -217,6 +226,7 @@ def _watch(
     from trainops.checkpoint import WatchConfig, Watcher
     from trainops.cli.progress import transfer_progress
     from trainops.errors import RemoteError, UsageError
+    from trainops.signing.attest import checkpoint_attestation
 
     run_id = run_id or os.environ.get(RUN_ID_ENV) or None
     if not run_id:
@@ -235,7 +245,9 @@ def _watch(
             interval=timing[0],
             settle=timing[1],
             drain=timing[2],
+            dedup=dedup or (policy.dedup if policy is not None else "off"),
         )
+        config.provenance, config.signer = checkpoint_attestation(ctx.manifest)
         with transfer_progress(once and output == "text") as progress:
             watcher = Watcher(ctx.registries, config, progress=progress if once else None, on_event=_printer(output))
             if once:

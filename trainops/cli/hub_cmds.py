@@ -73,9 +73,12 @@ def import_cmd(
                 "revision": result.revision,
                 "commit": result.commit,
                 "snapshot": str(result.snapshot),
+                "signature": result.signature,
             }
         )
         return
+    if result.signature:
+        click.echo(f"kept its model signature (model.sig) as {result.signature}", err=True)
     click.echo(
         f"imported {result.repo_id}@{result.commit or result.revision or 'unknown revision'}: "
         f"{pushed.files} file(s), {format_size(pushed.bytes_total)} "

@@ -15,6 +15,7 @@ from trainops.cli import (
     eval_cmds,
     hub_cmds,
     image_cmds,
+    incident_cmds,
     manifest_cmds,
     project_cmds,
     registry_cmds,
@@ -26,6 +27,7 @@ from trainops.cli import (
 )
 from trainops.cli.output import add_verbose
 from trainops.errors import TrainopsError
+from trainops.interrupt import Interrupted
 
 DEBUG_ENV = "TRAINOPS_DEBUG"
 
@@ -71,6 +73,7 @@ for _command in (
     *registry_cmds.COMMANDS,
     *image_cmds.COMMANDS,
     *train_cmds.COMMANDS,
+    *incident_cmds.COMMANDS,
     *ckpt_cmds.COMMANDS,
     *run_cmds.COMMANDS,
     *eval_cmds.COMMANDS,
@@ -98,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(stop.exit_code)
     except click.ClickException as err:
         err.show()
+        return err.exit_code
+    except Interrupted as err:  # Ctrl-C in a transfer: what was left, and how to resume
+        click.echo(f"Interrupted: {err}", err=True)
         return err.exit_code
     except TrainopsError as err:
         if _debug():

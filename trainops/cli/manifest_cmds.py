@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import console, echo_json, manifest_options, output_option
+from trainops.cli.output import console, echo_json, kubeconfig_options, manifest_options, output_option
 
 
 @click.command()
@@ -26,21 +26,47 @@ from trainops.cli.output import console, echo_json, manifest_options, output_opt
     metavar="DIR",
     help="CRD YAML files to check against instead of the vendored ones (implies --render).",
 )
+@click.option(
+    "--cluster",
+    "cluster",
+    is_flag=True,
+    help="Also ask the cluster of the kubeconfig (implies --render; --kubeconfig implies it too).",
+)
+@kubeconfig_options
 @output_option
-def validate(file: str, env: str | None, render: bool, crds: Path | None, output: str) -> None:
+def validate(
+    file: str,
+    env: str | None,
+    render: bool,
+    crds: Path | None,
+    cluster: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    output: str,
+) -> None:
     """Check trainops.yaml and every environment overlay; report all problems at once.
 
     With --render, render what each environment would deploy (a placeholder image digest
     stands in for the one a build makes) and check every object strictly against the
     upstream CRDs: a field the API server would drop is a problem. With spec.rollout, the
     serving objects too (a placeholder release, served as stable and as a canary).
+
+    With --kubeconfig FILE (or --cluster, for $KUBECONFIG or ~/.kube/config) the cluster is
+    asked too, read-only: every object is sent as a server-side apply with dryRun=All and
+    fieldValidation=Strict (nothing is stored), and spec.cluster.topology is checked against
+    the nodes' labels. Each refusal is reported at the manifest field the object came from.
     """
     from trainops.errors import InputError, ManifestError
+    from trainops.serialize import to_data
     from trainops.spec import check_manifest
 
+    ask = cluster or kubeconfig is not None or context is not None
+    render = render or ask
     report = check_manifest(Path(file), env=env)
     checks = _render_checks(Path(file), env, report.environments, crds) if report.ok and (render or crds) else []
     render_problems = [p for check in checks for p in check.problems]
+    asked = _cluster_checks(Path(file), env, report.environments, kubeconfig, context) if report.ok and ask else []
+    render_problems += [p for check in asked for p in check.problems]
     if output == "json":
         data: dict[str, object] = {
             "file": file,
@@ -50,6 +76,8 @@ def validate(file: str, env: str | None, render: bool, crds: Path | None, output
         }
         if render or crds:
             data["render"] = [check.as_dict() for check in checks]
+        if ask:
+            data["cluster"] = to_data(asked)
         echo_json(data)
         if not data["ok"]:
             raise click.exceptions.Exit(ManifestError.exit_code)
@@ -73,6 +101,13 @@ def validate(file: str, env: str | None, render: bool, crds: Path | None, output
         click.echo(f"render ({where}): {summary}")
         for warning in check.warnings:
             click.echo(f"  warning: {warning}")
+    for asked_check in asked:
+        where = f"env {asked_check.env}" if asked_check.env else "base"
+        refused = f", {len(asked_check.problems)} refused" if asked_check.problems else ""
+        click.echo(
+            f"cluster ({where}): {asked_check.objects} objects sent to {asked_check.server} "
+            f"(server-side apply, dry run){refused}"
+        )
     if len(render_problems) == 1:
         raise InputError(str(render_problems[0]))
     if render_problems:
@@ -98,6 +133,15 @@ def _render_checks(path: Path, env: str | None, environments: list[str], crds: P
         for check in [check_render(manifest, crds_dir=crds), *([serving] if serving else [])]:
             checks.append(_tag_env(check, target) if target and not env else check)
     return checks
+
+
+def _cluster_checks(
+    path: Path, env: str | None, environments: list[str], kubeconfig: str | None, context: str | None
+) -> list[Any]:
+    from trainops.cluster.dryrun import check_against_cluster
+
+    targets: list[str | None] = [env] if env else [None, *environments]
+    return check_against_cluster(path, targets=targets, kubeconfig=kubeconfig, context=context)
 
 
 def _tag_env(check: Any, env: str) -> Any:

@@ -81,6 +81,22 @@ def manifest_options(func: F) -> F:
     return func
 
 
+def kubeconfig_options(func: F) -> F:
+    """--kubeconfig FILE and --context NAME: the cluster a command reads (kubectl's options)."""
+    func = click.option(
+        "--context", "context", metavar="NAME", default=None, help="The kubeconfig context (default: its current one)."
+    )(func)
+    func = click.option(
+        "--kubeconfig",
+        "kubeconfig",
+        type=click.Path(dir_okay=False, path_type=str),
+        default=None,
+        metavar="FILE",
+        help="The kubeconfig (default: $KUBECONFIG, else ~/.kube/config).",
+    )(func)
+    return func
+
+
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
@@ -159,3 +175,13 @@ def echo_columns(title: str, headers: tuple[str, ...], rows: Sequence[tuple[str,
             parts = [c[n] if n < len(c) else "" for c in row]
             lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths, strict=True)).rstrip())
     click.echo("\n".join(lines))
+
+
+def duration_text(value: float | None) -> str:
+    """Seconds for a table: `41.5s`, `3m07s`, `2h05m`; `-` for none."""
+    if value is None:
+        return "-"
+    if value < 120:
+        return f"{value:.1f}s"
+    minutes, seconds = divmod(int(value), 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{seconds:02d}s"

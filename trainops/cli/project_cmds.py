@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trainops.cli.output import echo_json, output_option
+from trainops.cli.output import output_option
 
 
 @click.command()
@@ -27,21 +27,22 @@ def init(directory: Path, name: str | None, force: bool, ci: str, output: str) -
 
     result = init_project(directory=directory, name=name, force=force, ci=ci)
     if output == "json":
-        echo_json(
-            {
-                "directory": str(result.directory),
-                "written": [str(p) for p in result.written],
-                "updated": [str(p) for p in result.updated],
-            }
-        )
+        from trainops.serialize import dumps
+
+        click.echo(dumps(result))
         return
     for rel in result.written:
         click.echo(f"wrote   {directory / rel}")
     for rel in result.updated:
         click.echo(f"updated {directory / rel}")
+    for rel in result.kept:
+        click.echo(f"kept    {directory / rel} (yours: list docs and CI files in it, or they retrain)")
+    if result.git_commit:
+        by = f" as {result.git_author} (set git config user.name/user.email for yours)" if result.git_author else ""
+        click.echo(f"git: a new repository, first commit {result.git_commit[:12]}{by}")
     click.echo(
-        f"next: edit {directory / 'trainops.yaml'}, then run `trainops validate`; "
-        "`trainops train run --local --env dev` trains here"
+        f"next (in {directory}): trainops train run --local --env dev; trainops eval run --env dev; "
+        "trainops release create --env dev; trainops rollout start --env dev"
     )
 
 

@@ -36,10 +36,17 @@ _no_move_option = click.option(
 )
 
 
-def _say_moved(tag: str | None, old: str | None, new: str) -> None:
-    """A tag that now names other content says so, on stderr."""
+def _force_options(func: Any) -> Any:
+    """--force --reason TEXT: move or remove a release tag on purpose (said on stderr)."""
+    func = click.option("--reason", metavar="TEXT", default=None, help="Why (required with --force).")(func)
+    return click.option("--force", is_flag=True, help="Move or remove a release tag (with --reason).")(func)
+
+
+def _say_moved(tag: str | None, old: str | None, new: str, override: Any = None) -> None:
+    """A tag that now names other content says so, on stderr (with the reason, when forced)."""
     if old is not None:
-        click.echo(f"moved tag {tag}: {old} → {new}", err=True)
+        forced = f" (forced: {override.reason})" if override is not None else ""
+        click.echo(f"moved tag {tag}: {old} → {new}{forced}", err=True)
 
 
 def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
@@ -58,7 +65,15 @@ def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
 @click.option("--metric", "metrics", multiple=True, metavar="K=V", help="A metric (lineage, repeatable).")
 @click.option("--run-id", default=None, help="Run id (lineage).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@click.option(
+    "--dedup",
+    type=click.Choice(["off", "chunks"]),
+    default="off",
+    show_default=True,
+    help="chunks: files of 1 MiB or more go in the chunked form, sending only chunks the repository lacks.",
+)
 @_no_move_option
+@_force_options
 @_registry_options
 @output_option
 def push(
@@ -71,19 +86,26 @@ def push(
     metrics: tuple[str, ...],
     run_id: str | None,
     jobs: int | None,
+    dedup: str,
     no_move: bool,
+    force: bool,
+    reason: str | None,
     file: str | None,
     env: str | None,
     insecure: bool,
     output: str,
 ) -> None:
-    """Push PATH (a file or a directory tree) as an artifact to REF; print its digest."""
+    """Push PATH (a file or a directory tree) as an artifact to REF; print its digest.
+
+    A tag that names a release moves only with --force --reason."""
     from trainops.cli.progress import transfer_progress
     from trainops.errors import UsageError
     from trainops.gitinfo import git_state
     from trainops.registry import store
     from trainops.registry.plain_lineage import PlainLineage
+    from trainops.registry.protect import override_from
 
+    override = override_from(force=force, reason=reason)
     try:
         metric_values = {k: float(v) for k, v in key_values(metrics, "--metric").items()}
     except ValueError:
@@ -116,14 +138,18 @@ def push(
                 progress=progress,
                 move_tag=not no_move,
                 model=model,
+                override=override,
+                dedup=dedup,
             )
     if output == "json":
         echo_json(result.as_dict())
         return
-    _say_moved(result.ref.tag, result.moved_from, result.digest)
+    _say_moved(result.ref.tag, result.moved_from, result.digest, override)
     click.echo(
         f"pushed {result.files} file(s), {_size(result.bytes_total)} "
-        f"({_size(result.bytes_sent)} sent, {result.blobs_skipped} blob(s) already there) "
+        f"({_size(result.bytes_sent)} sent, {result.blobs_skipped} blob(s) already there"
+        + (f", {_size(result.bytes_shared)} in chunks already there" if result.bytes_shared else "")
+        + ") "
         f"in {result.seconds:.2f}s",
         err=True,
     )
@@ -134,17 +160,49 @@ def push(
 @click.argument("ref")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@click.option(
+    "--verify-signature",
+    is_flag=True,
+    help="Refuse REF unless its model signature verifies with --key (checked before any file is fetched).",
+)
+@click.option(
+    "--key",
+    "key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM public key (with --verify-signature).",
+)
 @_registry_options
 @output_option
 def pull(
-    ref: str, dest: Path, jobs: int | None, file: str | None, env: str | None, insecure: bool, output: str
+    ref: str,
+    dest: Path,
+    jobs: int | None,
+    verify_signature: bool,
+    key: Path | None,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
 ) -> None:
     """Pull the artifact REF into DEST; every file is verified before it appears."""
     from trainops.cli.progress import transfer_progress
+    from trainops.errors import UsageError
     from trainops.registry import pulling
 
+    if verify_signature != (key is not None):
+        raise UsageError("--verify-signature and --key PUBLIC.pem go together")
     with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
-        result = pulling.pull(registries, ref=registries.ref(ref), dest=dest, jobs=jobs, progress=progress)
+        if key is not None:
+            from trainops.signing.keys import load_public_key
+            from trainops.signing.verify import pull_verified
+
+            public = load_public_key(key)
+            result = pull_verified(
+                registries, ref=registries.ref(ref), dest=dest, public=public, jobs=jobs, progress=progress
+            )
+        else:
+            result = pulling.pull(registries, ref=registries.ref(ref), dest=dest, jobs=jobs, progress=progress)
     if output == "json":
         echo_json(
             {
@@ -280,6 +338,11 @@ def ls(
 
         echo_json(asdict(listing))
         return
+    if listing.repository is None and long_:
+        untagged = set(listing.untagged)
+        for name in listing.repositories:
+            click.echo(f"{name}  (no tags: no artifact; an interrupted push's blobs)" if name in untagged else name)
+        return
     if listing.repository is None or not long_:
         names = listing.repositories if listing.repository is None else [t.tag for t in listing.tags]
         if names:
@@ -353,6 +416,12 @@ def _show_lines(info: Any) -> list[str]:
         fields.append(("parent", f"{parent['ref']}@{parent['digest'][:19]}{relation}"))
     if info.subject:
         fields.append(("subject", info.subject))
+    if info.chunked is not None:
+        fields.append(("chunked", f"{info.chunked.packs} pack(s), {_size(info.chunked.pack_bytes)}"))
+        if info.chunked.bytes_shared_with_parent is not None:
+            shared = info.chunked.bytes_shared_with_parent
+            share = f" ({100 * shared / info.size:.0f} %)" if info.size else ""
+            fields.append(("shared", f"{_size(shared)}{share} with parent {info.chunked.parent[:19]}"))
     out = [info.ref] + [f"  {name + ':':<10}{value}" for name, value in fields]
     if info.annotations:
         out.append("  annotations:")
@@ -384,20 +453,38 @@ def _tensor_lines(t: Any) -> list[str]:
 @click.argument("src")
 @click.argument("dst")
 @_no_move_option
+@_force_options
 @_registry_options
 @output_option
-def tag(src: str, dst: str, no_move: bool, file: str | None, env: str | None, insecure: bool, output: str) -> None:
-    """Point tag DST at the artifact SRC (copying it if DST is another repository)."""
-    from trainops.registry import store
+def tag(
+    src: str,
+    dst: str,
+    no_move: bool,
+    force: bool,
+    reason: str | None,
+    file: str | None,
+    env: str | None,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Point tag DST at the artifact SRC (copying it if DST is another repository).
 
+    DST is REPO:TAG, or a bare TAG in SRC's repository (as crane tag). A tag that names a
+    release moves only with --force --reason."""
+    from trainops.registry import store
+    from trainops.registry.protect import override_from
+
+    override = override_from(force=force, reason=reason)
     with _registries(file, env, insecure) as registries:
-        result = store.tag(registries, src=registries.ref(src), dst=registries.ref(dst), move_tag=not no_move)
+        source = registries.ref(src)
+        target = registries.tag_ref(dst, beside=source)
+        result = store.tag(registries, src=source, dst=target, move_tag=not no_move, override=override)
     if output == "json":
         echo_json(
             {"src": str(result.src), "dst": str(result.dst), "digest": result.digest, "movedFrom": result.moved_from}
         )
     else:
-        _say_moved(result.dst.tag, result.moved_from, result.digest)
+        _say_moved(result.dst.tag, result.moved_from, result.digest, override)
         click.echo(f"{result.dst}")
 
 
@@ -406,6 +493,7 @@ def tag(src: str, dst: str, no_move: bool, file: str | None, env: str | None, in
 @click.argument("dst")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
 @_no_move_option
+@_force_options
 @_registry_options
 @output_option
 def copy(
@@ -413,6 +501,8 @@ def copy(
     dst: str,
     jobs: int | None,
     no_move: bool,
+    force: bool,
+    reason: str | None,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -421,7 +511,9 @@ def copy(
     """Copy an artifact between any two registries (file, oci, s3); its digest is unchanged."""
     from trainops.cli.progress import transfer_progress
     from trainops.registry import store
+    from trainops.registry.protect import override_from
 
+    override = override_from(force=force, reason=reason)
     with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         result = store.copy(
             registries,
@@ -430,6 +522,7 @@ def copy(
             jobs=jobs,
             progress=progress,
             move_tag=not no_move,
+            override=override,
         )
     if output == "json":
         echo_json(
@@ -444,7 +537,7 @@ def copy(
             }
         )
         return
-    _say_moved(result.dst.tag, result.moved_from, result.digest)
+    _say_moved(result.dst.tag, result.moved_from, result.digest, override)
     click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there)")
 
 
@@ -472,22 +565,34 @@ def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, outp
         f"{len(result.added)} added, {len(result.removed)} removed, {len(result.modified)} modified, "
         f"{result.unchanged} unchanged ({_size(result.bytes_shared)} shared)"
     )
+    if result.chunk_bytes_shared != result.bytes_shared:
+        click.echo(f"{_size(result.chunk_bytes_shared)} shared chunk by chunk")
 
 
 @registry.command("rm")
 @click.argument("ref")
+@_force_options
 @_registry_options
 @output_option
-def rm(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
-    """Remove a tag (REPO:TAG) or a manifest with its tags (REPO@sha256:…)."""
-    from trainops.registry import store
+def rm(
+    ref: str, force: bool, reason: str | None, file: str | None, env: str | None, insecure: bool, output: str
+) -> None:
+    """Remove a tag (REPO:TAG) or a manifest with its tags (REPO@sha256:…).
 
-    with _registries(file, env, insecure) as registries:
-        result = store.remove(registries, ref=registries.ref(ref))
+    A release needs --force --reason; one the manifest's GitOps repo serves is never removed."""
+    from trainops.registry.context import open_registries
+    from trainops.registry.protect import override_from
+    from trainops.serve.protect import remove_unless_served
+
+    override = override_from(force=force, reason=reason)
+    with open_registries(file=file, env=env, insecure=insecure) as opened:
+        registries = opened.registries
+        result = remove_unless_served(registries, ref=registries.ref(ref), manifest=opened.manifest, override=override)
     if output == "json":
         echo_json({"ref": str(result.ref), "removed": result.removed})
     else:
-        click.echo(f"removed {result.removed} {result.ref}")
+        forced = f" (forced: {override.reason})" if override is not None else ""
+        click.echo(f"removed {result.removed} {result.ref}{forced}")
 
 
 @registry.command("gc")

@@ -81,6 +81,12 @@ def create_cmd(
         click.echo(f"  evaluated by: {result.eval}")
     if result.forced:
         click.echo(f"  FORCED by {result.forced.by}: {result.forced.reason}")
+    if result.signed_by:
+        click.echo(
+            f"  signed by:    {result.signed_by}" + ("" if result.signature else " (signature already attached)")
+        )
+    if result.provenance:
+        click.echo(f"  provenance:   {result.provenance}")
 
 
 @release_group.command("ls")
@@ -138,6 +144,58 @@ def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output
     for key, value in info.model.items():
         click.echo(f"  {key + ':':<11} {value}")
     click.echo(f"  size:       {format_size(info.size)} in {len(info.files)} file(s): {', '.join(info.files)}")
+    signed = ", ".join(info.signed_by) if info.signed_by else "not signed"
+    click.echo(f"  signed by:  {signed}" + (" (as recorded; `release verify` checks it)" if info.signed_by else ""))
+    click.echo(f"  provenance: {info.provenance or '-'}")
+
+
+@release_group.command("verify")
+@click.argument("ref")
+@click.option(
+    "--key",
+    "key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM public key (default: the manifest's release.signing.publicKey, or its key's public half).",
+)
+@_registry_options
+@output_option
+def verify_cmd(ref: str, key: Path | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+    """Verify release REF: its model signature with the key, its files pulled and checked
+    against their digests, and its SLSA provenance against its lineage.
+
+    Exits 7 naming every check that failed (a file, a key, a field of the provenance).
+    """
+    from trainops.cli.progress import transfer_progress
+    from trainops.serialize import dumps
+    from trainops.signing.keys import load_public_key, verification_key
+    from trainops.signing.verify import verify_release
+
+    with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
+        if key is not None:
+            public = load_public_key(key)
+        else:
+            if not Path(file or "trainops.yaml").is_file():
+                from trainops.errors import UsageError
+
+                raise UsageError("no key to verify with: pass --key PUBLIC.pem, or -f a manifest with release.signing")
+            manifest = _load(file or "trainops.yaml", env)
+            spec = manifest.pipeline.spec.release
+            public = verification_key(spec.signing if spec else None, root=manifest.root)
+        result = verify_release(registries, ref=registries.ref(ref), public=public, progress=progress)
+    if output == "json":
+        click.echo(dumps(result))
+        return
+    click.echo(f"verified {result.ref}")
+    click.echo(f"  signed by:  {result.key} ({result.signature})")
+    click.echo(f"  files:      {len(result.files)} pulled, every byte checked against the signed digests")
+    if result.provenance is not None:
+        p = result.provenance
+        click.echo(f"  provenance: {p.build_type} by {p.builder} ({p.ref})")
+        if p.forced:
+            click.echo(f"  FORCED:     {p.forced.get('by')}: {p.forced.get('reason')}")
+        for dep in p.dependencies:
+            click.echo(f"    {dep}")
 
 
 COMMANDS: list[click.Command] = [release_group]

@@ -86,10 +86,8 @@ def _print_run(result: Any) -> None:
     for stage in result.stages:
         status = {"runs": "runs", "cached": "cached", "ran": "ran"}.get(stage.status, stage.status)
         shown = stage.error or ", ".join(o.ref or o.digest for o in stage.outputs) or stage.why
-        if stage.status == "cached":
-            shown = f"cached ({shown})"
-        elif stage.status in ("runs", "skipped"):
-            shown = f"{stage.status} (why: {stage.why})"
+        if stage.status in ("runs", "skipped"):
+            shown = stage.why  # the STATUS column already says runs or skipped
         table.add_row(stage.name, status, _short(shown))
     console().print(table)
 
@@ -110,8 +108,18 @@ def _print_run(result: Any) -> None:
     type=float,
     default=300.0,
     show_default=True,
-    help="Cluster: the job is taken as finished when no checkpoint of it arrived for this many seconds.",
+    help="Cluster without --kubeconfig: the job is taken as finished when no checkpoint of it arrived "
+    "for this many seconds.",
 )
+@click.option(
+    "--kubeconfig",
+    "kubeconfig",
+    type=click.Path(dir_okay=False, path_type=str),
+    default=None,
+    metavar="FILE",
+    help="Cluster: read the job's status from this cluster; training is finished when the job is (not --settle).",
+)
+@click.option("--context", "context", metavar="NAME", default=None, help="The kubeconfig context (with --kubeconfig).")
 @click.option(
     "--serve-image",
     metavar="REF",
@@ -129,6 +137,8 @@ def run_cmd(
     executor: str | None,
     timeout: float,
     settle: float,
+    kubeconfig: str | None,
+    context: str | None,
     serve_image: str | None,
     insecure: bool,
     output: str,
@@ -146,6 +156,8 @@ def run_cmd(
         insecure=insecure,
         timeout=timeout,
         quiet=settle,
+        kubeconfig=kubeconfig,
+        context=context,
         serve_image=serve_image,
         command_stdout=sys.stderr,
     )
@@ -161,7 +173,19 @@ def run_cmd(
 
 @click.command("ci")
 @manifest_options
-@click.option("--since", metavar="REV", default=None, help="The commit before the change (default: from CI variables).")
+@click.option(
+    "--since",
+    metavar="REV",
+    default=None,
+    help="The commit before the change (default: from CI variables); all zeros: a new branch, every stage runs.",
+)
+@click.option(
+    "--until",
+    metavar="REV",
+    default=None,
+    help="The pushed commit (default: HEAD); all zeros: the branch was deleted, nothing runs.",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would run and why; run nothing.")
 @click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Markdown summary file.")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None, help="JUnit XML file.")
 @click.option("--serve-image", metavar="REF", default=None, help="Rollout: the serving image (see `trainops run`).")
@@ -171,6 +195,8 @@ def ci_cmd(
     file: str,
     env: str | None,
     since: str | None,
+    until: str | None,
+    dry_run: bool,
     summary: Path | None,
     junit: Path | None,
     serve_image: str | None,
@@ -179,8 +205,9 @@ def ci_cmd(
 ) -> None:
     """For CI: run the stages the pushed change affects; write a step summary and JUnit XML.
 
-    The range is --since REV..HEAD, else GitHub Actions' or GitLab CI's variables. The
-    summary goes to --summary, else $GITHUB_STEP_SUMMARY when set.
+    The range is --since REV..--until REV (default HEAD), else GitHub Actions' or GitLab CI's
+    variables; a git hook passes its oldrev and newrev as they are. The summary goes to
+    --summary, else $GITHUB_STEP_SUMMARY when set.
     """
     from trainops.pipeline.ci import run_ci
     from trainops.pipeline.cireport import junit_xml, markdown_summary
@@ -190,8 +217,9 @@ def ci_cmd(
         result = run_ci(
             manifest=manifest,
             since=since,
+            until=until,
             environ=os.environ,
-            options=_options(insecure=insecure, serve_image=serve_image, command_stdout=sys.stderr),
+            options=_options(dry_run=dry_run, insecure=insecure, serve_image=serve_image, command_stdout=sys.stderr),
             on_event=sink,
         )
     target = summary or (Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None)

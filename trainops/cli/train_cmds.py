@@ -8,7 +8,15 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, key_values, manifest_options, output_option, render_out_option
+from trainops.cli.output import (
+    duration_text,
+    echo_json,
+    key_values,
+    kubeconfig_options,
+    manifest_options,
+    output_option,
+    render_out_option,
+)
 
 _image_option = click.option(
     "--image",
@@ -254,15 +262,32 @@ def _run_slurm(
     )
 
 
+def _on_slurm(manifest: Any) -> bool:
+    train = manifest.pipeline.spec.train
+    return train is not None and train.scheduler == "slurm"
+
+
 @train.command("status")
 @manifest_options
 @click.argument("run_id", metavar="[RUN]", required=False)
+@kubeconfig_options
 @output_option
-def status_cmd(file: str, env: str | None, run_id: str | None, output: str) -> None:
-    """The Slurm job of RUN (default: of every run submitted from here): state, reason, restarts."""
+def status_cmd(
+    file: str, env: str | None, run_id: str | None, kubeconfig: str | None, context: str | None, output: str
+) -> None:
+    """The job of RUN (default: of every run): state, the scheduler's reason, restarts, pods and nodes.
+
+    Slurm targets: the Slurm job of each run submitted from here. Kubernetes targets: the job
+    the GitOps controller applied, read from the API server with the kubeconfig (phase, pods,
+    nodes, restarts; the PodGroup's or Workload's conditions while it waits).
+    """
+    manifest = _load(file, env)
+    if not _on_slurm(manifest):
+        _kube_status(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context, output=output)
+        return
     from trainops.slurm.jobs import job_status
 
-    statuses = job_status(_load(file, env), run_id=run_id)
+    statuses = job_status(manifest, run_id=run_id)
     if output == "json":
         echo_json(statuses[0].as_dict() if run_id else [s.as_dict() for s in statuses])
         return
@@ -276,16 +301,76 @@ def status_cmd(file: str, env: str | None, run_id: str | None, output: str) -> N
         for key, value in details:
             if value:
                 click.echo(f"  {key:<6}{value}")
+        if item.ettr is not None and item.ettr.ettr is not None:
+            for key, value in _ettr_lines(item.ettr):
+                click.echo(f"  {key:<6}{value}")
+
+
+def _ettr_lines(ettr: Any) -> list[tuple[str, str]]:
+    """ETTR and its parts, a line each (train status RUN)."""
+    running = " (running)" if ettr.running else ""
+    productive, wall = duration_text(ettr.productive_seconds), duration_text(ettr.wall_seconds)
+    restarts, recomputed = duration_text(ettr.restart_lost_seconds), duration_text(ettr.recompute_lost_seconds)
+    saves = duration_text(ettr.checkpoint_save_seconds)
+    lines = [
+        ("ettr", f"{ettr.ettr:.3f}: productive {productive} of {wall} wall-clock, {ettr.starts} start(s){running}"),
+        ("lost", f"restarts {restarts}, recomputed steps {recomputed}; checkpoint saves {saves} ({ettr.checkpoints})"),
+    ]
+    if ettr.incidents:
+        mttr, mtbf = duration_text(ettr.mttr_seconds), duration_text(ettr.mtbf_seconds)
+        lines.append(("mttr", f"{mttr} over {len(ettr.incidents)} incident(s); MTBF {mtbf}"))
+    if ettr.advised_interval_seconds is not None:
+        advised = duration_text(ettr.advised_interval_seconds)
+        lines.append(("advice", f"checkpoint every {advised} (Young/Daly: sqrt(2 x MTBF x save time))"))
+    return lines
+
+
+def _kube_status(
+    manifest: Any, *, run_id: str | None, kubeconfig: str | None, context: str | None, output: str
+) -> None:
+    from trainops.cluster.jobs import manifest_runs
+    from trainops.serialize import to_data
+
+    states = manifest_runs(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context)
+    if output == "json":
+        echo_json(to_data(states[0] if run_id else states))
+        return
+    if not states:
+        click.echo("no runs of this pipeline in the cluster")
+        return
+    for state in states:
+        click.echo(
+            f"{state.run_id}  {state.kind.rsplit(' ', 1)[-1]} {state.namespace}/{state.name}  "
+            f"{state.phase}  restarts {state.restarts}"
+        )
+        if state.reason:
+            click.echo(f"  reason {state.reason}")
+        for pod in state.pods:
+            why = f" ({pod.reason})" if pod.reason else ""
+            click.echo(f"  pod    {pod.name}  {pod.phase}{why}  node {pod.node or '-'}  restarts {pod.restarts}")
 
 
 @train.command("logs")
 @manifest_options
 @click.argument("run_id", metavar="RUN")
-def logs_cmd(file: str, env: str | None, run_id: str) -> None:
-    """Print the output of RUN's Slurm job (every start of it: requeues append)."""
+@kubeconfig_options
+def logs_cmd(file: str, env: str | None, run_id: str, kubeconfig: str | None, context: str | None) -> None:
+    """Print the output of RUN: its Slurm job's file, or its pods' logs from the API server."""
+    manifest = _load(file, env)
+    if not _on_slurm(manifest):
+        from trainops.cluster.jobs import manifest_logs
+
+        logs = manifest_logs(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context)
+        for item in logs:
+            click.echo(f"==> pod {item.pod} ({item.container}) <==", err=True)
+            if item.text:
+                click.echo(item.text, nl=not item.text.endswith("\n"))
+            else:
+                click.echo("(no log lines)", err=True)
+        return
     from trainops.slurm.jobs import job_logs
 
-    result = job_logs(_load(file, env), run_id=run_id)
+    result = job_logs(manifest, run_id=run_id)
     if result.text is None:
         click.echo(f"job {result.job_id} has written no output yet ({result.path or 'no output file'})", err=True)
         return
@@ -297,10 +382,28 @@ def logs_cmd(file: str, env: str | None, run_id: str) -> None:
 @click.argument("run_id", metavar="RUN")
 @output_option
 def cancel_cmd(file: str, env: str | None, run_id: str, output: str) -> None:
-    """Cancel RUN's Slurm job (SIGTERM: the trainer saves and the last checkpoint is pushed)."""
+    """Cancel RUN: scancel its Slurm job, or commit its job's removal from the GitOps path.
+
+    Either way the trainer gets SIGTERM (it saves, the last checkpoint is pushed). On
+    Kubernetes the commit carries `Trainops-Action: cancel`; the GitOps controller prunes the job.
+    """
+    manifest = _load(file, env)
+    if not _on_slurm(manifest):
+        from trainops.pipeline.cancel import cancel_run
+        from trainops.serialize import to_data
+
+        cancelled = cancel_run(manifest, run_id=run_id)
+        if output == "json":
+            echo_json(to_data(cancelled))
+            return
+        click.echo(
+            f"committed {str(cancelled.commit)[:12]} to {cancelled.repo} {cancelled.branch}:{cancelled.path}: "
+            f"run {run_id} removed ({', '.join(cancelled.removed)})"
+        )
+        return
     from trainops.slurm.jobs import cancel_job
 
-    result = cancel_job(_load(file, env), run_id=run_id)
+    result = cancel_job(manifest, run_id=run_id)
     if output == "json":
         echo_json(result.as_dict())
         return

@@ -143,9 +143,10 @@ def run_eval(
 def same_files(found: Resolved, directory: Path) -> bool:
     """Whether directory holds exactly the files of the artifact, each with its digest."""
     from trainops.registry.artifact import scan_tree
+    from trainops.registry.chunks.index import files_of
     from trainops.registry.digestcache import DigestCache
 
-    wanted = {found.parsed.file_path(layer, i): layer.digest for i, layer in enumerate(found.parsed.layers)}
+    wanted = {view.path: view.digest for view in files_of(found.parsed, str(found.ref))}
     try:
         entries = scan_tree(directory)
     except InputError:

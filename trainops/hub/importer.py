@@ -28,6 +28,7 @@ from trainops.registry import media, store
 from trainops.registry.artifact import FileEntry, Lineage, ModelConfig, scan_tree
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
+from trainops.signing.imported import check_signed_files, split_signature
 
 A_HUB_REPO = "dev.trainops.hub.repo"  # the Hub repo id, org/name
 A_HUB_REVISION = "dev.trainops.hub.revision"  # the resolved commit (40 hex)
@@ -50,6 +51,7 @@ class ImportResult:
     commit: str | None  # as resolved
     snapshot: Path
     push: store.PushResult
+    signature: str | None = None  # the referrer made of the model's own model.sig, if it had one
 
 
 def repo_folder(repo_id: str) -> str:
@@ -207,6 +209,9 @@ def import_model(
             repo_id=repo_id, revision=revision, include=include, exclude=exclude, settings=settings
         )
     files = select_files(snapshot.path, include=include, exclude=exclude)
+    files, bundle = split_signature(files)
+    if bundle is not None:  # checked before anything is pushed
+        check_signed_files(bundle, files, where=f"{snapshot.path}/model.sig")
     annotations = {A_HUB_REPO: repo_id, media.A_SOURCE: settings.repo_url(repo_id)}
     if snapshot.commit:
         annotations[A_HUB_REVISION] = snapshot.commit
@@ -227,4 +232,10 @@ def import_model(
             progress=progress,
             model=ModelConfig(config=info.as_config()),
         )
-    return ImportResult(repo_id, revision, snapshot.commit, snapshot.path, pushed)
+    signature = None
+    if bundle is not None:
+        from trainops.clock import now_utc
+        from trainops.signing.imported import attach_signature
+
+        signature = attach_signature(registries, ref=pushed.ref, bundle=bundle, created=now_utc())
+    return ImportResult(repo_id, revision, snapshot.commit, snapshot.path, pushed, signature)

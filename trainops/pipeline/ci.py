@@ -1,41 +1,52 @@
 """`trainops ci`: what a push changed, which stages that affects, and the run of those.
 
-The pushed range comes from `--since REV` (to HEAD), else GitHub Actions (GITHUB_EVENT_BEFORE,
-or `before` of the push event at GITHUB_EVENT_PATH, to GITHUB_SHA), else GitLab CI
-(CI_COMMIT_BEFORE_SHA to CI_COMMIT_SHA). A before of all zeros (a new branch) runs every
-stage. The changed paths are classified:
+The pushed range comes from `--since REV` (to `--until REV`, default HEAD), else GitHub
+Actions (GITHUB_EVENT_BEFORE, or `before` of the push event at GITHUB_EVENT_PATH, to
+GITHUB_SHA), else GitLab CI (CI_COMMIT_BEFORE_SHA to CI_COMMIT_SHA). These are the values a
+git hook receives (`oldrev newrev refname`): an old value of all zeros (a new branch) runs
+every stage; a new value of all zeros (a deleted branch) runs nothing and says so. The
+changed paths are classified:
 
 - a file the code comes from (the image context's selection) → image onwards;
 - trainops.yaml → from the first stage whose section (or overlay) changed; only `rollout:`
   → rollout; registry, gitops, metadata, tenants or patches → every stage;
 - anything else (docs) → nothing runs, and the result says so.
+
+A stage before the first affected one whose output for its inputs is not in the registry
+(an earlier CI run failed, say) runs too, as `dvc repro` runs what is out of date.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainops.errors import InputError, UsageError
+from trainops.gitinfo import run_git
 from trainops.pipeline.graph import STAGES, build_graph
 from trainops.pipeline.run import RunOptions, RunResult, run_pipeline
 from trainops.pipeline.stage import EventSink, no_events
 from trainops.spec import Manifest
 
 ZERO = "0" * 40
+_ZEROS = re.compile(r"0{40}|0{64}")  # git's null object id (SHA-1, SHA-256)
 SECTION_STAGE = {"image": "image", "train": "train", "eval": "eval", "release": "release", "rollout": "rollout"}
 
 
 @dataclass(frozen=True)
 class PushRange:
     before: str | None  # None: a new branch (every stage runs)
-    after: str
+    after: str | None  # None: the branch was deleted (nothing runs)
     origin: str  # --since, GitHub Actions, GitLab CI
+
+
+def is_null(rev: str | None) -> bool:
+    """Whether rev is git's all-zero object id (a new or a deleted ref in a hook's input)."""
+    return bool(rev) and _ZEROS.fullmatch(rev or "") is not None
 
 
 @dataclass
@@ -56,17 +67,10 @@ class Decision:
         }
 
 
-def _git(root: Path, *args: str) -> str | None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    try:
-        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, env=env, check=False)
-    except OSError:
-        return None
-    return out.stdout if out.returncode == 0 else None
-
-
 def _commit(root: Path, rev: str, what: str) -> str:
-    found = _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if rev.startswith("-"):
+        raise InputError(f"CI range: {what} {rev!r} is not a revision", hint="pass a commit, branch or tag")
+    found = run_git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
     if not found:
         raise InputError(
             f"CI range: git does not know {what} {rev!r} in {root}",
@@ -75,46 +79,59 @@ def _commit(root: Path, rev: str, what: str) -> str:
     return found.strip()
 
 
-def push_range(*, root: Path, since: str | None, environ: Mapping[str, str]) -> PushRange:
+def push_range(*, root: Path, since: str | None, until: str | None = None, environ: Mapping[str, str]) -> PushRange:
     """The pushed range, checked against the repository, before anything runs."""
-    if since:
-        return PushRange(_commit(root, since, "--since"), _commit(root, "HEAD", "HEAD"), "--since")
+    if since or until:
+        return _span(root, since, until or "HEAD", "--since")
     before, after, origin = None, None, None
     if environ.get("GITHUB_ACTIONS") or environ.get("GITHUB_SHA"):
         before, after, origin = environ.get("GITHUB_EVENT_BEFORE"), environ.get("GITHUB_SHA"), "GitHub Actions"
-        if not before and environ.get("GITHUB_EVENT_PATH"):
-            before = _event_before(Path(environ["GITHUB_EVENT_PATH"]))
+        if environ.get("GITHUB_EVENT_PATH"):
+            event_before, event_after = _event_range(Path(environ["GITHUB_EVENT_PATH"]))
+            before = before or event_before
+            after = event_after if is_null(event_after) else after
     elif environ.get("GITLAB_CI") or environ.get("CI_COMMIT_SHA"):
         before, after, origin = environ.get("CI_COMMIT_BEFORE_SHA"), environ.get("CI_COMMIT_SHA"), "GitLab CI"
     if origin is None:
         raise UsageError("no pushed range: pass --since REV, or run under GitHub Actions or GitLab CI")
-    head = _commit(root, after or "HEAD", "the pushed commit")
-    if not before or before == ZERO:
+    return _span(root, before, after or "HEAD", origin)
+
+
+def _span(root: Path, before: str | None, after: str, origin: str) -> PushRange:
+    if is_null(after):
+        return PushRange(before, None, origin)  # a deleted branch: nothing to check out or run
+    head = _commit(root, after, "the pushed commit" if origin != "--since" else "--until")
+    if not before or is_null(before):
         return PushRange(None, head, origin)
-    return PushRange(_commit(root, before, "the commit before the push"), head, origin)
+    return PushRange(
+        _commit(root, before, "the commit before the push" if origin != "--since" else "--since"), head, origin
+    )
 
 
-def _event_before(path: Path) -> str | None:
+def _event_range(path: Path) -> tuple[str | None, str | None]:
+    """`before` and `after` of a GitHub push event."""
     try:
         event = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         raise InputError(f"GITHUB_EVENT_PATH {path} is not a readable JSON event") from None
-    before = event.get("before") if isinstance(event, dict) else None
-    return str(before) if before else None
+    if not isinstance(event, dict):
+        return None, None
+    before, after = event.get("before"), event.get("after")
+    return (str(before) if before else None), (str(after) if after else None)
 
 
 def changed_paths(*, root: Path, span: PushRange) -> list[str]:
     """Paths (relative to the repository's top) that the range changed."""
-    if span.before is None:
+    if span.before is None or span.after is None:
         return []
-    out = _git(root, "diff", "--name-only", "--no-renames", span.before, span.after)
+    out = run_git(root, "diff", "--name-only", "--no-renames", span.before, span.after)
     if out is None:
         raise InputError(f"CI range: git cannot diff {span.before[:12]}..{span.after[:12]}")
     return sorted(line for line in out.splitlines() if line)
 
 
 def _top(root: Path) -> Path:
-    top = _git(root, "rev-parse", "--show-toplevel")
+    top = run_git(root, "rev-parse", "--show-toplevel")
     if not top:
         raise InputError(f"{root} is not in a git repository", hint="trainops ci reads the pushed range from git")
     return Path(top.strip())
@@ -134,14 +151,16 @@ def _overlay_sections(doc: Any, env: str | None) -> dict[str, Any]:
 
 
 def manifest_sections(*, manifest: Manifest, before: str, rel: str) -> list[str]:
-    """The sections of trainops.yaml (spec.X, metadata, environments.ENV.X) that differ from `before`."""
-    import yaml
+    """The sections of trainops.yaml (spec.X, metadata, environments.ENV.X) that differ from
+    `before`, both read by the manifest's own hardened loader (size cap, alias bombs, depth)."""
+    from trainops.spec.yamlsafe import MAX_BYTES, YamlProblem, load_yaml_mapping
 
-    old_text = _git(manifest.root, "show", f"{before}:{rel}")
+    size = run_git(manifest.root, "cat-file", "-s", f"{before}:{rel}")
+    old_text = run_git(manifest.root, "show", f"{before}:{rel}") if size and int(size) <= MAX_BYTES else None
     try:
-        old = yaml.safe_load(old_text) if old_text else None
-        new = yaml.safe_load(manifest.path.read_text(encoding="utf-8"))
-    except yaml.YAMLError:
+        old = load_yaml_mapping(old_text.encode("utf-8")).data if old_text is not None else None
+        new = load_yaml_mapping(manifest.path.read_bytes()).data
+    except (YamlProblem, OSError):
         return ["spec"]
     a, b = _overlay_sections(old, manifest.env), _overlay_sections(new, manifest.env)
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
@@ -157,6 +176,9 @@ def classify(*, manifest: Manifest, span: PushRange) -> Decision:
     from trainops.pipeline.keys import source_digest
 
     defined = [n.name for n in build_graph(manifest=manifest)]
+    if span.after is None:
+        old = f" (it was at {span.before[:12]})" if span.before else ""
+        return Decision(None, f"the branch was deleted{old}: nothing runs")
     if span.before is None:
         return Decision(defined[0] if defined else None, f"{span.after[:12]} starts a branch: every stage")
     top = _top(manifest.root)
@@ -209,6 +231,7 @@ class CiResult:
     def as_dict(self) -> dict[str, Any]:
         return {
             "pipeline": self.pipeline,
+            "dryRun": self.run.dry_run if self.run is not None else None,
             "range": {"before": self.span.before, "after": self.span.after, "origin": self.span.origin},
             "decision": self.decision.as_dict(),
             "run": self.run.as_dict() if self.run is not None else None,
@@ -222,15 +245,18 @@ def run_ci(
     since: str | None,
     environ: Mapping[str, str],
     options: RunOptions,
+    until: str | None = None,
     on_event: EventSink = no_events,
 ) -> CiResult:
-    """Read the pushed range, classify it, and run the affected stages from the first one."""
+    """Read the pushed range, classify it, and run the affected stages from the first one
+    (and any stage before it whose output is missing); with options.dry_run, say what would."""
     from dataclasses import replace
 
-    span = push_range(root=manifest.root, since=since, environ=environ)
+    span = push_range(root=manifest.root, since=since, until=until, environ=environ)
     decision = classify(manifest=manifest, span=span)
     result = CiResult(pipeline=manifest.pipeline.metadata.name, span=span, decision=decision)
     if decision.start is None:
         return result
-    result.run = run_pipeline(manifest=manifest, options=replace(options, start=decision.start), on_event=on_event)
+    window = replace(options, start=decision.start, run_missing_upstream=True)
+    result.run = run_pipeline(manifest=manifest, options=window, on_event=on_event)
     return result

@@ -17,12 +17,19 @@ def _cell(text: str) -> str:
 
 def markdown_summary(result: CiResult) -> str:
     span = result.span
-    rng = f"`{span.before[:12]}..{span.after[:12]}`" if span.before else f"new branch at `{span.after[:12]}`"
+    if span.after is None:
+        rng = f"deleted branch (was `{(span.before or '')[:12]}`)"
+    elif span.before:
+        rng = f"`{span.before[:12]}..{span.after[:12]}`"
+    else:
+        rng = f"new branch at `{span.after[:12]}`"
     lines = [f"## trainops ci: {_cell(result.pipeline)}", "", f"Range {rng} ({span.origin})."]
     lines += ["", f"**Affected:** {_cell(result.decision.reason)}", ""]
     if result.run is None:
         lines.append("No stage runs for this change.")
         return "\n".join(lines) + "\n"
+    if result.run.dry_run:
+        lines += ["Dry run: nothing ran; what would run and why:", ""]
     lines += ["| stage | status | output / reason | time |", "| --- | --- | --- | --- |"]
     for stage in result.run.stages:
         shown = stage.error or ", ".join(o.ref or o.digest for o in stage.outputs) or stage.why

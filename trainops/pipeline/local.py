@@ -167,6 +167,7 @@ def _watcher(
     """Step 3's watcher: pushes the run's complete checkpoints with its lineage, keeps retention."""
     from trainops.checkpoint import WatchConfig, Watcher
     from trainops.gitinfo import git_state
+    from trainops.signing.attest import checkpoint_attestation
 
     policy = train_spec(manifest).checkpoint
     git = git_state(manifest.root)
@@ -186,7 +187,9 @@ def _watcher(
         lineage=lineage,
         interval=timing[0],
         settle=timing[1],
+        dedup=policy.dedup,
     )
+    config.provenance, config.signer = checkpoint_attestation(manifest)
     return Watcher(registries, config, progress=progress)
 
 
@@ -227,6 +230,7 @@ def run_local(
     command_stdout: int | IO[Any] | None = None,
     supervision: Supervision | None = None,
     environment: Environment | None = None,
+    on_start: Callable[[int | None, str | None], None] | None = None,
 ) -> LocalRunResult:
     """Restore, train and watch, as described in the module docstring.
 
@@ -235,6 +239,8 @@ def run_local(
     exit status is in the result; the caller decides what a failure means. supervision adds
     signals to pass on and a watchdog (the Slurm supervisor's hang detection). Without an
     image, `environment` (the interpreter and its packages) goes into every checkpoint's lineage.
+    on_start is told the step and checkpoint the command resumes from (None: from scratch) just
+    before it starts.
     """
     from trainops.checkpoint.catalog import checkpoint_repository
 
@@ -271,6 +277,8 @@ def run_local(
         scans = _Scans(watcher, on_push)
         scans.scan()  # complete checkpoints a killed run left behind are pushed before it resumes
         resumed_from = watcher.resumed_from
+        if on_start is not None:
+            on_start(watcher.resumed_step, resumed_from.ref if resumed_from else None)
         outcome = run_command(
             argv,
             cwd=manifest.root,

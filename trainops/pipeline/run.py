@@ -71,6 +71,11 @@ class RunOptions:
     quiet: float = 300.0
     command_stdout: IO[Any] | None = None
     serve_image: str | None = None
+    kubeconfig: str | None = None  # cluster: read the job's status from the API server
+    context: str | None = None
+    # A stage before `start` whose output is missing runs (as `dvc repro`) instead of
+    # refusing with a --from error: what `trainops ci` wants, which picks `start` itself.
+    run_missing_upstream: bool = False
 
 
 def default_executor(manifest: Manifest) -> str:
@@ -229,9 +234,12 @@ class _Flow:
         if record is not None:
             main = (record.outputs[0].ref or record.outputs[0].digest) if record.outputs else record.ref
             res = StageResult(name, "cached", key=key, why=f"cached ({main})", outputs=record.outputs)
-            return self._done(res, "cached", res.why)
+            return self._done(res, "cached", main)  # said as `[train] cached: REF`, the word once
         why = cache.explain(self.registries, repository=self.repository, stage=name, inputs=inputs)
-        if before_window:
+        if before_window and self.options.run_missing_upstream:
+            why = f"no output for its inputs before {self.options.start}, which needs it ({why})"
+            self.hold = False  # it runs: what was held so far is said first
+        elif before_window:
             raise InputError(
                 f"--from {self.options.start}: stage {name} has no output in the registry for its current inputs "
                 f"({why})",
@@ -259,6 +267,8 @@ class _Flow:
             poll=max(0.2, min(5.0, self.options.quiet / 5)),
             command_stdout=self.options.command_stdout,
             serve_image=self.options.serve_image,
+            kubeconfig=self.options.kubeconfig,
+            context=self.options.context,
         )
 
     def _run(self, ctx: StageContext, inputs: dict[str, str], why: str) -> StageResult:

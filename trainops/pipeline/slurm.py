@@ -7,12 +7,16 @@ signals on) with the command started on every node by `srun`, and three things S
 - **time limit**: sbatch's `--signal=B:USR1@grace` reaches this process (the batch shell
   exec'd it); the trainer gets SIGTERM, saves, the last checkpoint is pushed, then the job
   is put back in the queue (`scontrol requeue`) and its next start resumes from the registry;
-- **hang**: no new checkpoint and no heartbeat (a file the trainer may touch,
-  $TRAINOPS_HEARTBEAT_FILE) for faultTolerance.hangTimeout → SIGTERM, then SIGKILL, to the
-  trainer, and a requeue; after faultTolerance.maxRetry hangs the run fails with the reason;
+- **faults** (trainops.faults, through trainops.pipeline.faulted): the trainer's output,
+  the node-health sources, its checkpoints and heartbeat (a file the trainer may touch,
+  $TRAINOPS_HEARTBEAT_FILE; silence for faultTolerance.hangTimeout is a hang) are watched;
+  a fault is diagnosed and acted on — restarted in place inside this allocation, the node
+  excluded and the job requeued, the node drained (`scontrol update NodeName=… State=DRAIN
+  Reason=…`) then the job requeued without it, or the run failed with the diagnosis in one
+  line — and each is an incident in the registry; after faultTolerance.maxRetry restarts
+  the run fails;
 - **a note on the job**: each decision is written to the job's Comment (`scontrol show job`,
-  `trainops train status`) and to `<run dir>/supervisor.json`, which counts the hangs
-  across restarts.
+  `trainops train status`).
 
 A SIGTERM from Slurm (scancel, preemption, a node set down) is passed on the same way and
 the job ends; Slurm itself requeues a `--requeue` job whose node failed.
@@ -21,29 +25,30 @@ the job ends; Slurm itself requeues a `--requeue` job whose node failed.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import signal
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from trainops.errors import CommandFailedError, UsageError
+from trainops.faults.hang import ProgressClock
 from trainops.pipeline.context import train_spec
-from trainops.pipeline.local import LocalRunResult, run_local
+from trainops.pipeline.local import LocalRunResult
 from trainops.render.env import RDZV_PORT
 from trainops.slurm.client import SlurmHost, control
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
 from trainops.spec.stages import TrainSpec
-from trainops.supervise import Supervision
+
+if TYPE_CHECKING:
+    from trainops.faults.session import Decision
+    from trainops.pipeline.faulted import SupervisedRun
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_ENV = "TRAINOPS_HEARTBEAT_FILE"
-STATE_FILE = "supervisor.json"
 
 
 @dataclass(frozen=True)
@@ -62,55 +67,6 @@ class SlurmRunResult:
             "reason": self.reason,
             **self.run.as_dict(),
         }
-
-
-class ProgressClock:
-    """When the trainer last showed progress: a change in the checkpoint directory (a new
-    checkpoint, a file in it) or in the heartbeat file's mtime."""
-
-    def __init__(self, ckpt_dir: Path, heartbeat: Path, timeout: float) -> None:
-        self.ckpt_dir = ckpt_dir
-        self.heartbeat = heartbeat
-        self.timeout = timeout
-        self.seen = self._fingerprint()
-        self.last = time.monotonic()
-
-    def _fingerprint(self) -> float:
-        newest = 0.0
-        paths = [self.heartbeat, self.ckpt_dir]
-        if self.ckpt_dir.is_dir():
-            paths += list(self.ckpt_dir.iterdir())
-        for path in paths:
-            try:
-                newest = max(newest, path.stat().st_mtime)
-            except OSError:
-                continue
-        return newest
-
-    def __call__(self) -> str | None:
-        """The watchdog: None while progress is recent, else why the trainer counts as hung."""
-        now = time.monotonic()
-        current = self._fingerprint()
-        if current != self.seen:
-            self.seen, self.last = current, now
-            return None
-        if now - self.last < self.timeout:
-            return None
-        return f"no new checkpoint or heartbeat for {self.timeout:g} s (faultTolerance.hangTimeout)"
-
-
-def _state(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _save_state(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def srun_argv(train: TrainSpec, *, run_id: str, head: str) -> list[str]:
@@ -140,7 +96,10 @@ def run_slurm(
     on_push: Any = None,
     command_stdout: IO[Any] | None = None,
 ) -> SlurmRunResult:
-    """Supervise this allocation's training (module docstring); requeue or fail as it ends."""
+    """Supervise this allocation's training (module docstring); restart, requeue, drain or fail."""
+    from trainops.pipeline.faulted import Watch, run_supervised
+    from trainops.slurm.nodes import allocation_nodes
+
     job_id = os.environ.get("SLURM_JOB_ID")
     if not job_id:
         raise UsageError("train run --slurm runs inside a Slurm job (SLURM_JOB_ID is not set)", hint="use --local here")
@@ -148,63 +107,75 @@ def run_slurm(
     ckpt_dir = ckpt_dir.resolve()
     run_dir = ckpt_dir.parent
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    clock = ProgressClock(ckpt_dir, run_dir / "heartbeat", duration_seconds(train.fault_tolerance.hang_timeout))
+    heartbeat = run_dir / "heartbeat"
+    timeout = duration_seconds(train.fault_tolerance.hang_timeout)
     head = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
     early: list[int] = []  # a SIGUSR1 before the trainer runs (during the restore) must not end us
     previous = signal.signal(signal.SIGUSR1, lambda signum, _frame: early.append(signum))
     try:
-        result = run_local(
+        supervised = run_supervised(
             manifest,
             run_id=run_id,
             ckpt_dir=ckpt_dir,
             command=srun_argv(train, run_id=run_id, head=head),
+            watch=Watch(
+                signals=(signal.SIGUSR1,),
+                hang=lambda: ProgressClock(ckpt_dir, heartbeat, timeout),
+                job_id=job_id,
+                nodes=allocation_nodes(SlurmHost()),
+                act=lambda decision: _requeue(job_id, decision),
+            ),
             interval=interval,
             insecure=insecure,
             on_push=on_push,
-            env_overrides={"TRAINOPS_RDZV_ENDPOINT": f"{head}:{RDZV_PORT}", HEARTBEAT_ENV: str(clock.heartbeat)},
+            env_overrides={"TRAINOPS_RDZV_ENDPOINT": f"{head}:{RDZV_PORT}", HEARTBEAT_ENV: str(heartbeat)},
             command_stdout=command_stdout,
-            supervision=Supervision(
-                signals=(signal.SIGUSR1,),
-                watchdog=clock,
-                kill_after=duration_seconds(train.checkpoint.grace_period),
-            ),
+            on_decision=lambda decision: _restarting(job_id, decision),
         )
     finally:
         signal.signal(signal.SIGUSR1, previous)
+    result = supervised.run
     if early and result.signal is None and result.exit_code:
         result = dataclasses.replace(result, signal="SIGUSR1")
     restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
-    return _conclude(train, job_id=job_id, restart=restart, state_file=run_dir / STATE_FILE, result=result)
+    return _conclude(supervised, job_id=job_id, restart=restart, result=result)
 
 
-def _conclude(
-    train: TrainSpec, *, job_id: str, restart: int, state_file: Path, result: LocalRunResult
-) -> SlurmRunResult:
-    """Requeue after a hang (up to maxRetry) or the time-limit signal; fail after too many hangs."""
-    state = _state(state_file)
-    outcome = SlurmRunResult(job_id, restart, "completed", f"the trainer exited {result.exit_code}", result)
-    if result.stopped is not None:
-        hangs = int(state.get("hangs", 0)) + 1
-        state["hangs"] = hangs
-        state.setdefault("events", []).append({"restart": restart, "hang": result.stopped})
-        _save_state(state_file, state)
-        limit = train.fault_tolerance.max_retry
-        if hangs > limit:
-            reason = f"hung {hangs} times ({result.stopped}); faultTolerance.maxRetry is {limit}"
-            _note(job_id, f"failed: {reason}")
-            raise CommandFailedError(f"run {result.run_id} failed: {reason}", status=result.exit_code)
-        reason = f"hang {hangs} of at most {limit}: {result.stopped}"
-        outcome = SlurmRunResult(job_id, restart, "requeued", reason, result)
-    elif result.signal == "SIGUSR1":
+def _restarting(job_id: str, decision: Decision) -> None:
+    if decision.action == "restart":
+        _note(job_id, f"restarted in place: {decision.note}")
+
+
+def _conclude(supervised: SupervisedRun, *, job_id: str, restart: int, result: LocalRunResult) -> SlurmRunResult:
+    """Carry out what the diagnosis decided; else requeue on the time-limit signal, or end."""
+    decision = supervised.decision
+    if decision.action in ("requeue", "drain"):
+        return SlurmRunResult(job_id, restart, "requeued", decision.note, result)
+    if decision.action == "stop":
+        _note(job_id, f"failed: {decision.note}")
+        raise CommandFailedError(f"run {result.run_id} stopped: {decision.note}", status=result.exit_code or 1)
+    if result.signal == "SIGUSR1":
         reason = "the time limit is near (SIGUSR1): checkpoint pushed"
-        outcome = SlurmRunResult(job_id, restart, "requeued", reason, result)
-    elif result.signal is not None:
-        return SlurmRunResult(job_id, restart, "stopped", f"{result.signal} from Slurm", result)
-    if outcome.action == "requeued":
-        _note(job_id, f"requeued after start {restart}: {outcome.reason}")
+        _note(job_id, f"requeued after start {restart}: {reason}")
         control(SlurmHost(), "scontrol", "requeue", job_id)
-        return outcome
-    if result.exit_code:
-        _note(job_id, f"failed: the trainer exited {result.exit_code}")
-        raise CommandFailedError(f"run {result.run_id}: the trainer exited {result.exit_code}", status=result.exit_code)
-    return outcome
+        return SlurmRunResult(job_id, restart, "requeued", reason, result)
+    if result.signal is not None:
+        return SlurmRunResult(job_id, restart, "stopped", f"{result.signal} from Slurm", result)
+    return SlurmRunResult(job_id, restart, "completed", f"the trainer exited {result.exit_code}", result)
+
+
+def _requeue(job_id: str, decision: Decision) -> str:
+    """Drain the node (hardware) and requeue the job without it (node fault); what was done."""
+    from trainops.slurm.nodes import drain_node, requeue_excluding
+
+    assert decision.diagnosis is not None
+    node = decision.diagnosis.node
+    host = SlurmHost()
+    done = []
+    if decision.action == "drain" and node:
+        drain_node(host, node=node, reason=decision.diagnosis.summary)
+        done.append(f"drained {node}")
+    _note(job_id, f"requeued: {decision.note}")
+    excluded = requeue_excluding(host, job_id=job_id, nodes=[node] if node else [])
+    done.append(f"requeued job {job_id} excluding {','.join(excluded) or 'no node'}")
+    return "; ".join(done)

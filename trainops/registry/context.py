@@ -53,6 +53,15 @@ class Registries:
     def ref(self, text: str) -> Reference:
         return parse_reference(text, default_registry=self.default_registry, base_dir=self.base_dir)
 
+    def tag_ref(self, text: str, *, beside: Reference) -> Reference:
+        """A destination that must carry a tag (`registry tag SRC DST`): REPO:TAG, or a bare
+        TAG in beside's repository, as `crane tag` takes it."""
+        import re
+
+        if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", text):
+            return beside.with_digest(None).with_tag(text)
+        return self.ref(text)
+
     def root(self, text: str | None = None) -> RegistryRoot:
         """A registry root from a URL, or the default registry."""
         from trainops.errors import UsageError

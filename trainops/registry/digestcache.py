@@ -15,6 +15,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from trainops import interrupt
+
 HASH_CHUNK = 4 * 1024 * 1024
 
 
@@ -30,6 +32,7 @@ def hash_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         while chunk := fh.read(HASH_CHUNK):
+            interrupt.check()  # Ctrl-C: a transfer worker stops hashing too
             digest.update(chunk)
     return "sha256:" + digest.hexdigest()
 

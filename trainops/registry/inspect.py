@@ -8,7 +8,7 @@ from typing import Any
 from trainops.registry import media
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
-from trainops.registry.store import resolve
+from trainops.registry.store import Resolved, resolve
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,17 @@ class FileInfo:
     size: int
     digest: str
     media_type: str
+
+
+@dataclass(frozen=True)
+class ChunkedInfo:
+    """A chunked artifact's storage: its packs, and the bytes its files share with its
+    first lineage parent (chunk by chunk) when that parent is in the same repository."""
+
+    packs: int
+    pack_bytes: int
+    parent: str | None
+    bytes_shared_with_parent: int | None
 
 
 @dataclass
@@ -34,19 +45,19 @@ class ArtifactInfo:
     parents: list[dict[str, str]]
     subject: str | None
     referrers: list[dict[str, Any]] = field(default_factory=list)
+    chunked: ChunkedInfo | None = None  # the chunked form's packs, and what the first parent shares
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def show(registries: Registries, *, ref: Reference) -> ArtifactInfo:
+    from trainops.registry.chunks.index import files_of, is_chunked
+
     found = resolve(registries, ref=ref)
     parsed = found.parsed
     lineage = parsed.lineage()
-    files = [
-        FileInfo(parsed.file_path(layer, i), layer.size, layer.digest, layer.media_type)
-        for i, layer in enumerate(parsed.layers)
-    ]
+    files = [FileInfo(v.path, v.size, v.digest, v.media_type) for v in files_of(parsed, str(found.ref))]
     referrers = registries.backend(found.ref).referrers(found.ref.repository, found.manifest.digest)
     hidden = {media.A_LINEAGE}
     return ArtifactInfo(
@@ -66,7 +77,29 @@ def show(registries: Registries, *, ref: Reference) -> ArtifactInfo:
             {"digest": d.digest, "kind": media.kind_of(d.artifact_type, d.annotations), "artifactType": d.artifact_type}
             for d in referrers
         ],
+        chunked=_chunked_info(registries, found, lineage.parents[0].digest if lineage.parents else None)
+        if is_chunked(parsed)
+        else None,
     )
+
+
+def _chunked_info(registries: Registries, found: Resolved, parent: str | None) -> ChunkedInfo:
+    from trainops.errors import NotFoundError
+    from trainops.registry.artifact import parse_manifest
+    from trainops.registry.chunks.index import packs_of
+    from trainops.registry.chunks.sharing import shared_bytes
+
+    packs = packs_of(found.parsed)
+    backend, repo = registries.backend(found.ref), found.ref.repository
+    shared = None
+    if parent is not None:
+        try:
+            old = parse_manifest(backend.get_manifest(repo, parent))
+        except NotFoundError:  # pruned, or in another repository
+            parent = None
+        else:
+            shared = shared_bytes(backend, repo, old=old, new=found.parsed)
+    return ChunkedInfo(len(packs), sum(p.size for p in packs.values()), parent, shared)
 
 
 @dataclass
@@ -84,7 +117,8 @@ class Diff:
     removed: list[FileChange] = field(default_factory=list)
     modified: list[FileChange] = field(default_factory=list)
     unchanged: int = 0
-    bytes_shared: int = 0
+    bytes_shared: int = 0  # of b's files unchanged from a
+    chunk_bytes_shared: int = 0  # of b's bytes found in a: unchanged files, and chunks of chunked files
 
     @property
     def same(self) -> bool:
@@ -96,8 +130,19 @@ class Diff:
 
 def diff(registries: Registries, *, a: Reference, b: Reference) -> Diff:
     """Files added, removed and modified from a to b (by path; modified = other digest)."""
-    left, right = show(registries, ref=a), show(registries, ref=b)
-    return diff_files(a=left.ref, b=right.ref, old_files=left.files, new_files=right.files)
+    from trainops.registry.chunks.sharing import shared_bytes
+
+    left, right = resolve(registries, ref=a), resolve(registries, ref=b)
+    old_files, new_files = show(registries, ref=left.ref).files, show(registries, ref=right.ref).files
+    result = diff_files(a=str(left.ref), b=str(right.ref), old_files=old_files, new_files=new_files)
+    backend = registries.backend(right.ref)
+    if registries.backend(left.ref) is backend:  # chunk indexes are read from one registry
+        result.chunk_bytes_shared = shared_bytes(
+            backend, right.ref.repository, old=left.parsed, new=right.parsed, old_repo=left.ref.repository
+        )
+    else:
+        result.chunk_bytes_shared = result.bytes_shared
+    return result
 
 
 def diff_files(*, a: str, b: str, old_files: list[FileInfo], new_files: list[FileInfo]) -> Diff:

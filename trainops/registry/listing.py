@@ -17,6 +17,7 @@ from trainops.errors import InputError, NotFoundError
 from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest, parse_manifest
 from trainops.registry.backends.base import Backend
+from trainops.registry.chunks.index import files_of
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 
@@ -89,6 +90,7 @@ class Listing:
     repositories: list[str] = field(default_factory=list)
     tags: list[ListedTag] = field(default_factory=list)
     pruned_records: int = 0  # `pruned-…` tags left out (records of deleted artifacts)
+    untagged: list[str] = field(default_factory=list)  # repositories with no artifact tag (details only)
 
 
 def list_repository(registries: Registries, *, ref: Reference, records: bool = False, details: bool = True) -> Listing:
@@ -108,37 +110,56 @@ def list_repository(registries: Registries, *, ref: Reference, records: bool = F
         return listing
     for item in tagged_manifests(registries, repository=ref, tags=names):
         parsed = item.parsed
-        size = sum(layer.size for layer in parsed.layers)
+        size = sum(view.size for view in files_of(parsed, item.tag))  # a chunked one's files, not its packs
         listing.tags.append(ListedTag(item.tag, parsed.digest, parsed.kind, parsed.created, size))
     return listing
 
 
-def list_registry(registries: Registries, *, url: str | None = None) -> Listing:
-    """Repositories under a registry URL (default: the manifest's registry)."""
+def list_registry(registries: Registries, *, url: str | None = None, details: bool = False) -> Listing:
+    """Repositories under a registry URL (default: the manifest's registry); with details,
+    which of them hold no artifact tag (an interrupted first push leaves one: blobs, no tag)."""
     from trainops.registry.backends import open_backend
 
     root = registries.root(url)
     backend = open_backend(root, insecure=registries.insecure, insecure_registries=registries.insecure_registries)
     try:
         repos = backend.list_repositories()
+        untagged = [r for r in repos if not _has_artifact_tag(backend, r)] if details else []
     finally:
         backend.close()
     prefix = "file://" if root.scheme == "file" else f"{root.scheme}://{root.location}/"
-    return Listing(repository=None, repositories=[prefix + r for r in repos])
+    return Listing(repository=None, repositories=[prefix + r for r in repos], untagged=[prefix + r for r in untagged])
+
+
+def _has_artifact_tag(backend: Backend, repo: str) -> bool:
+    """Whether a tag of repo names an artifact (not a referrers index or a pruned record)."""
+    try:
+        tags = backend.list_tags(repo)
+        return any(not t.startswith(("sha256-", media.PRUNED_TAG_PREFIX)) for t in tags)
+    except NotFoundError:
+        return False
+
+
+def _names_a_registry(target: str) -> bool:
+    """oci://HOST[:PORT][/] or s3://BUCKET[/]: a registry root, not a repository."""
+    scheme, sep, rest = target.partition("://")
+    return bool(sep) and scheme in ("oci", "s3") and "/" not in rest.strip("/")
 
 
 def ls(registries: Registries, *, target: str | None, records: bool = False, details: bool = True) -> Listing:
     """The tags of a repository (with details: what each points at), or (for a registry
     URL or prefix) its repositories."""
     if target is None:
-        return list_registry(registries)
+        return list_registry(registries, details=details)
+    if _names_a_registry(target):  # oci://HOST[:PORT], s3://BUCKET: its repositories (catalog)
+        return list_registry(registries, url=target, details=details)
     ref = registries.ref(target)
     if ref.tag or ref.digest:
         raise InputError(f"{target} names a tag or digest", hint="list a repository or a registry")
     try:
         return list_repository(registries, ref=ref, records=records, details=details)
     except NotFoundError:
-        listing = list_registry(registries, url=ref.repo_url)
+        listing = list_registry(registries, url=ref.repo_url, details=details)
     if not listing.repositories:
         raise NotFoundError(f"nothing at {ref.repo_url}: no such repository, and no repositories under it")
     return listing

@@ -65,6 +65,16 @@ A_RELEASE_FORCED = "dev.trainops.release.forced"  # "true" when a gate was overr
 A_RELEASE_REASON = "dev.trainops.release.reason"
 A_RELEASE_BY = "dev.trainops.release.by"
 
+# Signatures and provenance (trainops.signing): Sigstore bundles attached as referrers, laid
+# out as cosign's bundle referrers are (empty config, one bundle layer, the predicate type)
+SIGSTORE_BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+IN_TOTO = "application/vnd.in-toto+json"  # an unsigned in-toto statement (provenance without a key)
+A_BUNDLE_PREDICATE = "dev.sigstore.bundle.predicateType"
+A_BUNDLE_CONTENT = "dev.sigstore.bundle.content"  # "dsse-envelope"
+A_SIGNING_KEY = "dev.trainops.signing.key"  # sha256:<hex> of the signer's PEM public key
+MODEL_SIGNING_PREDICATE = "https://model_signing/signature/v1.0"
+SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
+
 _WEIGHTS = (
     "*.safetensors",
     "*.bin",
@@ -111,3 +121,13 @@ def kind_of(artifact_type: str | None, annotations: dict[str, str] | None) -> st
     if artifact_type in IMAGE_CONFIGS:  # an image pushed by an engine, skopeo or podman
         return "image"
     return "image" if artifact_type is None else "other"
+
+
+# Chunked checkpoints (trainops.registry.chunks): packs of content-defined chunks, and one
+# chunk index per file; the index layer names its file, the file's digest and size
+CHUNK_PACK = "application/vnd.trainops.chunk.pack.v1"
+CHUNK_INDEX = "application/vnd.trainops.chunk.index.v1+json"
+A_CHUNKS_FILEPATH = "dev.trainops.chunks.filepath"
+A_CHUNKS_DIGEST = "dev.trainops.chunks.digest"  # sha256:… of the whole file
+A_CHUNKS_SIZE = "dev.trainops.chunks.size"  # bytes of the whole file
+A_DEDUP = "dev.trainops.dedup"  # "chunks" on a chunked artifact's manifest

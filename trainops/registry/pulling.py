@@ -9,16 +9,22 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainops.errors import ExistsError, InputError, IntegrityError
+from trainops.interrupt import NOTHING_PULLED, parallel
 from trainops.registry import media
 from trainops.registry.artifact import safe_relpath
 from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.reference import Reference
-from trainops.registry.store import Resolved, _parallel, default_jobs, resolve
+from trainops.registry.store import Resolved, default_jobs, resolve
+
+if TYPE_CHECKING:
+    from trainops.registry.chunks.rebuild import Recipe
 
 
 @dataclass(frozen=True)
@@ -53,16 +59,19 @@ def pull(
     dest: Path,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
+    paths: Collection[str] | None = None,
 ) -> PullResult:
-    """Pull an artifact's files into dest. Only verified files ever appear in dest.
+    """Pull an artifact's files (or those of them named in paths) into dest. Only verified
+    files ever appear in dest.
 
     Blobs are downloaded into a staging directory inside dest and verified; only when all
-    are verified are they moved into place. An interrupted pull resumes: verified blobs
-    already staged are not fetched again.
+    are verified are they moved into place. A chunked file (trainops.registry.chunks) is
+    rebuilt there from its packs, every chunk and then the file verified. An interrupted
+    pull resumes: verified files already staged are not fetched again.
     """
     started = time.monotonic()
     found = resolve(registries, ref=ref)
-    plan = _pull_plan(found, str(ref))
+    plan, recipes = _pull_plan(registries, found, str(ref), paths)
     dest = dest.absolute()
     if dest.exists() and not dest.is_dir():
         raise ExistsError(f"{dest} exists and is not a directory")
@@ -73,7 +82,7 @@ def pull(
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = dest.parent / f".{dest.name}.trainops-pull-{found.manifest.digest[7:23]}"
     received = _stage_blobs(
-        registries, found, plan, staging, progress=progress or NullProgress(), jobs=jobs or default_jobs(ref)
+        registries, found, plan, staging, recipes, progress=progress or NullProgress(), jobs=jobs or default_jobs(ref)
     )
     _place(plan, staging, dest)
     return PullResult(
@@ -87,20 +96,38 @@ def pull(
     )
 
 
-def _pull_plan(found: Resolved, shown: str) -> list[tuple[str, Descriptor]]:
-    """(relative path, layer) of every file of the artifact; hostile paths refused."""
+def _pull_plan(
+    registries: Registries, found: Resolved, shown: str, paths: Collection[str] | None
+) -> tuple[list[tuple[str, Descriptor]], dict[str, Recipe]]:
+    """(relative path, the file's descriptor) of every file of the artifact (or of those in
+    paths), hostile paths refused; and how to rebuild each chunked file, by its digest, its
+    index checked against the manifest before anything is fetched."""
+    from trainops.registry.chunks.index import files_of, is_chunked
+
     parsed = found.parsed
     if parsed.children:
         raise InputError(f"{shown} is an image index", hint="pull one of its manifests by digest")
+    views = files_of(parsed, str(found.ref))
+    if paths is not None:
+        missing = sorted(set(paths) - {v.path for v in views})
+        if missing:
+            raise InputError(f"{found.ref} has no file {missing[0]!r}", hint="name files the artifact holds")
+        views = [v for v in views if v.path in paths]
     plan: list[tuple[str, Descriptor]] = []
     seen: set[str] = set()
-    for i, layer in enumerate(parsed.layers):
-        rel = safe_relpath(parsed.file_path(layer, i), str(found.ref))
+    for view in views:
+        rel = safe_relpath(view.path, str(found.ref))
         if rel in seen:
             raise IntegrityError(f"{found.ref}: two layers claim the file {rel!r}")
         seen.add(rel)
-        plan.append((rel, layer))
-    return plan
+        notes = {media.A_FILE_MODE: view.mode} if view.mode else {}
+        plan.append((rel, Descriptor(view.media_type, view.digest, view.size, notes)))
+    if not is_chunked(parsed):
+        return plan, {}
+    from trainops.registry.chunks.rebuild import recipes
+
+    backend = registries.backend(found.ref)
+    return plan, recipes(backend, found.ref.repository, parsed, views, str(found.ref))
 
 
 def _stage_blobs(
@@ -108,6 +135,7 @@ def _stage_blobs(
     found: Resolved,
     plan: list[tuple[str, Descriptor]],
     staging: Path,
+    recipes: dict[str, Recipe],
     *,
     progress: ProgressSink,
     jobs: int,
@@ -117,6 +145,11 @@ def _stage_blobs(
     staging.mkdir(exist_ok=True)
     backend = registries.backend(found.ref)
     unique = {layer.digest: (rel, layer) for rel, layer in plan}
+    reader = None
+    if recipes:
+        from trainops.registry.chunks.rebuild import PackReader, rebuild
+
+        reader = PackReader(backend, found.ref.repository, staging)
 
     def fetch(item: tuple[str, tuple[str, Descriptor]]) -> int:
         digest, (rel, layer) = item
@@ -124,7 +157,13 @@ def _stage_blobs(
         if final.is_file() and final.stat().st_size == layer.size:
             return 0
         part = staging / f"{digest[7:]}.part"
-        backend.download_blob(found.ref.repository, digest, part, progress.add(rel, layer.size))
+        if reader is not None and digest in recipes:  # its messages name the file already
+            rebuild(reader, recipes[digest], part, progress.add(rel, layer.size))
+        else:
+            try:
+                backend.download_blob(found.ref.repository, digest, part, progress.add(rel, layer.size))
+            except IntegrityError as err:  # name the file: a digest alone tells a user nothing
+                raise IntegrityError(f"{found.ref}: file {rel}: {err.message}", hint=err.hint) from None
         if part.stat().st_size != layer.size:
             part.unlink(missing_ok=True)
             raise IntegrityError(f"{found.ref}: {rel} has the wrong size, expected {layer.size}")
@@ -132,13 +171,15 @@ def _stage_blobs(
         return layer.size
 
     try:
-        return sum(_parallel(fetch, unique.items(), jobs))
+        received = sum(parallel(fetch, unique.items(), jobs, on_interrupt=NOTHING_PULLED))
+        shutil.rmtree(staging / "packs", ignore_errors=True)  # whole packs read without Range support
+        return received
     except IntegrityError:
         shutil.rmtree(staging, ignore_errors=True)  # damaged content: nothing worth keeping
         raise
     except BaseException:
         # Interrupted or a service failed: keep verified blobs so a retry resumes.
-        for leftover in staging.glob("*.part"):
+        for leftover in [*staging.glob("*.part"), *staging.glob("packs/*.part")]:
             leftover.unlink(missing_ok=True)
         if not any(staging.iterdir()):
             staging.rmdir()

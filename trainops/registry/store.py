@@ -13,13 +13,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from trainops.errors import ExistsError, InputError, IntegrityError, NotFoundError
+from trainops.interrupt import NOTHING_PUBLISHED, parallel
 from trainops.registry import media
 from trainops.registry.artifact import (
     FileEntry,
@@ -36,25 +36,15 @@ from trainops.registry.backends.base import Backend, BlobSource, Descriptor, Man
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache, cache_dir
 from trainops.registry.plain_lineage import PlainLineage, PlainParent
+from trainops.registry.protect import Override, check_move
 from trainops.registry.reference import Reference
 
 if TYPE_CHECKING:  # pydantic loads only where a models.Lineage is built (see registry/plain_lineage.py)
     from trainops.registry.models import Lineage, Parent
 
-T = TypeVar("T")
-R = TypeVar("R")
-
 
 def default_jobs(ref: Reference) -> int:
     return 2 if ref.scheme == "file" else 8
-
-
-def _parallel(func: Callable[[T], R], items: Iterable[T], jobs: int) -> list[R]:
-    items = list(items)
-    if jobs <= 1 or len(items) <= 1:
-        return [func(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(jobs, len(items))) as pool:
-        return list(pool.map(func, items))
 
 
 @dataclass(frozen=True)
@@ -93,6 +83,7 @@ def tag_move(
     move_tag: bool,
     where: str,
     current: str | None = None,
+    override: Override | None = None,
 ) -> str | None:
     """Before pointing tag at digest: the digest it points at now when that differs (the tag
     moves), else None. With move_tag=False a move is refused (ExistsError, nothing written):
@@ -107,6 +98,7 @@ def tag_move(
             f"tag {tag} of {where} points at {current[:19]}; refusing to move it to {digest[:19]}",
             hint="tags pushed with --no-move never change: push under a new tag",
         )
+    check_move(backend, repo, tag, current, digest, where=where, override=override)
     return current
 
 
@@ -124,6 +116,7 @@ class PushResult:
     cache_hits: int
     seconds: float
     moved_from: str | None = None  # the digest the tag pointed at before, when the push moved it
+    bytes_shared: int = 0  # chunked files: bytes found in chunks the repository already held
 
     def as_dict(self) -> dict[str, Any]:
         """What `push -o json` prints (and every command that pushes, such as `hub import`)."""
@@ -136,6 +129,7 @@ class PushResult:
             "blobsSkipped": self.blobs_skipped,
             "seconds": round(self.seconds, 3),
             "movedFrom": self.moved_from,
+            "bytesShared": self.bytes_shared,
         }
 
 
@@ -193,30 +187,54 @@ def push(
     cache: DigestCache | None = None,
     model: ModelConfig | None = None,
     move_tag: bool = True,
+    override: Override | None = None,
+    dedup: str = "off",
 ) -> PushResult:
     """Push a file or directory tree as one artifact; tag it if ref has a tag (model: the
     ModelPack config fields of a kind="model" artifact).
 
     A tag that names other content is moved (`moved_from` says from what), or with
-    move_tag=False the push is refused before the manifest is written."""
+    move_tag=False the push is refused before the manifest is written. dedup="chunks":
+    files of CHUNKED_MIN bytes or more go in the chunked form (trainops.registry.chunks),
+    deduplicated against the parents and the newest checkpoints of the repository."""
     started = time.monotonic()
     if ref.digest:
         raise InputError(f"cannot push to a digest ({ref})", hint="push to a tag; the digest is computed")
     if kind not in media.KINDS or kind == "image":
         raise InputError(f"unknown artifact kind {kind!r}", hint="use checkpoint, model, dataset, eval or other")
+    if dedup not in DEDUP_MODES:
+        raise InputError(f"unknown dedup mode {dedup!r}", hint=f"use one of {', '.join(DEDUP_MODES)}")
     progress = progress or NullProgress()
     cache = cache or DigestCache()
     files = scan_tree(source)
+    plain, chunked = _split(files, dedup)
     backend = registries.backend(ref)
+    annotations = dict(annotations or {})
     with leased(backend, ref.repository):  # gc deletes no blob of the repository meanwhile
         uploader = _Uploader(backend, ref.repository, cache, progress)
-        outcomes = _parallel(uploader.transfer, files, jobs or default_jobs(ref))
+        outcomes = parallel(uploader.transfer, plain, jobs or default_jobs(ref), on_interrupt=NOTHING_PUBLISHED)
         digests = [(o.digest, o.size) for o in outcomes]
         sent = sum(o.sent for o in outcomes)
         skipped = sum(o.skipped for o in outcomes)
+        shared = 0
         layers = [
-            layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(files, outcomes, strict=True)
+            layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(plain, outcomes, strict=True)
         ]
+        packs: list[Descriptor] = []
+        if chunked:
+            from trainops.registry.chunks.pushing import push_files
+
+            parents = [p.digest for p in PlainLineage.of(lineage or PlainLineage()).parents]
+            done = push_files(
+                backend, ref.repository, chunked, parents=parents, tag=ref.tag, progress=progress, cache=cache
+            )
+            layers += [layer for _, layer in done.indexes]
+            digests += done.digests
+            sent, skipped, shared = sent + done.bytes_sent, skipped + done.packs_skipped, done.bytes_shared
+            packs = done.packs
+            annotations[media.A_DEDUP] = "chunks"
+        layers = sorted(layers, key=_layer_path) + packs
+        files = plain + chunked
         published = _publish(
             backend,
             ref,
@@ -228,6 +246,7 @@ def push(
             subject=subject,
             model=model,
             move_tag=move_tag,
+            override=override,
             progress=progress,
             before=lambda: _check_unchanged(files, digests),  # no manifest for a file that changed meanwhile
         )
@@ -246,7 +265,24 @@ def push(
         cache_hits=cache.hits,
         seconds=time.monotonic() - started,
         moved_from=moved,
+        bytes_shared=shared,
     )
+
+
+DEDUP_MODES = ("off", "chunks")
+
+
+def _split(files: list[FileEntry], dedup: str) -> tuple[list[FileEntry], list[FileEntry]]:
+    """(files pushed one blob each, files pushed chunked)."""
+    if dedup != "chunks":
+        return files, []
+    from trainops.registry.chunks.pushing import CHUNKED_MIN
+
+    return [f for f in files if f.size < CHUNKED_MIN], [f for f in files if f.size >= CHUNKED_MIN]
+
+
+def _layer_path(layer: Descriptor) -> str:
+    return layer.annotations.get(media.A_FILEPATH) or layer.annotations.get(media.A_CHUNKS_FILEPATH, "")
 
 
 @dataclass(frozen=True)
@@ -319,6 +355,7 @@ def _publish(
     move_tag: bool,
     progress: ProgressSink,
     before: Callable[[], None] | None = None,
+    override: Override | None = None,
 ) -> _Published:
     """The last step of a push or an assembly, once every layer is in the repository: the
     config blob, then the manifest (a reader never sees a manifest whose blobs are missing),
@@ -341,7 +378,14 @@ def _publish(
         before()
     current = tag_target(backend, ref.repository, ref.tag)
     moved = tag_move(
-        backend, ref.repository, ref.tag, manifest.digest, move_tag=move_tag, where=ref.repo_url, current=current
+        backend,
+        ref.repository,
+        ref.tag,
+        manifest.digest,
+        move_tag=move_tag,
+        where=ref.repo_url,
+        current=current,
+        override=override,
     )
     if ref.tag is None or current != manifest.digest:
         # a tag that already names this very manifest has it, its blobs and its referrer
@@ -422,7 +466,7 @@ def copy_blobs(
             tmp.unlink(missing_ok=True)
         return 1, 0, blob.size
 
-    results = _parallel(one, blobs, jobs)
+    results = parallel(one, blobs, jobs, on_interrupt=NOTHING_PUBLISHED)
     return sum(r[0] for r in results), sum(r[1] for r in results), sum(r[2] for r in results)
 
 
@@ -456,15 +500,19 @@ def copy(
     jobs: int | None = None,
     progress: ProgressSink | None = None,
     move_tag: bool = True,
+    override: Override | None = None,
 ) -> CopyResult:
     """Copy an artifact between any two backends; its digest is unchanged. dst's tag moves
-    if it named other content (refused with move_tag=False, before anything is copied)."""
+    if it named other content (refused with move_tag=False, or when it names a release and
+    there is no override, before anything is copied)."""
     if dst.digest:
         raise InputError(f"cannot copy to a digest ({dst})", hint="name a repository and optionally a tag")
     found = resolve(registries, ref=src)
     tag = dst.tag or found.ref.tag
     digest = found.manifest.digest
-    moved = tag_move(registries.backend(dst), dst.repository, tag, digest, move_tag=move_tag, where=dst.repo_url)
+    moved = tag_move(
+        registries.backend(dst), dst.repository, tag, digest, move_tag=move_tag, where=dst.repo_url, override=override
+    )
     with leased(registries.backend(dst), dst.repository):
         copied, skipped, nbytes = _copy_manifest(
             registries, found.ref, dst, found.manifest, progress or NullProgress(), jobs or default_jobs(dst), tag
@@ -524,27 +572,12 @@ def assemble(
     return AssembleResult(ref.with_digest(manifest.digest), manifest.digest, copied, nbytes)
 
 
-def tag(registries: Registries, *, src: Reference, dst: Reference, move_tag: bool = True) -> CopyResult:
+def tag(
+    registries: Registries, *, src: Reference, dst: Reference, move_tag: bool = True, override: Override | None = None
+) -> CopyResult:
     """Point dst's tag at src's manifest (copying it first if dst is another repository);
-    with move_tag=False a tag that names other content is left alone (ExistsError)."""
+    with move_tag=False (or a release tag without override) a tag that names other content
+    is left alone (ExistsError)."""
     if not dst.tag:
         raise InputError(f"{dst} names no tag", hint="write the destination as REPO:TAG")
-    return copy(registries, src=src, dst=dst, move_tag=move_tag)
-
-
-@dataclass(frozen=True)
-class RemoveResult:
-    ref: Reference
-    removed: str  # "tag" or "manifest"
-
-
-def remove(registries: Registries, *, ref: Reference) -> RemoveResult:
-    """Remove a tag (REPO:TAG) or a manifest and its tags (REPO@DIGEST)."""
-    backend = registries.backend(ref)
-    if ref.digest:
-        backend.delete_manifest(ref.repository, ref.digest)
-        return RemoveResult(ref, "manifest")
-    if ref.tag:
-        backend.delete_tag(ref.repository, ref.tag)
-        return RemoveResult(ref, "tag")
-    raise InputError(f"{ref} names neither a tag nor a digest", hint="write REPO:TAG or REPO@sha256:…")
+    return copy(registries, src=src, dst=dst, move_tag=move_tag, override=override)

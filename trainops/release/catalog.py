@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trainops.checkpoint.catalog import tagged
@@ -31,6 +31,8 @@ class ReleaseInfo:
     size: int
     files: list[str] = field(default_factory=list)
     model: dict[str, Any] = field(default_factory=dict)  # ModelPack `config` (format, paramSize, …)
+    signed_by: list[str] = field(default_factory=list)  # keys its model signatures name (show only; unverified)
+    provenance: str | None = None  # its SLSA provenance record (show only)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +48,8 @@ class ReleaseInfo:
             "size": self.size,
             "files": self.files,
             "model": self.model,
+            "signedBy": self.signed_by,
+            "provenance": self.provenance,
         }
 
 
@@ -93,4 +97,9 @@ def show_release(registries: Registries, *, ref: Reference) -> ReleaseInfo:
             except ValueError:
                 body = {}
         config = body.get("config") or {} if isinstance(body, dict) else {}
-    return _info(found.ref, found.parsed, config)
+    from trainops.signing.records import list_records
+
+    records = list_records(registries, subject=found)
+    keys = sorted({r.key or "unnamed key" for r in records if r.predicate_type == media.MODEL_SIGNING_PREDICATE})
+    provenance = next((r.ref for r in reversed(records) if r.predicate_type == media.SLSA_PROVENANCE), None)
+    return replace(_info(found.ref, found.parsed, config), signed_by=keys, provenance=provenance)

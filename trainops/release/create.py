@@ -21,20 +21,24 @@ import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from trainops.errors import GateFailedError, InputError, TrainopsError, UsageError
 from trainops.hub.safetensors import ModelInfo, model_info
 from trainops.registry import media
 from trainops.registry.artifact import Forced, Lineage, ModelConfig, Parent
+from trainops.registry.chunks.index import is_chunked
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import TAG_RE, Reference
 from trainops.registry.store import Resolved, assemble, push, resolve
 from trainops.release.choose import Candidate, choose
 from trainops.release.immutable import local_files, same_release
-from trainops.release.package import exported_files, remote_info, select_files
+from trainops.release.package import exported_files, rebuilt_files, remote_info, select_files
 from trainops.spec import Manifest
 from trainops.spec.stages import ReleaseSpec
+
+if TYPE_CHECKING:
+    from trainops.signing.signer import Signer
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,9 @@ class ReleaseResult:
     forced: Forced | None
     model: ModelInfo
     files: list[str]
+    signed_by: str | None = None  # the signing key's fingerprint (release.signing)
+    signature: str | None = None  # the model signature referrer attached now
+    provenance: str | None = None  # the SLSA provenance referrer attached now
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +67,9 @@ class ReleaseResult:
             "forced": self.forced.model_dump() if self.forced else None,
             "model": self.model.as_config(),
             "files": self.files,
+            "signedBy": self.signed_by,
+            "signature": self.signature,
+            "provenance": self.provenance,
         }
 
 
@@ -109,7 +119,23 @@ def create_release(
     if not TAG_RE.match(tag):
         raise InputError(f"release tag {tag!r} is not a valid tag", hint="use letters, digits, '.', '_' and '-'")
     target = release_repository(manifest, registries).with_tag(tag)
-    return _publish(manifest, spec, registries, chosen, forced, target, progress, command_stdout)
+    signer = None
+    if spec.signing is not None:  # a bad key fails here, before anything is pushed
+        from trainops.signing.signer import open_signer
+
+        signer = open_signer(spec.signing, root=manifest.root)
+    result = _publish(manifest, spec, registries, chosen, forced, target, progress, command_stdout)
+    return _attested(registries, result, signer)
+
+
+def _attested(registries: Registries, result: ReleaseResult, signer: Signer | None) -> ReleaseResult:
+    """The release signed (with release.signing) and its SLSA provenance attached (always)."""
+    from trainops.clock import now_utc
+    from trainops.signing.attest import attest
+
+    found = resolve(registries, ref=registries.ref(result.ref))
+    made = attest(registries, found=found, signer=signer, created=now_utc())
+    return replace(result, signed_by=made.key, signature=made.signature, provenance=made.provenance)
 
 
 def _publish(
@@ -128,9 +154,13 @@ def _publish(
     lineage = _lineage(manifest, chosen, forced, image_parent(manifest, registries, ckpt.parsed.lineage().image_digest))
     notes = _annotations(spec, chosen, tag, forced)
     descriptor = {"name": manifest.pipeline.metadata.name, "version": tag}
+    chunked = is_chunked(ckpt.parsed)
     with tempfile.TemporaryDirectory(prefix="trainops-release-") as scratch:
         if spec.export:  # pulled, converted, pushed from here
             directory = exported_files(manifest, spec, registries, ckpt, Path(scratch), progress, command_stdout)
+            info, files = model_info(directory), local_files(directory)
+        elif chunked:  # a chunked checkpoint has no blob per file: its files are rebuilt, then pushed
+            directory = rebuilt_files(registries, ckpt, select_files(ckpt, spec), Path(scratch), progress)
             info, files = model_info(directory), local_files(directory)
         else:  # assembled in the registry from the checkpoint's blobs: nothing is downloaded
             selection = select_files(ckpt, spec)
@@ -139,7 +169,7 @@ def _publish(
         if existing is not None:
             return _as_made(existing, _result(existing.ref, chosen, tag, False, None, info, files))
         model = ModelConfig(descriptor=descriptor, config=info.as_config())
-        if spec.export:
+        if spec.export or chunked:
             ref = push(
                 registries,
                 source=directory,

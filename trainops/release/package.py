@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from trainops.errors import InputError, NotFoundError
 from trainops.hub.safetensors import MAX_CONFIG, ModelInfo, SafetensorsHeader, read_header, summarize
+from trainops.registry import media
 from trainops.registry.artifact import safe_relpath, scan_tree
 from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import ProgressSink, Registries
@@ -46,12 +47,21 @@ def _none_selected(found: Resolved, spec: ReleaseSpec) -> NotFoundError:
 
 
 def select_files(found: Resolved, spec: ReleaseSpec) -> list[tuple[str, Descriptor]]:
-    """(relpath, layer) of the checkpoint's files the release takes, sorted by path."""
+    """(relpath, layer) of the checkpoint's files the release takes, sorted by path; for a
+    chunked file, a descriptor of the whole file (its digest and size: no such blob yet)."""
+    from trainops.registry.chunks.index import files_of
+
     files = []
-    for i, layer in enumerate(found.parsed.layers):
-        relpath = safe_relpath(found.parsed.file_path(layer, i), str(found.ref))
+    for view in files_of(found.parsed, str(found.ref)):
+        relpath = safe_relpath(view.path, str(found.ref))
         if selected(relpath, spec):
-            files.append((relpath, layer))
+            notes = {media.A_FILE_MODE: view.mode} if view.mode else {}
+            files.append(
+                (
+                    relpath,
+                    view.layer if not view.chunked else Descriptor(view.media_type, view.digest, view.size, notes),
+                )
+            )
     if not files:
         raise _none_selected(found, spec)
     return sorted(files, key=lambda item: item[0])
@@ -112,4 +122,18 @@ def exported_files(
             os.link(entry.path, target)
         except OSError:
             shutil.copy2(entry.path, target)
+    return out
+
+
+def rebuilt_files(
+    registries: Registries,
+    found: Resolved,
+    files: list[tuple[str, Descriptor]],
+    scratch: Path,
+    progress: ProgressSink | None,
+) -> Path:
+    """The selected files of a chunked checkpoint, pulled (rebuilt from its packs, verified)
+    into a directory, to be pushed as one blob per file: releases are plain ModelPack models."""
+    out = scratch / "model"
+    pull(registries, ref=found.ref, dest=out, progress=progress, paths=[rel for rel, _ in files])
     return out

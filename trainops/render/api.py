@@ -9,6 +9,8 @@ Files of the rendered tree (relative to the GitOps path):
     train/sbatch.sh           scheduler slurm (not a Kubernetes object)
     tenants/volcano-queues.yaml   spec.tenants for volcano and pytorchjob
     tenants/kueue-queues.yaml     spec.tenants for kueue (ResourceFlavor, ClusterQueues, LocalQueues)
+    cluster/volcano-hypernodes.yaml  spec.cluster.topology for volcano and pytorchjob (HyperNodes)
+    cluster/kueue-topology.yaml      spec.cluster.topology for kueue (Topology, its ResourceFlavor)
 
 The local scheduler renders nothing. spec.patches are applied last, over everything a call
 renders; a patch that matches nothing is an error (render_train and render_tenants leave
@@ -37,7 +39,10 @@ from trainops.render.yamlio import dump_documents
 from trainops.spec import Manifest
 from trainops.spec.stages import TrainSpec
 
-TENANT_KINDS = {"volcano": frozenset({"Queue"}), "kueue": frozenset({"ResourceFlavor", "ClusterQueue", "LocalQueue"})}
+TENANT_KINDS = {
+    "volcano": frozenset({"Queue", "HyperNode"}),
+    "kueue": frozenset({"ResourceFlavor", "ClusterQueue", "LocalQueue", "Topology"}),
+}
 TRAIN_KINDS = {
     "volcano": frozenset({"Job"}),
     "kueue": frozenset({"JobSet", "Job", "Service"}),
@@ -66,6 +71,10 @@ class _Tree:
     parts: list[_Part] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     header: str = ""
+    headers: dict[str, str] = field(default_factory=dict)  # a part's own header, over `header`
+
+    def part_headers(self) -> dict[str, str]:
+        return {part.path: self.headers.get(part.path, self.header) for part in self.parts}
 
 
 def _tenant_scheduler(manifest: Manifest) -> str | None:
@@ -130,21 +139,25 @@ def _train_tree(manifest: Manifest, *, image: str, run_id: str, commit: str | No
     return _Tree([part], ctx.warnings, ctx.header)
 
 
+def _header(manifest: Manifest, section: str) -> str:
+    return (
+        f"Rendered by trainops from {manifest.path.name} (pipeline {manifest.pipeline.metadata.name}, {section}).\n"
+        "Do not edit: change the manifest (or its spec.patches) and render again."
+    )
+
+
 def _tenant_tree(manifest: Manifest) -> _Tree:
     pipeline = manifest.pipeline
     spec = pipeline.spec
+    topology = _topology_tree(manifest)
     if not spec.tenants:
-        return _Tree()
+        return topology
     scheduler = _tenant_scheduler(manifest)
-    header = (
-        f"Rendered by trainops from {manifest.path.name} (pipeline {pipeline.metadata.name}, spec.tenants).\n"
-        "Do not edit: change the manifest (or its spec.patches) and render again."
-    )
+    header = _header(manifest, "spec.tenants")
     labels = dict(pipeline.metadata.labels)
     if scheduler == "volcano":
-        return _Tree(
-            [_Part("tenants/volcano-queues.yaml", volcano_queues(spec, pipeline.metadata.name, labels))], [], header
-        )
+        parts = [_Part("tenants/volcano-queues.yaml", volcano_queues(spec, pipeline.metadata.name, labels))]
+        return _merge(topology, _Tree(parts, [], header))
     if scheduler == "kueue":
         warnings: list[str] = []
         objects = kueue_queues(spec, pipeline.metadata.name, labels, warnings)
@@ -152,16 +165,44 @@ def _tenant_tree(manifest: Manifest) -> _Tree:
         if train is not None:
             requested = [*main_resources(train), "cpu", "memory"]
             warnings += uncovered(spec, list(dict.fromkeys(requested)))
-        return _Tree([_Part("tenants/kueue-queues.yaml", objects)], warnings, header)
+        return _merge(topology, _Tree([_Part("tenants/kueue-queues.yaml", objects)], warnings, header))
     train = spec.train
     if train is not None and train.scheduler == "slurm":
         return _Tree(warnings=["spec.tenants are Kubernetes queues: with scheduler slurm they are not rendered"])
-    return _Tree()
+    return topology
+
+
+def _topology_tree(manifest: Manifest) -> _Tree:
+    """spec.cluster.topology as HyperNodes (Volcano) or a Topology and its ResourceFlavor (Kueue)."""
+    from trainops.render.topology import kueue_topology, volcano_hypernodes
+
+    cluster = manifest.pipeline.spec.cluster
+    fabric = cluster.topology if cluster is not None else None
+    if fabric is None:
+        return _Tree()
+    name, labels = manifest.pipeline.metadata.name, dict(manifest.pipeline.metadata.labels)
+    header = _header(manifest, "spec.cluster.topology")
+    scheduler = _tenant_scheduler(manifest)
+    if scheduler == "kueue":
+        return _Tree([_Part("cluster/kueue-topology.yaml", kueue_topology(fabric, name, labels))], [], header)
+    if scheduler == "volcano":
+        if not fabric.domains:
+            note = "spec.cluster.topology has no domains: Volcano needs them as HyperNodes; none are rendered"
+            return _Tree(warnings=[note])
+        return _Tree([_Part("cluster/volcano-hypernodes.yaml", volcano_hypernodes(fabric, name, labels))], [], header)
+    return _Tree(warnings=["spec.cluster.topology is for Volcano and Kueue: with scheduler slurm it is not rendered"])
+
+
+def _merge(first: _Tree, second: _Tree) -> _Tree:
+    """Two trees of different headers: each part keeps its own (see _finish)."""
+    merged = _Tree([*first.parts, *second.parts], [*first.warnings, *second.warnings], second.header)
+    merged.headers = {**first.part_headers(), **second.part_headers()}
+    return merged
 
 
 def _finish(trees: list[_Tree], manifest: Manifest, *, skip_kinds: frozenset[str]) -> Rendered:
     parts = [part for tree in trees for part in tree.parts]
-    headers = {part.path: tree.header for tree in trees for part in tree.parts}
+    headers = {path: text for tree in trees for path, text in tree.part_headers().items()}
     objects = [obj for part in parts for obj in part.objects]
     owners = [part.path for part in parts for _ in part.objects]
     if parts:
@@ -234,6 +275,25 @@ def _bash_problems(rendered: Rendered) -> list[SchemaProblem]:
     return out
 
 
+def render_for_check(
+    manifest: Manifest, *, image: str | None = None, run_id: str = CHECK_RUN_ID, warnings: list[str] | None = None
+) -> Rendered:
+    """What check_render checks: everything rendered with `image`, else train.image when it is
+    pinned, else a placeholder pinned image (a tag is said in `warnings`)."""
+    train = manifest.pipeline.spec.train
+    if image is None:
+        if train is not None and train.image and is_pinned(train.image):
+            image = train.image
+        else:
+            if train is not None and train.image and warnings is not None:
+                warnings.append(
+                    f"train.image {train.image} is a tag: a submit pins it to the digest it names then; "
+                    "pin it (…@sha256:…) to render the same job every time"
+                )
+            image = placeholder_image(manifest)
+    return render_tenants(manifest) if train is None else render_all(manifest, image=image, run_id=run_id)
+
+
 def check_render(
     manifest: Manifest, *, crds_dir: Path | None = None, image: str | None = None, run_id: str = CHECK_RUN_ID
 ) -> RenderCheck:
@@ -246,18 +306,8 @@ def check_render(
         note = "train.scheduler is local: the job runs as a subprocess, there is nothing to render for a cluster"
         return RenderCheck(manifest.env, scheduler, [], {}, [], [], note=note)
     warnings: list[str] = []
-    if image is None:
-        if train is not None and train.image and is_pinned(train.image):
-            image = train.image
-        else:
-            if train is not None and train.image:
-                warnings.append(
-                    f"train.image {train.image} is a tag: a submit pins it to the digest it names then; "
-                    "pin it (…@sha256:…) to render the same job every time"
-                )
-            image = placeholder_image(manifest)
     try:
-        rendered = render_tenants(manifest) if train is None else render_all(manifest, image=image, run_id=run_id)
+        rendered = render_for_check(manifest, image=image, run_id=run_id, warnings=warnings)
     except TrainopsError as err:
         problem = SchemaProblem(manifest.path.name, "", "", "", str(err))
         return RenderCheck(manifest.env, scheduler, [], {}, [problem], warnings)

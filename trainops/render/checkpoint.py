@@ -86,6 +86,8 @@ def watch_argv(
     ]
     if ckpt.keep.best and ckpt.keep.metric:
         argv += ["--keep-best", str(ckpt.keep.best), "--metric", ckpt.keep.metric, "--mode", ckpt.keep.mode]
+    if ckpt.dedup != "off":
+        argv += ["--dedup", ckpt.dedup]
     argv.append("--until-signal")
     if leader_only:
         argv.append("--leader-only")

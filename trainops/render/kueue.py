@@ -37,6 +37,7 @@ from trainops.render.context import RunContext
 from trainops.render.env import RDZV_PORT
 from trainops.render.names import digits, object_name
 from trainops.render.pod import PodRole, pod_template
+from trainops.render.topology import kueue_level
 from trainops.spec.common import duration_seconds
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -69,14 +70,17 @@ def _topology(ctx: RunContext, *, group: str | None) -> dict[str, str]:
     topology = ctx.train.topology
     if topology is None:
         return {}
-    if not topology.level:
+    fabric = ctx.spec.cluster.topology if ctx.spec.cluster is not None else None
+    level = kueue_level(fabric, level=topology.level, highest_tier=topology.highest_tier_allowed)
+    if not level:
         raise InputError(
-            "train.topology: Kueue places pods by a node label; set train.topology.level",
+            "train.topology: Kueue places pods by a node label; set train.topology.level, or declare "
+            "spec.cluster.topology so that highestTierAllowed names a tier",
             hint="for example level: cloud.provider.com/topology-block (a level of the cluster's Topology)",
         )
-    if topology.highest_tier_allowed is not None:
+    if topology.highest_tier_allowed is not None and fabric is None:
         ctx.warn("train.topology.highestTierAllowed is for Volcano; Kueue uses train.topology.level")
-    out = {TAS_REQUIRED if topology.mode == "hard" else TAS_PREFERRED: topology.level}
+    out = {TAS_REQUIRED if topology.mode == "hard" else TAS_PREFERRED: level}
     if group:
         out[TAS_GROUP] = group
     return out

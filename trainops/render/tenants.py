@@ -15,8 +15,9 @@ nominal and lendingLimit = nominal − guarantee (the part never lent), and the 
 reclaim its lent quota (preemption.reclaimWithinCohort: Any). Without a cohort nothing is
 borrowed or lent. The namespaceSelector matches the tenant's namespaces by
 kubernetes.io/metadata.name; a tenant without namespaces admits nothing. The quota is in
-tenant.flavor, a ResourceFlavor the cluster defines; without one, trainops renders
-`default-flavor` (no node labels: every node), shared by every such tenant.
+tenant.flavor, a ResourceFlavor the cluster defines; without one, the flavor of
+spec.cluster.topology when there is one (trainops.render.topology renders it), else
+`default-flavor` (no node labels: every node), which trainops renders, shared by every such tenant.
 """
 
 from __future__ import annotations
@@ -86,9 +87,11 @@ def kueue_queues(
     cluster: list[dict[str, Any]] = []
     local: list[dict[str, Any]] = []
     meta_labels = _labels(pipeline, labels)
+    fabric = spec.cluster.topology if spec.cluster is not None else None
     for i, tenant in enumerate(spec.tenants):
-        flavor = tenant.flavor or DEFAULT_FLAVOR
-        if tenant.flavor is None and not flavors:
+        # with a declared topology, its flavor (rendered with it) is every tenant's default
+        flavor = tenant.flavor or (fabric.name if fabric is not None else DEFAULT_FLAVOR)
+        if tenant.flavor is None and fabric is None and not flavors:
             flavors.append(
                 {
                     "apiVersion": KUEUE_VERSION,

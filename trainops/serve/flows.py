@@ -208,6 +208,11 @@ def start_rollout(
     ctx = serve_context(manifest)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         pinned = resolve_release(registries, release)
+        signing = manifest.pipeline.spec.release.signing if manifest.pipeline.spec.release else None
+        if signing is not None and signing.required:
+            from trainops.signing.verify import require_signed
+
+            require_signed(registries, release=pinned, spec=signing, root=manifest.root)
         served = Served(pinned, resolve_image(manifest, registries, image=image))
     before, _ = read_state(manifest)
     if before.canary is not None:

@@ -45,12 +45,15 @@ def serving_repository(manifest: Manifest) -> str:
 
 def resolve_image(manifest: Manifest, registries: Registries, *, image: str | None) -> str:
     """The serving image as pods name it (host/repository@sha256:…): `image` (a tag is resolved
-    now), else the image built for this git commit in the serving repository."""
+    now), else rollout.pinnedImage, else the image built for this git commit in the serving
+    repository."""
     from trainops.build.api import base_reference
     from trainops.gitinfo import git_state
     from trainops.registry.store import resolve
     from trainops.render.image import cluster_image
 
+    rollout = manifest.pipeline.spec.rollout
+    image = image or (rollout.pinned_image if rollout is not None else None)
     if image:
         ref = base_reference(image, registries)
         if ref.digest:

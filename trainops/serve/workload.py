@@ -4,6 +4,9 @@ A pod runs the engine on the model in /models and the serving image, both pinned
 - model delivery `init-container`: an emptyDir filled by `trainops pull RELEASE@sha256:… /models`
   (every byte verified against its digest) before the engine starts; the agent image
   (rollout.agentImage, default the serving image) must contain trainops.
+  With rollout.verifySignature the pull first checks the release's model signature with the
+  public key mounted from a ConfigMap or Secret (`--verify-signature --key`), and copies
+  nothing unless it verifies.
 - `image-volume`: the model artifact mounted read-only as an image volume
   (`volumes[].image.reference`, Kubernetes ≥ 1.31 with the ImageVolume feature on); the
   kubelet pulls it like an image, so the registry must be one the nodes reach (oci://).
@@ -26,6 +29,8 @@ from trainops.serve.state import Served
 from trainops.spec.common import duration_seconds
 
 PROBE_PERIOD = 10
+SIGNING_DIR = "/etc/trainops/signing"  # where the init container reads rollout.verifySignature's key
+SIGNING_VOLUME = "signing-key"
 
 
 def _container_security() -> dict[str, Any]:
@@ -53,6 +58,12 @@ def _probes(port: str) -> dict[str, Any]:
 def _model_source(ctx: ServeContext, served: Served) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(the model volume, the init containers that fill it)."""
     if ctx.rollout.model_delivery == "image-volume":
+        if ctx.rollout.verify_signature is not None:
+            raise InputError(
+                "rollout.verifySignature needs modelDelivery init-container: an image volume is mounted by the "
+                "kubelet, which checks no model signature",
+                hint="use modelDelivery: init-container, or verify with an admission policy",
+            )
         if not served.release.startswith("oci://"):
             raise InputError(
                 f"rollout.modelDelivery image-volume needs the release in an oci:// registry, not {served.release}",
@@ -62,18 +73,36 @@ def _model_source(ctx: ServeContext, served: Served) -> tuple[dict[str, Any], li
         name, _, digest = reference.rpartition("@")
         repo = name if ":" not in name.rsplit("/", 1)[-1] else name.rsplit(":", 1)[0]
         return {"name": "model", "image": {"reference": f"{repo}@{digest}", "pullPolicy": "IfNotPresent"}}, []
-    if served.release.startswith("file://"):
-        ctx.warn(f"the release {served.release} is in a file:// registry, which pods in a cluster cannot read")
+    if served.release.startswith("file://"):  # one line for every release there (ctx.warn keeps one of each)
+        ctx.warn(
+            "the release is in a file:// registry, which pods in a cluster cannot read: serve from oci:// or s3://"
+        )
     argv = with_insecure(["trainops", "pull", served.release, MODEL_DIR], ctx.insecure, served.release)
+    mounts: list[dict[str, Any]] = [{"name": "model", "mountPath": MODEL_DIR}]
+    key = ctx.rollout.verify_signature
+    if key is not None:  # the signature is checked before a byte of the model is copied
+        argv += ["--verify-signature", "--key", f"{SIGNING_DIR}/{key.key}"]
+        mounts.append({"name": SIGNING_VOLUME, "mountPath": SIGNING_DIR, "readOnly": True})
     init = {
         "name": "model-pull",
         "image": ctx.rollout.agent_image or served.image,
         "imagePullPolicy": "IfNotPresent",
         "command": argv,
-        "volumeMounts": [{"name": "model", "mountPath": MODEL_DIR}],
+        "volumeMounts": mounts,
         "securityContext": _container_security(),
     }
     return {"name": "model", "emptyDir": {}}, [init]
+
+
+def _signing_volume(ctx: ServeContext) -> list[dict[str, Any]]:
+    """The public key of rollout.verifySignature as a volume (a ConfigMap or a Secret)."""
+    key = ctx.rollout.verify_signature
+    if key is None or ctx.rollout.model_delivery != "init-container":
+        return []
+    items = [{"key": key.key, "path": key.key}]
+    if key.secret is not None:
+        return [{"name": SIGNING_VOLUME, "secret": {"secretName": key.secret, "items": items}}]
+    return [{"name": SIGNING_VOLUME, "configMap": {"name": key.config_map, "items": items}}]
 
 
 def _engine_container(ctx: ServeContext, served: Served, command: list[str], *, leader: bool) -> dict[str, Any]:
@@ -112,6 +141,7 @@ def pod_template(ctx: ServeContext, served: Served, *, track: str | None, worker
     spec["volumes"] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": ctx.rollout.shared_memory}},
         volume,
+        *_signing_volume(ctx),
     ]
     metadata: dict[str, Any] = {"labels": {**ctx.labels(track), LABEL_METRICS: "true"}}
     annotations = {ANNOTATION_RELEASE: served.release}

@@ -9,13 +9,15 @@ job — which never ran — is cancelled and the record removed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainops.errors import TrainopsError
+from trainops.serialize import to_data
 from trainops.slurm.client import SlurmHost, control, read_file, sbatch, show_job
 from trainops.slurm.record import (
     RunRecord,
@@ -27,6 +29,9 @@ from trainops.slurm.record import (
 )
 from trainops.spec import Manifest
 from trainops.spec.stages import SlurmOptions
+
+if TYPE_CHECKING:
+    from trainops.faults.ettr import Ettr
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +112,7 @@ class JobStatus:
     started: str | None
     comment: str | None  # the supervisor's note (hang retries, why it failed)
     stdout: str | None
+    ettr: Ettr | None = None  # with one run asked for: ETTR and its parts (trainops.faults)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -121,6 +127,7 @@ class JobStatus:
             "started": self.started,
             "comment": self.comment,
             "stdout": self.stdout,
+            "ettr": to_data(self.ettr),
         }
 
 
@@ -151,9 +158,15 @@ def _host(record: RunRecord) -> SlurmHost:
 
 
 def job_status(manifest: Manifest, *, run_id: str | None = None) -> list[JobStatus]:
-    """The state of one run's job (unknown run: not found), or of every run submitted from here."""
-    records = [find_record(manifest, run_id)] if run_id else all_records(manifest)
-    return [_status(record, show_job(_host(record), record.job_id)) for record in records]
+    """The state of one run's job (unknown run: not found) with its ETTR, or of every run
+    submitted from here."""
+    from trainops.faults.query import run_ettr
+
+    if run_id is None:
+        return [_status(record, show_job(_host(record), record.job_id)) for record in all_records(manifest)]
+    record = find_record(manifest, run_id)
+    status = _status(record, show_job(_host(record), record.job_id))
+    return [dataclasses.replace(status, ettr=run_ettr(manifest, run_id=run_id))]
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,15 @@ def load_manifest(path: Path, *, env: str | None = None) -> Manifest:
     return Manifest(path=path.resolve(), pipeline=pipeline, env=env)
 
 
+def _spec_path(problem: Problem) -> str:
+    """The path a problem located in an overlay has in the merged spec (`environments.dev.train`
+    → `spec.train`): a base mistake the overlay only repeats is the base's."""
+    prefix = f"environments.{problem.env}"
+    if problem.env and (problem.path == prefix or problem.path.startswith(prefix + ".")):
+        return "spec" + problem.path[len(prefix) :]
+    return problem.path
+
+
 def check_manifest(path: Path, *, env: str | None = None) -> CheckReport:
     """Check a manifest as `trainops validate` does.
 
@@ -183,7 +193,7 @@ def check_manifest(path: Path, *, env: str | None = None) -> CheckReport:
         _, found = _validate(effective, shown, target)
         for problem in found:
             key = (problem.line, problem.column, problem.message)
-            if key in seen or (target and (problem.path, problem.message) in base_errors):
+            if key in seen or (target and (_spec_path(problem), problem.message) in base_errors):
                 continue
             seen.add(key)
             problems.append(problem)
@@ -193,3 +203,17 @@ def check_manifest(path: Path, *, env: str | None = None) -> CheckReport:
             base_errors = {(p.path, p.message) for p in found}
     report.problems = sorted(problems, key=lambda p: (p.line, p.column, p.env or ""))
     return report
+
+
+def field_problem(path: Path, *, env: str | None, loc: Sequence[str | int], message: str) -> Problem:
+    """A Problem at the manifest line of `loc` (the deepest part of it the file has; an
+    environment's overlay where it sets the field), for checks made after loading (a cluster's)."""
+    from trainops.spec.locate import format_path, walk
+
+    shown = _display(path)
+    data, _ = read_manifest(path)
+    effective = _with_env(data, env, shown) if env else data
+    found, key_mark, _value_mark, _node, _complete = walk(effective, loc)
+    return Problem(
+        file=shown, line=key_mark.line, column=key_mark.column, path=format_path(found), message=message, env=env
+    )

@@ -27,7 +27,7 @@ def format_path(parts: Sequence[str | int]) -> str:
     return out
 
 
-def _walk(root: YMap, loc: Sequence[str | int]) -> tuple[list[str | int], Mark, Mark, Any, bool]:
+def walk(root: YMap, loc: Sequence[str | int]) -> tuple[list[str | int], Mark, Mark, Any, bool]:
     """Follow loc through the data as far as it goes.
 
     Returns the path that exists (union tags dropped), the key mark and value mark of the
@@ -125,6 +125,17 @@ def _message(error: Mapping[str, Any]) -> tuple[str, str]:
     return msg, got
 
 
+def _overlay_path(root: YMap, env: str, loc: Sequence[str | int], path: str, mark: Mark) -> str:
+    """`spec.X` → `environments.ENV.X` when the value at fault came from the overlay (its
+    mark is the overlay's): the user wrote it there, so that is where they look."""
+    if not loc or loc[0] != "spec" or not (path == "spec" or path.startswith(("spec.", "spec["))):
+        return path
+    found, key_mark, value_mark, _, _ = walk(root, ("environments", env, *loc[1:]))
+    if len(found) <= 2 or (mark.line, mark.column) not in {(m.line, m.column) for m in (key_mark, value_mark)}:
+        return path
+    return format_path(["environments", env]) + path[len("spec") :]
+
+
 def problems_from_validation(
     err: ValidationError, *, root: YMap, file: str, model: type[BaseModel], env: str | None = None
 ) -> list[Problem]:
@@ -132,7 +143,7 @@ def problems_from_validation(
     merged: dict[tuple[str, int, int], tuple[list[str], str]] = {}
     for error in err.errors(include_url=False):
         loc = tuple(error["loc"])
-        found, key_mark, value_mark, node, complete = _walk(root, loc)
+        found, key_mark, value_mark, node, complete = walk(root, loc)
         kind = error["type"]
         got = ""
         if kind == "extra_forbidden":
@@ -148,6 +159,8 @@ def problems_from_validation(
             is_key = bool(loc) and loc[-1] == "[key]"
             mark = key_mark if container or is_key else value_mark
             path = format_path(found)
+        if env is not None:
+            path = _overlay_path(root, env, loc, path, mark)
         slot = (path, mark.line, mark.column)
         msgs, _ = merged.setdefault(slot, ([], got))
         if msg not in msgs:

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
+from trainops.spec.cluster import ClusterSpec
 from trainops.spec.common import GitURL, Name, Quantity, RegistryURL, RelativePath, StrictModel
 from trainops.spec.serving import RolloutSpec
 from trainops.spec.stages import EvalSpec, ImageSpec, ReleaseSpec, TrainSpec
@@ -102,6 +103,7 @@ class PipelineSpec(StrictModel):
     release: ReleaseSpec | None = None
     rollout: RolloutSpec | None = None
     tenants: list[Tenant] = Field(default_factory=list)
+    cluster: ClusterSpec | None = Field(None, description="The cluster's network topology, declared once.")
     patches: list[Patch] = Field(default_factory=list)
 
     def repository(self, pipeline: str, kind: str, override: str | None = None) -> str:
@@ -127,7 +129,28 @@ class PipelineSpec(StrictModel):
         names = [t.name for t in self.tenants]
         if len(set(names)) != len(names):
             raise ValueError("tenant names must be unique")
+        self._topology_fits()
         return self
+
+    def _topology_fits(self) -> None:
+        """train.topology within spec.cluster.topology: a tier it has, a level that is one of its labels."""
+        wanted = self.train.topology if self.train is not None else None
+        fabric = self.cluster.topology if self.cluster is not None else None
+        if wanted is None or fabric is None:
+            return
+        tiers = len(fabric.tiers)
+        if wanted.highest_tier_allowed is not None and not 1 <= wanted.highest_tier_allowed <= tiers:
+            top = fabric.tiers[-1].name
+            raise ValueError(
+                f"train.topology.highestTierAllowed {wanted.highest_tier_allowed} is not a tier of "
+                f"cluster.topology (1 to {tiers}, {top} the highest)"
+            )
+        labels = [t.node_label for t in fabric.tiers] + ["kubernetes.io/hostname"]
+        if wanted.level is not None and wanted.level not in labels:
+            raise ValueError(
+                f"train.topology.level {wanted.level} is not a node label of cluster.topology.tiers "
+                f"({', '.join(labels)})"
+            )
 
 
 EnvironmentName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,62}$")]
@@ -145,6 +168,7 @@ class EnvironmentOverlay(StrictModel):
     release: Any = None
     rollout: Any = None
     tenants: Any = None
+    cluster: Any = None
     patches: Any = None
 
 

@@ -5,9 +5,18 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from trainops.spec.common import CompareOp, Duration, Name, Percent, Quantity, RelativePath, StrictModel
+from trainops.spec.common import (
+    CompareOp,
+    Duration,
+    ImageRef,
+    Name,
+    Percent,
+    Quantity,
+    RelativePath,
+    StrictModel,
+)
 from trainops.spec.stages import ImageSpec
 
 
@@ -66,6 +75,20 @@ class GatewayRef(StrictModel):
     section_name: str | None = None
 
 
+class SignatureKeyRef(StrictModel):
+    """Where the serving pods find the public key that verifies a release's signature."""
+
+    config_map: Name | None = Field(None, description="A ConfigMap holding the PEM public key.")
+    secret: Name | None = Field(None, description="A Secret holding the PEM public key.")
+    key: str = Field("release.pub", pattern=r"^[-._A-Za-z0-9]+$", description="The key (file name) of the PEM in it.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SignatureKeyRef:
+        if (self.config_map is None) == (self.secret is None):
+            raise ValueError("set exactly one of configMap or secret")
+        return self
+
+
 class RolloutSpec(StrictModel):
     """Serving the released model, and how traffic moves to it."""
 
@@ -73,6 +96,11 @@ class RolloutSpec(StrictModel):
     traffic: Literal["argo-rollouts", "gateway-api", "kserve"] = "argo-rollouts"
     model: str | None = Field(None, description="A model reference; default: what release publishes.")
     image: ImageSpec | None = Field(None, description="Serving image; default template: serve-<engine>.")
+    pinned_image: ImageRef | None = Field(
+        None,
+        description="A prebuilt serving image pinned by digest (NAME@sha256:…), served as it is; default: the "
+        "serving image built for the commit. `--image` overrides it.",
+    )
     namespace: Name | None = None
     replicas: int = Field(2, ge=1)
     gpus_per_replica: int = Field(1, ge=1, le=512)
@@ -102,6 +130,11 @@ class RolloutSpec(StrictModel):
     agent_image: str | None = Field(
         None, description="Image with trainops that runs the model pull; default: the serving image."
     )
+    verify_signature: SignatureKeyRef | None = Field(
+        None,
+        description="The init container verifies the release's model signature with this public key before it "
+        "copies the model into /models (init-container delivery only).",
+    )
     metrics: Literal["service-monitor", "annotations"] = Field(
         "service-monitor",
         description="How Prometheus finds the engine's /metrics: a ServiceMonitor (Prometheus Operator) "
@@ -114,6 +147,13 @@ class RolloutSpec(StrictModel):
     analysis: Analysis | None = None
     ab_test: ABTest | None = None
     gateway: GatewayRef | None = Field(None, description="Parent Gateway of the HTTPRoute (gateway-api).")
+
+    @field_validator("pinned_image")
+    @classmethod
+    def _by_digest(cls, value: str | None) -> str | None:
+        if value is not None and "@sha256:" not in value:
+            raise ValueError(f"{value!r} must be pinned by digest: NAME@sha256:<64 hex>")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> RolloutSpec:

@@ -17,6 +17,7 @@ from trainops.spec.common import (
     Quantity,
     StrictModel,
 )
+from trainops.spec.faults import FaultPolicy
 
 ImageTemplate = Literal["train-pytorch", "serve-vllm", "serve-sglang"]
 TemplateParam = str | int | float | bool
@@ -207,6 +208,11 @@ class CheckpointPolicy(StrictModel):
     keep: Retention = Field(default_factory=Retention)
     resume: str = Field("latest", min_length=1, description="latest, none, or a checkpoint reference to start from.")
     repository: str | None = Field(None, description="Default: <registry>/<name>/checkpoints.")
+    dedup: Literal["off", "chunks"] = Field(
+        "off",
+        description="chunks: push checkpoints in the chunked form (content-defined chunks in packs), sending "
+        "only the chunks the repository does not hold yet (registry/SPEC.md, Chunked checkpoints).",
+    )
     claim: ObjectName | None = Field(
         None,
         description="A ReadWriteMany PersistentVolumeClaim mounted at dir on every node; default: an emptyDir "
@@ -316,6 +322,9 @@ class TrainSpec(StrictModel):
     datasets: list[DatasetRef] = Field(default_factory=list)
     topology: Topology | None = None
     fault_tolerance: FaultTolerance = Field(default_factory=FaultTolerance)
+    faults: FaultPolicy = Field(
+        default_factory=FaultPolicy, description="Failure diagnosis → action, node-health sources (Slurm, local)."
+    )
     checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
     elastic: Elastic | None = Field(None, description="Elastic training (PyTorchJob elasticPolicy).")
     slurm: SlurmOptions | None = None
@@ -380,6 +389,43 @@ _TAG_TEMPLATE = r"^[A-Za-z0-9_{}][A-Za-z0-9_.{}-]{0,127}$"
 TAG_PLACEHOLDERS = ("step", "commit", "run", "date")
 
 
+class SigningSpec(StrictModel):
+    """How releases are signed (OpenSSF model signing) and whether serving requires it."""
+
+    key: str | None = Field(
+        None,
+        min_length=1,
+        description="PEM private key file (EC P-256/P-384/P-521), relative to the manifest's directory; a "
+        "passphrase-protected key takes its passphrase from $TRAINOPS_SIGNING_PASSPHRASE.",
+    )
+    pkcs11: str | None = Field(
+        None, pattern=r"^pkcs11:", description="A PKCS#11 URI of an EC key in a token (needs PyKCS11)."
+    )
+    keyless: bool = Field(
+        False, description="Keyless Sigstore signing (Fulcio, Rekor, an OIDC identity): not usable offline."
+    )
+    public_key: str | None = Field(
+        None,
+        min_length=1,
+        description="PEM public key that verifies releases (rollout start, release verify); default: derived from key.",
+    )
+    required: bool = Field(
+        False, description="rollout start refuses a release that is unsigned or does not verify with public_key."
+    )
+    checkpoints: bool = Field(
+        False, description="Also attach signed SLSA provenance to every checkpoint the watcher pushes."
+    )
+
+    @model_validator(mode="after")
+    def _one_signer(self) -> SigningSpec:
+        chosen = [name for name, on in (("key", self.key), ("pkcs11", self.pkcs11), ("keyless", self.keyless)) if on]
+        if len(chosen) > 1:
+            raise ValueError(f"set one of key, pkcs11 or keyless, not {' and '.join(chosen)}")
+        if not chosen and self.public_key is None:
+            raise ValueError("set key, pkcs11 or keyless (to sign), or publicKey (to verify only)")
+        return self
+
+
 class ReleaseSpec(StrictModel):
     """Publishing a checkpoint that passed its gates as a model."""
 
@@ -396,6 +442,9 @@ class ReleaseSpec(StrictModel):
         None,
         description="A command converting the checkpoint before packaging (e.g. to a Hugging Face layout): it reads "
         "TRAINOPS_EXPORT_INPUT and writes into TRAINOPS_EXPORT_OUTPUT (an empty directory), which is released.",
+    )
+    signing: SigningSpec | None = Field(
+        None, description="Sign releases with model signing and their SLSA provenance (trainops.signing)."
     )
 
     @model_validator(mode="after")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.errors import NotFoundError, TrainopsError
-from trainops.registry import tombstone
+from trainops.registry import media, tombstone
 from trainops.registry.artifact import ParsedManifest
 from trainops.registry.backends.base import Descriptor, ManifestData
 from trainops.registry.context import Registries
@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS artifacts (
   lineage TEXT NOT NULL, subject TEXT, manifest TEXT NOT NULL, config TEXT, report TEXT,
   pruned INTEGER NOT NULL,
   stored TEXT NOT NULL,
+  shared_with_parent INTEGER,
   PRIMARY KEY (repo_id, digest)
 );
 CREATE INDEX IF NOT EXISTS artifacts_stored ON artifacts (repo_id, stored);
@@ -89,6 +90,9 @@ class Index:
         with self.connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(artifacts)")}
+            if "shared_with_parent" not in columns:  # an index made before chunked checkpoints
+                db.execute("ALTER TABLE artifacts ADD COLUMN shared_with_parent INTEGER")
 
     def connect(self) -> sqlite3.Connection:
         """This thread's connection (rows as sqlite3.Row)."""
@@ -122,15 +126,18 @@ class RefreshResult:
 
 
 def _row_of(parsed: ParsedManifest, data: ManifestData, config: str | None, pruned: bool) -> dict[str, Any]:
+    from trainops.registry.chunks.index import files_of
+
     lineage = parsed.lineage()
+    files = files_of(parsed, parsed.digest[:19])  # a chunked artifact's files, not its packs
     return {
         "digest": parsed.digest,
         "kind": parsed.kind,
         "artifact_type": parsed.artifact_type,
         "media_type": parsed.media_type,
         "created": parsed.created,
-        "size": sum(layer.size for layer in parsed.layers),
-        "files": len(parsed.layers),
+        "size": sum(f.size for f in files),
+        "files": len(files),
         "step": lineage.step,
         "run_id": lineage.run_id,
         "git_commit": lineage.git_commit,
@@ -170,12 +177,43 @@ def _config_text(registries: Registries, repo: Reference, parsed: ParsedManifest
 
 def _report_text(registries: Registries, repo: Reference, parsed: ParsedManifest) -> str | None:
     """An eval report's JSON file (its metrics, gates and verdict), when it has one small enough."""
+    if parsed.annotations.get(media.A_BUNDLE_PREDICATE) == media.SLSA_PROVENANCE:
+        return _provenance_text(registries, repo, parsed)
     if parsed.kind != "eval":
         return None
     for i, layer in enumerate(parsed.layers):
         if parsed.file_path(layer, i).endswith(".json"):
             return _small_json(registries, repo, layer)
     return None
+
+
+def _provenance_text(registries: Registries, repo: Reference, parsed: ParsedManifest) -> str | None:
+    """A provenance record's in-toto statement as JSON (out of its DSSE envelope, unverified:
+    the browser has no key; `trainops release verify` checks it)."""
+    from trainops.signing.provenance import peek_statement
+
+    text = _small_json(registries, repo, parsed.layers[0]) if len(parsed.layers) == 1 else None
+    statement = None if text is None else peek_statement(text.encode(), parsed.layers[0].media_type)
+    return None if statement is None else json.dumps(statement)
+
+
+def _shared_with_parent(registries: Registries, repo: Reference, parsed: ParsedManifest) -> int | None:
+    """Bytes a chunked artifact shares with its first lineage parent, chunk by chunk, when
+    that parent is in the same repository (chunk indexes read once, cached by digest)."""
+    from trainops.registry.artifact import parse_manifest
+    from trainops.registry.chunks.index import is_chunked
+    from trainops.registry.chunks.sharing import shared_bytes
+
+    parents = parsed.plain_lineage().parents
+    if not parents or not is_chunked(parsed):
+        return None
+    backend = registries.backend(repo)
+    try:
+        old = parse_manifest(backend.get_manifest(repo.repository, parents[0].digest))
+        return shared_bytes(backend, repo.repository, old=old, new=parsed)
+    except TrainopsError as err:  # the parent is gone or elsewhere: nothing to say
+        log.debug("no shared bytes for %s: %s", parsed.digest, err)
+        return None
 
 
 def _fetch(registries: Registries, repo: Reference, digest: str) -> tuple[ParsedManifest, ManifestData] | None:
@@ -194,6 +232,7 @@ def _insert(db: sqlite3.Connection, registries: Registries, repo_id: int, repo: 
     config = None if record is not None else _config_text(registries, repo, parsed)
     row = _row_of(shown, data, config, pruned=record is not None)
     row["report"] = None if record is not None else _report_text(registries, repo, parsed)
+    row["shared_with_parent"] = None if record is not None else _shared_with_parent(registries, repo, parsed)
     row["repo_id"] = repo_id
     row["stored"] = parsed.digest  # the manifest the repository holds (a pruned record's own digest)
     cols = ", ".join(row)

@@ -54,6 +54,7 @@ class FileRow(StrictModel):
     size: int
     media_type: str
     digest: str
+    chunked: bool = Field(False, description="Stored as chunks in packs: the digest is the file's, no blob's.")
 
 
 class Link(StrictModel):
@@ -85,6 +86,23 @@ class Referrer(StrictModel):
     passed: bool | None = Field(None, description="An eval report's verdict; null for other referrers.")
 
 
+class Provenance(StrictModel):
+    """What an artifact's SLSA provenance says (as recorded; `trainops release verify` checks it)."""
+
+    builder: str | None = None
+    build_type: str | None = None
+    forced: dict[str, Any] | None = Field(None, description="reason and by, for a release made past a failing gate.")
+    dependencies: list[str] = Field(default_factory=list, description="Each resolved dependency: name and URI.")
+
+
+class Signing(StrictModel):
+    """Whether an artifact carries a model signature, by which keys, and its provenance."""
+
+    signed: bool
+    keys: list[str] = Field(default_factory=list, description="Fingerprints (sha256:…) of the keys that signed it.")
+    provenance: Provenance | None = None
+
+
 class Artifact(StrictModel):
     repository: str
     digest: str
@@ -99,9 +117,13 @@ class Artifact(StrictModel):
     annotations: dict[str, str]
     lineage: dict[str, Any]
     config: str | None = Field(None, description="The config blob as text, when it is small JSON.")
+    shared_with_parent: int | None = Field(
+        None, description="A chunked checkpoint: bytes of its files found in its first parent's chunks."
+    )
     parents: list[Link]
     children: list[Link]
     referrers: list[Referrer]
+    signing: Signing | None = Field(None, description="Model signatures and SLSA provenance attached, if any.")
 
 
 class GraphNode(StrictModel):

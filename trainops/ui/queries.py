@@ -13,6 +13,7 @@ import sqlite3
 from typing import Any
 
 from trainops.errors import InputError, NotFoundError
+from trainops.registry import media
 from trainops.registry.artifact import parse_manifest
 from trainops.registry.backends.base import ManifestData
 from trainops.registry.inspect import FileInfo, diff_files
@@ -25,11 +26,13 @@ from trainops.ui.models import (
     FileChangeRow,
     FileRow,
     Link,
+    Provenance,
     Referrer,
     RepositoryList,
     RepositorySummary,
     SearchHit,
     SearchResult,
+    Signing,
     TagPage,
     TagRow,
 )
@@ -119,10 +122,12 @@ def artifact_row(db: sqlite3.Connection, digest: str, repository: str | None) ->
 
 
 def _files(manifest_text: str, digest: str) -> list[FileRow]:
+    from trainops.registry.chunks.index import files_of
+
     parsed = parse_manifest(ManifestData(manifest_text.encode(), "", digest))
     return [
-        FileRow(path=parsed.file_path(layer, i), size=layer.size, media_type=layer.media_type, digest=layer.digest)
-        for i, layer in enumerate(parsed.layers)
+        FileRow(path=f.path, size=f.size, media_type=f.media_type, digest=f.digest, chunked=f.chunked)
+        for f in files_of(parsed, digest[:19])
     ]
 
 
@@ -213,9 +218,49 @@ def artifact(db: sqlite3.Connection, *, digest: str, repository: str | None = No
         annotations=dict(sorted(annotations.items())),
         lineage={k: v for k, v in json.loads(row["lineage"]).items() if k != "parents"},
         config=row["config"],
+        shared_with_parent=row["shared_with_parent"],
         parents=[_link(db, p["parent"], p["relation"], p["ref"]) for p in parents],
         children=[_link(db, c["child"], c["relation"], c["url"]) for c in children if c["relation"] != "describes"],
         referrers=[_referrer(r) for r in referrers],
+        signing=_signing(referrers),
+    )
+
+
+def _signing(referrers: list[sqlite3.Row]) -> Signing | None:
+    """The model signatures (their keys) and the SLSA provenance among an artifact's referrers."""
+    keys: set[str] = set()
+    provenance = None
+    for row in referrers:
+        notes = json.loads(row["annotations"])
+        predicate = notes.get(media.A_BUNDLE_PREDICATE)
+        if predicate == media.MODEL_SIGNING_PREDICATE:
+            keys.add(notes.get(media.A_SIGNING_KEY) or "a key it does not name")
+        elif predicate == media.SLSA_PROVENANCE:
+            provenance = _provenance(_json_object(row["report"]).get("predicate")) or provenance
+    if not keys and provenance is None:
+        return None
+    return Signing(signed=bool(keys), keys=sorted(keys), provenance=provenance)
+
+
+def _provenance(predicate: Any) -> Provenance | None:
+    if not isinstance(predicate, dict):
+        return None
+
+    def part(body: dict[str, Any], key: str) -> dict[str, Any]:
+        value = body.get(key)
+        return value if isinstance(value, dict) else {}
+
+    build, run = part(predicate, "buildDefinition"), part(predicate, "runDetails")
+    builder, external = part(run, "builder"), part(build, "externalParameters")
+    deps = build.get("resolvedDependencies")
+    forced = external.get("forced")
+    return Provenance(
+        builder=str(builder["id"]) if builder.get("id") else None,
+        build_type=str(build["buildType"]) if build.get("buildType") else None,
+        forced=forced if isinstance(forced, dict) else None,
+        dependencies=[f"{d.get('name')} {d.get('uri')}" for d in deps if isinstance(d, dict)]
+        if isinstance(deps, list)
+        else [],
     )
 
 

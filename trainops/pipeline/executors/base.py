@@ -28,6 +28,8 @@ class StageContext:
     command_stdout: IO[Any] | None = None  # where user commands' stdout goes (the CLI: stderr under -o json)
     quiet: float = 300.0  # cluster: a run is done when no checkpoint arrived for this long
     poll: float = 5.0
+    kubeconfig: str | None = None  # cluster: the job's status decides when training finished
+    context: str | None = None
     serve_image: str | None = None  # rollout: the serving image (a tag is resolved; default: built for HEAD)
     notes: list[str] = field(default_factory=list)
 

@@ -3,7 +3,9 @@
 The train stage renders the job for `train.scheduler`, commits it to the GitOps repository
 with a `Trainops-Stage-Key` trailer, then waits for the checkpoints the job's sidecar pushes
 (those whose lineage names the run), reporting each, until none has arrived for a quiet
-period (the run is taken as finished) or the timeout passes. Running `trainops run` again
+period (the run is taken as finished) or the timeout passes. With a kubeconfig
+(`trainops run --kubeconfig`), the job's own status on the cluster says when it finished
+(and whether it failed) instead of the quiet period. Running `trainops run` again
 finds the commit with this stage key in the GitOps history and waits on that run instead of
 submitting the job twice.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 
-from trainops.errors import InputError, NotFoundError, RemoteError
+from trainops.errors import CommandFailedError, InputError, NotFoundError, RemoteError
 from trainops.pipeline.executors import local
 from trainops.pipeline.executors.base import StageContext
 from trainops.pipeline.stage import Outcome, Output
@@ -69,8 +71,64 @@ def train_stage(ctx: StageContext) -> Outcome:
         notes.append(f"run {run_id} was submitted before for this key: waiting for it, not submitting again")
     for note in notes:
         ctx.note(note)
-    newest = wait_for_checkpoints(ctx, run_id=run_id)
+    if ctx.kubeconfig is not None:
+        newest = wait_for_job(ctx, run_id=run_id)
+    else:
+        newest = wait_for_checkpoints(ctx, run_id=run_id)
     return Outcome(outputs=[newest], notes=notes, details={"runId": run_id})
+
+
+def wait_for_job(ctx: StageContext, *, run_id: str) -> Output:
+    """Poll the job's status on the cluster until it finished; then its newest checkpoint.
+
+    A failed job is a CommandFailedError (exit 9) with the scheduler's or the job's reason; a
+    job that completed without pushing a checkpoint is a RemoteError naming the repository.
+    """
+    from trainops.checkpoint import list_checkpoints
+    from trainops.checkpoint.catalog import checkpoint_repository
+    from trainops.cluster.client import connect
+    from trainops.cluster.jobs import run_states
+
+    train = ctx.manifest.pipeline.spec.train
+    assert train is not None  # the train stage exists only with a train section
+    repository = checkpoint_repository(ctx.registries, manifest=ctx.manifest)
+    deadline = time.monotonic() + ctx.timeout
+    seen: str | None = None
+    with connect(kubeconfig=ctx.kubeconfig, context=ctx.context) as cluster:
+        while True:
+            try:
+                state = run_states(cluster, train=train, pipeline=ctx.manifest.pipeline.metadata.name, run_id=run_id)[0]
+            except NotFoundError:
+                state = None  # not applied yet by the GitOps controller
+            phase = state.phase if state is not None else "not in the cluster yet"
+            if phase != seen:
+                ctx.note(
+                    f"run {run_id}: {phase}" + (f" ({state.reason})" if state is not None and state.reason else "")
+                )
+                seen = phase
+            if state is not None and state.finished:
+                break
+            now = time.monotonic()
+            if now >= deadline:
+                raise RemoteError(
+                    f"timed out after {ctx.timeout:g} s waiting for run {run_id}'s job ({phase})",
+                    hint="run `trainops run` again to keep waiting: the job is not submitted twice",
+                )
+            time.sleep(min(ctx.poll, max(0.0, deadline - now)))
+    if state.failed:
+        raise CommandFailedError(
+            f"run {run_id}'s job {state.namespace}/{state.name} ended {state.phase}"
+            + (f": {state.reason}" if state.reason else ""),
+            hint=f"`trainops train logs {run_id}` shows its pods' output",
+        )
+    mine = [c for c in list_checkpoints(ctx.registries, repository=repository) if c.run_id == run_id]
+    if not mine:
+        raise RemoteError(
+            f"run {run_id}'s job {state.phase} but pushed no checkpoint to {repository.repo_url}",
+            hint=f"`trainops train logs {run_id}` shows whether its checkpoint watcher could reach the registry",
+        )
+    ctx.note(f"run {run_id} finished; its newest checkpoint is {mine[-1].tag} (step {mine[-1].step})")
+    return Output(name="checkpoint", digest=mine[-1].digest, ref=mine[-1].ref)
 
 
 def wait_for_checkpoints(ctx: StageContext, *, run_id: str) -> Output:

@@ -123,7 +123,7 @@ def sha256_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def _hash_chunks(chunks: queue.Queue[bytes | None], digest: Any) -> None:
+def _hash_chunks(chunks: queue.Queue[bytes | memoryview | None], digest: Any) -> None:
     while (chunk := chunks.get()) is not None:
         digest.update(chunk)
 
@@ -137,7 +137,7 @@ class BackgroundHash:
 
     def __init__(self) -> None:
         self._hash = hashlib.sha256()
-        self._chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
+        self._chunks: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=16)
         # The thread must not hold self, or an abandoned hash would never be collected.
         self._thread = threading.Thread(target=_hash_chunks, args=(self._chunks, self._hash), daemon=True)
         self._thread.start()
@@ -145,7 +145,7 @@ class BackgroundHash:
         # A writer abandoned on an error still stops its thread when it is collected.
         weakref.finalize(self, self._chunks.put, None)
 
-    def update(self, chunk: bytes) -> None:
+    def update(self, chunk: bytes | memoryview) -> None:
         self._chunks.put(chunk)
 
     def hexdigest(self) -> str:
@@ -250,6 +250,12 @@ class Backend(ABC):
             return b""
         with self.open_blob(repo, digest) as fh:
             return read_span(fh, offset, length)
+
+    def honours_ranges(self) -> bool:
+        """False once the server has answered a ranged read with the whole blob (an HTTP
+        registry that ignores Range): callers that read many small ranges then read whole
+        blobs instead. file:// and s3:// always honour ranges."""
+        return True
 
     def ingest_file(self, repo: str, path: Path, progress: Progress = no_progress) -> tuple[str, int, bool] | None:
         """Store a local file whose digest is not known yet, hashing it in the same pass.

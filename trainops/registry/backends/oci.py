@@ -101,6 +101,9 @@ class OCIBackend(Backend):
     def read_range(self, repo: str, digest: str, offset: int, length: int) -> bytes:
         return self.downloads.read_range(repo, digest, offset, length)
 
+    def honours_ranges(self) -> bool:
+        return not self.downloads.ranges_ignored
+
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:
         resp = self._request(
             "POST",

@@ -56,6 +56,7 @@ class Downloads:
         self.jobs = RANGE_JOBS
         self.part = PART
         self.ranged_min = RANGED_MIN
+        self.ranges_ignored = False  # set by the first Range request answered with the whole blob
 
     def _get(self, repo: str, digest: str, start: int, end: int | None, *, empty_ok: bool = False) -> Response:
         """A GET of the blob from start (to end, inclusive): 206, or 200 where Range is ignored.
@@ -159,12 +160,13 @@ class Downloads:
             if resp.status_code == 416:  # offset at or past the end
                 return b""
             if resp.status_code == 200:
-                logger.warning(
-                    "%s ignored the Range request for %s; reading its first %d bytes",
-                    self.host,
-                    digest,
-                    offset + length,
-                )
+                if not self.ranges_ignored:  # said once per backend, not once per read
+                    self.ranges_ignored = True
+                    logger.warning(
+                        "%s ignores HTTP Range requests: partial reads download blobs from their start "
+                        "(chunked pulls read whole packs)",
+                        self.host,
+                    )
                 return read_span(reader, offset, length)
             end = _check_start(resp, offset, self.host, digest, last=offset + length - 1)
             return read_exact(reader, end - offset + 1)

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 from urllib.parse import urljoin, urlsplit
 
+from trainops import interrupt
+
 CONNECT_TIMEOUT = 30.0
 READ_TIMEOUT = 300.0
 SEND_CHUNK = 8 * 1024 * 1024  # bytes per sendfile call (and per progress report)
@@ -40,6 +42,10 @@ _DRAIN = 64 * 1024  # an unread body up to this size is read to keep its connect
 
 class TransportError(Exception):
     """The connection failed: refused, reset, timed out, or closed in the middle of a body."""
+
+
+class UnknownHostError(TransportError):
+    """The host name does not resolve (DNS says no such name): retrying cannot help."""
 
 
 class TLSError(TransportError):
@@ -160,7 +166,9 @@ def _transport_error(err: BaseException) -> TransportError:
     elif isinstance(err, (ConnectionResetError, http.client.RemoteDisconnected, BrokenPipeError)):
         text = "connection reset"
     elif isinstance(err, socket.gaierror):
-        text = "name or service not known"
+        if err.errno != socket.EAI_AGAIN:  # EAI_AGAIN: the resolver timed out, worth a retry
+            return UnknownHostError("name or service not known (DNS)")
+        text = "name resolution failed for now"
     return TransportError(text)
 
 
@@ -193,6 +201,7 @@ class Transport:
         self._lock = threading.Lock()
         self._all: list[http.client.HTTPConnection] = []
         self._tls: Any = None
+        interrupt.on_cancel(self.abort)
 
     # -- connections -------------------------------------------------------------------
     def _idle(self) -> dict[_Origin, list[http.client.HTTPConnection]]:
@@ -272,6 +281,15 @@ class Transport:
             for conn in self._all:
                 conn.close()
             self._all.clear()
+
+    def abort(self) -> None:
+        """Ctrl-C (trainops.interrupt): shut every socket down, from any thread, so a worker
+        blocked sending or receiving returns at once; the workers then close them."""
+        with self._lock:
+            sockets = [conn.sock for conn in self._all if conn.sock is not None]
+        for sock in sockets:
+            with contextlib.suppress(OSError):  # already closed
+                sock.shutdown(socket.SHUT_RDWR)
 
     # -- requests ----------------------------------------------------------------------
     def request(
@@ -369,6 +387,7 @@ def _send_upload(conn: http.client.HTTPConnection, body: Upload) -> None:
     zero_copy = type(sock) is socket.socket and _has_fileno(body.fh)
     position = body.offset
     while body.sent < body.length:
+        interrupt.check()
         count = min(SEND_CHUNK, body.length - body.sent)
         if zero_copy:
             n = sock.sendfile(body.fh, position, count)

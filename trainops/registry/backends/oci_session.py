@@ -23,7 +23,14 @@ from trainops.registry.backends.oci_auth import (
     load_credentials,
     parse_challenge,
 )
-from trainops.registry.backends.oci_http import Response, TLSError, Transport, TransportError, Upload
+from trainops.registry.backends.oci_http import (
+    Response,
+    TLSError,
+    Transport,
+    TransportError,
+    UnknownHostError,
+    Upload,
+)
 from trainops.registry.reference import DIGEST_RE
 from trainops.retry import RETRY_STATUS, Backoff, RetryPolicy, retry_after_seconds
 
@@ -146,7 +153,7 @@ class RegistrySession:
                     ),
                 ) from None
             except TransportError as err:
-                if not backoff.wait(str(err)):
+                if isinstance(err, UnknownHostError) or not backoff.wait(str(err)):
                     raise RemoteError(
                         f"cannot reach registry {self.host}: {short(err)}",
                         hint="check that it runs and the host:port is right",

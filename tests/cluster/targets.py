@@ -1,0 +1,95 @@
+"""The targets the cluster tests send to the real API server: every training scheduler and
+serving traffic mode of the tiny-llm example, each in every environment the example has."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.render.helpers import EXAMPLE, merge
+from trainops.cluster.dryrun import Sent, rendered_objects
+from trainops.spec import Manifest, load_manifest
+
+# the simulated cluster's fabric (tests/kube_cluster.py labels its kwok nodes so)
+FABRIC: dict[str, Any] = {
+    "name": "gpu-fabric",
+    "nodeLabels": {"node.trainops.dev/pool": "gpu"},
+    "tiers": [
+        {"name": "rack", "nodeLabel": "topology.trainops.dev/rack"},
+        {"name": "spine", "nodeLabel": "topology.trainops.dev/spine"},
+    ],
+    "domains": {"spine-0": {"rack-0": {}, "rack-1": {}}},
+}
+KUEUE_TENANTS = [
+    {
+        "name": "research",
+        "namespaces": ["tiny-llm"],
+        "gpus": {"deserved": 32},
+        "cpu": {"deserved": 256},
+        "memory": {"deserved": "4Ti"},
+    }
+]
+KUEUE = {"scheduler": "kueue", "topology": {"level": "topology.trainops.dev/rack", "highestTierAllowed": None}}
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    # the example as written: Volcano Job, Volcano Queue, eval Job, Argo Rollouts serving
+    "volcano": {},
+    "volcano-topology": {"spec": {"cluster": {"topology": FABRIC}}},
+    "kueue-jobset": {"spec": {"train": KUEUE, "tenants": KUEUE_TENANTS, "patches": None}},
+    "kueue-job": {"spec": {"train": {**KUEUE, "kueue": {"workload": "job"}}, "tenants": KUEUE_TENANTS}},
+    "kueue-topology": {
+        "spec": {
+            "train": {"scheduler": "kueue"},  # highestTierAllowed 1: the rack label
+            "tenants": KUEUE_TENANTS,
+            "patches": None,
+            "cluster": {"topology": FABRIC},
+        }
+    },
+    "pytorchjob": {"spec": {"train": {"scheduler": "pytorchjob", "topology": None}, "patches": None}},
+    "gateway-api": {"spec": {"rollout": {"traffic": "gateway-api"}}},
+    "kserve": {"spec": {"rollout": {"traffic": "kserve", "abTest": None}}},
+    "multi-node-serving": {
+        "spec": {
+            "rollout": {
+                "traffic": "gateway-api",
+                "gpusPerReplica": 16,
+                "gpusPerNode": 8,
+                "tensorParallel": 8,
+                "pipelineParallel": 2,
+            }
+        }
+    },
+}
+
+
+def environments() -> list[str | None]:
+    data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    return [None, *data.get("environments", {})]
+
+
+def write_variant(directory: Path, name: str) -> Path:
+    """The example with the variant's overlay, beside a copy of nothing else (the manifest only)."""
+    data = merge(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")), VARIANTS[name])
+    for overlay in data.get("environments", {}).values():
+        scheduler = (overlay.get("train") or {}).get("scheduler")
+        if scheduler in ("local", "slurm") and "kueue" in data["spec"]["train"]:
+            overlay["train"]["kueue"] = None  # the environment's scheduler takes no Kueue options
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "trainops.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def manifests(directory: Path) -> list[Manifest]:
+    """Every variant in every environment of the example."""
+    out = []
+    for name in VARIANTS:
+        path = write_variant(directory / name, name)
+        out += [load_manifest(path, env=env) for env in environments()]
+    return out
+
+
+def sent(manifest: Manifest) -> list[Sent]:
+    return rendered_objects(manifest)

@@ -1,0 +1,134 @@
+"""`trainops incidents` (ls, show, classes) and `trainops drill`: the failures of runs, the
+diagnosis → action table, and fault injection into a running run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainops.cli.output import duration_text, echo_columns, manifest_options, output_option
+
+_insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
+
+
+def _load(file: str, env: str | None) -> Any:
+    from trainops.spec import load_manifest
+
+    return load_manifest(Path(file), env=env)
+
+
+def _dump(value: Any) -> None:
+    from trainops.serialize import dumps
+
+    click.echo(dumps(value))
+
+
+@click.group()
+def incidents() -> None:
+    """Failures of training runs: what was seen, what was done, how the run came back."""
+
+
+@incidents.command("ls")
+@manifest_options
+@click.argument("run_id", metavar="[RUN]", required=False)
+@_insecure_option
+@output_option
+def ls_cmd(file: str, env: str | None, run_id: str | None, insecure: bool, output: str) -> None:
+    """The incidents of RUN (default: of every run), oldest first, and the count per node."""
+    from trainops import clock
+    from trainops.faults.query import list_incidents
+
+    result = list_incidents(_load(file, env), run_id=run_id, insecure=insecure)
+    if output == "json":
+        _dump(result)
+        return
+    if not result.incidents:
+        click.echo("no incidents" + (f" for run {run_id}" if run_id else ""))
+        return
+    rows = [
+        (i.id, clock.display(i.evidence_at), i.fault, i.node or "-", i.action, duration_text(i.mttr_seconds))
+        for i in result.incidents
+    ]
+    echo_columns("incidents", ("id", "detected", "class", "node", "action", "mttr"), rows)
+    click.echo("")
+    nodes = [(n.node, str(n.incidents), str(n.in_window), "drain" if n.flagged else "") for n in result.nodes]
+    echo_columns("nodes", ("node", "incidents", "in window", "flag"), nodes)
+
+
+@incidents.command("show")
+@manifest_options
+@click.argument("incident_id", metavar="ID")
+@_insecure_option
+@output_option
+def show_cmd(file: str, env: str | None, incident_id: str, insecure: bool, output: str) -> None:
+    """One incident: class, evidence lines, node, action, detection and recovery."""
+    from trainops import clock
+    from trainops.faults.query import show_incident
+
+    found = show_incident(_load(file, env), incident_id=incident_id, insecure=insecure)
+    if output == "json":
+        _dump(found)
+        return
+    rows = [
+        ("run", found.run_id + (f" (Slurm job {found.job_id})" if found.job_id else "")),
+        ("class", f"{found.fault}: {found.detail}"),
+        ("node", (found.node or "-") + (" (flagged for draining)" if found.node_flagged else "")),
+        ("action", found.action_note),
+        ("evidence", clock.display(found.evidence_at)),
+        ("acted", clock.display(found.detected)),
+        ("recovered", clock.display(found.recovered) or "not yet"),
+        ("resumed", f"{found.resumed_from or '-'} (step {found.resumed_step})" if found.recovered else "-"),
+        ("lost", f"{found.steps_lost} steps" if found.steps_lost is not None else "-"),
+        ("mttr", duration_text(found.mttr_seconds)),
+    ]
+    click.echo(f"incident {found.id}")
+    for key, value in rows:
+        click.echo(f"  {key:<10}{value}")
+    click.echo("  evidence lines:")
+    for line in found.evidence:
+        click.echo(f"    {line}")
+
+
+@incidents.command("classes")
+@manifest_options
+@output_option
+def classes_cmd(file: str, env: str | None, output: str) -> None:
+    """The fault classes and the action each gets (train.faults.actions over the defaults)."""
+    from trainops.faults.actions import action_table
+    from trainops.pipeline.context import train_spec
+
+    rows = action_table(train_spec(_load(file, env)).faults)
+    if output == "json":
+        _dump(rows)
+        return
+    lines = [(r.fault, r.action + ("" if r.action == r.default else " *"), r.meaning) for r in rows]
+    echo_columns("fault classes (* set in the manifest)", ("class", "action", "meaning"), lines)
+
+
+@click.command("drill")
+@manifest_options
+@click.argument("drill", metavar="FAULT", type=click.Choice(["hang", "nccl-timeout", "cuda-oom", "xid", "node-lost"]))
+@click.argument("run_id", metavar="RUN")
+@click.option("--node", metavar="NODE", default=None, help="Only the trainer processes on this Slurm node.")
+@click.option("--xid", type=int, default=79, show_default=True, help="The Xid of the xid drill.")
+@output_option
+def drill_cmd(file: str, env: str | None, drill: str, run_id: str, node: str | None, xid: int, output: str) -> None:
+    """Inject FAULT into RUN's trainer on this machine, to rehearse detection and recovery.
+
+    hang stops the trainer (SIGSTOP); nccl-timeout and cuda-oom write PyTorch's line to its
+    stderr; xid appends an NVRM Xid message to the node-health file; node-lost kills every
+    trainer process (SIGKILL). On a cluster, run it on the node: `srun --jobid=JOB --overlap
+    -w NODE trainops drill …`.
+    """
+    from trainops.faults.drill import inject
+
+    result = inject(_load(file, env), run_id=run_id, drill=drill, node=node, xid=xid)
+    if output == "json":
+        _dump(result)
+        return
+    click.echo(f"drill {result.drill} on run {result.run_id}: {result.evidence}")
+
+
+COMMANDS: list[click.Command] = [incidents, drill_cmd]

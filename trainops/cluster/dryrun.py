@@ -1,0 +1,236 @@
+"""Ask a cluster whether it would take what trainops renders: server-side apply, dry run.
+
+`rendered_objects(manifest)` is what `validate --render` checks offline (the training job
+and tenants with a placeholder image, the cluster topology, the eval Job for a placeholder
+checkpoint, and with spec.rollout the serving objects as stable and as a canary);
+`dry_run` sends each object to the
+API server with `dryRun=All&fieldValidation=Strict` (nothing is stored). Every refusal
+becomes a Problem at the line of the manifest field the object came from (spec.train,
+spec.tenants[i], spec.cluster.topology, spec.rollout; narrowed by the field the server
+names, such as resources or nodeSelector), its message naming the object and the server's
+words. `topology_problems` checks spec.cluster.topology against the nodes: a tier label no
+node has, a rack no node is in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainops.cluster.client import Cluster, ObjectRefused
+from trainops.errors import NotFoundError, Problem, TrainopsError
+from trainops.spec import Manifest
+from trainops.spec.load import field_problem
+
+# a field the API server names → the train.* field it is rendered from
+_TRAIN_FIELDS = (
+    ("networkTopology", "topology"),
+    ("priorityClassName", "priorityClass"),
+    ("nodeSelector", "nodeSelector"),
+    ("tolerations", "tolerations"),
+    ("serviceAccountName", "serviceAccount"),
+    ("resources", "resources"),
+    ("env", "env"),
+    ("command", "command"),
+    ("image", "image"),
+    ("queue", "queue"),
+)
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One rendered object, the file it is in, and the manifest field it comes from."""
+
+    obj: dict[str, Any]
+    source: str
+    loc: tuple[str | int, ...]
+
+
+def describe(obj: dict[str, Any]) -> str:
+    """Kind namespace/name (or Kind name for a cluster-scoped object)."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    name = f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+    return f"{obj.get('kind')} {name}"
+
+
+def _origin(manifest: Manifest, obj: dict[str, Any], source: str) -> tuple[str | int, ...]:
+    """The manifest field an object is rendered from."""
+    kind, name = obj.get("kind"), (obj.get("metadata") or {}).get("name")
+    top = source.split("/", 1)[0]
+    if top == "train":
+        return ("spec", "train")
+    if top == "tenants":
+        names = [t.name for t in manifest.pipeline.spec.tenants]
+        return ("spec", "tenants", names.index(name)) if name in names else ("spec", "tenants")
+    if top == "cluster":
+        part = {"HyperNode": "domains", "Topology": "tiers", "ResourceFlavor": "nodeLabels"}.get(str(kind))
+        return ("spec", "cluster", "topology", part) if part else ("spec", "cluster", "topology")
+    if top == "eval":
+        return ("spec", "eval")
+    return ("spec", "rollout")
+
+
+def rendered_objects(manifest: Manifest) -> list[Sent]:
+    """Everything `validate --render` checks offline for this manifest (one environment)."""
+    from trainops.render.api import render_for_check
+
+    spec = manifest.pipeline.spec
+    sent: list[Sent] = []
+    if spec.train is None or spec.train.scheduler != "local":
+        rendered = render_for_check(manifest)
+        sent += [Sent(o, s, _origin(manifest, o, s)) for o, s in zip(rendered.objects, rendered.sources, strict=True)]
+    if spec.eval is not None and spec.train is not None and spec.train.scheduler not in ("local", "slurm"):
+        sent += _eval(manifest)
+    if spec.rollout is not None:
+        sent += _serving(manifest)
+    return sent
+
+
+def _eval(manifest: Manifest) -> list[Sent]:
+    """The eval Job (and its manifest ConfigMap) for a placeholder checkpoint and image."""
+    from trainops.render.api import PLACEHOLDER_DIGEST, placeholder_image
+    from trainops.render.evaljob import EvalJobInput, eval_objects
+    from trainops.render.image import pin_image
+
+    pipeline = manifest.pipeline
+    assert pipeline.spec.train is not None and pipeline.spec.eval is not None
+    checkpoint = "oci://" + placeholder_image(manifest, image="checkpoints:placeholder", digest=PLACEHOLDER_DIGEST)
+    job = EvalJobInput(
+        pipeline=pipeline.metadata.name,
+        run_id="validate",
+        env=manifest.env,
+        manifest_text=manifest.path.read_text(encoding="utf-8"),
+        checkpoint=checkpoint,
+        image=pin_image(placeholder_image(manifest), field="image"),
+        spec=pipeline.spec,
+        train=pipeline.spec.train,
+        eval=pipeline.spec.eval,
+        user_labels=dict(pipeline.metadata.labels),
+    )
+    return [Sent(obj, source, ("spec", "eval")) for source, obj in eval_objects(job)]
+
+
+def _serving(manifest: Manifest) -> list[Sent]:
+    from trainops.serve.check import CANARY_DIGEST, placeholder_served
+    from trainops.serve.context import serve_context
+    from trainops.serve.render import build_tree
+    from trainops.serve.state import RolloutState
+
+    stable = placeholder_served(manifest)
+    states = [
+        RolloutState(stable=stable),
+        RolloutState(stable=stable, canary=placeholder_served(manifest, CANARY_DIGEST), step=0),
+    ]
+    out: dict[tuple[str, str, str], Sent] = {}
+    for state in states:
+        tree = build_tree(serve_context(manifest), state)
+        for obj, source in zip(tree.objects, tree.sources, strict=True):
+            meta = obj.get("metadata") or {}
+            key = (str(obj.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
+            out[key] = Sent(obj, f"{tree.path}/{source}", ("spec", "rollout"))
+    return list(out.values())
+
+
+def _narrow(loc: tuple[str | int, ...], causes: Iterable[str]) -> tuple[str | int, ...]:
+    """spec.train → spec.train.resources when the server names a resources field."""
+    if loc != ("spec", "train"):
+        return loc
+    for cause in causes:
+        parts = cause.replace("[", ".").replace("]", "").split(".")
+        for rendered, field in _TRAIN_FIELDS:
+            if rendered in parts:
+                return (*loc, field)
+    return loc
+
+
+def refusal_problem(manifest: Manifest, item: Sent, err: TrainopsError) -> Problem:
+    """A refusal as a Problem at the manifest line the object comes from."""
+    causes = [c.field for c in err.causes] if isinstance(err, ObjectRefused) else []
+    loc = _narrow(item.loc, causes)
+    message = f"the cluster refuses {describe(item.obj)} ({item.source}): {err}"
+    return field_problem(manifest.path, env=manifest.env, loc=loc, message=message)
+
+
+def dry_run(cluster: Cluster, manifest: Manifest, items: Sequence[Sent]) -> list[Problem]:
+    """Server-side apply of every object with dryRun=All; a Problem per refusal (nothing stored)."""
+    problems = []
+    for item in items:
+        try:
+            cluster.apply(item.obj, dry_run=True)
+        except (ObjectRefused, NotFoundError) as err:
+            problems.append(refusal_problem(manifest, item, err))
+    return problems
+
+
+def topology_problems(cluster: Cluster, manifest: Manifest) -> list[Problem]:
+    """spec.cluster.topology against the nodes: every tier label, flavor label, and rack is on some node."""
+    spec = manifest.pipeline.spec
+    fabric = spec.cluster.topology if spec.cluster is not None else None
+    if fabric is None:
+        return []
+    nodes = cluster.list("v1", "Node")
+    labels = [(n.get("metadata") or {}).get("labels") or {} for n in nodes]
+    base = ("spec", "cluster", "topology")
+    problems = []
+
+    def problem(loc: tuple[str | int, ...], text: str) -> None:
+        problems.append(field_problem(manifest.path, env=manifest.env, loc=(*base, *loc), message=text))
+
+    for i, tier in enumerate(fabric.tiers):
+        if not any(tier.node_label in node for node in labels):
+            problem(
+                ("tiers", i, "nodeLabel"), f"no node of the cluster ({len(nodes)} nodes) has label {tier.node_label}"
+            )
+    for key, value in fabric.node_labels.items():
+        if not any(node.get(key) == value for node in labels):
+            problem(("nodeLabels", key), f"no node of the cluster has label {key}={value}")
+    if fabric.domains:
+        label = fabric.tiers[0].node_label
+        for path, domain in _lowest(fabric.domains, len(fabric.tiers)):
+            if not any(node.get(label) == domain for node in labels):
+                problem(("domains", *path), f"no node of the cluster has {label}={domain}")
+    return problems
+
+
+def _lowest(tree: dict[str, Any], depth: int) -> list[tuple[tuple[str, ...], str]]:
+    """(path, name) of every tier-1 domain of a domains tree `depth` deep."""
+    out: list[tuple[tuple[str, ...], str]] = []
+    for key, sub in tree.items():
+        if depth == 1:
+            out.append(((key,), key))
+        else:
+            out += [((key, *path), name) for path, name in _lowest(sub or {}, depth - 1)]
+    return out
+
+
+@dataclass(frozen=True)
+class ClusterCheck:
+    """What one cluster said of one target (the base spec or an environment)."""
+
+    env: str | None
+    server: str
+    objects: int  # objects sent (dry run)
+    problems: list[Problem]
+
+
+def check_against_cluster(
+    path: Path, *, targets: Sequence[str | None], kubeconfig: Path | str | None, context: str | None = None
+) -> list[ClusterCheck]:
+    """For each target: its rendered objects dry-run applied, and its topology checked against the nodes."""
+    from trainops.cluster.client import connect
+    from trainops.spec import load_manifest
+
+    checks = []
+    with connect(kubeconfig=kubeconfig, context=context) as cluster:
+        for target in targets:
+            manifest = load_manifest(path, env=target)
+            try:
+                items = rendered_objects(manifest)
+            except TrainopsError:
+                items = []  # what cannot render is reported by the offline render check (check_render)
+            problems = topology_problems(cluster, manifest) + dry_run(cluster, manifest, items)
+            checks.append(ClusterCheck(target, cluster.server, len(items), problems))
+    return checks

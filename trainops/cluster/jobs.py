@@ -1,0 +1,257 @@
+"""Kubernetes training runs read from the API server: phase, pods, nodes, restarts, and why.
+
+A run's objects carry the label `trainops.dev/run-id` (every pod template too), so a run is
+found by label in train.namespace (else the kubeconfig context's namespace), whatever its
+scheduler. The scheduler's reason comes from its own objects: the Volcano PodGroup of the
+job (conditions such as Unschedulable, with the gang's message), or the Kueue Workload
+(QuotaReserved/Admitted false with Kueue's message, Evicted, Preempted). `finished` says
+whether the job is done, from the job's status alone (what `trainops run --executor
+cluster` waits on).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainops.cluster.client import Cluster
+from trainops.errors import NotFoundError
+from trainops.render.names import LABEL_PIPELINE, LABEL_RUN_ID
+from trainops.spec import Manifest
+from trainops.spec.stages import TrainSpec
+
+WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
+PODGROUP = ("scheduling.volcano.sh/v1beta1", "PodGroup")
+DONE = frozenset({"Completed", "Succeeded", "Failed", "Aborted", "Terminated"})
+FAILED = frozenset({"Failed", "Aborted", "Terminated"})
+
+
+@dataclass(frozen=True)
+class PodState:
+    name: str
+    phase: str
+    node: str | None
+    restarts: int
+    reason: str | None  # a waiting or terminated container's reason (CrashLoopBackOff, OOMKilled, …)
+
+
+@dataclass(frozen=True)
+class RunState:
+    """One Kubernetes training run as the API server sees it now."""
+
+    run_id: str
+    kind: str  # the job's apiVersion kind
+    namespace: str
+    name: str
+    phase: str  # Pending, Running, Suspended, Completed, Failed, … (the job's own vocabulary)
+    reason: str | None  # the scheduler's (PodGroup, Workload) or the job's last condition
+    restarts: int  # the job's retries plus its containers' restarts
+    created: str | None
+    pods: list[PodState] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in DONE
+
+    @property
+    def failed(self) -> bool:
+        return self.phase in FAILED
+
+
+def job_kind(train: TrainSpec) -> tuple[str, str]:
+    """The apiVersion and kind of the training job of train.scheduler."""
+    if train.scheduler == "volcano":
+        return "batch.volcano.sh/v1alpha1", "Job"
+    if train.scheduler == "pytorchjob":
+        return "kubeflow.org/v1", "PyTorchJob"
+    if train.scheduler == "kueue":
+        if train.kueue is not None and train.kueue.workload == "job":
+            return "batch/v1", "Job"
+        return "jobset.x-k8s.io/v1alpha2", "JobSet"
+    raise NotFoundError(f"train.scheduler {train.scheduler} runs no Kubernetes job")
+
+
+def _conditions(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    found = (obj.get("status") or {}).get("conditions") or []
+    return [c for c in found if isinstance(c, dict)]
+
+
+def _true(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in _conditions(obj) if c.get("type") == kind and c.get("status") == "True"), None)
+
+
+def job_phase(obj: dict[str, Any]) -> str:
+    """The phase of a Volcano Job, batch Job, JobSet or PyTorchJob from its status."""
+    status = obj.get("status") or {}
+    kind = obj.get("kind")
+    if str(obj.get("apiVersion", "")).startswith("batch.volcano.sh/"):
+        return str((status.get("state") or {}).get("phase") or "Pending")
+    if kind == "PyTorchJob":
+        true = [c for c in _conditions(obj) if c.get("status") == "True"]
+        last = str(true[-1].get("type")) if true else "Pending"
+        return "Pending" if last == "Created" else last
+    for kind_, phase in (("Complete", "Completed"), ("Completed", "Completed"), ("Failed", "Failed")):
+        if _true(obj, kind_):
+            return phase
+    if _true(obj, "Suspended") or (obj.get("spec") or {}).get("suspend"):
+        return "Suspended"
+    active = status.get("active")
+    if isinstance(active, int) and active > 0:
+        return "Running"
+    jobs = status.get("replicatedJobsStatus") or []
+    return "Running" if any(j.get("active") or j.get("ready") for j in jobs if isinstance(j, dict)) else "Pending"
+
+
+def _pod_state(pod: dict[str, Any]) -> PodState:
+    status = pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    restarts = sum(int(c.get("restartCount") or 0) for c in containers)
+    reason = None
+    for c in containers:
+        state = c.get("state") or {}
+        detail = state.get("waiting") or state.get("terminated") or {}
+        if detail.get("reason") and detail.get("reason") not in ("Completed", "ContainerCreating"):
+            reason = str(detail["reason"])
+    return PodState(
+        name=str(pod["metadata"]["name"]),
+        phase=str(status.get("phase") or "Pending"),
+        node=(pod.get("spec") or {}).get("nodeName"),
+        restarts=restarts,
+        reason=reason or status.get("reason"),
+    )
+
+
+def _owned(items: list[dict[str, Any]], uid: str) -> list[dict[str, Any]]:
+    return [
+        i for i in items if any(o.get("uid") == uid for o in (i.get("metadata") or {}).get("ownerReferences") or [])
+    ]
+
+
+def _condition_text(cond: dict[str, Any]) -> str:
+    words = " ".join(str(cond.get("message") or "").split())
+    return f"{cond.get('type')}: {cond.get('reason') or ''}{': ' if words else ''}{words}".replace(": :", ":")
+
+
+def scheduler_reason(cluster: Cluster, job: dict[str, Any]) -> str | None:
+    """Why the scheduler holds (or held) the job: its PodGroup's or Workload's conditions."""
+    meta = job["metadata"]
+    namespace, uid = meta.get("namespace"), meta.get("uid")
+    if str(job.get("apiVersion", "")).startswith("batch.volcano.sh/") and cluster.served(*PODGROUP):
+        for group in _owned(cluster.list(*PODGROUP, namespace=namespace), uid):
+            phase = (group.get("status") or {}).get("phase")
+            held = [c for c in _conditions(group) if c.get("type") == "Unschedulable" and c.get("status") == "True"]
+            if held:
+                return f"PodGroup {group['metadata']['name']} {phase or ''}: {_condition_text(held[-1])}"
+    if cluster.served(*WORKLOAD):
+        for workload in _owned(cluster.list(*WORKLOAD, namespace=namespace), uid):
+            for kind in ("Evicted", "Preempted"):
+                cond = _true(workload, kind)
+                if cond:
+                    return f"Workload {workload['metadata']['name']} {_condition_text(cond)}"
+            if not _true(workload, "Admitted"):
+                waiting = [c for c in _conditions(workload) if c.get("type") in ("QuotaReserved", "Admitted")]
+                if waiting:
+                    return f"Workload {workload['metadata']['name']} {_condition_text(waiting[0])}"
+    return None
+
+
+def run_states(cluster: Cluster, *, train: TrainSpec, pipeline: str, run_id: str | None = None) -> list[RunState]:
+    """The state of RUN's job (NotFoundError when the cluster has none), or of every run of the pipeline."""
+    api_version, kind = job_kind(train)
+    namespace = train.namespace or cluster.namespace
+    selector = f"{LABEL_RUN_ID}={run_id}" if run_id else f"{LABEL_PIPELINE}={pipeline}"
+    jobs = [
+        j
+        for j in cluster.list(api_version, kind, namespace=namespace, selector=selector)
+        if LABEL_RUN_ID in ((j.get("metadata") or {}).get("labels") or {})
+    ]
+    if run_id and not jobs:
+        raise NotFoundError(
+            f"no {kind} of run {run_id} in namespace {namespace} of {cluster.server}",
+            hint="has the GitOps controller applied the commit? (`trainops train submit` commits it)",
+        )
+    pods = cluster.list("v1", "Pod", namespace=namespace, selector=selector)
+    return [_state(cluster, job, pods) for job in sorted(jobs, key=_created)]
+
+
+def _created(job: dict[str, Any]) -> str:
+    return str((job.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def _state(cluster: Cluster, job: dict[str, Any], pods: list[dict[str, Any]]) -> RunState:
+    meta = job["metadata"]
+    run_id = str(meta["labels"][LABEL_RUN_ID])
+    mine = [_pod_state(p) for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN_ID) == run_id]
+    mine.sort(key=lambda p: p.name)
+    phase = job_phase(job)
+    reason = None if phase in DONE or phase == "Running" else scheduler_reason(cluster, job)
+    if reason is None and phase in FAILED:
+        failed = [c for c in _conditions(job) if c.get("status") == "True"]
+        reason = _condition_text(failed[-1]) if failed else None
+    retries = int((job.get("status") or {}).get("retryCount") or 0)
+    return RunState(
+        run_id=run_id,
+        kind=f"{job.get('apiVersion')} {job.get('kind')}",
+        namespace=str(meta.get("namespace")),
+        name=str(meta["name"]),
+        phase=phase,
+        reason=reason,
+        restarts=retries + sum(p.restarts for p in mine),
+        created=meta.get("creationTimestamp"),
+        pods=mine,
+    )
+
+
+@dataclass(frozen=True)
+class PodLog:
+    pod: str
+    container: str | None
+    text: str
+
+
+def run_logs(cluster: Cluster, *, train: TrainSpec, run_id: str) -> list[PodLog]:
+    """The log of every pod of RUN (its main container), rank 0 first; NotFoundError without pods."""
+    namespace = train.namespace or cluster.namespace
+    pods = cluster.list("v1", "Pod", namespace=namespace, selector=f"{LABEL_RUN_ID}={run_id}")
+    if not pods:
+        raise NotFoundError(
+            f"run {run_id} has no pods in namespace {namespace} of {cluster.server}",
+            hint="`trainops train status` says whether the scheduler placed it",
+        )
+    out = []
+    for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
+        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        main = "train" if "train" in containers else (containers[0] if containers else None)
+        name = str(pod["metadata"]["name"])
+        out.append(PodLog(pod=name, container=main, text=cluster.logs(namespace=namespace, pod=name, container=main)))
+    return out
+
+
+def _train(manifest: Manifest) -> TrainSpec:
+    train = manifest.pipeline.spec.train
+    if train is None or train.scheduler in ("local", "slurm"):
+        scheduler = train.scheduler if train is not None else "none (no train section)"
+        raise NotFoundError(f"train.scheduler is {scheduler}: no Kubernetes job to read", hint="pick another --env")
+    return train
+
+
+def manifest_runs(
+    manifest: Manifest, *, run_id: str | None = None, kubeconfig: str | None = None, context: str | None = None
+) -> list[RunState]:
+    """run_states for the manifest's training job, with the user's kubeconfig."""
+    from trainops.cluster.client import connect
+
+    train = _train(manifest)
+    with connect(kubeconfig=kubeconfig, context=context) as cluster:
+        return run_states(cluster, train=train, pipeline=manifest.pipeline.metadata.name, run_id=run_id)
+
+
+def manifest_logs(
+    manifest: Manifest, *, run_id: str, kubeconfig: str | None = None, context: str | None = None
+) -> list[PodLog]:
+    """run_logs for the manifest's training job, with the user's kubeconfig."""
+    from trainops.cluster.client import connect
+
+    train = _train(manifest)
+    with connect(kubeconfig=kubeconfig, context=context) as cluster:
+        return run_logs(cluster, train=train, run_id=run_id)

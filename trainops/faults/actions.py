@@ -1,0 +1,62 @@
+"""Diagnosis → action: the defaults that match practice, and the manifest's overrides.
+
+- restart: the fault is transient (an NCCL timeout, a hang, a contained ECC error): restart
+  the trainer in place, inside the same allocation, from the newest complete checkpoint;
+- requeue: the node is at fault but may recover (an NVLink error, a pending row remap, a
+  lost node): exclude the node and put the job back in the queue;
+- drain: the hardware is broken (a GPU off the bus, an uncorrectable ECC error): drain the
+  node with the diagnosis as its reason, then exclude it and requeue;
+- stop: retrying wastes GPUs (CUDA out of memory, NaN loss, a code error): fail the run
+  with the diagnosis in one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from trainops.faults.signals import FAULT_CLASSES, MEANINGS
+
+if TYPE_CHECKING:
+    from trainops.spec.faults import FaultPolicy
+
+Action = Literal["restart", "requeue", "drain", "stop"]
+
+DEFAULT_ACTIONS: dict[str, Action] = {
+    "nccl-timeout": "restart",
+    "hang": "restart",
+    "storage-error": "restart",
+    "segfault": "restart",
+    "xid-application": "restart",
+    "ecc-contained": "restart",
+    "node-lost": "requeue",
+    "nvlink": "requeue",
+    "row-remap-pending": "requeue",
+    "row-remap-failed": "drain",
+    "ecc-uncorrectable": "drain",
+    "fell-off-bus": "drain",
+    "cuda-oom": "stop",
+    "nan-loss": "stop",
+    "code-error": "stop",
+}
+
+
+def action_for(fault: str, policy: FaultPolicy | None) -> Action:
+    """The manifest's action for a fault class, else the default."""
+    if policy is not None and fault in policy.actions:
+        return policy.actions[fault]
+    return DEFAULT_ACTIONS[fault]
+
+
+@dataclass(frozen=True)
+class ClassRow:
+    """One row of the table `trainops incidents classes` prints."""
+
+    fault: str
+    action: Action
+    default: Action
+    meaning: str
+
+
+def action_table(policy: FaultPolicy | None) -> list[ClassRow]:
+    return [ClassRow(f, action_for(f, policy), DEFAULT_ACTIONS[f], MEANINGS[f]) for f in FAULT_CLASSES]

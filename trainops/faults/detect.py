@@ -1,0 +1,181 @@
+"""The monitor: every signal of a running trainer in one place, and the diagnosis when it ends.
+
+The supervisor (trainops.supervise) hands the monitor each line the trainer writes; the
+node-health followers hand it kernel and DCGM lines; the checkpoint watcher tells it each
+checkpoint; its watchdog (`check`, asked every tick) stops the trainer as soon as a signal
+arrives or progress stops for hangTimeout. `diagnose` then names the cause — the most
+specific signal seen, else what the exit status says — and the action the policy gives it.
+Each signal is stamped with the moment the monitor read it: that is the detection time.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from trainops import clock
+from trainops.faults.actions import Action, action_for
+from trainops.faults.hang import ProgressClock
+from trainops.faults.signals import (
+    MEANINGS,
+    Signal,
+    classify_line,
+    exit_signal,
+    metrics_line,
+    most_specific,
+    nan_signal,
+)
+
+if TYPE_CHECKING:
+    from trainops.spec.faults import FaultPolicy
+
+MAX_EVIDENCE = 20
+MAX_LINE = 500
+
+
+@dataclass(frozen=True)
+class Evidence:
+    signal: Signal
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Point:
+    """Progress: a step the trainer reported (metrics line or checkpoint), and when."""
+
+    step: int
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    fault: str
+    action: Action
+    node: str | None
+    detail: str
+    source: str
+    evidence: list[str]
+    detected: datetime  # when the first evidence of this class was read
+
+    @property
+    def summary(self) -> str:
+        where = f" on {self.node}" if self.node else ""
+        return f"{self.fault}{where}: {self.detail}"
+
+
+@dataclass
+class Progress:
+    first: Point | None = None
+    last: Point | None = None
+    checkpoints: list[Point] = field(default_factory=list)
+
+
+class Monitor:
+    """Signals of one trainer start (thread-safe: the output readers and health followers
+    feed it from their threads, the supervisor asks it on its own)."""
+
+    def __init__(
+        self,
+        *,
+        policy: FaultPolicy | None,
+        node: str | None,
+        hang: ProgressClock | None = None,
+    ) -> None:
+        self.policy, self.node, self.hang = policy, node, hang
+        self.lock = threading.Lock()
+        self.evidence: list[Evidence] = []
+        self.progress = Progress()
+        self.stopped_for: str | None = None
+        self.stopped_at: datetime | None = None  # when the watchdog acted
+
+    # -- feeding ------------------------------------------------------------------------
+    def on_line(self, line: str, _stream: str = "stdout") -> None:
+        """A line of the trainer's output: a metrics line (progress, NaN) or evidence."""
+        point = metrics_line(line)
+        if point is not None:
+            self._advance(point.step)
+            found = nan_signal(point, line, node=self.node)
+        else:
+            found = classify_line(line, source="trainer", node=self.node)
+        if found is not None:
+            self._add(found)
+
+    def on_health(self, line: str, node: str) -> None:
+        found = classify_line(line, source="node-health", node=node)
+        if found is not None:
+            self._add(found)
+
+    def on_checkpoint(self, step: int) -> None:
+        now = clock.now()
+        with self.lock:
+            self.progress.checkpoints.append(Point(step, now))
+        self._advance(step, now)
+
+    def _advance(self, step: int, now: datetime | None = None) -> None:
+        point = Point(step, now or clock.now())
+        if self.hang is not None:
+            self.hang.touch()
+        with self.lock:
+            if self.progress.first is None:
+                self.progress.first = point
+            if self.progress.last is None or step >= self.progress.last.step:
+                self.progress.last = point
+
+    def _add(self, found: Signal) -> None:
+        text = found.line if len(found.line) <= MAX_LINE else found.line[:MAX_LINE] + "…"
+        with self.lock:
+            if self.stopped_at is not None and found.fault != "hang":
+                return  # what stopping the trainer caused (srun: "task 0: Killed") is no evidence of the cause
+            if len(self.evidence) < MAX_EVIDENCE:
+                kept = Signal(found.fault, found.source, text, found.node, found.detail)
+                self.evidence.append(Evidence(kept, clock.now()))
+
+    # -- asking -------------------------------------------------------------------------
+    def check(self) -> str | None:
+        """The watchdog: why the trainer must stop now (a signal arrived, or it hung), or None."""
+        if self.stopped_for is not None:
+            return self.stopped_for
+        reason = self._reason()
+        if reason is not None:
+            self.stopped_for, self.stopped_at = reason, clock.now()
+        return reason
+
+    def _reason(self) -> str | None:
+        with self.lock:
+            seen = [e.signal for e in self.evidence]
+        if seen:
+            cause = most_specific(seen)
+            assert cause is not None
+            return f"{cause.fault}: {cause.detail or MEANINGS[cause.fault]}"
+        reason = self.hang() if self.hang is not None else None
+        if reason is None:
+            return None
+        self._add(Signal("hang", "progress", reason, self.node, MEANINGS["hang"]))
+        return f"hang: {reason}"
+
+    def diagnose(self, *, code: int, passed_on: str | None) -> Diagnosis | None:
+        """The failure's cause and action, or None for a clean end (exit 0, or a signal the
+        scheduler sent — time limit, preemption, cancel — with no fault seen)."""
+        with self.lock:
+            seen = list(self.evidence)
+        if not seen and (code == 0 or passed_on is not None):
+            return None
+        if seen:
+            cause = most_specific([e.signal for e in seen])
+            assert cause is not None
+        else:
+            cause = exit_signal(code, node=self.node)
+            seen = [Evidence(cause, clock.now())]
+        same = [e for e in seen if e.signal.fault == cause.fault]
+        lines = [e.signal.line for e in same] + [e.signal.line for e in seen if e.signal.fault != cause.fault]
+        return Diagnosis(
+            fault=cause.fault,
+            action=action_for(cause.fault, self.policy),
+            node=cause.node or self.node,
+            detail=cause.detail or MEANINGS[cause.fault],
+            source=cause.source,
+            evidence=lines[:MAX_EVIDENCE],
+            detected=min(e.at for e in same),
+        )

@@ -1,0 +1,232 @@
+"""One run under fault supervision: each start of the trainer is a segment of the run's
+timeline, watched by a Monitor; a failure becomes an incident with a decided action.
+
+The executor (trainops.pipeline.local / trainops.pipeline.slurm) owns the loop: it asks
+`start()` for the Monitor of the next start, runs the trainer with the Monitor's watchdog
+and line tap, then `finish()` says what to do — and carries the action out (restart in
+place, or the Slurm commands). The session writes the records: the timeline at each start
+and end, the incident when the action is decided and again when the trainer progresses
+after it (recovered, resumed from, steps lost).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from trainops import clock
+from trainops.faults import incidents as records
+from trainops.faults import timeline as timelines
+from trainops.faults.actions import Action
+from trainops.faults.detect import Diagnosis, Monitor
+from trainops.faults.hang import ProgressClock
+from trainops.faults.health import Follower, sources_for
+from trainops.faults.incidents import Incident
+from trainops.faults.timeline import Mark, Segment, Timeline
+from trainops.spec.common import duration_seconds
+
+if TYPE_CHECKING:
+    from trainops.registry.context import Registries
+    from trainops.spec import Manifest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action | None  # None: the run ended cleanly (or by a scheduler's signal)
+    diagnosis: Diagnosis | None
+    incident: Incident | None
+    note: str  # one line: the diagnosis and what was done
+
+
+def this_node() -> str:
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+class FaultSession:
+    def __init__(
+        self,
+        manifest: Manifest,
+        registries: Registries,
+        *,
+        run_id: str,
+        job_id: str | None,
+        nodes: list[str],
+        hang: ProgressClock | None = None,
+    ) -> None:
+        from trainops.pipeline.context import train_spec
+
+        self.manifest, self.registries, self.run_id, self.job_id = manifest, registries, run_id, job_id
+        self.train = train_spec(manifest)
+        self.policy = self.train.faults
+        self.nodes = nodes or [this_node()]
+        self.hang = hang
+        pipeline = manifest.pipeline.metadata.name
+        self.repository = records.incidents_repository(
+            registries, registry=manifest.pipeline.spec.registry, pipeline=pipeline
+        )
+        self.timeline: Timeline = timelines.load(
+            registries, repository=self.repository, pipeline=pipeline, run_id=run_id
+        )
+        self.open = [
+            i
+            for i in records.list_incidents(registries, repository=self.repository, run_id=run_id)
+            if i.recovered is None and i.action != "stop"
+        ]
+        self.restored: str | None = None
+        self.monitor: Monitor | None = None
+        self.follower: Follower | None = None
+        self.warnings: list[str] = []
+
+    # -- a start of the trainer ---------------------------------------------------------
+    def start(self) -> Monitor:
+        """The Monitor of the next start; the node-health sources are followed from now."""
+        self.monitor = Monitor(policy=self.policy, node=self.nodes[0], hang=self.hang)
+        entries = [(s.file, s.command) for s in self.policy.node_health]
+        self.follower = Follower(sources_for(entries, self.nodes), sink=self.monitor.on_health, warn=self._warn)
+        self.follower.start()
+        segment = Segment(job_id=self.job_id, node=self.nodes[0], started=clock.now_utc())
+        self._store([*self.timeline.segments, segment])
+        return self.monitor
+
+    def resumed(self, step: int | None, ref: str | None) -> None:
+        """The checkpoint the trainer resumes from (the restore is done, it starts now)."""
+        self.restored = ref
+        self._update(resumed_step=step)
+
+    def saved(self, step: int, seconds: float) -> None:
+        """A checkpoint was complete and pushed: progress, and its write time."""
+        if self.monitor is not None:
+            self.monitor.on_checkpoint(step)
+        current = self.timeline.segments[-1]
+        saves = [*current.save_seconds, round(seconds, 3)]
+        segments = [*self.timeline.segments[:-1], current.model_copy(update={"save_seconds": saves})]
+        self.timeline = self.timeline.model_copy(update={"segments": segments})
+
+    def watchdog(self) -> str | None:
+        """Asked every tick: close the incidents this start recovered from, then the Monitor's check."""
+        assert self.monitor is not None
+        if self.open and self.monitor.progress.first is not None:
+            self._recovered()
+        return self.monitor.check()
+
+    def finish(self, *, code: int, passed_on: str | None) -> Decision:
+        """The start ended: diagnose, decide (with the restart budget and the node's record),
+        record the incident and the segment. The caller carries the action out."""
+        assert self.monitor is not None and self.follower is not None
+        self.follower.stop()
+        if self.open and self.monitor.progress.first is not None:
+            self._recovered()
+        diagnosis = self.monitor.diagnose(code=code, passed_on=passed_on)
+        if diagnosis is None:
+            outcome = "completed" if code == 0 else (passed_on or f"exit {code}")
+            self._end(outcome=outcome, incident=None)
+            return Decision(None, None, None, outcome)
+        action, why = self._decide(diagnosis)
+        incident = self._record(diagnosis, action, why)
+        self._end(outcome=action, incident=incident.id)
+        return Decision(action, diagnosis, incident, f"{diagnosis.summary} → {action}{why}")
+
+    def close(self) -> None:
+        if self.follower is not None:
+            self.follower.stop()
+
+    # -- decisions and records ----------------------------------------------------------
+    def _decide(self, diagnosis: Diagnosis) -> tuple[Action, str]:
+        action = diagnosis.action
+        past = records.list_incidents(self.registries, repository=self.repository)
+        node = diagnosis.node
+        threshold = self.policy.drain_after.incidents
+        window = timedelta(seconds=duration_seconds(self.policy.drain_after.window))
+        counts = {c.node: c for c in records.node_counts(past, threshold=threshold, window=window)}
+        recent = (counts[node].in_window if node in counts else 0) + 1
+        if node and action in ("restart", "requeue") and recent >= threshold:
+            return "drain", f" (node {node}: {recent} incidents within {self.policy.drain_after.window})"
+        mine = [i for i in past if i.run_id == self.run_id and i.action != "stop"]
+        limit = self.train.fault_tolerance.max_retry
+        if action != "stop" and len(mine) >= limit:
+            return "stop", f" (restarted {len(mine)} times; faultTolerance.maxRetry is {limit})"
+        return action, ""
+
+    def _record(self, diagnosis: Diagnosis, action: Action, why: str) -> Incident:
+        assert self.monitor is not None
+        last = self.monitor.progress.last
+        incident = Incident(
+            id=records.next_id(self.registries, repository=self.repository, run_id=self.run_id),
+            pipeline=self.manifest.pipeline.metadata.name,
+            run_id=self.run_id,
+            job_id=self.job_id,
+            fault=diagnosis.fault,
+            detail=diagnosis.detail,
+            source=diagnosis.source,
+            evidence=diagnosis.evidence,
+            node=diagnosis.node,
+            action=action,
+            action_note=f"{action}{why}",
+            evidence_at=clock.iso(diagnosis.detected),
+            detected=clock.iso(self.monitor.stopped_at or clock.now()),
+            last_step=last.step if last else None,
+            node_flagged=action == "drain" and diagnosis.action != "drain",
+        )
+        records.save(self.registries, repository=self.repository, incident=incident)
+        self.open.append(incident)
+        return incident
+
+    def note_action(self, incident: Incident, note: str) -> None:
+        """What carrying the action out did (the Slurm commands run), on the record."""
+        updated = incident.model_copy(update={"action_note": note})
+        records.save(self.registries, repository=self.repository, incident=updated)
+        self.open = [updated if i.id == incident.id else i for i in self.open]
+
+    def _recovered(self) -> None:
+        assert self.monitor is not None and self.monitor.progress.first is not None
+        segment = self.timeline.segments[-1]
+        first = self.monitor.progress.first
+        still: list[Incident] = []
+        for incident in self.open:
+            if incident.recovered is not None:
+                continue
+            if clock.parse(incident.detected) > clock.parse(segment.started):
+                still.append(incident)  # this start's own failure
+                continue
+            resumed = segment.resumed_step
+            lost = incident.last_step - (resumed or 0) if incident.last_step is not None else None
+            done = incident.model_copy(
+                update={
+                    "recovered": clock.iso(first.at),
+                    "resumed_from": self.restored,
+                    "resumed_step": resumed,
+                    "steps_lost": max(0, lost) if lost is not None else None,
+                }
+            )
+            records.save(self.registries, repository=self.repository, incident=done)
+        self.open = still
+
+    def _warn(self, message: str) -> None:
+        self.warnings.append(message)
+        log.warning("trainops: %s", message)
+
+    def _update(self, **fields: object) -> None:
+        current = self.timeline.segments[-1].model_copy(update=fields)
+        self._store([*self.timeline.segments[:-1], current])
+
+    def _end(self, *, outcome: str, incident: str | None) -> None:
+        assert self.monitor is not None
+        progress = self.monitor.progress
+        marks = {
+            key: Mark(step=p.step, at=clock.iso(p.at)) if p is not None else None
+            for key, p in (("first", progress.first), ("last", progress.last))
+        }
+        self._update(ended=clock.now_utc(), outcome=outcome, incident=incident, **marks)
+
+    def _store(self, segments: list[Segment]) -> None:
+        self.timeline = self.timeline.model_copy(update={"segments": segments})
+        try:
+            timelines.store(self.registries, repository=self.repository, timeline=self.timeline)
+        except Exception as err:  # the timeline is bookkeeping: training goes on without it
+            self._warn(f"could not record the run's timeline: {err}")

@@ -1,0 +1,148 @@
+"""The chunks a repository already holds, as far as a push needs to know them.
+
+Sources: the manifests of the lineage parents, the manifest the tag names now, and the
+newest `step-N` checkpoints of the repository (by N) — never a listing of every blob. Their
+chunk indexes are fetched once and cached on disk by digest (verified on every read), so
+a watcher pushing checkpoint after checkpoint reads each index once. A pack is reused only
+after one HEAD confirms the repository still has it whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainops.errors import IntegrityError, NotFoundError, TrainopsError
+from trainops.registry.artifact import parse_manifest
+from trainops.registry.backends.base import Backend, Descriptor
+from trainops.registry.chunks.index import MAX_INDEX, ChunkIndex, check_against, decode, files_of, packs_of
+from trainops.registry.digestcache import cache_dir
+
+logger = logging.getLogger(__name__)
+NEWEST = 4  # newest step-N checkpoints a push dedups against, beside its lineage parents
+_STEP = re.compile(r"step-(\d+)\Z")
+
+
+@dataclass(frozen=True)
+class Location:
+    pack: str  # digest
+    offset: int
+    length: int
+
+
+def read_index(backend: Backend, repo: str, layer: Descriptor, where: str) -> ChunkIndex:
+    """A chunk index blob, from the local cache when a verified copy is there, else fetched
+    (at most MAX_INDEX bytes) and verified against its digest, then cached."""
+    if layer.size > MAX_INDEX:
+        raise IntegrityError(f"{where}: its chunk index is {layer.size} bytes, over the {MAX_INDEX}-byte limit")
+    cached = cache_dir() / "chunk-indexes" / layer.digest[7:]
+    data = None
+    try:
+        data = cached.read_bytes()
+        if "sha256:" + hashlib.sha256(data).hexdigest() != layer.digest:
+            data = None
+    except OSError:
+        pass
+    if data is None:
+        data = backend.read_range(repo, layer.digest, 0, layer.size)
+        if len(data) != layer.size or "sha256:" + hashlib.sha256(data).hexdigest() != layer.digest:
+            raise IntegrityError(
+                f"{where}: its chunk index does not match its digest {layer.digest[:19]}",
+                hint="the stored blob is corrupt; nothing was written",
+            )
+        _cache(cached, data)
+    return decode(data, where)
+
+
+def _cache(path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written only costs a fetch next time
+
+
+class KnownChunks:
+    """chunk sha256 → where it is in a pack of the repository."""
+
+    def __init__(self, backend: Backend, repo: str) -> None:
+        self.backend, self.repo = backend, repo
+        self.chunks: dict[bytes, Location] = {}
+        self.pack_sizes: dict[str, int] = {}
+        self._confirmed: dict[str, bool] = {}
+        self.manifests: list[str] = []
+        self.files: dict[str, ChunkIndex] = {}  # whole-file digest → an index of that file
+
+    def add_manifest(self, digest: str) -> None:
+        """Learn the chunks of one manifest of the repository (chunked or not)."""
+        if digest in self.manifests:
+            return
+        self.manifests.append(digest)
+        parsed = parse_manifest(self.backend.get_manifest(self.repo, digest))
+        packs = packs_of(parsed)
+        for view in files_of(parsed, digest[:19]):
+            if not view.chunked:
+                continue
+            where = f"{self.repo}@{digest[:19]}: {view.path}"
+            index = read_index(self.backend, self.repo, view.layer, where)
+            check_against(index, view.layer, packs, where)
+            self.files.setdefault(index.digest, index)
+            for chunk in index.chunks:
+                pack = index.packs[chunk.pack]
+                self.chunks.setdefault(chunk.digest, Location(pack, chunk.offset, chunk.length))
+                self.pack_sizes[pack] = packs[pack].size
+
+    def find(self, digest: bytes) -> Location | None:
+        """Where a chunk already is, if its pack is still in the repository (one HEAD per pack)."""
+        found = self.chunks.get(digest)
+        if found is None:
+            return None
+        return found if self.present(found.pack) else None
+
+    def present(self, pack: str) -> bool:
+        ok = self._confirmed.get(pack)
+        if ok is None:
+            ok = self.backend.blob_size(self.repo, pack) == self.pack_sizes[pack]
+            self._confirmed[pack] = ok
+        return ok
+
+    def whole_file(self, digest: str) -> ChunkIndex | None:
+        """An index of a file with this digest whose packs are all still there: the file need
+        not be read again (its digest came from the digest cache)."""
+        index = self.files.get(digest)
+        if index is None or not all(self.present(pack) for pack in index.packs):
+            return None
+        return index
+
+
+def gather(backend: Backend, repo: str, *, parents: list[str], tag: str | None, newest: int = NEWEST) -> KnownChunks:
+    """The chunks of the parents (digests), the tag's current manifest and the newest step-N
+    checkpoints of repo. A source that cannot be read is skipped (it only costs reuse)."""
+    known = KnownChunks(backend, repo)
+    sources = list(parents)
+    try:
+        tags = backend.list_tags(repo)
+    except NotFoundError:
+        tags = []
+    steps = sorted(((int(m.group(1)), t) for t in tags if (m := _STEP.match(t))), reverse=True)
+    names = ([tag] if tag and tag in tags else []) + [t for _, t in steps[:newest]]
+    for name in names:
+        try:
+            sources.append(backend.get_manifest(repo, name).digest)
+        except NotFoundError:
+            continue
+    for digest in sources:
+        try:
+            known.add_manifest(digest)
+        except (NotFoundError, IntegrityError) as err:  # gone, or not this repository's
+            logger.debug("not deduplicating against %s: %s", digest[:19], err)
+        except TrainopsError as err:
+            logger.warning("not deduplicating against %s: %s", digest[:19], err)
+    return known

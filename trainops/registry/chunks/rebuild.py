@@ -1,0 +1,168 @@
+"""A pull's chunked files: each rebuilt from ranged reads of its packs, every chunk verified.
+
+Before any file byte is fetched, every chunk index of the artifact is read (verified
+against its digest) and checked against the manifest: each pack it names must be a layer,
+each chunk must lie within its pack, the chunks must add up to the file's size (index.py,
+check_against). Then each file is written to a part file in the caller's staging directory
+from ranged reads — consecutive chunks of one pack are read as one span of at most
+SPAN_MAX bytes, WINDOW spans of a file in flight — each chunk checked against its sha256,
+the whole file against its own. A registry that ignores Range requests is said so once (by
+the backend) and the rest of the pull reads whole packs, each downloaded once, verified,
+into the staging directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from trainops.errors import IntegrityError
+from trainops.registry.artifact import ParsedManifest
+from trainops.registry.backends.base import Backend, BackgroundHash, Descriptor
+from trainops.registry.chunks.index import ChunkIndex, ChunkRef, FileView, check_against, packs_of
+from trainops.registry.chunks.known import read_index
+
+SPAN_MAX = 4 * 1024 * 1024
+WINDOW = 4
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to rebuild one file: its index and the packs (layers) it reads."""
+
+    where: str  # ref: path, for messages
+    index: ChunkIndex
+    packs: dict[str, Descriptor]
+
+
+def recipes(backend: Backend, repo: str, parsed: ParsedManifest, files: list[FileView], ref: str) -> dict[str, Recipe]:
+    """A checked recipe for every chunked file, by the file's digest; IntegrityError names
+    the first file whose index is bad."""
+    packs = packs_of(parsed)
+    out: dict[str, Recipe] = {}
+    for view in files:
+        if not view.chunked:
+            continue
+        where = f"{ref}: {view.path}"
+        index = read_index(backend, repo, view.layer, where)
+        check_against(index, view.layer, packs, where)
+        out[view.digest] = Recipe(where, index, packs)
+    return out
+
+
+@dataclass(frozen=True)
+class _Span:
+    pack: Descriptor
+    offset: int
+    length: int
+    chunks: tuple[ChunkRef, ...]
+
+
+def _spans(recipe: Recipe) -> Iterator[_Span]:
+    """Consecutive chunks of one pack merged into reads of at most SPAN_MAX bytes."""
+    run: list[ChunkRef] = []
+    for chunk in recipe.index.chunks:
+        if run:
+            last = run[-1]
+            end = run[0].offset + sum(c.length for c in run)
+            if chunk.pack != last.pack or chunk.offset != end or end + chunk.length - run[0].offset > SPAN_MAX:
+                yield _span(recipe, run)
+                run = []
+        run.append(chunk)
+    if run:
+        yield _span(recipe, run)
+
+
+def _span(recipe: Recipe, run: list[ChunkRef]) -> _Span:
+    pack = recipe.packs[recipe.index.packs[run[0].pack]]
+    return _Span(pack, run[0].offset, sum(c.length for c in run), tuple(run))
+
+
+class PackReader:
+    """Ranged reads of packs; whole packs, staged once each, where the registry ignores Range."""
+
+    def __init__(self, backend: Backend, repo: str, staging: Path) -> None:
+        self.backend, self.repo, self.staging = backend, repo, staging
+        self._locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def read(self, pack: Descriptor, offset: int, length: int) -> bytes:
+        if self.backend.honours_ranges():
+            return self.backend.read_range(self.repo, pack.digest, offset, length)
+        path = self._whole(pack)
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            return fh.read(length)
+
+    def _whole(self, pack: Descriptor) -> Path:
+        with self._lock:
+            lock = self._locks.setdefault(pack.digest, threading.Lock())
+        final = self.staging / "packs" / pack.digest[7:]
+        with lock:
+            if not final.is_file():
+                final.parent.mkdir(parents=True, exist_ok=True)
+                part = final.with_name(final.name + ".part")
+                self.backend.download_blob(self.repo, pack.digest, part)  # verified against the digest
+                os.replace(part, final)
+        return final
+
+
+def rebuild(reader: PackReader, recipe: Recipe, part: Path, advance: Callable[[int], None]) -> None:
+    """Write the file recipe describes to part, every chunk and then the file verified;
+    on IntegrityError part is removed."""
+    file_hash = BackgroundHash()
+    written = 0
+    try:
+        with part.open("wb") as out, ThreadPoolExecutor(max_workers=WINDOW, thread_name_prefix="span") as pool:
+            pending: list[Future[bytes]] = []
+            spans = _spans(recipe)
+            for span in spans:
+                pending.append(pool.submit(_fetch, reader, recipe, span))
+                if len(pending) >= WINDOW:
+                    written += _write(pending.pop(0).result(), out, file_hash, advance)
+            for future in pending:
+                written += _write(future.result(), out, file_hash, advance)
+        digest = "sha256:" + file_hash.hexdigest()
+        if written != recipe.index.size or digest != recipe.index.digest:
+            raise IntegrityError(
+                f"{recipe.where}: the rebuilt file has digest {digest[:19]} ({written} bytes), "
+                f"expected {recipe.index.digest[:19]} ({recipe.index.size} bytes)",
+                hint="the chunk index does not describe this file; nothing was written",
+            )
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+
+
+def _write(data: bytes, out: BinaryIO, file_hash: BackgroundHash, advance: Callable[[int], None]) -> int:
+    file_hash.update(data)
+    out.write(data)
+    advance(len(data))
+    return len(data)
+
+
+def _fetch(reader: PackReader, recipe: Recipe, span: _Span) -> bytes:
+    data = reader.read(span.pack, span.offset, span.length)
+    if len(data) != span.length:
+        raise IntegrityError(
+            f"{recipe.where}: pack {span.pack.digest[:19]} returned {len(data)} of {span.length} bytes "
+            f"at {span.offset}",
+            hint="the pack is shorter than its index says; nothing was written",
+        )
+    view = memoryview(data)
+    position = 0
+    for chunk in span.chunks:
+        if hashlib.sha256(view[position : position + chunk.length]).digest() != chunk.digest:
+            raise IntegrityError(
+                f"{recipe.where}: the chunk at {span.offset + position} of pack {span.pack.digest[:19]} "
+                f"does not match its digest {chunk.digest.hex()[:12]}",
+                hint="the pack is corrupt or the index is wrong; nothing was written",
+            )
+        position += chunk.length
+    return data
