@@ -358,6 +358,9 @@ class KubeCluster(AddonsMixin):
             "--service-cluster-ip-range=10.96.0.0/16",
             "--authorization-mode=Node,RBAC",
             "--allow-privileged=true",
+            # it taints new nodes not-ready until the node lifecycle controller (off here:
+            # kwok sends no heartbeats) sees them Ready
+            "--disable-admission-plugins=TaintNodesByCondition",
             "--profiling=false",
             "--endpoint-reconciler-type=none",  # no kubelets: the kubernetes Service has no real endpoints
             "--max-requests-inflight=1000",
