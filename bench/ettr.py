@@ -82,7 +82,12 @@ def _project(base: Path, *, steps: int, ckpt_every: int) -> Path:
         **env["train"],
         "env": {"TRAINOPS_CKPT_EVERY": str(ckpt_every), "TRAINOPS_MAX_STEPS": str(steps)},
         "faultTolerance": {"hangTimeout": "8s", "maxRetry": 1000},
-        "faults": {"nodeHealth": [{"file": str(root / "kern-{node}.log")}], "killAfter": "3s"},
+        # the drills fail one node on purpose, again and again: it must not be drained for it
+        "faults": {
+            "nodeHealth": [{"file": str(root / "kern-{node}.log")}],
+            "killAfter": "3s",
+            "drainAfter": {"incidents": 1000, "window": "1h"},
+        },
     }
     doc["environments"]["bench"] = {**env, "train": train}
     (root / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -152,17 +157,20 @@ def _faulted(
     return job, run_id, faults
 
 
-def measure(*, steps: int, every: float, ckpt_every: int) -> Result:
+def measure(*, steps: int, every: float, ckpt_every: int, baseline: float | None = None) -> Result:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="trainops-ettr-") as tmp:
         base = Path(tmp)
         with SlurmCluster(base / "slurm") as cluster:
             env = {**os.environ, **cluster.env, "TRAINOPS_VENV": sys.prefix}
             expected = steps / STEPS_PER_SECOND_GUESS
-            plain = _project(base / "plain", steps=steps, ckpt_every=ckpt_every)
-            job, _ = _submit(plain, env)
-            _wait(cluster, job, timeout=expected * 6 + 120)
-            t0 = _wall(cluster, job)
+            if baseline is None:
+                plain = _project(base / "plain", steps=steps, ckpt_every=ckpt_every)
+                job, _ = _submit(plain, env)
+                _wait(cluster, job, timeout=expected * 6 + 120)
+                t0 = _wall(cluster, job)
+            else:
+                t0 = baseline
             faulted = _project(base / "faulted", steps=steps, ckpt_every=ckpt_every)
             job, run_id, faults = _faulted(cluster, faulted, env, every=every, timeout=t0 * 3 + 120)
             t1 = _wall(cluster, job)
@@ -220,12 +228,18 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=None, help="training steps (default: ~20 minutes' worth)")
     parser.add_argument("--every", type=float, default=None, help="seconds between faults (default 120)")
     parser.add_argument("--ckpt-every", type=int, default=200, help="checkpoint every N steps")
+    parser.add_argument(
+        "--baseline",
+        type=float,
+        default=None,
+        help="the undisturbed run's wall clock in seconds, measured before with the same --steps (skips that run)",
+    )
     parser.add_argument("--write-doc", type=Path, default=None, help="put the table into this markdown file")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     steps = args.steps or (2400 if args.quick else 1200 * STEPS_PER_SECOND_GUESS)
     every = args.every or (20.0 if args.quick else 120.0)
-    result = measure(steps=steps, every=every, ckpt_every=args.ckpt_every)
+    result = measure(steps=steps, every=every, ckpt_every=args.ckpt_every, baseline=args.baseline)
     print(json.dumps(asdict(result), indent=2) if args.json else table(result))
     if args.write_doc:
         write_doc(args.write_doc, result, " ".join(sys.argv[1:]).replace(f"--write-doc {args.write_doc}", "").strip())

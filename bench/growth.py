@@ -9,6 +9,7 @@ as sizes grow: transfers stream. Writes bench/results/growth.json.
 
     python bench/growth.py                  # 16 MiB, 256 MiB, 1 GiB × 1, 10, 100 files, oci
     python bench/growth.py --backend file
+    python bench/growth.py --counts 1       # one file per cell: plain against chunked
     python bench/growth.py --quick          # 1 and 8 MiB × 1 and 10 files: seconds (CI)
 """
 
@@ -94,8 +95,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--backend", choices=["oci", "file"], default="oci")
     parser.add_argument("--quick", action="store_true", help="1 and 8 MiB × 1 and 10 files")
+    parser.add_argument("--counts", default=None, help="file counts of the plain cells, e.g. 1,10 (default 1,10,100)")
     args = parser.parse_args()
     sizes, counts = ([1, 8], [1, 10]) if args.quick else ([16, 256, 1024], [1, 10, 100])
+    if args.counts:
+        counts = [int(n) for n in args.counts.split(",")]
     cells: list[Cell] = []
     with tempfile.TemporaryDirectory(prefix="trainops-growth-") as tmp:
         work = Path(tmp)

@@ -4,13 +4,17 @@
   help says, instead of refusing the URL as a reference without a repository;
 - `registry ls -l` of a registry marks a repository that holds no tag (an interrupted first
   push leaves its blobs and no artifact) instead of showing it as if it were one;
-- a host name that does not resolve fails at once: no retries, no backoff.
+- a host name that does not resolve fails at once: no retries, no backoff;
+- lineage edges read in the direction walked (down from step-600: `resumed-by` step-700,
+  not `resumed-from`), and the stage records of `trainops run` show only with --records.
 """
 
 from __future__ import annotations
 
 import io
 import time
+from pathlib import Path
+from typing import Any
 
 from tests.cli.runner import run
 from tests.services import DistributionRegistry
@@ -52,3 +56,51 @@ def test_a_host_that_does_not_resolve_fails_at_once() -> None:
         "check that it runs and the host:port is right"
     ]
     assert took < 5, f"{took:.1f} s: a name that does not resolve was retried"
+
+
+def test_lineage_edges_read_in_the_walked_direction_and_records_hide(tmp_path: Path) -> None:
+    from trainops.registry import media, store
+    from trainops.registry.plain_lineage import PlainLineage, PlainParent
+
+    url = f"file://{tmp_path / 'registry'}"
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    with Registries(default_registry=url) as registries:
+
+        def push(tag: str, parent: str | None, relation: str, **extra: Any) -> str:
+            (src / "weights.bin").write_bytes(tag.encode() * 100)
+            parents = (PlainParent(digest=parent, ref=f"{url}/proj/ckpt", relation=relation),) if parent else ()
+            ref = registries.ref(tag)
+            return store.push(registries, source=src, ref=ref, lineage=PlainLineage(parents=parents), **extra).digest
+
+        s600 = push("proj/ckpt:step-600", None, "parent", kind="checkpoint")
+        s700 = push("proj/ckpt:step-700", s600, "resumed-from", kind="checkpoint")
+        push("proj/stages:train-1", s700, "parent", annotations={media.A_STAGE_KEY: "sha256:" + "a" * 64})
+    up = run("lineage", f"{url}/proj/ckpt:step-700")
+    assert up.code == 0, up.stderr
+    assert up.stdout.splitlines()[1].startswith(f"└── resumed-from: checkpoint {url}/proj/ckpt [{s600[7:19]}]")
+    down = run("lineage", f"{url}/proj/ckpt:step-600", "--down")
+    assert down.code == 0, down.stderr
+    assert down.stdout.splitlines()[1].startswith(f"└── resumed-by: checkpoint {url}/proj/ckpt:step-700 ")
+    assert "proj/stages" not in down.stdout  # a stage record is bookkeeping: hidden
+    records = run("lineage", f"{url}/proj/ckpt:step-600", "--down", "--records")
+    assert f"└── child: other {url}/proj/stages:train-1 " in records.stdout
+
+
+def test_plan_fits_80_columns_piped_and_folds_references_between_their_parts() -> None:
+    from tests.cli.runner import REPO
+
+    manifest = REPO / "examples" / "tiny-llm" / "trainops.yaml"
+    done = run("plan", "-f", str(manifest), env={"COLUMNS": None})  # piped, no COLUMNS: 80
+    assert done.code == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) == 80, done.stdout
+    references = ["file://.trainops/registry/tiny-llm/checkpoints", "file://.trainops/registry/tiny-llm/image"]
+    cells = [cell.strip() for line in lines if line.startswith("│") for cell in line.split("│")[2:-1]]
+    for cell in cells:
+        for word in cell.split():
+            for reference in references:
+                at = reference.find(word)
+                if at > 0 and "/" in word:  # a continuation line of a folded reference
+                    assert reference[at - 1] in "/:", f"{word!r} starts mid-name in {reference}"
+    assert "file://" in done.stdout and "file:\n" not in done.stdout

@@ -69,9 +69,12 @@ def environments() -> list[str | None]:
     return [None, *data.get("environments", {})]
 
 
-def write_variant(directory: Path, name: str) -> Path:
-    """The example with the variant's overlay, beside a copy of nothing else (the manifest only)."""
+def write_variant(directory: Path, name: str, *, pipeline: str | None = None) -> Path:
+    """The example with the variant's overlay (and another pipeline name, so that objects of
+    different variants and environments do not share names in one cluster)."""
     data = merge(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")), VARIANTS[name])
+    if pipeline is not None:
+        data["metadata"]["name"] = pipeline
     for overlay in data.get("environments", {}).values():
         scheduler = (overlay.get("train") or {}).get("scheduler")
         if scheduler in ("local", "slurm") and "kueue" in data["spec"]["train"]:
@@ -83,13 +86,16 @@ def write_variant(directory: Path, name: str) -> Path:
 
 
 def manifests(directory: Path) -> list[Manifest]:
-    """Every variant in every environment of the example."""
+    """Every variant in every environment of the example, each its own pipeline (t00, t01, …)."""
     out = []
     for name in VARIANTS:
-        path = write_variant(directory / name, name)
-        out += [load_manifest(path, env=env) for env in environments()]
+        for env in environments():
+            pipeline = f"t{len(out):02d}"
+            out.append(load_manifest(write_variant(directory / pipeline, name, pipeline=pipeline), env=env))
     return out
 
 
 def sent(manifest: Manifest) -> list[Sent]:
-    return rendered_objects(manifest)
+    from trainops.serve.check import serving_sent
+
+    return rendered_objects(manifest) + (serving_sent(manifest) if manifest.pipeline.spec.rollout else [])

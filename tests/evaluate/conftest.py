@@ -66,11 +66,14 @@ class Project:
         finally:
             os.chdir(cwd)
 
-    def push_checkpoint(self, step: int, *, metrics: dict[str, float] | None = None) -> str:
-        """A small checkpoint (real safetensors) pushed as tiny-llm/checkpoints:step-N; its pinned ref."""
+    def push_checkpoint(
+        self, step: int, *, metrics: dict[str, float] | None = None, rows: int = 64, dedup: str = "off"
+    ) -> str:
+        """A small checkpoint (real safetensors, w of rows x 32 float32) pushed as
+        tiny-llm/checkpoints:step-N (dedup="chunks": in the chunked form); its pinned ref."""
         src = self.root / "made" / f"step-{step}"
         src.mkdir(parents=True)
-        tensors = {"w": np.full((64, 32), step, dtype=np.float32), "b": np.zeros(8, np.float16)}
+        tensors = {"w": np.full((rows, 32), step, dtype=np.float32), "b": np.zeros(8, np.float16)}
         save_file(tensors, str(src / "model.safetensors"))
         save_file({"m": np.zeros(4, np.float32)}, str(src / "optimizer.safetensors"))
         (src / "trainer_state.json").write_text(f'{{"step": {step}}}', encoding="utf-8")
@@ -81,6 +84,7 @@ class Project:
                 ref=regs.ref(f"tiny-llm/checkpoints:step-{step}"),
                 kind="checkpoint",
                 lineage=Lineage(pipeline="tiny-llm", step=step, run_id="r1", metrics=metrics or {}),
+                dedup=dedup,
             )
         return str(pushed.ref)
 

@@ -268,7 +268,7 @@ def test_lineage_reaches_the_training_image_and_its_commit(local_project: Projec
     nodes = {n["digest"]: n for n in graph["nodes"]}
     edges = {(nodes[e["child"]]["kind"], e["relation"], nodes[e["parent"]]["kind"]) for e in graph["edges"]}
     assert ("model", "image", "image") in edges and ("model", "released-from", "checkpoint") in edges
-    assert nodes[image]["git_commit"] == commit
+    assert nodes[image]["gitCommit"] == commit
 
 
 def test_a_release_never_downloads_the_checkpoint(local_project: Project) -> None:
@@ -291,3 +291,23 @@ def test_a_release_never_downloads_the_checkpoint(local_project: Project) -> Non
     assert (local_project.root / "pulled" / "model.safetensors").read_bytes() == (
         local_project.root / "made" / "step-2" / "model.safetensors"
     ).read_bytes()
+
+
+def test_a_chunked_checkpoint_is_evaluated_and_released_as_one_layer_per_file(local_project: Project) -> None:
+    setup(local_project, steps=())
+    local_project.push_checkpoint(1, metrics={"loss": 1.0}, rows=16384, dedup="chunks")  # a 2 MiB weight file
+    with local_project.registries() as regs:
+        ckpt = resolve(regs, ref=regs.ref("tiny-llm/checkpoints:step-1"))
+    assert media.CHUNK_INDEX in {layer.media_type for layer in ckpt.parsed.layers}  # it is chunked
+    assert local_project.trainops("eval", "run", "step-1").code == 0  # eval pulls it: rebuilt from packs
+    result = released(local_project, "step-1")
+    assert result["files"] == ["model.safetensors", "trainer_state.json"]
+    with local_project.registries() as regs:
+        found = resolve(regs, ref=regs.ref(result["ref"]))
+        types = {layer.media_type for layer in found.parsed.layers}
+        assert types == {media.WEIGHT_RAW, media.WEIGHT_CONFIG_RAW}  # no packs, no indexes: plain ModelPack
+        out = pulling.pull(regs, ref=found.ref, dest=local_project.root / "released")
+    made = local_project.root / "made" / "step-1"
+    assert (out.dest / "model.safetensors").read_bytes() == (made / "model.safetensors").read_bytes()
+    # 16384×32 float32 + 8 float16, read from the rebuilt file's header
+    assert model_config(local_project, result["ref"])["config"]["paramSize"] == "524.3k"

@@ -1,6 +1,10 @@
 """A real Prometheus (Debian's `prometheus`) on a free loopback port, scraping a loopback exporter
 that serves vLLM's metric names with values the test sets.
 
+An exporter can carry extra labels on every series (`labels`): the cluster tests run one per
+serving ReplicaSet, standing in for the vLLM pods that kwok simulates (they serve nothing),
+labelled with the ReplicaSet's pod-template hash and `source="kwok-stand-in"`.
+
 The exporter's latency histogram grows on every scrape by `per_scrape` requests that each took
 `latency` seconds, so `histogram_quantile(0.95, … rate(…_bucket[…]))` measures `latency`
 (interpolated inside its bucket), and `vllm:num_requests_running` is a gauge.
@@ -23,7 +27,9 @@ HISTOGRAMS = ("vllm:e2e_request_latency_seconds", "vllm:time_to_first_token_seco
 class VllmExporter:
     """/metrics on a free loopback port, in a thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, labels: dict[str, str] | None = None) -> None:
+        extra = {"model_name": "tiny-llm", **(labels or {})}
+        self._labels = ",".join(f'{k}="{v}"' for k, v in extra.items())
         self.latency = 0.2
         self.running = 3
         self.per_scrape = 20
@@ -61,15 +67,15 @@ class VllmExporter:
             self._sum += self.latency * self.per_scrape
             lines = [
                 "# TYPE vllm:num_requests_running gauge",
-                f'vllm:num_requests_running{{model_name="tiny-llm"}} {self.running}',
+                f"vllm:num_requests_running{{{self._labels}}} {self.running}",
             ]
             for name in HISTOGRAMS:
                 lines.append(f"# TYPE {name} histogram")
                 for bound in BUCKETS:
-                    lines.append(f'{name}_bucket{{model_name="tiny-llm",le="{bound}"}} {self._counts[bound]}')
-                lines.append(f'{name}_bucket{{model_name="tiny-llm",le="+Inf"}} {self._total}')
-                lines.append(f'{name}_sum{{model_name="tiny-llm"}} {self._sum}')
-                lines.append(f'{name}_count{{model_name="tiny-llm"}} {self._total}')
+                    lines.append(f'{name}_bucket{{{self._labels},le="{bound}"}} {self._counts[bound]}')
+                lines.append(f'{name}_bucket{{{self._labels},le="+Inf"}} {self._total}')
+                lines.append(f"{name}_sum{{{self._labels}}} {self._sum}")
+                lines.append(f"{name}_count{{{self._labels}}} {self._total}")
         return "\n".join(lines) + "\n"
 
     def close(self) -> None:
@@ -80,9 +86,9 @@ class VllmExporter:
 class Prometheus(_ManagedProcess):
     name = "prometheus"
 
-    def __init__(self, data_dir: Path, target: str, *, start_timeout: float = 60.0) -> None:
+    def __init__(self, data_dir: Path, target: str | list[str], *, start_timeout: float = 60.0) -> None:
         self.data_dir = data_dir
-        self.target = target
+        self.targets = [target] if isinstance(target, str) else list(target)
         self.port: int | None = None
         self.start_timeout = start_timeout
         super().__init__(data_dir / "prometheus.log")
@@ -97,7 +103,7 @@ class Prometheus(_ManagedProcess):
         config = self.data_dir / "prometheus.yml"
         config.write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            f"scrape_configs:\n  - job_name: vllm\n    static_configs: [{{targets: ['{self.target}']}}]\n"
+            f"scrape_configs:\n  - job_name: vllm\n    static_configs: [{{targets: {self.targets!r}}}]\n"
         )
         self.port = free_port()
         self._spawn(

@@ -147,7 +147,7 @@ def test_api_conforms_to_its_openapi(file_site: Site) -> None:
     answer: no server error, status and body as documented (bounded: 25 examples each)."""
     api = schemathesis.openapi.from_url(file_site.url("/openapi.json"))
     operations = [result.ok() for result in api.get_all_operations()]
-    assert len(operations) == 7
+    assert len(operations) == 8
 
     for operation in operations:
 
@@ -173,3 +173,12 @@ def test_search_refuses_a_blank_query(file_site: Site, q: str, says: str) -> Non
     resp = _get(file_site, f"/api/search?q={quote(q)}")
     assert resp.status_code == 400
     assert says in resp.json()["error"]
+
+
+def test_the_repositories_page_labels_created_as_what_the_spec_says(file_site: Site) -> None:
+    """`created` is SOURCE_DATE_EPOCH or the newest file's mtime (registry/SPEC.md): the
+    column says so and does not call it the last push."""
+    page = _get(file_site, "/")
+    assert page.status_code == 200
+    assert "last push" not in page.text.lower()
+    assert ">newest created</th>" in page.text

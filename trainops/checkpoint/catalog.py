@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from trainops import podenv
-from trainops.errors import InputError, NotFoundError, UsageError
+from trainops.errors import InputError, NotFoundError
 from trainops.registry import media
 from trainops.registry.context import Registries
 from trainops.registry.listing import Tagged, tagged_manifests
@@ -35,9 +35,6 @@ class CheckpointInfo:
     created: str | None = None
     name: str | None = None  # the directory name it was pushed from
     layout: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def require_repository(repository: Reference) -> None:
@@ -67,9 +64,11 @@ def checkpoint_repository(
         text = pipeline.spec.repository(pipeline.metadata.name, "checkpoints", override)
         where = "train.checkpoint.repository" if override else "spec.registry"
     if text is None:
-        raise UsageError(
-            "no checkpoint repository given",
-            hint=f"pass {given_as}, set {podenv.CKPT_REPOSITORY}, or run where trainops.yaml is (or pass -f FILE)",
+        from trainops.projectdir import no_manifest
+
+        raise NotFoundError(
+            f"no checkpoint repository given, and {no_manifest()}",
+            hint=f"pass {given_as}, set {podenv.CKPT_REPOSITORY}, or pass -f FILE",
         )
     ref = registries.ref(text)
     if ref.tag or ref.digest:

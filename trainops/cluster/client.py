@@ -2,9 +2,10 @@
 
 `connect(kubeconfig=…, context=…)` loads the standard kubeconfig (the file given, else the
 first file of `$KUBECONFIG`, else ~/.kube/config; the current context unless one is named)
-with lightkube (client certificates, tokens, token files, exec plugins, the cluster's CA)
-and returns a `Cluster`: REST calls by apiVersion/kind through the API server's discovery,
-so any installed CRD is read the same way as a built-in kind.
+with lightkube (client certificates, tokens, token files, exec plugins, the cluster's CA;
+HTTPS_PROXY/NO_PROXY honoured as kubectl does) and returns a `Cluster`: REST calls by
+apiVersion/kind through the API server's discovery, so any installed CRD is read the same
+way as a built-in kind.
 
 Every way of not getting an answer becomes one `RemoteError` line (exit 6) that says which:
 the server does not answer, TLS failed, 401 (the credentials are refused), 403 (the user may
@@ -22,12 +23,12 @@ from __future__ import annotations
 import json
 import os
 import ssl
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainops.errors import InputError, NotFoundError, RemoteError, UsageError
+from trainops.errors import InputError, NotFoundError, RemoteError
 from trainops.retry import RETRY_STATUS, Backoff, RetryPolicy, retry_after_seconds
 
 FIELD_MANAGER = "trainops"
@@ -104,7 +105,7 @@ def connect(*, kubeconfig: Path | str | None = None, context: str | None = None,
     from lightkube.core.exceptions import ConfigError
 
     try:
-        http = Client(config, ConnectionParams(timeout=Timeout(timeout), trust_env=False))
+        http = Client(config, ConnectionParams(timeout=Timeout(timeout), trust_env=True))
     except (ConfigError, ssl.SSLError, OSError) as err:
         raise InputError(f"kubeconfig {path}: its credentials or CA cannot be loaded: {err}") from None
     return Cluster(
@@ -223,6 +224,10 @@ class Cluster:
             )
         return info
 
+    def rediscover(self) -> None:
+        """Forget what discovery said (after CRDs were installed or removed)."""
+        self._resources.clear()
+
     def served(self, api_version: str, kind: str) -> bool:
         try:
             self.resource(api_version, kind)
@@ -315,7 +320,16 @@ def _status(response: Any) -> dict[str, Any]:
 def _status_message(response: Any) -> str:
     message = _status(response).get("message")
     text = str(message) if message else response.text.strip()[:300]
-    return " ".join(text.split()) or response.reason_phrase
+    return _shorten(" ".join(text.split())) or response.reason_phrase
+
+
+def _shorten(text: str) -> str:
+    """The API server quotes a whole invalid value (a pod template is kilobytes): keep its words."""
+    start = text.find("Invalid value: ")
+    if start < 0 or len(text) <= 300 or text[start + 15 : start + 16] not in ("{", "["):
+        return text
+    end = max(text.rfind("}: "), text.rfind("]: "))
+    return text[: start + 15] + "(the object's value)" + text[end + 1 :] if end > start else text
 
 
 def _refusal(response: Any) -> ObjectRefused:
@@ -329,14 +343,3 @@ def _refusal(response: Any) -> ObjectRefused:
     return ObjectRefused(
         _status_message(response), status=response.status_code, reason=str(status.get("reason", "")), causes=causes
     )
-
-
-def objects_of(text: str) -> Iterator[dict[str, Any]]:
-    """The objects of a YAML stream (a rendered file), in order; empty documents skipped."""
-    import yaml
-
-    for doc in yaml.safe_load_all(text):
-        if isinstance(doc, dict):
-            yield doc
-        elif doc is not None:
-            raise UsageError("a rendered file holds a YAML document that is not an object")

@@ -11,17 +11,20 @@ cluster` waits on).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.cluster.client import Cluster
-from trainops.errors import NotFoundError
+from trainops.errors import NotFoundError, RemoteError
 from trainops.render.names import LABEL_PIPELINE, LABEL_RUN_ID
 from trainops.spec import Manifest
 from trainops.spec.stages import TrainSpec
 
 WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
 PODGROUP = ("scheduling.volcano.sh/v1beta1", "PodGroup")
+COMPONENT = "app.kubernetes.io/component"
 DONE = frozenset({"Completed", "Succeeded", "Failed", "Aborted", "Terminated"})
 FAILED = frozenset({"Failed", "Aborted", "Terminated"})
 
@@ -160,6 +163,7 @@ def run_states(cluster: Cluster, *, train: TrainSpec, pipeline: str, run_id: str
     api_version, kind = job_kind(train)
     namespace = train.namespace or cluster.namespace
     selector = f"{LABEL_RUN_ID}={run_id}" if run_id else f"{LABEL_PIPELINE}={pipeline}"
+    selector += f",{COMPONENT}=train"  # not the eval Jobs of the same pipeline
     jobs = [
         j
         for j in cluster.list(api_version, kind, namespace=namespace, selector=selector)
@@ -212,7 +216,7 @@ class PodLog:
 def run_logs(cluster: Cluster, *, train: TrainSpec, run_id: str) -> list[PodLog]:
     """The log of every pod of RUN (its main container), rank 0 first; NotFoundError without pods."""
     namespace = train.namespace or cluster.namespace
-    pods = cluster.list("v1", "Pod", namespace=namespace, selector=f"{LABEL_RUN_ID}={run_id}")
+    pods = cluster.list("v1", "Pod", namespace=namespace, selector=f"{LABEL_RUN_ID}={run_id},{COMPONENT}=train")
     if not pods:
         raise NotFoundError(
             f"run {run_id} has no pods in namespace {namespace} of {cluster.server}",
@@ -255,3 +259,41 @@ def manifest_logs(
     train = _train(manifest)
     with connect(kubeconfig=kubeconfig, context=context) as cluster:
         return run_logs(cluster, train=train, run_id=run_id)
+
+
+def wait_finished(
+    cluster: Cluster,
+    *,
+    train: TrainSpec,
+    pipeline: str,
+    run_id: str,
+    timeout: float,
+    poll: float,
+    on_change: Callable[[RunState | None], None],
+) -> RunState:
+    """Poll RUN's job until it finished (Completed or Failed…); RemoteError after `timeout`.
+
+    A job not in the cluster yet (the GitOps controller has not applied it) is waited for;
+    `on_change` gets each new phase (None: not there yet).
+    """
+    deadline = time.monotonic() + timeout
+    seen: tuple[str, str | None] | None = None
+    while True:
+        try:
+            state: RunState | None = run_states(cluster, train=train, pipeline=pipeline, run_id=run_id)[0]
+        except NotFoundError:
+            state = None
+        now_seen = (state.phase, state.reason) if state is not None else ("absent", None)
+        if now_seen != seen:
+            on_change(state)
+            seen = now_seen
+        if state is not None and state.finished:
+            return state
+        now = time.monotonic()
+        if now >= deadline:
+            phase = state.phase if state is not None else "not in the cluster"
+            raise RemoteError(
+                f"timed out after {timeout:g} s waiting for run {run_id}'s job ({phase})",
+                hint="run `trainops run` again to keep waiting: the job is not submitted twice",
+            )
+        time.sleep(min(poll, max(0.0, deadline - now)))

@@ -20,15 +20,11 @@ from pydantic.alias_generators import to_camel
 
 from trainops import clock
 from trainops.errors import IntegrityError, NotFoundError
+from trainops.registry import media
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 
-INCIDENT_MEDIA_TYPE = "application/vnd.trainops.incident.v1+json"
 INCIDENT_FILE = "incident.json"
-A_RUN = "dev.trainops.incident.run"
-A_CLASS = "dev.trainops.incident.class"
-A_NODE = "dev.trainops.incident.node"
-A_DETECTED = "dev.trainops.incident.detected"
 MAX_RECORD = 1024 * 1024
 
 
@@ -85,15 +81,19 @@ def next_id(registries: Registries, *, repository: Reference, run_id: str) -> st
 
 def save(registries: Registries, *, repository: Reference, incident: Incident) -> Reference:
     """Push the record (again, when it changed): tag = the incident's id."""
-    annotations = {A_RUN: incident.run_id, A_CLASS: incident.fault, A_DETECTED: incident.detected}
+    annotations = {
+        media.A_INCIDENT_RUN: incident.run_id,
+        media.A_INCIDENT_CLASS: incident.fault,
+        media.A_INCIDENT_DETECTED: incident.detected,
+    }
     if incident.node:
-        annotations[A_NODE] = incident.node
+        annotations[media.A_INCIDENT_NODE] = incident.node
     body = incident.model_dump(by_alias=True)
     return save_record(
         registries,
         ref=repository.with_tag(incident.id),
         data=body,
-        media_type=INCIDENT_MEDIA_TYPE,
+        media_type=media.INCIDENT,
         filename=INCIDENT_FILE,
         pipeline=incident.pipeline,
         run_id=incident.run_id,
@@ -113,7 +113,6 @@ def save_record(
     annotations: dict[str, str],
 ) -> Reference:
     """A small record artifact (kind `other`): one canonical-JSON layer of media_type, tagged."""
-    from trainops.registry import media
     from trainops.registry.artifact import build_manifest, canonical_json, config_blob
     from trainops.registry.backends.base import Descriptor
     from trainops.registry.plain_lineage import PlainLineage

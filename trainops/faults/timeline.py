@@ -18,10 +18,10 @@ from pydantic.alias_generators import to_camel
 
 from trainops.errors import IntegrityError, NotFoundError
 from trainops.faults.incidents import read_file, save_record
+from trainops.registry import media
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 
-TIMELINE_MEDIA_TYPE = "application/vnd.trainops.timeline.v1+json"
 TIMELINE_FILE = "timeline.json"
 TIMELINE_SUFFIX = ".timeline"
 MAX_SEGMENTS = 10_000
@@ -81,9 +81,9 @@ def store(registries: Registries, *, repository: Reference, timeline: Timeline) 
         registries,
         ref=timeline_ref(repository, timeline.run_id),
         data=timeline.model_dump(by_alias=True),
-        media_type=TIMELINE_MEDIA_TYPE,
+        media_type=media.TIMELINE,
         filename=TIMELINE_FILE,
         pipeline=timeline.pipeline,
         run_id=timeline.run_id,
-        annotations={"dev.trainops.incident.run": timeline.run_id},
+        annotations={media.A_INCIDENT_RUN: timeline.run_id},
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 from trainops.errors import NotFoundError
 from trainops.registry import media, tombstone
@@ -55,13 +55,19 @@ class Graph:
     nodes: dict[str, Node] = field(default_factory=dict)
     edges: list[Edge] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "root": self.root,
-            "direction": self.direction,
-            "nodes": [{**vars(n), "metrics": dict(n.metrics)} for n in self.nodes.values()],  # asdict deep-copies
-            "edges": [dict(vars(e)) for e in self.edges],
-        }
+    def to_data(self) -> GraphData:
+        """The graph as JSON: its nodes as a list (`trainops.serialize`)."""
+        return GraphData(self.root, self.direction, list(self.nodes.values()), list(self.edges))
+
+
+@dataclass(frozen=True)
+class GraphData:
+    """What `lineage -o json` prints."""
+
+    root: str
+    direction: Direction
+    nodes: list[Node]
+    edges: list[Edge]
 
 
 def _cached_manifest(registries: Registries, ref: Reference, digest: str) -> ManifestData:
@@ -223,10 +229,11 @@ class DownIndex:
     repos: dict[str, str]  # digest → the git repository it records
 
     @classmethod
-    def scan(cls, registries: Registries, root: RegistryRoot) -> DownIndex:
+    def scan(cls, registries: Registries, root: RegistryRoot, *, records: bool = False) -> DownIndex:
+        """records: also the stage records of `trainops run` (bookkeeping, left out by default)."""
         index = cls({}, {}, {}, {})
         for _, parsed, shown in scan_registry(registries, root, pruned_as_originals=True):
-            if parsed.digest in index.nodes:
+            if parsed.digest in index.nodes or (not records and media.A_STAGE_KEY in parsed.annotations):
                 continue
             pruned = tombstone.A_DIGEST in parsed.annotations
             lineage = parsed.plain_lineage()
@@ -305,9 +312,15 @@ def _scan_root(registries: Registries, ref: Reference) -> RegistryRoot:
 
 
 def lineage_graph(
-    registries: Registries, *, ref: Reference, direction: Direction = "up", scan: RegistryRoot | None = None
+    registries: Registries,
+    *,
+    ref: Reference,
+    direction: Direction = "up",
+    scan: RegistryRoot | None = None,
+    records: bool = False,
 ) -> Graph:
-    """The lineage of ref: its ancestors (up), descendants (down), or both."""
+    """The lineage of ref: its ancestors (up), descendants (down), or both (records: with the
+    stage records of `trainops run` among the descendants)."""
     found = resolve(registries, ref=ref)
     graph = Graph(root=found.manifest.digest, direction=direction)
     root = _parse(registries, found.ref, found.manifest)
@@ -315,7 +328,7 @@ def lineage_graph(
     if direction in ("up", "both"):
         _walk_up(registries, graph, found.ref, root)
     if direction in ("down", "both"):
-        index = DownIndex.scan(registries, scan or _scan_root(registries, found.ref))
+        index = DownIndex.scan(registries, scan or _scan_root(registries, found.ref), records=records)
         index.walk(graph, [found.manifest.digest])
     return graph
 
@@ -340,12 +353,35 @@ def _hex12(key: str) -> str:
     return key.split(":", 1)[-1][:12]
 
 
+# An edge's relation is what the parent is to the child (step-700 resumed-from step-600).
+# Walking down, each line names the child from the parent, so it reads the other way.
+_DOWNWARD = {
+    "parent": "child",
+    "resumed-from": "resumed-by",
+    "derived-from": "derived-into",
+    "dataset": "used-by",
+    "image": "ran",
+    "evaluated": "evaluated-by",
+    "released-from": "released-as",
+    "evaluated-by": "cleared",
+    "built-from": "built",
+    "describes": "described-by",
+}
+
+
+def downward(relation: str) -> str:
+    """The label of an edge walked from parent to child (`resumed-from` → `resumed-by`)."""
+    head, sep, rest = relation.partition(" ")
+    return _DOWNWARD.get(head, head) + sep + rest
+
+
 def to_tree(graph: Graph) -> str:
-    """An indented text tree from the root, following the chosen direction."""
+    """An indented text tree from the root, following the chosen direction; each line names
+    how the node on it relates to the one above (walking down, the relation reversed)."""
     links: dict[str, list[tuple[str, str]]] = {}
     for edge in graph.edges:
         if graph.direction == "down":
-            links.setdefault(edge.parent, []).append((edge.child, edge.relation))
+            links.setdefault(edge.parent, []).append((edge.child, downward(edge.relation)))
         else:
             links.setdefault(edge.child, []).append((edge.parent, edge.relation))
     lines = [_label(graph.nodes[graph.root])]

@@ -48,7 +48,8 @@ A_KIND = "dev.trainops.kind"
 A_LINEAGE = "dev.trainops.lineage"
 A_FILE_MODE = "dev.trainops.file.mode"
 A_CKPT_NAME = "dev.trainops.checkpoint.name"  # the checkpoint directory's own name (step-000300, …)
-A_CKPT_LAYOUT = "dev.trainops.checkpoint.layout"  # trainops | huggingface | megatron | deepspeed
+A_CKPT_LAYOUT = "dev.trainops.checkpoint.layout"  # trainops | huggingface | megatron | deepspeed | dcp
+A_STAGE_KEY = "dev.trainops.stage.key"  # a stage record of `trainops run` (trainops.pipeline.cache)
 PRUNED_TAG_PREFIX = "pruned-"  # tags of pruned records (trainops.registry.tombstone)
 A_VERSION = "org.opencontainers.image.version"
 
@@ -57,6 +58,15 @@ A_VERSION = "org.opencontainers.image.version"
 EVAL_REPORT = "application/vnd.trainops.eval.report.v1+json"
 A_EVAL_PASSED = "dev.trainops.eval.passed"  # "true" | "false"
 A_EVAL_CHECKPOINT = "dev.trainops.eval.checkpoint"
+
+# Incidents and run timelines (trainops.faults): the record's media types, and the run,
+# class, node and detection time of an incident as annotations (listings read no blob)
+INCIDENT = "application/vnd.trainops.incident.v1+json"
+TIMELINE = "application/vnd.trainops.timeline.v1+json"
+A_INCIDENT_RUN = "dev.trainops.incident.run"
+A_INCIDENT_CLASS = "dev.trainops.incident.class"
+A_INCIDENT_NODE = "dev.trainops.incident.node"
+A_INCIDENT_DETECTED = "dev.trainops.incident.detected"
 
 # Releases (trainops.release): what was released, the eval that let it, and an override
 A_RELEASE_CHECKPOINT = "dev.trainops.release.checkpoint"  # ref@sha256:…

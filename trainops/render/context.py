@@ -104,9 +104,7 @@ def checkpoint_repository(spec: PipelineSpec, pipeline: str, train: TrainSpec) -
 def build_context(manifest: Manifest, *, image: str, run_id: str, commit: str | None) -> RunContext:
     pipeline = manifest.pipeline
     spec = pipeline.spec
-    if spec.train is None:
-        raise InputError(f"{manifest.path.name} has no train section", hint="add spec.train to render a training job")
-    train = spec.train
+    train = manifest.require_train()
     pinned = pin_image(image, field="image")
     agent_text = train.checkpoint.agent_image
     agent = pin_image(agent_text, field="train.checkpoint.agentImage") if agent_text else pinned

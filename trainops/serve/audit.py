@@ -9,7 +9,7 @@ commit's serving tree and commits those bytes again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, ClassVar
 
 from trainops.errors import ExistsError, InputError, NotFoundError
 from trainops.serve.context import serve_context
@@ -30,6 +30,9 @@ from trainops.serve.flows import (
 from trainops.serve.state import STATE_FILE, RolloutState, Served, parse_state
 from trainops.spec import Manifest
 
+if TYPE_CHECKING:
+    from trainops.cluster.argo import LiveState
+
 
 @dataclass(frozen=True)
 class RolloutStatus:
@@ -40,17 +43,7 @@ class RolloutStatus:
     weight: int
     step: str
     steps: int  # canary steps in the manifest
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "commit": self.commit,
-            "path": self.path,
-            "stable": self.stable.as_dict() if self.stable else None,
-            "canary": self.canary.as_dict() if self.canary else None,
-            "weight": self.weight,
-            "step": self.step,
-            "steps": self.steps,
-        }
+    live: LiveState | None = None  # what the cluster reports (with a kubeconfig)
 
 
 @dataclass(frozen=True)
@@ -62,26 +55,18 @@ class HistoryItem:
     step: str
     subject: str
     stable: str | None = None  # during a canary: the release serving the rest
+    data_properties: ClassVar[tuple[str, ...]] = ("version",)
 
     @property
     def version(self) -> str:
         return Served(self.release, "").version if self.release and "@" in self.release else "-"
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "commit": self.commit,
-            "date": self.date,
-            "action": self.action,
-            "release": self.release,
-            "version": self.version,
-            "step": self.step,
-            "stable": self.stable,
-            "subject": self.subject,
-        }
 
-
-def rollout_status(manifest: Manifest) -> RolloutStatus:
-    """What the branch tip of the GitOps repo serves."""
+def rollout_status(
+    manifest: Manifest, *, cluster: bool = False, kubeconfig: str | None = None, context: str | None = None
+) -> RolloutStatus:
+    """What the branch tip of the GitOps repo serves; with `cluster` (or a kubeconfig or context
+    named), also what Argo CD and Argo Rollouts report (trainops.serve.live)."""
     ctx = serve_context(manifest)
     state, commit = read_state(manifest)
     steps = len(ctx.rollout.canary.steps) if ctx.rollout.canary else 0
@@ -93,7 +78,14 @@ def rollout_status(manifest: Manifest) -> RolloutStatus:
         weight=weight_of(ctx, state),
         step=step_label(ctx, state),
         steps=steps,
+        live=_live(manifest, kubeconfig, context) if cluster or kubeconfig or context else None,
     )
+
+
+def _live(manifest: Manifest, kubeconfig: str | None, context: str | None) -> LiveState:
+    from trainops.serve.live import read_live
+
+    return read_live(manifest, kubeconfig=kubeconfig, context=context)
 
 
 def rollout_history(manifest: Manifest, *, limit: int = 50) -> list[HistoryItem]:

@@ -60,9 +60,10 @@ def lineage_with_rollouts(
     ref: Reference,
     direction: Direction = "down",
     scan: RegistryRoot | None = None,
+    records: bool = False,
 ) -> Graph:
     """lineage_graph, plus (walking down) the rollout commits that served each model in it."""
-    graph = lineage_graph(registries, ref=ref, direction=direction, scan=scan)
+    graph = lineage_graph(registries, ref=ref, direction=direction, scan=scan, records=records)
     if direction in ("down", "both"):
         add_rollouts(graph, manifest)
     return graph
@@ -84,6 +85,13 @@ def commit_of(rev: str, *, repo_dir: Path) -> str:
         return full
     if _HEX.match(rev.lower()):
         return rev.lower()
+    from trainops.gitinfo import in_repository
+
+    if not in_repository(repo_dir):
+        raise NotFoundError(
+            f"{GIT_PREFIX}{rev}: {repo_dir} is not in a git repository",
+            hint="run it in the training code's clone, or give the commit's sha (git:<7 to 40 hex digits>)",
+        )
     raise NotFoundError(
         f"git revision {rev} is unknown in {repo_dir}",
         hint="check it with `git rev-parse`, or give the commit's sha",
@@ -97,13 +105,14 @@ def lineage_from_commit(
     rev: str,
     repo_dir: Path,
     scan: RegistryRoot | None = None,
+    records: bool = False,
 ) -> Graph:
     """What came from a git commit: the artifacts of the registry recording it (an image's
     revision, or gitCommit), everything below them, and the rollout commits that served its
     releases. One registry scan; a commit nothing came from is NotFoundError."""
     commit = commit_of(rev, repo_dir=repo_dir)
     root = scan or registries.root()
-    graph = DownIndex.scan(registries, root).from_commit(commit, where=root.url)
+    graph = DownIndex.scan(registries, root, records=records).from_commit(commit, where=root.url)
     if manifest is not None:
         add_rollouts(graph, manifest)
     return graph

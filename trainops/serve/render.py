@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainops.render.argocd import APPLICATION_FILE
 from trainops.render.model import RenderedFile, SchemaProblem
 from trainops.render.patches import apply_patches
 from trainops.render.validate import validate_objects
@@ -24,8 +25,6 @@ from trainops.serve.context import ServeContext
 from trainops.serve.state import STATE_FILE, RolloutState
 from trainops.serve.traffic import traffic_objects
 from trainops.spec import Manifest
-
-APPLICATION_FILE = "argocd/application.yaml"
 
 
 @dataclass(frozen=True)
@@ -50,50 +49,18 @@ def serving_path(manifest: Manifest) -> str:
     return f"{spec.gitops.path.rstrip('/')}-serve"
 
 
-def _repo_url(manifest: Manifest, ctx: ServeContext) -> str:
-    url = manifest.pipeline.spec.gitops.repo
-    if url.startswith("file://") or ("://" not in url and not url.startswith("git@")):
-        ctx.warn(f"spec.gitops.repo {url} is a local path: Argo CD in a cluster cannot read it")
-    return url
-
-
 def application(ctx: ServeContext, path: str) -> dict[str, Any] | None:
     """The Argo CD Application of this service and environment (spec.gitops.argocd)."""
-    spec = ctx.manifest.pipeline.spec
-    argocd = spec.gitops.argocd
-    if argocd is None:
-        return None
-    env = ctx.manifest.env or "default"
-    destination: dict[str, Any] = {"server": argocd.destination_server}
-    namespace = ctx.namespace or argocd.destination_namespace
-    if namespace:
-        destination["namespace"] = namespace
-    app_spec: dict[str, Any] = {
-        "project": argocd.project,
-        "source": {
-            "repoURL": _repo_url(ctx.manifest, ctx),
-            "targetRevision": spec.gitops.branch,
-            "path": path,
-            "directory": {"include": "*.yaml"},
-        },
-        "destination": destination,
-    }
-    if argocd.automated:
-        app_spec["syncPolicy"] = {"automated": {"prune": argocd.prune, "selfHeal": argocd.self_heal}}
+    from trainops.render.argocd import application as path_application
+
+    ignore = None
     if ctx.rollout.traffic == "argo-rollouts" and ctx.rollout.gateway is not None:
         # the Gateway API plugin of Argo Rollouts owns the route's weights and header matches
-        ignore = {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "jsonPointers": ["/spec/rules"]}
-        app_spec["ignoreDifferences"] = [ignore]
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "Application",
-        "metadata": {
-            "name": f"{ctx.name}-serve-{env}"[:253],
-            "namespace": argocd.namespace,
-            "labels": ctx.labels(),
-        },
-        "spec": app_spec,
-    }
+        ignore = [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "jsonPointers": ["/spec/rules"]}]
+    return path_application(
+        ctx.manifest, role="serve", path=path, labels=ctx.labels(), namespace=ctx.namespace,
+        warnings=ctx.warnings, ignore=ignore,
+    )  # fmt: skip
 
 
 def _header(ctx: ServeContext, state: RolloutState) -> str:

@@ -204,7 +204,7 @@ class AgentResources(StrictModel):
 
 class CheckpointPolicy(StrictModel):
     dir: AbsolutePath = Field("/ckpt", description="Where the training writes checkpoints.")
-    layout: Literal["auto", "trainops", "huggingface", "megatron", "deepspeed"] = "auto"
+    layout: Literal["auto", "trainops", "huggingface", "megatron", "deepspeed", "dcp"] = "auto"
     keep: Retention = Field(default_factory=Retention)
     resume: str = Field("latest", min_length=1, description="latest, none, or a checkpoint reference to start from.")
     repository: str | None = Field(None, description="Default: <registry>/<name>/checkpoints.")

@@ -13,7 +13,7 @@ from pydantic.json_schema import models_json_schema
 
 from trainops import __version__
 from trainops.errors import InputError
-from trainops.ui import graph, models, queries
+from trainops.ui import graph, incidents, models, queries
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint(
         "/api/repositories",
         "repositories",
-        "Every indexed repository with its artifact and tag counts and last push.",
+        "Every indexed repository with its artifact and tag counts and its newest artifact's created time.",
         models.RepositoryList,
         lambda db, a: queries.repositories(db),
     ),
@@ -117,6 +117,14 @@ ENDPOINTS: list[Endpoint] = [
             Param("b", "query", required=True, pattern=DIGEST_PATTERN),
             _REPO,
         ],
+    ),
+    Endpoint(
+        "/api/incidents",
+        "incidents",
+        "Failures of training runs (of one run or node), and every node's count (3 in 24 h flag a drain).",
+        models.IncidentList,
+        lambda db, a: incidents.incidents(db, run=a.get("run") or None, node=a.get("node") or None),
+        [Param("run", "query", max_length=200), Param("node", "query", max_length=200)],
     ),
     Endpoint(
         "/api/search",

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from trainops.errors import InputError, NotFoundError, TrainopsError
 from trainops.registry.context import Registries
-from trainops.ui import api, graph, queries
+from trainops.ui import api, graph, incidents, queries
 from trainops.ui.index import Index
 from trainops.ui.models import LineageGraph
 from trainops.ui.security import Guard
@@ -44,6 +44,16 @@ class Browser:
     token: str | None = None
     loopback_only: bool = True
     manifest: Manifest | None = None
+
+    def drain_after(self) -> tuple[int, float]:
+        """train.faults.drainAfter of the manifest it was started with (else 3 in 24 h)."""
+        from trainops.spec.common import duration_seconds
+
+        train = self.manifest.pipeline.spec.train if self.manifest is not None else None
+        if train is None:
+            return 3, 86400.0
+        policy = train.faults.drain_after
+        return policy.incidents, duration_seconds(policy.window)
 
     def served(self, result: BaseModel) -> BaseModel:
         """A lineage graph with the rollouts that served its releases (when the manifest
@@ -149,6 +159,14 @@ class Pages:
         found = queries.diff(db, a=api._need(args, "a"), b=api._need(args, "b"), repository=args.get("repository"))
         return self.render("diff.html", d=found)
 
+    def incidents(self, request: Request, db: Any) -> Response:
+        args = dict(request.query_params)
+        threshold, window = self.browser.drain_after()
+        found = incidents.incidents(
+            db, run=args.get("run") or None, node=args.get("node") or None, threshold=threshold, window=window
+        )
+        return self.render("incidents.html", result=found)
+
     def search(self, request: Request, db: Any) -> Response:
         q = request.query_params.get("q", "")
         found = queries.search(db, query=q) if q.strip(queries.SEARCH_BLANKS) else None
@@ -183,6 +201,7 @@ def create_app(browser: Browser) -> Starlette:
         Route("/curve", pages.guarded(pages.curve), name="curve"),
         Route("/diff", pages.guarded(pages.diff), name="diff"),
         Route("/search", pages.guarded(pages.search), name="search"),
+        Route("/incidents", pages.guarded(pages.incidents), name="incidents"),
         Route("/blobs/{digest}", download_route(browser, pages), name="blob"),
         Route("/openapi.json", lambda request: JSONResponse(document), name="openapi"),
         *[Route(e.path, _api_handler(browser, e), name=f"api-{e.name}") for e in api.ENDPOINTS],

@@ -22,8 +22,12 @@ class RepositorySummary(StrictModel):
     registry: str = Field(description="The registry URL it was found under.")
     artifacts: int
     tags: int
-    last_push: str | None = Field(None, description="Creation time of its newest artifact (RFC 3339).")
-    refreshed: float | None = Field(None, description="When the index last read it (seconds since the epoch).")
+    last_push: str | None = Field(
+        None,
+        description="The newest `created` of its artifacts (RFC 3339): per registry/SPEC.md, SOURCE_DATE_EPOCH or "
+        "the newest file's mtime, not the time of a push (the name is kept for API compatibility).",
+    )
+    refreshed: str | None = Field(None, description="When the index last read it (ISO 8601 UTC).")
 
 
 class RepositoryList(StrictModel):
@@ -203,3 +207,30 @@ class SearchResult(StrictModel):
 class ErrorBody(StrictModel):
     error: str
     status: int
+
+
+class IncidentRow(StrictModel):
+    id: str = Field(description="The incident's id (its tag, RUN.N).")
+    repository: str
+    digest: str
+    run_id: str | None = None
+    fault: str
+    node: str | None = None
+    detected: str | None = None
+
+
+class NodeIncidents(StrictModel):
+    node: str
+    incidents: int
+    in_window: int = Field(description="Incidents within the drain window before now.")
+    faults: list[str]
+    flagged: bool = Field(description="In-window incidents reached the drain threshold.")
+
+
+class IncidentList(StrictModel):
+    run: str | None = None
+    node: str | None = None
+    threshold: int
+    window_seconds: float
+    incidents: list[IncidentRow]
+    nodes: list[NodeIncidents]

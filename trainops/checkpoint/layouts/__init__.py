@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainops.checkpoint.layouts.base import Found, Layout, Listing, entries
+from trainops.checkpoint.layouts.dcp import DcpLayout, is_dcp
 from trainops.checkpoint.layouts.deepspeed import DeepSpeedLayout
 from trainops.checkpoint.layouts.huggingface import HuggingFaceLayout
 from trainops.checkpoint.layouts.megatron import MegatronLayout
@@ -12,7 +13,8 @@ from trainops.checkpoint.layouts.trainops import TrainopsLayout
 from trainops.errors import InputError
 
 LAYOUTS: dict[str, Layout] = {
-    layout.name: layout for layout in (TrainopsLayout(), HuggingFaceLayout(), MegatronLayout(), DeepSpeedLayout())
+    layout.name: layout
+    for layout in (TrainopsLayout(), HuggingFaceLayout(), MegatronLayout(), DeepSpeedLayout(), DcpLayout())
 }
 LAYOUT_NAMES = ("auto", *LAYOUTS)
 
@@ -28,6 +30,8 @@ def detect_layout(directory: Path) -> Layout | None:
     """The layout a directory's top-level entries show, or None while it holds none yet."""
     names = {e.name for e in entries(directory)}
     claimed = [layout for layout in LAYOUTS.values() if layout.claims(names)]
+    if [c.name for c in claimed] == ["trainops"] and is_dcp(directory, names):
+        return LAYOUTS["dcp"]  # step-N/ directories holding a DCP .metadata and shards
     if len(claimed) > 1:
         raise InputError(
             f"{directory} looks like more than one checkpoint layout ({', '.join(c.name for c in claimed)})",

@@ -41,7 +41,7 @@ def image_stage(ctx: StageContext) -> Outcome:
 def submitted_run(ctx: StageContext) -> str | None:
     """The run id of an earlier submit of this very stage key, from the GitOps history."""
     from trainops.gitops import history
-    from trainops.pipeline.submit import gitops_url
+    from trainops.gitops.target import gitops_url
 
     gitops = ctx.manifest.pipeline.spec.gitops
     repo, _ = gitops_url(ctx.manifest)
@@ -87,34 +87,28 @@ def wait_for_job(ctx: StageContext, *, run_id: str) -> Output:
     from trainops.checkpoint import list_checkpoints
     from trainops.checkpoint.catalog import checkpoint_repository
     from trainops.cluster.client import connect
-    from trainops.cluster.jobs import run_states
+    from trainops.cluster.jobs import RunState, wait_finished
 
     train = ctx.manifest.pipeline.spec.train
     assert train is not None  # the train stage exists only with a train section
     repository = checkpoint_repository(ctx.registries, manifest=ctx.manifest)
-    deadline = time.monotonic() + ctx.timeout
-    seen: str | None = None
+
+    def say(state: RunState | None) -> None:
+        if state is None:
+            ctx.note(f"run {run_id}: not in the cluster yet (waiting for the GitOps controller)")
+        else:
+            ctx.note(f"run {run_id}: {state.phase}" + (f" ({state.reason})" if state.reason else ""))
+
     with connect(kubeconfig=ctx.kubeconfig, context=ctx.context) as cluster:
-        while True:
-            try:
-                state = run_states(cluster, train=train, pipeline=ctx.manifest.pipeline.metadata.name, run_id=run_id)[0]
-            except NotFoundError:
-                state = None  # not applied yet by the GitOps controller
-            phase = state.phase if state is not None else "not in the cluster yet"
-            if phase != seen:
-                ctx.note(
-                    f"run {run_id}: {phase}" + (f" ({state.reason})" if state is not None and state.reason else "")
-                )
-                seen = phase
-            if state is not None and state.finished:
-                break
-            now = time.monotonic()
-            if now >= deadline:
-                raise RemoteError(
-                    f"timed out after {ctx.timeout:g} s waiting for run {run_id}'s job ({phase})",
-                    hint="run `trainops run` again to keep waiting: the job is not submitted twice",
-                )
-            time.sleep(min(ctx.poll, max(0.0, deadline - now)))
+        state = wait_finished(
+            cluster,
+            train=train,
+            pipeline=ctx.manifest.pipeline.metadata.name,
+            run_id=run_id,
+            timeout=ctx.timeout,
+            poll=ctx.poll,
+            on_change=say,
+        )
     if state.failed:
         raise CommandFailedError(
             f"run {run_id}'s job {state.namespace}/{state.name} ended {state.phase}"

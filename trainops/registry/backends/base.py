@@ -135,9 +135,10 @@ class BackgroundHash:
     machine a transfer then costs max(I/O, hashing) instead of their sum.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, depth: int = 16) -> None:
         self._hash = hashlib.sha256()
-        self._chunks: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=16)
+        # depth: buffers waiting to be hashed (each holds its bytes alive: memory is depth x size)
+        self._chunks: queue.Queue[bytes | memoryview | None] = queue.Queue(maxsize=depth)
         # The thread must not hold self, or an abandoned hash would never be collected.
         self._thread = threading.Thread(target=_hash_chunks, args=(self._chunks, self._hash), daemon=True)
         self._thread.start()

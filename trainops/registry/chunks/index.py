@@ -29,7 +29,7 @@ _HEX = re.compile(r"[0-9a-f]{64}\Z")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChunkRef:
     pack: int  # index into ChunkIndex.packs
     offset: int

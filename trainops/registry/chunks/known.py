@@ -28,7 +28,7 @@ NEWEST = 4  # newest step-N checkpoints a push dedups against, beside its lineag
 _STEP = re.compile(r"step-(\d+)\Z")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Location:
     pack: str  # digest
     offset: int

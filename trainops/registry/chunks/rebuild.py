@@ -116,7 +116,7 @@ class PackReader:
 def rebuild(reader: PackReader, recipe: Recipe, part: Path, advance: Callable[[int], None]) -> None:
     """Write the file recipe describes to part, every chunk and then the file verified;
     on IntegrityError part is removed."""
-    file_hash = BackgroundHash()
+    file_hash = BackgroundHash(depth=2)  # spans are up to SPAN_MAX: two wait at most
     written = 0
     try:
         with part.open("wb") as out, ThreadPoolExecutor(max_workers=WINDOW, thread_name_prefix="span") as pool:

@@ -1,0 +1,346 @@
+"""Argo CD and Argo Rollouts on the simulated cluster, as real processes on loopback.
+
+Beside a running API server (the simulated cluster's kubeconfig) this starts
+
+* Debian's `redis-server` (Argo CD's cache),
+* git's smart HTTP transport (`tests/githttp.py`) serving the GitOps repositories,
+* Argo CD's repo-server and application-controller (the multi-call `argocd` binary,
+  `ARGOCD_BINARY_NAME` picks the role; the in-cluster destination is this kubeconfig),
+* the Argo Rollouts controller, with the Gateway API traffic-router plugin loaded from a
+  local file named in its ConfigMap (no download at start),
+
+after installing their CRDs (from the build cache, the upstream files of the built
+versions) and the objects they expect: the `argocd` and `argo-rollouts` namespaces,
+`argocd-cm`, `argocd-secret`, the `default` AppProject, `argo-rollouts-config`.
+
+Binaries come from `scripts/build-kube.sh argocd rollouts` under
+${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}; a missing one is MissingDependency with
+that command. Argo CD re-reads git every `resync` seconds (its repo-server's revision cache
+expires as fast), where a real installation waits three minutes or a webhook.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from services import (
+    INSTALL_SCRIPT,
+    LOOPBACK,
+    MissingDependency,
+    ServiceError,
+    _http_status,
+    _ManagedProcess,
+    free_port,
+    require,
+    wait_for,
+)
+
+ARGOCD_VERSION = "v3.6.2"
+ROLLOUTS_VERSION = "v1.9.1"
+ARGOCD_NAMESPACE = "argocd"
+ROLLOUTS_NAMESPACE = "argo-rollouts"
+PLUGIN_NAME = "argoproj-labs/gatewayAPI"
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+BUILD = "scripts/build-kube.sh argocd rollouts"
+
+
+def kube_cache() -> Path:
+    return Path(os.environ.get("TRAINOPS_KUBE_CACHE", "/var/cache/trainops-kube"))
+
+
+def module_crds(module: str, version: str) -> list[Path]:
+    """The CRDs of an upstream module as the build downloaded it (manifests/crds/*-crd.yaml)."""
+    path = kube_cache() / "go" / "pkg" / "mod" / f"{module}@{version}" / "manifests" / "crds"
+    if not path.is_dir():
+        raise MissingDependency(f"{path} not found: run {BUILD} (or {INSTALL_SCRIPT} as root)")
+    return sorted(path.glob("*-crd.yaml"))
+
+
+def cached(name: str) -> Path:
+    """A file the build put under the cache (bin/NAME-VERSION, crds/…), or MissingDependency."""
+    path = kube_cache() / name
+    if not path.exists():
+        raise MissingDependency(f"{path} not found: run {BUILD} (or {INSTALL_SCRIPT} as root)")
+    return path
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1.0)
+        return s.connect_ex((LOOPBACK, port)) == 0
+
+
+class _Proc(_ManagedProcess):
+    """One controller process: a command, an environment, a readiness probe."""
+
+    def __init__(self, name: str, log_path: Path) -> None:
+        self.name = name
+        super().__init__(log_path)
+
+    def run(
+        self, cmd: Sequence[str], *, env: Mapping[str, str], ready: str | int, timeout: float, cwd: Path | None = None
+    ) -> None:
+        old = Path.cwd()
+        if cwd is not None:
+            os.chdir(cwd)  # Popen inherits it: Argo Rollouts keeps its plugins under ./plugin-bin
+        try:
+            self._spawn(cmd, env=env)
+        finally:
+            os.chdir(old)
+        t0 = time.monotonic()
+        probe = (lambda: _http_status(ready) == 200) if isinstance(ready, str) else (lambda: _port_open(int(ready)))
+        wait_for(probe, timeout=timeout, what=self.name, proc=self.proc, log_path=self.log_path, interval=0.2)
+        self.startup_seconds = time.monotonic() - t0
+
+
+class ArgoStack:
+    """Argo CD (repo-server, application-controller, redis), git over HTTP and Argo Rollouts."""
+
+    def __init__(
+        self,
+        *,
+        work: Path,
+        kubeconfig: Path,
+        kubectl: str,
+        resync: int = 2,
+        start_timeout: float = 120.0,
+        rollouts: bool = True,
+        argocd: bool = True,
+    ) -> None:
+        self.work = work
+        self.kubeconfig = kubeconfig
+        self.kubectl = kubectl
+        self.resync = resync
+        self.start_timeout = start_timeout
+        self.with_rollouts = rollouts
+        self.with_argocd = argocd
+        self.git_root = work / "git"
+        self.git_port = 0
+        self.procs: list[_Proc] = []
+        self.timings: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ helpers
+
+    def kubectl_run(self, *args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(
+            [self.kubectl, f"--kubeconfig={self.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise ServiceError(f"kubectl {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
+        return done.stdout
+
+    def apply(self, text: str) -> None:
+        self.kubectl_run(
+            "apply", "--server-side", "--force-conflicts", "--field-manager=trainops-tests", "-f", "-", stdin=text
+        )
+
+    def repo_url(self, name: str) -> str:
+        return f"http://{LOOPBACK}:{self.git_port}/{name}"
+
+    def new_repo(self, name: str) -> str:
+        """A bare repository served over HTTP (pushes accepted); its URL."""
+        sys.path.insert(0, str(HERE))
+        from githttp import bare_repo
+
+        bare_repo(self.git_root, name)
+        return self.repo_url(name)
+
+    def _env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ARGOCD_", "KUBECONFIG"))}
+        env.update(KUBECONFIG=str(self.kubeconfig), HOME=str(self.work / "home"), **extra)
+        return env
+
+    def _proc(self, name: str) -> _Proc:
+        proc = _Proc(name, self.work / "logs" / f"{name}.log")
+        self.procs.append(proc)
+        return proc
+
+    # ------------------------------------------------------------------ install
+
+    def _crds(self) -> None:
+        files = [ROOT / "trainops/render/crds/gateway-httproute.yaml"]
+        names = "crd/httproutes.gateway.networking.k8s.io"
+        if self.with_argocd:
+            argocd = module_crds("github.com/argoproj/argo-cd/v3", ARGOCD_VERSION)
+            files += [f for f in argocd if "applicationset" not in f.name]
+            names += " crd/applications.argoproj.io crd/appprojects.argoproj.io"
+        if self.with_rollouts:
+            files += module_crds("github.com/argoproj/argo-rollouts", ROLLOUTS_VERSION)
+        for f in files:
+            self.apply(f.read_text())
+        if self.with_rollouts:
+            names += " crd/rollouts.argoproj.io crd/analysisruns.argoproj.io crd/analysistemplates.argoproj.io"
+        self.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", *names.split())
+
+    def _objects(self, plugin: Path | None) -> None:
+        docs = [
+            f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ARGOCD_NAMESPACE}}}",
+            f"""apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: argocd-cm
+  namespace: {ARGOCD_NAMESPACE}
+  labels: {{app.kubernetes.io/name: argocd-cm, app.kubernetes.io/part-of: argocd}}
+data:
+  timeout.reconciliation: {self.resync}s""",
+            f"""apiVersion: v1
+kind: Secret
+metadata:
+  name: argocd-secret
+  namespace: {ARGOCD_NAMESPACE}
+  labels: {{app.kubernetes.io/name: argocd-secret, app.kubernetes.io/part-of: argocd}}
+stringData:
+  server.secretkey: {secrets.token_hex(16)}""",
+            f"""apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {{name: default, namespace: {ARGOCD_NAMESPACE}}}
+spec:
+  sourceRepos: ['*']
+  destinations: [{{server: '*', namespace: '*'}}]
+  clusterResourceWhitelist: [{{group: '*', kind: '*'}}]""",
+        ]
+        if not self.with_argocd:
+            docs = []
+        if plugin is not None:
+            docs += [
+                f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ROLLOUTS_NAMESPACE}}}",
+                f"""apiVersion: v1
+kind: ConfigMap
+metadata: {{name: argo-rollouts-config, namespace: {ROLLOUTS_NAMESPACE}}}
+data:
+  trafficRouterPlugins: |
+    - name: {PLUGIN_NAME}
+      location: file://{plugin}""",
+            ]
+        if docs:
+            self.apply("\n---\n".join(docs))
+
+    # ------------------------------------------------------------------ start
+
+    def _start_git(self) -> None:
+        self.git_root.mkdir(parents=True, exist_ok=True)
+        self.git_port = free_port()
+        proc = self._proc("githttp")
+        cmd = [sys.executable, str(HERE / "githttp.py"), "--root", str(self.git_root), "--port", str(self.git_port)]
+        proc.run(cmd, env=dict(os.environ), ready=self.git_port, timeout=30)
+
+    def _start_argocd(self) -> None:
+        argocd = str(cached(f"bin/argocd-{ARGOCD_VERSION}"))
+        redis_bin = require("redis-server", "apt-get install -y redis-server")
+        (self.work / "home").mkdir(parents=True, exist_ok=True)
+        redis_port = free_port()
+        redis = self._proc("redis")
+        redis.run(
+            [redis_bin, "--bind", LOOPBACK, "--port", str(redis_port), "--save", "", "--appendonly", "no"],
+            env=dict(os.environ),
+            ready=redis_port,
+            timeout=30,
+        )
+        redis_addr = f"{LOOPBACK}:{redis_port}"
+        repo_port, repo_metrics = free_port(), free_port()
+        repo = self._proc("argocd-repo-server")
+        repo.run(
+            [
+                argocd,
+                "--loglevel=info",
+                f"--address={LOOPBACK}",
+                f"--port={repo_port}",
+                f"--metrics-address={LOOPBACK}",
+                f"--metrics-port={repo_metrics}",
+                f"--redis={redis_addr}",
+                "--disable-tls",  # gRPC on loopback between two local processes
+                f"--revision-cache-expiration={self.resync}s",
+            ],
+            env=self._env(ARGOCD_BINARY_NAME="argocd-repo-server", ARGOCD_GPG_ENABLED="false"),
+            ready=f"http://{LOOPBACK}:{repo_metrics}/metrics",
+            timeout=self.start_timeout,
+        )
+        metrics = free_port()
+        controller = self._proc("argocd-application-controller")
+        controller.run(
+            [
+                argocd,
+                "--loglevel=info",
+                f"--namespace={ARGOCD_NAMESPACE}",
+                f"--redis={redis_addr}",
+                f"--repo-server={LOOPBACK}:{repo_port}",
+                "--repo-server-plaintext",
+                f"--metrics-port={metrics}",
+                f"--app-resync={self.resync}",
+                "--app-resync-jitter=0",
+                "--self-heal-timeout-seconds=1",
+            ],
+            env=self._env(ARGOCD_BINARY_NAME="argocd-application-controller", ARGOCD_FAKE_IN_CLUSTER="true"),
+            ready=f"http://{LOOPBACK}:{metrics}/metrics",
+            timeout=self.start_timeout,
+        )
+
+    def _start_rollouts(self) -> None:
+        binary = str(cached(f"bin/rollouts-controller-{ROLLOUTS_VERSION}"))
+        healthz, metrics = free_port(), free_port()
+        home = self.work / "rollouts"
+        home.mkdir(parents=True, exist_ok=True)
+        proc = self._proc("argo-rollouts")
+        proc.run(
+            [
+                binary,
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                f"--healthzPort={healthz}",
+                f"--metricsport={metrics}",
+                "--rollout-resync=30",
+                "--loglevel=info",
+            ],
+            env=self._env(POD_NAMESPACE=ROLLOUTS_NAMESPACE),
+            ready=f"http://{LOOPBACK}:{healthz}/healthz",
+            timeout=self.start_timeout,
+            cwd=home,
+        )
+
+    def start(self) -> ArgoStack:
+        plugin = cached(f"bin/gatewayapi-plugin-{ROLLOUTS_VERSION}") if self.with_rollouts else None
+        t0 = time.monotonic()
+        self._crds()
+        self._objects(plugin)
+        self.timings["install"] = time.monotonic() - t0
+        try:
+            steps = [("git", self._start_git)] + ([("argocd", self._start_argocd)] if self.with_argocd else [])
+            for name, step in steps:
+                t0 = time.monotonic()
+                step()
+                self.timings[name] = time.monotonic() - t0
+            if self.with_rollouts:
+                t0 = time.monotonic()
+                self._start_rollouts()
+                self.timings["rollouts"] = time.monotonic() - t0
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+        self.procs.clear()
+
+    def logs(self, lines: int = 30) -> str:
+        return "\n".join(f"--- {p.name} ---\n{p.log(lines)}" for p in self.procs)
+
+    def __enter__(self) -> ArgoStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

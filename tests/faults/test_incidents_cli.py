@@ -1,0 +1,118 @@
+"""`trainops incidents` over a file:// registry holding incidents written by trainops.faults
+(as the supervisor writes them): listing, showing, the class table (golden), bad ids."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.cli.runner import run
+from trainops import clock
+from trainops.faults import incidents as records
+from trainops.faults.incidents import Incident
+from trainops.registry.context import Registries
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "faults"
+MANIFEST = """\
+apiVersion: trainops.dev/v1alpha1
+kind: Pipeline
+metadata: {name: tiny}
+spec:
+  registry: file://registry
+  train:
+    scheduler: local
+    command: ["true"]
+    faults:
+      actions: {cuda-oom: restart}
+      drainAfter: {incidents: 2, window: 1h}
+"""
+
+
+def _incident(n: int, fault: str, node: str, *, recovered: bool) -> Incident:
+    moment = clock.now() - timedelta(minutes=10 - n)  # within drainAfter.window of now
+    at = clock.iso(moment)
+    extra = (
+        {
+            "recovered": clock.iso(moment + timedelta(seconds=9.5)),
+            "resumed_from": "tiny/checkpoints:step-200",
+            "resumed_step": 200,
+        }
+        if recovered
+        else {}
+    )
+    return Incident(
+        id=f"run-a.{n}",
+        pipeline="tiny",
+        run_id="run-a",
+        job_id="7",
+        fault=fault,
+        detail="Xid 79: the GPU has fallen off the bus" if fault == "fell-off-bus" else "an NCCL collective timed out",
+        source="node-health" if fault == "fell-off-bus" else "trainer",
+        evidence=["NVRM: Xid (PCI:0000:3b:00): 79, pid=1"] if fault == "fell-off-bus" else ["Watchdog caught …"],
+        node=node,
+        action="drain" if fault == "fell-off-bus" else "restart",
+        action_note="drained gpu-1; requeued job 7 excluding gpu-1" if fault == "fell-off-bus" else "restart",
+        evidence_at=at,
+        detected=clock.iso(moment + timedelta(seconds=1.2)),
+        last_step=230,
+        steps_lost=30 if recovered else None,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "trainops.yaml").write_text(MANIFEST)
+    registries = Registries(default_registry=f"file://{tmp_path / 'registry'}")
+    repo = records.incidents_repository(registries, registry=f"file://{tmp_path / 'registry'}", pipeline="tiny")
+    for item in (
+        _incident(1, "nccl-timeout", "gpu-1", recovered=True),
+        _incident(2, "fell-off-bus", "gpu-1", recovered=False),
+    ):
+        records.save(registries, repository=repo, incident=item)
+    return tmp_path
+
+
+def test_ls_show_and_the_node_flag(project: Path) -> None:
+    manifest = str(project / "trainops.yaml")
+    listed = run("incidents", "ls", "run-a", "-f", manifest, "-o", "json")
+    assert listed.code == 0, listed.stderr
+    data = json.loads(listed.stdout)
+    assert [i["id"] for i in data["incidents"]] == ["run-a.1", "run-a.2"]
+    expected = {
+        "node": "gpu-1",
+        "incidents": 2,
+        "inWindow": 2,
+        "flagged": True,
+        "faults": ["fell-off-bus", "nccl-timeout"],
+    }
+    assert data["nodes"] == [expected]  # drainAfter: 2 within 1h
+    text = run("incidents", "ls", "-f", manifest)
+    assert text.code == 0 and "run-a.2" in text.stdout and "fell-off-bus" in text.stdout and "drain" in text.stdout
+    assert max(len(line) for line in text.stdout.splitlines()) <= 80
+    shown = run("incidents", "show", "run-a.1", "-f", manifest)
+    assert shown.code == 0, shown.stderr
+    assert "recovered" in shown.stdout and "not yet" not in shown.stdout
+    assert "30 steps" in shown.stdout and "mttr      9.5s" in shown.stdout
+    as_json = json.loads(run("incidents", "show", "run-a.2", "-f", manifest, "-o", "json").stdout)
+    assert as_json["recovered"] is None and as_json["node"] == "gpu-1"
+
+
+def test_classes_golden(project: Path) -> None:
+    result = run("incidents", "classes", "-f", str(project / "trainops.yaml"))
+    assert result.code == 0, result.stderr
+    golden = GOLDEN / "classes.txt"
+    if os.environ.get("TRAINOPS_UPDATE_GOLDEN"):
+        golden.write_text(result.stdout)
+    assert result.stdout == golden.read_text()
+
+
+def test_an_unknown_or_malformed_id_is_not_found_in_one_line(project: Path) -> None:
+    for bad in ("run-a.9", "nonsense"):
+        result = run("incidents", "show", bad, "-f", str(project / "trainops.yaml"))
+        assert result.code == 4, (bad, result.stderr)
+        assert len(result.stderr.strip().splitlines()) <= 2 and bad in result.stderr
