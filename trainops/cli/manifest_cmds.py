@@ -7,14 +7,7 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import (
-    console,
-    echo_json,
-    fold_reference,
-    kubeconfig_options,
-    manifest_options,
-    output_option,
-)
+from trainops.cli.output import console, echo_json, kubeconfig_options, manifest_options, output_option
 
 
 @click.command()
@@ -172,6 +165,8 @@ def plan(file: str, env: str | None, output: str) -> None:
         echo_json(result.as_dict())
         return
     from rich.table import Table
+
+    from trainops.units import fold_reference
 
     title = f"{result.pipeline}" + (f" (env {result.env})" if result.env else "")
     table = Table(title=title, show_lines=True)
