@@ -153,6 +153,8 @@ def test_validate_json_ok() -> None:
         "ok": True,
         "environments": ["dev", "dev-strict", "slurm-local", "prod"],
         "problems": [],
+        "render": None,  # not asked for (--render)
+        "cluster": None,  # no cluster asked (--kubeconfig, --cluster)
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -74,5 +75,14 @@ def test_the_readme_first_day_runs_as_written_in_an_empty_directory(tmp_path: Pa
     # start, promote; rollback restores a committed tree), not once per release in them.
     warning = "warning: the release is in a file:// registry, which pods in a cluster cannot read"
     assert done.stderr.count(warning) == 3, done.stderr
+    # release ls and eval ls fit 80 columns piped, with whole timestamps and no cut cells.
+    for command in (("release", "ls"), ("eval", "ls")):
+        shown = subprocess.run(
+            ["trainops", *command, "--env", "dev"], cwd=project, env=env, capture_output=True, text=True, check=True
+        )
+        _heading, *rows = shown.stdout.splitlines()  # the repository or checkpoint on a line of its own
+        assert all(len(row) <= 80 for row in rows), shown.stdout
+        assert "…" not in shown.stdout
+        assert re.search(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\b", shown.stdout), shown.stdout
     walked = done.stdout.split(f"[{head.stdout.strip()[:12]}]", 1)[1]
     assert "rollback" in walked and "clusters/dev-serve@" in walked

@@ -82,10 +82,10 @@ def test_copy_and_gc(project: Path, tmp_path: Path) -> None:
     copied = _json("registry", "copy", "p/ckpt:1", f"file://{tmp_path}/mirror/p/ckpt")
     assert copied["dst"].endswith(f"mirror/p/ckpt:1@{copied['digest']}")  # type: ignore[union-attr]
     dry = _json("registry", "gc", "--dry-run")
-    assert len(dry["removed_manifests"]) == 1  # type: ignore[arg-type]
+    assert len(dry["removedManifests"]) == 1  # type: ignore[arg-type]
     done = run("registry", "gc")
     assert done.code == 0 and "removed 1 artifact(s)" in done.stdout
-    assert _json("registry", "gc")["removed_manifests"] == []
+    assert _json("registry", "gc")["removedManifests"] == []
 
 
 def test_lineage_formats(project: Path) -> None:

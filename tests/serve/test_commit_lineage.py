@@ -119,13 +119,13 @@ def test_json_walks_commit_to_checkpoints_eval_release_and_rollout(flow: Flow) -
     graph = flow.graph(f"git:{flow.sha}")
     assert graph["root"] == f"git:{flow.sha}" and graph["direction"] == "down"
     kinds = by_kind(graph)
-    assert [n["git_commit"] for n in kinds["commit"]] == [flow.sha]
+    assert [n["gitCommit"] for n in kinds["commit"]] == [flow.sha]
     steps = sorted(n["step"] for n in kinds["checkpoint"])
     assert steps == [10, 20, 30]
     assert sorted(n["step"] for n in kinds["checkpoint"] if n["pruned"]) == [10, 20]  # keep last 1, best 1
     assert [n["digest"] for n in kinds["model"]] == [flow.release["digest"]]
     assert len(kinds["eval"]) == 1
-    assert [n["git_commit"] for n in kinds["rollout"]] == [flow.rollout["commit"]]
+    assert [n["gitCommit"] for n in kinds["rollout"]] == [flow.rollout["commit"]]
     nodes = {n["digest"]: n for n in graph["nodes"]}
     edges = {(nodes[e["child"]]["kind"], e["relation"], nodes[e["parent"]]["kind"]) for e in graph["edges"]}
     assert ("checkpoint", "built-from", "commit") in edges

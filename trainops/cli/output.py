@@ -1,104 +1,31 @@
-"""Shared CLI options and printing: `--output json` everywhere a command reports data, `-v`
-after any command, tables that keep their key data readable at 80 columns (`--wide` for more)."""
+"""How commands print: JSON through the one serialization home, tables that keep their key
+data readable at 80 columns (`--wide` for more). The shared options are in cli/options.py."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-output_option = click.option(
-    "-o",
-    "--output",
-    "output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Human text, or JSON for scripts.",
-)
-
-render_out_option = click.option(
-    "-d",
-    "--out",
-    "out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Write the tree to DIR (new, empty, or rendered before); default: print it.",
+# Re-exported while branches written against the old home are merged (the structure wave);
+# new code imports options from trainops.cli.options.
+from trainops.cli.options import (  # noqa: F401
+    add_verbose,
+    key_values,
+    kubeconfig_options,
+    manifest_options,
+    output_option,
+    render_out_option,
+    wide_option,
 )
 
 
-wide_option = click.option("--wide", is_flag=True, help="Every column, in full (the default table fits 80 columns).")
+def echo_json(result: Any) -> None:
+    """Print a result as JSON, through the one serialization home (camelCase by construction)."""
+    from trainops.serialize import dumps
 
-
-def _bump_verbosity(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
-    """`-v` after a subcommand says more, as it does before it (`trainops push -v …`)."""
-    import logging
-
-    if value:
-        root = logging.getLogger()
-        root.setLevel(max(logging.DEBUG, min(root.level or logging.WARNING, logging.WARNING - 10 * value)))
-    return value
-
-
-verbose_option = click.option(
-    "-v",
-    "--verbose",
-    "verbose",
-    count=True,
-    expose_value=False,
-    is_eager=True,
-    callback=_bump_verbosity,
-    help="Say more (repeat for debug logs).",
-)
-
-
-def add_verbose(command: click.Command) -> None:
-    """Give command and every subcommand the shared -v option (unless it has one)."""
-    if not any("-v" in getattr(p, "opts", ()) for p in command.params):
-        verbose_option(command)
-    if isinstance(command, click.Group):
-        for sub in command.commands.values():
-            add_verbose(sub)
-
-
-def manifest_options(func: F) -> F:
-    """-f FILE and --env ENV, the two options of every command that reads trainops.yaml."""
-    func = click.option("--env", "env", metavar="ENV", default=None, help="Apply this environment's overlay.")(func)
-    func = click.option(
-        "-f",
-        "--file",
-        "file",
-        type=click.Path(dir_okay=False, path_type=str),
-        default="trainops.yaml",
-        show_default=True,
-        help="The manifest.",
-    )(func)
-    return func
-
-
-def kubeconfig_options(func: F) -> F:
-    """--kubeconfig FILE and --context NAME: the cluster a command reads (kubectl's options)."""
-    func = click.option(
-        "--context", "context", metavar="NAME", default=None, help="The kubeconfig context (default: its current one)."
-    )(func)
-    func = click.option(
-        "--kubeconfig",
-        "kubeconfig",
-        type=click.Path(dir_okay=False, path_type=str),
-        default=None,
-        metavar="FILE",
-        help="The kubeconfig (default: $KUBECONFIG, else ~/.kube/config).",
-    )(func)
-    return func
-
-
-def echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+    click.echo(dumps(result))
 
 
 def console(*, wide: bool = False) -> Any:
@@ -137,35 +64,6 @@ def fold_reference(text: str, width: int) -> str:
             current += part
         out.append(current.rstrip())
     return "\n".join(out)
-
-
-def short_time(created: str | None) -> str:
-    """`2026-12-03T15:36:28Z` → `2026-12-03 15:36`, a table's width (--wide shows it whole)."""
-    return (created or "").replace("T", " ")[:16]
-
-
-def table(columns: tuple[str, ...], *, wide: bool) -> Any:
-    """A rich table whose cells fold instead of being cut to `…` (all shown with --wide)."""
-    from rich import box
-    from rich.table import Table
-
-    out = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
-    for name in columns:
-        out.add_column(name, overflow="fold", no_wrap=wide)
-    return out
-
-
-def key_values(values: tuple[str, ...], what: str) -> dict[str, str]:
-    """KEY=VALUE options → a dict; a malformed one is a usage error naming the option."""
-    from trainops.errors import UsageError
-
-    out: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"{what} {item!r} must be KEY=VALUE")
-        out[key] = value
-    return out
 
 
 def command_stdout(output: str) -> Any:

@@ -14,23 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-FaultClass = Literal[
-    "nccl-timeout",
-    "hang",
-    "storage-error",
-    "segfault",
-    "xid-application",
-    "ecc-contained",
-    "node-lost",
-    "nvlink",
-    "row-remap-pending",
-    "row-remap-failed",
-    "ecc-uncorrectable",
-    "fell-off-bus",
-    "cuda-oom",
-    "nan-loss",
-    "code-error",
-]
+from trainops.spec.faults import FaultClass
+
 FAULT_CLASSES: tuple[str, ...] = get_args(FaultClass)
 
 Source = Literal["trainer", "node-health", "metrics", "exit", "progress"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 from trainops.errors import NotFoundError
 from trainops.registry import media, tombstone
@@ -55,13 +55,19 @@ class Graph:
     nodes: dict[str, Node] = field(default_factory=dict)
     edges: list[Edge] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "root": self.root,
-            "direction": self.direction,
-            "nodes": [{**vars(n), "metrics": dict(n.metrics)} for n in self.nodes.values()],  # asdict deep-copies
-            "edges": [dict(vars(e)) for e in self.edges],
-        }
+    def to_data(self) -> GraphData:
+        """The graph as JSON: its nodes as a list (`trainops.serialize`)."""
+        return GraphData(self.root, self.direction, list(self.nodes.values()), list(self.edges))
+
+
+@dataclass(frozen=True)
+class GraphData:
+    """What `lineage -o json` prints."""
+
+    root: str
+    direction: Direction
+    nodes: list[Node]
+    edges: list[Edge]
 
 
 def _cached_manifest(registries: Registries, ref: Reference, digest: str) -> ManifestData:

@@ -32,8 +32,11 @@ Relation = Literal[
 ]
 RELATIONS: tuple[str, ...] = get_args(Relation)
 
-_COMMIT = re.compile(r"[0-9a-f]{7,64}(-dirty)?")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# The patterns lineage values follow, shared with the model (trainops.registry.models).
+COMMIT_PATTERN = r"^[0-9a-f]{7,64}(-dirty)?$"
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+_COMMIT = re.compile(COMMIT_PATTERN)
+_DIGEST = re.compile(DIGEST_PATTERN)
 _STRINGS = ("pipeline", "gitCommit", "gitRepo", "imageDigest", "runId")
 _KEYS = frozenset((*_STRINGS, "environment", "step", "metrics", "parents", "forced"))
 _ENVIRONMENT = {"python": str, "implementation": str, "platform": str, "packages": int, "digest": str}
@@ -131,23 +134,16 @@ class PlainLineage:
         )
 
     @classmethod
-    def read(cls, raw: str | None) -> PlainLineage:
-        """The lineage an annotation holds, as models.Lineage would read it (empty when absent
-        or invalid); only input outside the plain, canonical form loads the model."""
+    def read(cls, raw: str | None) -> PlainLineage | None:
+        """The lineage an annotation holds (empty when absent), or None when it is not in the
+        plain, canonical form: then only the model can say what it holds (the caller,
+        trainops.registry.artifact.read_plain_lineage, asks it)."""
         if not raw:
             return cls()
         try:
-            found = _plain(json.loads(raw))
+            return _plain(json.loads(raw))
         except (ValueError, RecursionError):
-            found = None
-        if found is not None:
-            return found
-        from trainops.registry.models import Lineage
-
-        try:
-            return cls.of(Lineage.model_validate_json(raw))
-        except ValueError:
-            return cls()
+            return None
 
 
 def _plain(body: Any) -> PlainLineage | None:

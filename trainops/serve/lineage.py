@@ -85,6 +85,13 @@ def commit_of(rev: str, *, repo_dir: Path) -> str:
         return full
     if _HEX.match(rev.lower()):
         return rev.lower()
+    from trainops.gitinfo import in_repository
+
+    if not in_repository(repo_dir):
+        raise NotFoundError(
+            f"{GIT_PREFIX}{rev}: {repo_dir} is not in a git repository",
+            hint="run it in the training code's clone, or give the commit's sha (git:<7 to 40 hex digits>)",
+        )
     raise NotFoundError(
         f"git revision {rev} is unknown in {repo_dir}",
         hint="check it with `git rev-parse`, or give the commit's sha",

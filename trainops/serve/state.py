@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from trainops.errors import InputError
 
@@ -26,6 +26,7 @@ class Served:
 
     release: str  # scheme-qualified reference with its digest, e.g. oci://host/ns/model:v1@sha256:…
     image: str  # host/repository@sha256:…
+    data_properties: ClassVar[tuple[str, ...]] = ("version",)
 
     @property
     def digest(self) -> str:
@@ -43,9 +44,6 @@ class Served:
         if text in (self.version, self.release, self.release.split("://", 1)[-1]):
             return True
         return text.startswith("sha256:") and len(text) >= 19 and self.digest.startswith(text)
-
-    def as_dict(self) -> dict[str, str]:
-        return {"release": self.release, "version": self.version, "image": self.image}
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,10 @@ def prepare(
     would have nothing to show), one with data is served at once and refreshed meanwhile.
     A manifest whose spec.rollout is set adds the rollouts that served releases to graphs."""
     if not urls:
-        raise UsageError(
-            "no registry to browse", hint="pass --registry URL, or run where trainops.yaml sets spec.registry"
-        )
+        from trainops.errors import NotFoundError
+        from trainops.projectdir import no_manifest
+
+        raise NotFoundError(f"no registry to browse, and {no_manifest()}", hint="pass --registry URL, or -f FILE")
     loopback = is_loopback(host)
     if not loopback and not token:
         raise UsageError(
