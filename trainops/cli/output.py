@@ -33,27 +33,6 @@ def console(*, wide: bool = False) -> Any:
     return Console(highlight=False, soft_wrap=False, width=width)
 
 
-def fold_reference(text: str, width: int) -> str:
-    """text folded onto lines of at most width characters, each line of text broken after a
-    `/`, `:` or space (a reference folds between its parts, never mid-name); a part longer
-    than width alone is cut."""
-    import re
-
-    out: list[str] = []
-    for line in text.split("\n"):
-        current = ""
-        for part in re.findall(r"[^/: ]*(?::/+|[/: ])?", line):  # "scheme://" stays whole
-            if current and len(current) + len(part.rstrip()) > width:
-                out.append(current.rstrip())
-                current = ""
-            while len(part) > width:
-                out.append(part[:width])
-                part = part[width:]
-            current += part
-        out.append(current.rstrip())
-    return "\n".join(out)
-
-
 def command_stdout(output: str) -> Any:
     """Where a command trainops runs for the user writes its stdout: ours, except under
     `-o json`, where stdout carries the result alone and the command's output goes to stderr."""

@@ -255,8 +255,12 @@ def lineage(
         )
     if output == "json" or fmt == "json":
         echo_json(graph)
+    elif fmt == "tree":
+        from trainops.cli.output import console
+
+        click.echo(to_tree(graph, width=console().width))  # folded to the screen, or 80 piped
     else:
-        click.echo({"tree": to_tree, "mermaid": to_mermaid, "dot": to_dot}[fmt](graph))
+        click.echo({"mermaid": to_mermaid, "dot": to_dot}[fmt](graph))
 
 
 @click.group()
