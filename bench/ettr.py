@@ -175,7 +175,18 @@ def measure(*, steps: int, every: float, ckpt_every: int, baseline: float | None
             job, run_id, faults = _faulted(cluster, faulted, env, every=every, timeout=t0 * 3 + 120)
             t1 = _wall(cluster, job)
             status = json.loads(
-                _trainops("train", "status", run_id, "-f", str(faulted / "trainops.yaml"), "-o", "json", env=env)
+                _trainops(
+                    "train",
+                    "status",
+                    run_id,
+                    "-f",
+                    str(faulted / "trainops.yaml"),
+                    "--env",
+                    "bench",
+                    "-o",
+                    "json",
+                    env=env,
+                )
             )
     ettr = status["ettr"]
     independent = t0 / t1

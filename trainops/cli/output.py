@@ -8,18 +8,6 @@ from typing import Any
 
 import click
 
-# Re-exported while branches written against the old home are merged (the structure wave);
-# new code imports options from trainops.cli.options.
-from trainops.cli.options import (  # noqa: F401
-    add_verbose,
-    key_values,
-    kubeconfig_options,
-    manifest_options,
-    output_option,
-    render_out_option,
-    wide_option,
-)
-
 
 def echo_json(result: Any) -> None:
     """Print a result as JSON, through the one serialization home (camelCase by construction)."""

@@ -19,7 +19,8 @@ _run_id_option = options.run_id_option("Run id (default: a new one).")
 
 
 def _run_id(run_id: str | None, prefix: str) -> str:
-    from trainops.pipeline.context import check_run_id, new_run_id
+    from trainops.pipeline.context import new_run_id
+    from trainops.render.names import check_run_id
 
     return check_run_id(run_id) if run_id else new_run_id(prefix)
 

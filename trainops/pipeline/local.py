@@ -28,10 +28,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 from trainops import podenv
 from trainops.errors import InputError, TrainopsError
-from trainops.pipeline.context import cluster_image
 from trainops.registry.artifact import Environment, Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
+from trainops.render.image import cluster_image
 from trainops.spec import Manifest
 from trainops.supervise import Supervision, run_command
 
