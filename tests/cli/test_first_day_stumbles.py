@@ -148,3 +148,27 @@ def test_lineage_tree_fits_80_columns_piped_folding_references_between_their_par
         assert len(metric_lines) == 3, done.stdout  # each node's metrics on a line of their own
         assert all(line.split("│")[-1].split()[0].startswith("loss=") for line in metric_lines), done.stdout
         assert all(f"[{digests[step][7:19]}]" in done.stdout for step in (100, 200, 300))
+
+
+def test_registry_ls_long_fits_80_columns_with_whole_times_and_long_tags_whole(tmp_path: Path) -> None:
+    import re
+
+    url = f"file://{tmp_path / 'registry'}"
+    src = tmp_path / "model"
+    src.mkdir()
+    long_tag = "release-candidate-for-the-december-rollout-of-the-chat-model"
+    with Registries(default_registry=url) as registries:
+        for tag in ("v1", long_tag):
+            (src / "weights.bin").write_bytes(tag.encode() * 100)
+            store.push(registries, source=src, ref=registries.ref(f"proj/model:{tag}"), kind="model")
+    done = run("registry", "ls", "-l", f"{url}/proj/model", env={"COLUMNS": None})  # piped: 80
+    assert done.code == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), done.stdout
+    assert long_tag in lines, done.stdout  # whole, on a line of its own: folded, not cut
+    when = re.compile(r"  \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ  ")  # the one table format, seconds and zone
+    rows = [line for line in lines if when.search(line)]
+    assert len(rows) == 2 and rows[1].startswith("v1  "), done.stdout
+    assert lines[lines.index(long_tag) + 1] == rows[0] and rows[0].startswith("   "), done.stdout  # its cells below
+    wide = run("registry", "ls", "-l", "--wide", f"{url}/proj/model", env={"COLUMNS": None})
+    assert any(line.startswith(long_tag + "  ") and when.search(line) for line in wide.stdout.splitlines())

@@ -48,15 +48,32 @@ def command_stdout(output: str) -> Any:
     return sys.stderr
 
 
-def echo_columns(title: str, headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+def echo_columns(
+    title: str, headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, width: int | None = None
+) -> None:
     """A plain aligned table (title, header, rows): linear in its rows, where a rich table
     of ten thousand rows takes seconds to lay out. Listings that can be long use it.
 
-    A cell with newlines folds onto as many lines as it has (a narrow column of metrics)."""
+    A cell with newlines folds onto as many lines as it has (a narrow column of metrics).
+    With width, the title folds between the parts of a reference, and a first cell too long
+    to keep the table within it (a long tag) stands whole on a line of its own, the row's
+    other cells on the line below: folded, never cut."""
     cells = [[c.split("\n") for c in row] for row in rows]
     widths = [max([len(h), *(len(part) for r in cells for part in r[i])]) for i, h in enumerate(headers)]
+    alone: set[int] = set()  # the rows whose first cell stands on a line of its own
+    if width is not None and sum(widths) + 2 * (len(widths) - 1) > width:
+        budget = max(len(headers[0]), width - sum(widths[1:]) - 2 * (len(widths) - 1))
+        alone = {i for i, row in enumerate(cells) if any(len(part) > budget for part in row[0])}
+        widths[0] = max([len(headers[0]), *(len(p) for i, r in enumerate(cells) if i not in alone for p in r[0])])
+    if width is not None:
+        from trainops.units import fold_reference
+
+        title = fold_reference(title, width)  # a long repository folds between its parts
     lines = [title, "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for row in cells:
+    for i, row in enumerate(cells):
+        if i in alone:
+            lines.extend(row[0])
+            row = [[""], *row[1:]]
         for n in range(max(len(c) for c in row)):
             parts = [c[n] if n < len(c) else "" for c in row]
             lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths, strict=True)).rstrip())

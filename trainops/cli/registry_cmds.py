@@ -313,7 +313,7 @@ def ls(
         if listing.pruned_records:
             click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
         return
-    from trainops.cli.output import echo_columns
+    from trainops.cli.output import console, echo_columns
 
     rows = [
         (
@@ -325,7 +325,8 @@ def ls(
         )
         for t in listing.tags
     ]
-    echo_columns(listing.repository, ("tag", "kind", "created", "size", "digest"), rows)
+    width = None if wide else console().width  # a long tag on a line of its own, within 80 piped
+    echo_columns(listing.repository, ("tag", "kind", "created", "size", "digest"), rows, width=width)
     if listing.pruned_records:
         click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
 
