@@ -84,18 +84,11 @@ MODULES = _modules()
 
 
 def _imports(path: Path) -> set[str]:
-    """The trainops modules `path` imports, anywhere in it (TYPE_CHECKING blocks excepted)."""
+    """The trainops modules `path` imports, anywhere in it (TYPE_CHECKING blocks included:
+    a type-only import is a dependency too, and a circle through one is still a circle)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = {
-        id(node)
-        for block in ast.walk(tree)
-        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-        for node in ast.walk(block)
-    }
     found: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.startswith("trainops"))
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("trainops"):
@@ -246,3 +239,11 @@ def test_no_module_only_reexports() -> None:
 def test_the_reexport_finder_finds_a_shim() -> None:
     shim = ast.parse("from trainops.modelfiles.safetensors import *\nfrom trainops.cli.options import wide_option\n")
     assert _reexports(shim) == ["trainops.modelfiles.safetensors.*", "trainops.cli.options.wide_option"]
+
+
+def test_a_type_only_import_counts(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from trainops.ui.views import Browser\n"
+    )
+    assert _imports(module) == {"trainops.ui.views"}
