@@ -163,7 +163,8 @@ def test_registry_ls_long_fits_80_columns_with_whole_times_and_long_tags_whole(t
             store.push(registries, source=src, ref=registries.ref(f"proj/model:{tag}"), kind="model")
     done = run("registry", "ls", "-l", f"{url}/proj/model", env={"COLUMNS": None})  # piped: 80
     assert done.code == 0, done.stderr
-    lines = done.stdout.splitlines()
+    heading, *lines = done.stdout.splitlines()
+    assert heading == f"{url}/proj/model"  # the repository whole on its own line, as in ckpt ls
     assert all(len(line) <= 80 for line in lines), done.stdout
     assert long_tag in lines, done.stdout  # whole, on a line of its own: folded, not cut
     when = re.compile(r"  \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ  ")  # the one table format, seconds and zone

@@ -55,9 +55,9 @@ def echo_columns(
     of ten thousand rows takes seconds to lay out. Listings that can be long use it.
 
     A cell with newlines folds onto as many lines as it has (a narrow column of metrics).
-    With width, the title folds between the parts of a reference, and a first cell too long
-    to keep the table within it (a long tag) stands whole on a line of its own, the row's
-    other cells on the line below: folded, never cut."""
+    With width, a first cell too long to keep the table within it (a long tag) stands whole
+    on a line of its own, the row's other cells on the line below: folded, never cut. The
+    title (a repository) stays whole on its own line, as every listing's heading does."""
     cells = [[c.split("\n") for c in row] for row in rows]
     widths = [max([len(h), *(len(part) for r in cells for part in r[i])]) for i, h in enumerate(headers)]
     alone: set[int] = set()  # the rows whose first cell stands on a line of its own
@@ -65,10 +65,6 @@ def echo_columns(
         budget = max(len(headers[0]), width - sum(widths[1:]) - 2 * (len(widths) - 1))
         alone = {i for i, row in enumerate(cells) if any(len(part) > budget for part in row[0])}
         widths[0] = max([len(headers[0]), *(len(p) for i, r in enumerate(cells) if i not in alone for p in r[0])])
-    if width is not None:
-        from trainops.units import fold_reference
-
-        title = fold_reference(title, width)  # a long repository folds between its parts
     lines = [title, "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for i, row in enumerate(cells):
         if i in alone:
