@@ -48,6 +48,19 @@ def command_stdout(output: str) -> Any:
     return sys.stderr
 
 
+def screen_width() -> int:
+    """The width plain text is laid out to, as console() sizes a table: a terminal's own
+    width; piped, $COLUMNS if set, else 80. Without rich, which hot paths do not import."""
+    import os
+    import shutil
+    import sys
+
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() else 80
+
+
 def echo_columns(
     title: str, headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, width: int | None = None
 ) -> None:
