@@ -273,7 +273,7 @@ def test_lineage_shows_the_image_and_its_base(tmp_path: Path, layout: Layout) ->
     assert nodes[data["digest"]]["gitCommit"] == data["commit"]
     assert graph["edges"] == [{"child": data["digest"], "parent": data["baseDigest"], "relation": "derived-from"}]
     down = trainops("lineage", f"{layout.url}/{BASE_REPO}:latest", "--down", "--registry", layout.url)
-    assert down.code == 0 and "derived-from: image" in down.stdout
+    assert down.code == 0 and "derived-into: image" in down.stdout  # read walking down: base → image
 
 
 def test_secrets_are_ignored_but_never_baked(tmp_path: Path, layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:

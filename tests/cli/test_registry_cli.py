@@ -93,7 +93,7 @@ def test_lineage_formats(project: Path) -> None:
     header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'  # a model's headers are read at push
     make_tree(project / "model", {"model.safetensors": len(header).to_bytes(8, "little") + header + bytes(8)})
     assert run("push", "model", "p/model:v1", "--kind", "model", "--parent", "p/ckpt:1").code == 0
-    tree = run("lineage", "p/model:v1")
+    tree = run("lineage", "p/model:v1", env={"COLUMNS": "400"})  # a line a node, not folded
     assert tree.code == 0
     lines = tree.stdout.splitlines()
     assert lines[0].startswith("model ") and lines[1].startswith("└── parent: checkpoint ")

@@ -200,7 +200,7 @@ def test_lineage_up_and_down_with_an_eval_record(target: Target, tmp_path: Path)
     assert kinds == {"checkpoint", "model", "eval"}
     text = to_tree(down)
     assert text.splitlines()[0].startswith("checkpoint ")
-    assert "derived-from: model" in text and "describes: eval" in text
+    assert "derived-into: model" in text and "described-by: eval" in text  # read walking down
     assert to_mermaid(up).startswith("graph BT") and "-->|derived-from|" in to_mermaid(up)
     assert to_dot(up).startswith("digraph lineage {") and to_dot(up).rstrip().endswith("}")
 

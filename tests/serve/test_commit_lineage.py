@@ -55,11 +55,11 @@ class Flow:
     release: dict[str, Any]
     rollout: dict[str, Any]
 
-    def trainops(self, *args: str) -> Outcome:
+    def trainops(self, *args: str, env: dict[str, str | None] | None = None) -> Outcome:
         cwd = os.getcwd()
         os.chdir(self.root)
         try:
-            return run(*args, "-f", str(self.root / "trainops.yaml"))
+            return run(*args, "-f", str(self.root / "trainops.yaml"), env=env)
         finally:
             os.chdir(cwd)
 
@@ -152,7 +152,7 @@ def test_abbreviated_sha_head_and_dash_o_json_name_the_same_graph(flow: Flow) ->
 
 def test_tree_mermaid_and_dot_show_the_commit_and_the_rollout(flow: Flow) -> None:
     sha12, commit12 = flow.sha[:12], str(flow.rollout["commit"])[:12]
-    tree = flow.trainops("lineage", f"git:{flow.sha}")
+    tree = flow.trainops("lineage", f"git:{flow.sha}", env={"COLUMNS": "400"})  # a line a node, not folded
     assert tree.code == 0, tree.stderr
     lines = tree.stdout.splitlines()
     assert lines[0].startswith("commit ") and lines[0].endswith(f"[{sha12}]")

@@ -17,6 +17,8 @@ from trainops.registry.reference import Reference
 
 if TYPE_CHECKING:
     from trainops.spec import Manifest
+    from trainops.spec.pipeline import PipelineSpec
+    from trainops.spec.stages import TrainSpec
 
 STEP_TAG = re.compile(r"^step-([0-9]+)$")
 A_NAME = media.A_CKPT_NAME
@@ -37,9 +39,23 @@ class CheckpointInfo:
     layout: str | None = None
 
 
-def require_repository(repository: Reference) -> None:
+def require_repository(repository: Reference, *, where: str | None = None) -> Reference:
+    """`repository` itself, refused when it names a tag or digest (checkpoints are tagged step-N);
+    `where` names the field or argument it came from, for the message."""
     if repository.tag or repository.digest:
-        raise InputError(f"{repository} names a tag or digest", hint="pass the checkpoint repository itself")
+        said = f"{where}: {str(repository)!r}" if where else str(repository)
+        raise InputError(
+            f"{said} names a tag or digest", hint="name the checkpoint repository only; checkpoints are tagged step-N"
+        )
+    return repository
+
+
+def declared_repository(spec: PipelineSpec, *, pipeline: str, train: TrainSpec | None) -> tuple[str, str]:
+    """The checkpoint repository a manifest declares, and the field it comes from:
+    train.checkpoint.repository, else <spec.registry>/<pipeline>/checkpoints."""
+    override = train.checkpoint.repository if train is not None else None
+    where = "train.checkpoint.repository" if override else "spec.registry"
+    return spec.repository(pipeline, "checkpoints", override), where
 
 
 def checkpoint_repository(
@@ -59,10 +75,7 @@ def checkpoint_repository(
     where = "the argument" if given else podenv.CKPT_REPOSITORY
     if text is None and manifest is not None:
         pipeline = manifest.pipeline
-        train = pipeline.spec.train
-        override = train.checkpoint.repository if train is not None else None
-        text = pipeline.spec.repository(pipeline.metadata.name, "checkpoints", override)
-        where = "train.checkpoint.repository" if override else "spec.registry"
+        text, where = declared_repository(pipeline.spec, pipeline=pipeline.metadata.name, train=pipeline.spec.train)
     if text is None:
         from trainops.projectdir import no_manifest
 
@@ -70,12 +83,7 @@ def checkpoint_repository(
             f"no checkpoint repository given, and {no_manifest()}",
             hint=f"pass {given_as}, set {podenv.CKPT_REPOSITORY}, or pass -f FILE",
         )
-    ref = registries.ref(text)
-    if ref.tag or ref.digest:
-        raise InputError(
-            f"{where}: {text!r} names a tag or digest", hint="name the repository only; checkpoints are tagged step-N"
-        )
-    return ref
+    return require_repository(registries.ref(text), where=where)
 
 
 def tag_names(registries: Registries, *, repository: Reference) -> list[str]:

@@ -48,9 +48,10 @@ from trainops.checkpoint.state import (
 from trainops.errors import ExistsError, InputError, NotFoundError, TrainopsError, UsageError
 from trainops.podenv import PodEnvironment
 from trainops.registry import store
-from trainops.registry.artifact import Lineage, Parent, ParsedManifest, Relation, scan_tree
+from trainops.registry.artifact import Lineage, Parent, ParsedManifest, scan_tree
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache
+from trainops.registry.plain_lineage import Relation
 from trainops.registry.reference import Reference
 from trainops.spec import Manifest
 from trainops.spec.stages import Retention

@@ -147,7 +147,8 @@ _run_id_option = options.run_id_option("Eval id in object names (default: new)."
 
 
 def _run_id(run_id: str | None) -> str:
-    from trainops.pipeline.context import check_run_id, new_run_id
+    from trainops.pipeline.context import new_run_id
+    from trainops.render.names import check_run_id
 
     return check_run_id(run_id) if run_id else new_run_id("eval")
 

@@ -9,7 +9,7 @@ import click
 
 from trainops.cli import options
 from trainops.cli.options import kubeconfig_options, manifest_options, output_option
-from trainops.cli.output import console, echo_json, fold_reference
+from trainops.cli.output import console, echo_json
 
 
 @click.command()
@@ -115,6 +115,8 @@ def plan(file: str | None, env: str | None, output: str) -> None:
         echo_json(result)
         return
     from rich.table import Table
+
+    from trainops.units import fold_reference
 
     title = f"{result.pipeline}" + (f" (env {result.env})" if result.env else "")
     table = Table(title=title, show_lines=True)

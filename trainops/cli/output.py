@@ -8,18 +8,6 @@ from typing import Any
 
 import click
 
-# Re-exported while branches written against the old home are merged (the structure wave);
-# new code imports options from trainops.cli.options.
-from trainops.cli.options import (  # noqa: F401
-    add_verbose,
-    key_values,
-    kubeconfig_options,
-    manifest_options,
-    output_option,
-    render_out_option,
-    wide_option,
-)
-
 
 def echo_json(result: Any) -> None:
     """Print a result as JSON, through the one serialization home (camelCase by construction)."""
@@ -45,27 +33,6 @@ def console(*, wide: bool = False) -> Any:
     return Console(highlight=False, soft_wrap=False, width=width)
 
 
-def fold_reference(text: str, width: int) -> str:
-    """text folded onto lines of at most width characters, each line of text broken after a
-    `/`, `:` or space (a reference folds between its parts, never mid-name); a part longer
-    than width alone is cut."""
-    import re
-
-    out: list[str] = []
-    for line in text.split("\n"):
-        current = ""
-        for part in re.findall(r"[^/: ]*(?::/+|[/: ])?", line):  # "scheme://" stays whole
-            if current and len(current) + len(part.rstrip()) > width:
-                out.append(current.rstrip())
-                current = ""
-            while len(part) > width:
-                out.append(part[:width])
-                part = part[width:]
-            current += part
-        out.append(current.rstrip())
-    return "\n".join(out)
-
-
 def command_stdout(output: str) -> Any:
     """Where a command trainops runs for the user writes its stdout: ours, except under
     `-o json`, where stdout carries the result alone and the command's output goes to stderr."""
@@ -81,15 +48,41 @@ def command_stdout(output: str) -> Any:
     return sys.stderr
 
 
-def echo_columns(title: str, headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+def screen_width() -> int:
+    """The width plain text is laid out to, as console() sizes a table: a terminal's own
+    width; piped, $COLUMNS if set, else 80. Without rich, which hot paths do not import."""
+    import os
+    import shutil
+    import sys
+
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() else 80
+
+
+def echo_columns(
+    title: str, headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, width: int | None = None
+) -> None:
     """A plain aligned table (title, header, rows): linear in its rows, where a rich table
     of ten thousand rows takes seconds to lay out. Listings that can be long use it.
 
-    A cell with newlines folds onto as many lines as it has (a narrow column of metrics)."""
+    A cell with newlines folds onto as many lines as it has (a narrow column of metrics).
+    With width, a first cell too long to keep the table within it (a long tag) stands whole
+    on a line of its own, the row's other cells on the line below: folded, never cut. The
+    title (a repository) stays whole on its own line, as every listing's heading does."""
     cells = [[c.split("\n") for c in row] for row in rows]
     widths = [max([len(h), *(len(part) for r in cells for part in r[i])]) for i, h in enumerate(headers)]
+    alone: set[int] = set()  # the rows whose first cell stands on a line of its own
+    if width is not None and sum(widths) + 2 * (len(widths) - 1) > width:
+        budget = max(len(headers[0]), width - sum(widths[1:]) - 2 * (len(widths) - 1))
+        alone = {i for i, row in enumerate(cells) if any(len(part) > budget for part in row[0])}
+        widths[0] = max([len(headers[0]), *(len(p) for i, r in enumerate(cells) if i not in alone for p in r[0])])
     lines = [title, "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for row in cells:
+    for i, row in enumerate(cells):
+        if i in alone:
+            lines.extend(row[0])
+            row = [[""], *row[1:]]
         for n in range(max(len(c) for c in row)):
             parts = [c[n] if n < len(c) else "" for c in row]
             lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths, strict=True)).rstrip())

@@ -255,8 +255,12 @@ def lineage(
         )
     if output == "json" or fmt == "json":
         echo_json(graph)
+    elif fmt == "tree":
+        from trainops.cli.output import screen_width
+
+        click.echo(to_tree(graph, width=screen_width()))  # folded to the screen, or 80 piped
     else:
-        click.echo({"tree": to_tree, "mermaid": to_mermaid, "dot": to_dot}[fmt](graph))
+        click.echo({"mermaid": to_mermaid, "dot": to_dot}[fmt](graph))
 
 
 @click.group()
@@ -309,7 +313,7 @@ def ls(
         if listing.pruned_records:
             click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
         return
-    from trainops.cli.output import echo_columns
+    from trainops.cli.output import echo_columns, screen_width
 
     rows = [
         (
@@ -321,7 +325,8 @@ def ls(
         )
         for t in listing.tags
     ]
-    echo_columns(listing.repository, ("tag", "kind", "created", "size", "digest"), rows)
+    width = None if wide else screen_width()  # a long tag on a line of its own, within 80 piped
+    echo_columns(listing.repository, ("tag", "kind", "created", "size", "digest"), rows, width=width)
     if listing.pruned_records:
         click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
 

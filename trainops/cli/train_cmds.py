@@ -19,7 +19,8 @@ _run_id_option = options.run_id_option("Run id (default: a new one).")
 
 
 def _run_id(run_id: str | None, prefix: str) -> str:
-    from trainops.pipeline.context import check_run_id, new_run_id
+    from trainops.pipeline.context import new_run_id
+    from trainops.render.names import check_run_id
 
     return check_run_id(run_id) if run_id else new_run_id(prefix)
 
@@ -239,9 +240,17 @@ def _run_slurm(
     )
 
 
-def _on_slurm(manifest: Any) -> bool:
+def _on_slurm(manifest: Any, *, run_id: str | None, kubeconfig: str | None = None) -> bool:
+    """Slurm when the manifest's scheduler is, or when the run was submitted to Slurm from here
+    (without RUN: runs were, and no kubeconfig was named)."""
+    from trainops.slurm.record import submitted_here
+
     train = manifest.pipeline.spec.train
-    return train is not None and train.scheduler == "slurm"
+    if train is not None and train.scheduler == "slurm":
+        return True
+    if run_id is None and kubeconfig is not None:
+        return False
+    return submitted_here(manifest, run_id=run_id)
 
 
 @train.command("status")
@@ -259,7 +268,7 @@ def status_cmd(
     nodes, restarts; the PodGroup's or Workload's conditions while it waits).
     """
     manifest = options.load(file, env)
-    if not _on_slurm(manifest):
+    if not _on_slurm(manifest, run_id=run_id, kubeconfig=kubeconfig or context):
         _kube_status(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context, output=output)
         return
     from trainops.slurm.jobs import job_status
@@ -333,7 +342,7 @@ def _kube_status(
 def logs_cmd(file: str | None, env: str | None, run_id: str, kubeconfig: str | None, context: str | None) -> None:
     """Print the output of RUN: its Slurm job's file, or its pods' logs from the API server."""
     manifest = options.load(file, env)
-    if not _on_slurm(manifest):
+    if not _on_slurm(manifest, run_id=run_id):
         from trainops.cluster.jobs import manifest_logs
 
         logs = manifest_logs(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context)
@@ -364,7 +373,7 @@ def cancel_cmd(file: str | None, env: str | None, run_id: str, output: str) -> N
     Kubernetes the commit carries `Trainops-Action: cancel`; the GitOps controller prunes the job.
     """
     manifest = options.load(file, env)
-    if not _on_slurm(manifest):
+    if not _on_slurm(manifest, run_id=run_id):
         from trainops.pipeline.cancel import cancel_run
 
         cancelled = cancel_run(manifest, run_id=run_id)

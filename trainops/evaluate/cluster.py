@@ -18,6 +18,7 @@ from trainops.errors import InputError
 from trainops.evaluate.run import eval_spec
 from trainops.evaluate.select import resolve_checkpoint
 from trainops.registry.context import Registries
+from trainops.registry.reference import Reference
 from trainops.render.model import Rendered, RenderedFile
 from trainops.serialize import HIDDEN
 from trainops.spec import Manifest
@@ -28,7 +29,7 @@ EVAL_DIR = "eval"
 @dataclass(frozen=True)
 class EvalRender:
     rendered: Rendered = field(metadata=HIDDEN)
-    checkpoint: str
+    checkpoint: Reference  # pinned by digest
     image: str
     run_id: str
     data_properties: ClassVar[tuple[str, ...]] = ("files",)
@@ -54,7 +55,7 @@ class EvalSubmitResult:
     commit: str | None
     changed: bool
     files: list[str]
-    checkpoint: str
+    checkpoint: Reference  # pinned by digest
     image: str
     run_id: str
 
@@ -123,7 +124,7 @@ def render_eval(
     if found.ref.scheme == "file":
         warnings.append(f"the checkpoint {found.ref} is in a local directory a cluster cannot reach")
     rendered = Rendered(files=files, objects=objects, sources=sources, warnings=warnings)
-    return EvalRender(rendered=rendered, checkpoint=str(found.ref), image=pinned.ref, run_id=job.run_id)
+    return EvalRender(rendered=rendered, checkpoint=found.ref, image=pinned.ref, run_id=job.run_id)
 
 
 def submit_eval(
@@ -137,13 +138,17 @@ def submit_eval(
     gitops = manifest.pipeline.spec.gitops
     repo, create = gitops_url(manifest)
     name = manifest.pipeline.metadata.name
-    digest = made.checkpoint.rsplit("@", 1)[1]
+    digest = made.checkpoint.digest
+    if digest is None:
+        raise InputError(
+            f"the eval checkpoint {made.checkpoint} is not pinned by digest", hint="this is a bug in trainops"
+        )
     result = write_tree(
         repo=repo,
         branch=gitops.branch,
         path=f"{gitops.path.rstrip('/')}-{EVAL_DIR}",
         files={item.path: item.text for item in made.rendered.files},
-        message=f"eval {name}: {made.checkpoint.rsplit('/', 1)[-1].split('@')[0]} ({made.run_id})",
+        message=f"eval {name}: {str(made.checkpoint.with_digest(None)).rsplit('/', 1)[-1]} ({made.run_id})",
         trailers={
             "Trainops-Pipeline": name,
             "Trainops-Run": made.run_id,

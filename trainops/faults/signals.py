@@ -124,6 +124,10 @@ _TRAINER_PATTERNS: tuple[tuple[re.Pattern[str], FaultClass], ...] = (
     (re.compile(r"srun: error: Node failure|srun: error: .*: task [0-9-]+: Killed|NODE_FAIL"), "node-lost"),
 )
 
+# srun's line for a task that was killed: a lost node, unless the scheduler's own signal (time
+# limit, preemption, cancel) was passed on to the trainer, whose stop kills the task too.
+SRUN_TASK_KILLED = re.compile(r"srun: error: .*: task [0-9-]+: Killed")
+
 _HEALTH_PATTERNS: tuple[tuple[re.Pattern[str], FaultClass], ...] = (
     (re.compile(r"DCGM_FR_NVLINK|NVLink.*(error|down|inactive)", re.IGNORECASE), "nvlink"),
     (re.compile(r"DCGM_FR_ROW_REMAP_FAILURE|row remap(ping)? fail", re.IGNORECASE), "row-remap-failed"),

@@ -8,9 +8,6 @@ from __future__ import annotations
 import secrets
 import time
 
-from trainops.render.image import cluster_image as cluster_image
-from trainops.render.names import check_run_id as check_run_id
-
 
 def new_run_id(prefix: str = "run") -> str:
     """A fresh run id: DNS-label safe, sortable by time, unique across machines."""

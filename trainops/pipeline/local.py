@@ -28,10 +28,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 from trainops import podenv
 from trainops.errors import InputError, TrainopsError
-from trainops.pipeline.context import cluster_image
 from trainops.registry.artifact import Environment, Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
+from trainops.render.image import cluster_image
 from trainops.spec import Manifest
 from trainops.supervise import Supervision, run_command
 
@@ -88,7 +88,7 @@ def local_environment(
     run_id: str,
     ckpt_dir: Path,
     repository: Reference,
-    image: str | None,
+    image: Reference | None,
     base: Mapping[str, str],
     overrides: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, str], list[str]]:
@@ -102,8 +102,8 @@ def local_environment(
     contract = process_env(
         pipeline=manifest.pipeline.metadata.name,
         run_id=run_id,
-        image=image or "",
-        digest=image.rsplit("@", 1)[1] if image and "@" in image else "",
+        image=cluster_image(image) if image is not None else "",
+        digest=(image.digest or "") if image is not None else "",
         ckpt_dir=str(ckpt_dir),
         repository=repository.repo_url,
         commit=git.commit if git else None,
@@ -279,7 +279,7 @@ def run_local(
             run_id=run_id,
             ckpt_dir=directory,
             repository=repository,
-            image=cluster_image(options.image) if options.image is not None else None,
+            image=options.image,
             base=os.environ if options.base_env is None else options.base_env,
             overrides=options.env_overrides,
         )

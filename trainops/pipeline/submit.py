@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from trainops.build.pinned import training_image
 from trainops.errors import InputError
 from trainops.gitops.target import gitops_url
-from trainops.pipeline.context import check_run_id, cluster_image
 from trainops.registry.context import Registries
+from trainops.render.image import cluster_image
+from trainops.render.names import check_run_id
 from trainops.spec import Manifest
 from trainops.spec.stages import TrainSpec
 

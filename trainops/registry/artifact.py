@@ -21,7 +21,6 @@ from trainops.errors import InputError, IntegrityError
 from trainops.registry import media
 from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
 from trainops.registry.plain_lineage import PlainLineage
-from trainops.registry.plain_lineage import Relation as Relation  # re-exported: the relations of lineage parents
 
 if TYPE_CHECKING:
     from trainops.registry.models import ArtifactConfig as ArtifactConfig

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from trainops.registry import media
-from trainops.registry.plain_lineage import COMMIT_PATTERN, DIGEST_PATTERN, Relation
+from trainops.registry.plain_lineage import COMMIT_PATTERN, DIGEST_PATTERN, PlainLineage, PlainParent, Relation
 
 
 class _Model(BaseModel):
@@ -57,6 +57,21 @@ class Lineage(_Model):
     metrics: dict[str, float] = Field(default_factory=dict)
     parents: list[Parent] = Field(default_factory=list)
     forced: Forced | None = Field(None, description="A release made without a passing eval: why, and by whom.")
+
+    def plain(self) -> PlainLineage:
+        """The same lineage as the pydantic-free PlainLineage."""
+        return PlainLineage(
+            pipeline=self.pipeline,
+            git_commit=self.git_commit,
+            git_repo=self.git_repo,
+            image_digest=self.image_digest,
+            environment=self.environment.model_dump() if self.environment is not None else None,
+            run_id=self.run_id,
+            step=self.step,
+            metrics=dict(self.metrics),
+            parents=tuple(PlainParent(p.digest, p.ref, p.relation) for p in self.parents),
+            forced=self.forced.model_dump() if self.forced is not None else None,
+        )
 
 
 class ArtifactConfig(_Model):

@@ -20,12 +20,9 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from trainops.errors import InputError
-
-if TYPE_CHECKING:
-    from trainops.registry.models import Lineage
 
 Relation = Literal[
     "parent", "resumed-from", "derived-from", "dataset", "image", "evaluated", "released-from", "evaluated-by"
@@ -43,6 +40,12 @@ _ENVIRONMENT = {"python": str, "implementation": str, "platform": str, "packages
 _FORCED = ("reason", "by")
 _PARENT_KEYS = frozenset(("digest", "ref", "relation"))
 _EXACT_FLOAT = 2**53  # a JSON integer metric up to this converts to a float exactly
+
+
+class HasPlain(Protocol):
+    """What has a plain form: models.Lineage (named by shape, so this module imports no model)."""
+
+    def plain(self) -> PlainLineage: ...
 
 
 @dataclass(frozen=True)
@@ -116,22 +119,9 @@ class PlainLineage:
         return {k: v for k, v in out.items() if v is not None}
 
     @classmethod
-    def of(cls, lineage: Lineage | PlainLineage) -> PlainLineage:
+    def of(cls, lineage: HasPlain | PlainLineage) -> PlainLineage:
         """The plain form of a model (or lineage itself, when it is plain already)."""
-        if isinstance(lineage, PlainLineage):
-            return lineage
-        return cls(
-            pipeline=lineage.pipeline,
-            git_commit=lineage.git_commit,
-            git_repo=lineage.git_repo,
-            image_digest=lineage.image_digest,
-            environment=lineage.environment.model_dump() if lineage.environment is not None else None,
-            run_id=lineage.run_id,
-            step=lineage.step,
-            metrics=dict(lineage.metrics),
-            parents=tuple(PlainParent(p.digest, p.ref, p.relation) for p in lineage.parents),
-            forced=lineage.forced.model_dump() if lineage.forced is not None else None,
-        )
+        return lineage if isinstance(lineage, PlainLineage) else lineage.plain()
 
     @classmethod
     def read(cls, raw: str | None) -> PlainLineage | None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from trainops.errors import InputError, NotFoundError
 from trainops.registry.context import Registries
 from trainops.registry.lineage import Direction, DownIndex, Edge, Graph, Node, lineage_graph
-from trainops.registry.reference import Reference, RegistryRoot
+from trainops.registry.reference import Reference, RegistryRoot, parse_reference
 from trainops.spec import Manifest
 
 GIT_PREFIX = "git:"  # `trainops lineage git:REV`
@@ -42,7 +42,7 @@ def add_rollouts(graph: Graph, manifest: Manifest, *, limit: int = 1000) -> int:
     for item in reversed(rollout_history(manifest, limit=limit)):  # oldest first
         roles = ((item.release, ""), (item.stable, " (as stable)"))
         for release, role in roles:
-            digest = release.rsplit("@", 1)[1] if release and "@" in release else None
+            digest = parse_reference(release).digest if release else None
             if digest not in models:
                 continue
             key = KEY_PREFIX + item.commit

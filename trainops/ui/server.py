@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 from trainops.errors import TrainopsError, UsageError
 from trainops.registry.context import Registries
 from trainops.registry.digestcache import cache_dir
-from trainops.ui.app import Browser, create_app
+from trainops.ui.app import create_app
 from trainops.ui.index import Index, RefreshResult, refresh
 from trainops.ui.security import is_loopback
+from trainops.ui.views import Browser
 
 if TYPE_CHECKING:
     from trainops.spec import Manifest
