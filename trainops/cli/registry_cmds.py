@@ -83,11 +83,14 @@ def push(
 ) -> None:
     """Push PATH (a file or a directory tree) as an artifact to REF; print its digest.
 
-    A tag that names a release moves only with --force --reason."""
+    A tag that names a release moves only with --force --reason. A directory's model.sig
+    (OpenSSF model signing) must sign exactly its other files; it is kept as the artifact's
+    signature referrer, not as a file."""
     from trainops.cli.progress import transfer_progress
+    from trainops.clock import now_utc
     from trainops.errors import UsageError
-    from trainops.registry import store
     from trainops.registry.protect import override_from
+    from trainops.signing.imported import push_tree
 
     override = override_from(force=force, reason=reason)
     try:
@@ -111,7 +114,7 @@ def push(
 
             model = model_config(path)
         with transfer_progress(output == "text") as progress:
-            result = store.push(
+            result = push_tree(
                 registries,
                 source=path,
                 ref=registries.ref(ref),
@@ -124,6 +127,7 @@ def push(
                 model=model,
                 override=override,
                 dedup=dedup,
+                created=now_utc(),
             )
     if output == "json":
         echo_json(result)
@@ -142,6 +146,8 @@ def _say_pushed(result: Any, override: Any) -> None:
         f"in {result.seconds:.2f}s",
         err=True,
     )
+    if result.signature:
+        click.echo(f"kept model.sig as the signature {result.signature}", err=True)
     click.echo(result.digest)
 
 

@@ -12,7 +12,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +118,7 @@ class PushResult:
     seconds: float
     moved_from: str | None = None  # the digest the tag pointed at before, when the push moved it
     bytes_shared: int = 0  # chunked files: bytes found in chunks the repository already held
+    signature: str | None = None  # the tree's own model.sig, kept as a referrer (signing/imported.py)
 
 
 def leased(backend: Backend, repo: str) -> AbstractContextManager[None]:
@@ -183,8 +184,10 @@ def push(
     move_tag: bool = True,
     override: Override | None = None,
     dedup: str = "off",
+    skip: Collection[str] = (),
 ) -> PushResult:
-    """Push a file or tree as one artifact, tagged if ref has a tag (model: ModelPack config).
+    """Push a file or tree as one artifact, tagged if ref has a tag (model: ModelPack config);
+    files of the tree whose relative path is in skip are left out.
 
     A tag naming other content moves (`moved_from` says from what); move_tag=False refuses
     before the manifest is written. dedup="chunks": files of CHUNKED_MIN bytes or more go in
@@ -193,7 +196,7 @@ def push(
     _check_push(ref, kind, dedup)
     progress = progress or NullProgress()
     cache = cache or DigestCache()
-    files = scan_tree(source)
+    files = [entry for entry in scan_tree(source) if entry.relpath not in skip]
     plain, chunked = _split(files, dedup)
     backend = registries.backend(ref)
     annotations = dict(annotations or {})
