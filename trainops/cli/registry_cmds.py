@@ -83,11 +83,8 @@ def push(
 ) -> None:
     """Push PATH (a file or a directory tree) as an artifact to REF; print its digest.
 
-    A tag that names a release moves only with --force --reason. A directory's model.sig
-    (OpenSSF model signing) must sign exactly its other files; it is kept as the artifact's
-    signature referrer, not as a file."""
+    A release tag moves only with --force --reason; a directory's model.sig is kept as its signature."""
     from trainops.cli.progress import transfer_progress
-    from trainops.clock import now_utc
     from trainops.errors import UsageError
     from trainops.registry.protect import override_from
     from trainops.signing.imported import push_tree
@@ -127,7 +124,6 @@ def push(
                 model=model,
                 override=override,
                 dedup=dedup,
-                created=now_utc(),
             )
     if output == "json":
         echo_json(result)
@@ -476,10 +472,7 @@ def copy(
     insecure: bool,
     output: str,
 ) -> None:
-    """Copy an artifact between any two registries (file, oci, s3); its digest is unchanged.
-
-    Its referrers come with it: signatures and provenance (so it still verifies there),
-    eval reports, and what is attached to those."""
+    """Copy an artifact, with its referrers (signatures, eval reports), between any two registries; digest unchanged."""
     from trainops.cli.progress import transfer_progress
     from trainops.registry import store
     from trainops.registry.protect import override_from
@@ -499,10 +492,8 @@ def copy(
         echo_json(result)
         return
     _say_moved(result.dst.tag, result.moved_from, result.digest, override)
-    carried = f", {len(result.referrers)} referrer(s) carried" if result.referrers else ""
-    click.echo(
-        f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there{carried})"
-    )
+    more = f", {len(result.referrers)} referrer(s) carried" if result.referrers else ""
+    click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} skipped{more})")
 
 
 @registry.command("diff")

@@ -184,10 +184,9 @@ def push(
     move_tag: bool = True,
     override: Override | None = None,
     dedup: str = "off",
-    skip: Collection[str] = (),
+    skip: Collection[str] = (),  # relative paths of the tree's files left out
 ) -> PushResult:
-    """Push a file or tree as one artifact, tagged if ref has a tag (model: ModelPack config);
-    files of the tree whose relative path is in skip are left out.
+    """Push a file or tree as one artifact, tagged if ref has a tag (model: ModelPack config).
 
     A tag naming other content moves (`moved_from` says from what); move_tag=False refuses
     before the manifest is written. dedup="chunks": files of CHUNKED_MIN bytes or more go in
@@ -507,9 +506,12 @@ def copy(
         else:  # the artifact, then its referrers; the tag last, so a failed copy moves no tag
             from trainops.registry.referrers import copy_referrers
 
-            copied, skipped, nbytes = copy_manifest(registries, found.ref, dst, found.manifest, sink, jobs, None)
+            def one(manifest: ManifestData) -> tuple[int, int, int]:
+                return copy_manifest(registries, found.ref, dst, manifest, sink, jobs, None)
+
+            copied, skipped, nbytes = one(found.manifest)
             carried, more, more_bytes = copy_referrers(
-                registries, src=found.ref, dst=dst, digest=digest, progress=sink, jobs=jobs
+                registries, src=found.ref, dst=dst, digest=digest, copy_manifest=one
             )
             copied, nbytes = copied + more, nbytes + more_bytes
             if tag:

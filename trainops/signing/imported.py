@@ -103,7 +103,6 @@ def push_tree(
     move_tag: bool,
     override: Override | None,
     dedup: str,
-    created: str,
 ) -> PushResult:
     """`trainops push`: store.push, except that a directory's top-level model.sig is checked
     against the other files before anything is pushed, left out of the layers, and attached
@@ -132,5 +131,7 @@ def push_tree(
     )
     if bundle is None:
         return pushed
-    signature = attach_signature(registries, ref=pushed.ref, bundle=bundle, created=created)
+    from trainops.clock import now_utc
+
+    signature = attach_signature(registries, ref=pushed.ref, bundle=bundle, created=now_utc())
     return dataclasses.replace(pushed, signature=signature)
