@@ -79,10 +79,10 @@ def push(
 ) -> None:
     """Push PATH (a file or a directory tree) as an artifact to REF; print its digest.
 
-    A tag that names a release moves only with --force --reason."""
+    A release tag moves only with --force --reason; a directory's model.sig is kept as its signature."""
     from trainops.cli.progress import transfer_progress
     from trainops.errors import UsageError
-    from trainops.registry import store
+    from trainops.signing.imported import push_tree
 
     try:
         metric_values = {k: float(v) for k, v in key_values(metrics, "--metric").items()}
@@ -105,7 +105,7 @@ def push(
 
             model = model_config(path)
         with transfer_progress(output == "text") as progress:
-            result = store.push(
+            result = push_tree(
                 registries,
                 source=path,
                 ref=registries.ref(ref),
@@ -136,6 +136,8 @@ def _say_pushed(result: Any, override: Any) -> None:
         f"in {result.seconds:.2f}s",
         err=True,
     )
+    if result.signature:
+        click.echo(f"kept model.sig as the signature {result.signature}", err=True)
     click.echo(result.digest)
 
 
@@ -460,10 +462,7 @@ def copy(
     insecure: bool,
     output: str,
 ) -> None:
-    """Copy an artifact between any two registries (file, oci, s3); its digest is unchanged.
-
-    Its referrers come with it: signatures and provenance (so it still verifies there),
-    eval reports, and what is attached to those."""
+    """Copy an artifact, with its referrers (signatures, eval reports), between any two registries; digest unchanged."""
     from trainops.cli.progress import transfer_progress
     from trainops.registry import store
 
@@ -481,10 +480,8 @@ def copy(
         echo_json(result)
         return
     _say_moved(result.dst.tag, result.moved_from, result.digest, override)
-    carried = f", {len(result.referrers)} referrer(s) carried" if result.referrers else ""
-    click.echo(
-        f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there{carried})"
-    )
+    more = f", {len(result.referrers)} referrer(s) carried" if result.referrers else ""
+    click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} skipped{more})")
 
 
 @registry.command("diff")
