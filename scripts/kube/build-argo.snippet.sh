@@ -1,13 +1,15 @@
 # Argo CD: the multi-call `argocd` binary (ARGOCD_BINARY_NAME picks application-controller or
 # repo-server). Upstream replaces github.com/argoproj/argo-cd/gitops-engine with its own
-# ./gitops-engine directory, which no module release carries: the wrapper takes the engine
-# from the proxy at ARGOCD_GITOPS_ENGINE, the served pseudo-version nearest the tag's tree.
+# ./gitops-engine directory. For v3.5.x no served version matches the tag's tree (the nearest
+# pseudo-version fails to compile); v3.6.x publishes gitops-engine/v3 at the same tag, so the
+# wrapper replaces it with that (ARGOCD_VERSION=v3.6.2; Argo CD 3.6 needs Go 1.27).
 build_argocd() {
     version="$ARGOCD_VERSION"; have argocd && return 0
     local dir="$cache/src/argocd"
     wrapper "$dir" github.com/argoproj/argo-cd/v3 "$version"
+    export GOTOOLCHAIN=go1.27.3  # from the module proxy, once per machine (76 MB)
     (cd "$dir" && go mod edit \
-        "-replace=github.com/argoproj/argo-cd/gitops-engine=github.com/argoproj/argo-cd/gitops-engine@$ARGOCD_GITOPS_ENGINE")
+        "-replace=github.com/argoproj/argo-cd/gitops-engine/v3=github.com/argoproj/argo-cd/gitops-engine/v3@$version")
     local p=github.com/argoproj/argo-cd/v3/common
     build "$dir" "$version" "-X $p.version=${version#v} -X $p.gitTag=$version -X $p.gitTreeState=clean" \
         github.com/argoproj/argo-cd/v3/cmd
