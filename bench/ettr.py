@@ -171,11 +171,25 @@ def measure(*, steps: int, every: float, ckpt_every: int, baseline: float | None
                 t0 = _wall(cluster, job)
             else:
                 t0 = baseline
+            # a fault every `every` seconds, or every third of the undisturbed run when that is
+            # shorter (a quiet machine trains the quick run's steps in seconds): faults always land
+            every = min(every, max(2.0, t0 / 3))
             faulted = _project(base / "faulted", steps=steps, ckpt_every=ckpt_every)
             job, run_id, faults = _faulted(cluster, faulted, env, every=every, timeout=t0 * 3 + 120)
             t1 = _wall(cluster, job)
             status = json.loads(
-                _trainops("train", "status", run_id, "-f", str(faulted / "trainops.yaml"), "-o", "json", env=env)
+                _trainops(
+                    "train",
+                    "status",
+                    run_id,
+                    "-f",
+                    str(faulted / "trainops.yaml"),
+                    "--env",
+                    "bench",
+                    "-o",
+                    "json",
+                    env=env,
+                )
             )
     ettr = status["ettr"]
     independent = t0 / t1

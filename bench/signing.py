@@ -97,7 +97,9 @@ def main() -> None:
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("-n", type=int, default=5, help="releases of each kind")
     parser.add_argument("--quick", action="store_true", help="8 MiB, 2 runs each (CI)")
-    parser.add_argument("--check", action="store_true", help=f"exit 1 if signing adds over {TARGET_OVERHEAD:.0%}")
+    parser.add_argument(
+        "--check", action="store_true", help=f"exit 1 if signing adds over {TARGET_OVERHEAD * 100:.0f} %%"
+    )
     args = parser.parse_args()
     size, runs = (8, 2) if args.quick else (args.size_mib, args.n)
     with tempfile.TemporaryDirectory(prefix="bench-signing-") as scratch:

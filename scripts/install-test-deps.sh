@@ -53,6 +53,20 @@ fi
 
 apt-get install -y --no-install-recommends "${packages[@]}"
 
+# The simulated Kubernetes cluster of the cluster tests (tests/kube_cluster.py): etcd, the
+# Kubernetes control plane, kwok, Volcano, JobSet, Kueue, built from their upstream Go modules
+# at pinned versions and cached by version under ${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}
+# (see the README's "Kubernetes" section for the cold and warm cost). A machine without Go
+# sets TRAINOPS_SKIP_KUBE=1: the build is skipped and the cluster tests skip, saying so.
+if [ "${TRAINOPS_SKIP_KUBE:-}" = 1 ]; then
+    echo "install-test-deps.sh: TRAINOPS_SKIP_KUBE=1: not building the Kubernetes components" >&2
+else
+    # What the cluster tests on main start; Volcano, JobSet and Kueue (whose scheduling tests
+    # are not in yet) build with `scripts/build-kube.sh volcano jobset kueue`: a cold build of
+    # them would add tens of minutes to CI for no test.
+    bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok
+fi
+
 # The Debian package may start a registry on :5000 where an init system runs; the tests
 # start their own on free ports and do not need it.
 missing=0

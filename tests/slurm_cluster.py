@@ -30,6 +30,7 @@ _CONF = """\
 ClusterName=trainops-test
 SlurmctldHost={host}
 SlurmctldPort={ctld_port}
+FirstJobId={ctld_port}00
 SlurmdPort={slurmd_port}
 SlurmUser=root
 SlurmdUser=root

@@ -3,6 +3,11 @@
 JSON, artifacts and records: ISO 8601 UTC with `Z`, to the millisecond
 (`2026-12-04T13:18:12.345Z`), so two events within a second still sort. Tables:
 `display` (`2026-12-04 13:18:12Z`), never cut by a table's width.
+
+One exception, on purpose: a time that is part of content-addressed output (an artifact's
+`created` from SOURCE_DATE_EPOCH or its files' mtimes, an image's from the commit time) is
+a whole number of seconds and is written by `stamp` to the second, the form it always had:
+the same content keeps the same digest across trainops versions. `parse` reads both.
 """
 
 from __future__ import annotations
@@ -21,6 +26,16 @@ def iso(moment: datetime | None = None) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def at(epoch: float) -> datetime:
+    """Seconds since the epoch as an aware UTC datetime."""
+    return datetime.fromtimestamp(epoch, tz=timezone.utc)
+
+
+def stamp(epoch: float) -> str:
+    """A reproducible time (whole seconds) for content-addressed output: `YYYY-MM-DDTHH:MM:SSZ`."""
+    return at(int(epoch)).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def now_utc() -> str:

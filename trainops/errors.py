@@ -39,6 +39,10 @@ class TrainopsError(Exception):
             return f"{self.message}; {self.hint}"
         return self.message
 
+    def to_data(self) -> str:
+        """An error in a JSON result is its message and hint (`trainops.serialize`)."""
+        return str(self)
+
 
 class UsageError(TrainopsError):
     exit_code = 2
@@ -66,16 +70,6 @@ class Problem:
         text = f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
         in_overlay = self.path.startswith(f"environments.{self.env}.")
         return f"{text} (with --env {self.env})" if self.env and not in_overlay else text
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "column": self.column,
-            "path": self.path,
-            "message": self.message,
-            "env": self.env,
-        }
 
 
 class ManifestError(InputError):

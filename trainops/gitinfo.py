@@ -99,6 +99,11 @@ def git_user(path: Path) -> str | None:
     return name or email or None
 
 
+def in_repository(path: Path) -> bool:
+    """Whether path is inside a git working tree (or a bare repository)."""
+    return _git(path, "rev-parse", "--git-dir") is not None
+
+
 def resolve_commit(path: Path, rev: str) -> str | None:
     """The full sha of the commit rev names (a sha, its prefix, HEAD, a branch or tag) in the
     git repository containing path; None outside one, or when git does not know rev there.

@@ -3,10 +3,14 @@ sidecar finds in its environment, in a cluster pod, an sbatch job and a local ru
 
 One set of constants, used by the renderers (trainops.render.env, trainops.render.pod),
 local runs (trainops.pipeline.local) and the sidecar (`trainops ckpt watch`). This module
-imports nothing, so the CLI can name the variables in its help without loading more.
+imports nothing heavy, so the CLI can name the variables in its help without loading more.
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 PIPELINE = "TRAINOPS_PIPELINE"
 RUN_ID = "TRAINOPS_RUN_ID"
@@ -46,3 +50,36 @@ LOCAL_RANKS = (
     ("LOCAL_WORLD_SIZE", "1"),
     ("MASTER_ADDR", "127.0.0.1"),
 )
+
+
+@dataclass(frozen=True)
+class PodEnvironment:
+    """The contract as a process reads it (the checkpoint sidecar, `trainops ckpt watch`): what
+    trainops.render.env wrote into the pod, the sbatch job or the local run's environment."""
+
+    pipeline: str | None = None
+    run_id: str | None = None
+    image: str | None = None
+    image_digest: str | None = None
+    ckpt_repository: str | None = None
+    git_commit: str | None = None
+    node_rank: str | None = None
+
+    @classmethod
+    def read(cls, environ: Mapping[str, str] | None = None) -> PodEnvironment:
+        """The contract's values in `environ` (default: this process's); an empty one is unset."""
+        env = os.environ if environ is None else environ
+        return cls(
+            pipeline=env.get(PIPELINE) or None,
+            run_id=env.get(RUN_ID) or None,
+            image=env.get(IMAGE) or None,
+            image_digest=env.get(IMAGE_DIGEST) or None,
+            ckpt_repository=env.get(CKPT_REPOSITORY) or None,
+            git_commit=env.get(GIT_COMMIT) or None,
+            node_rank=env.get(NODE_RANK) or None,
+        )
+
+    @property
+    def leader(self) -> bool:
+        """Whether this is the run's leader node (rank 0, or no rank: a single-node run)."""
+        return self.node_rank in (None, "0")

@@ -2,7 +2,12 @@
 JSON goes through `to_data`, so keys are camelCase by construction.
 
 Rules (the convention test checks the output, this module makes it so):
-- a dataclass becomes an object whose keys are its field names in camelCase;
+- a dataclass becomes an object whose keys are its field names in camelCase; a field declared
+  with `dataclasses.field(metadata=HIDDEN)` stays out (a handle, a cause, text for people),
+  one declared with `metadata=FLATTEN` has its own fields in the object instead of under
+  its name (a result that extends another: `hub import` reports what `push` does, plus the
+  Hub's facts), and the names in a class's `data_properties` (a ClassVar tuple) are added
+  as computed fields, camelCase too (`same`, `ok`, `exitCode`);
 - a pydantic model becomes its JSON form by alias (trainops' models use `to_camel` aliases);
 - an object with a `to_data()` method is asked for it (a result that shapes itself, still
   through this module for its values);
@@ -25,6 +30,11 @@ from datetime import datetime
 from pathlib import PurePath
 from typing import Any
 
+HIDDEN = {"data": False}
+"""Metadata of a dataclass field that is not part of the result's JSON."""
+FLATTEN = {"data": "flatten"}
+"""Metadata of a dataclass field whose own fields are the result's (it extends that result)."""
+
 
 def camel(name: str) -> str:
     """`bytes_freed` → `bytesFreed`; a name already in camelCase is returned as it is."""
@@ -39,7 +49,16 @@ def to_data(value: Any) -> Any:
     if hasattr(value, "to_data") and callable(value.to_data):
         return to_data(value.to_data())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {camel(field.name): to_data(getattr(value, field.name)) for field in dataclasses.fields(value)}
+        out: dict[str, Any] = {}
+        for field in dataclasses.fields(value):
+            how = field.metadata.get("data", True)
+            if how == "flatten":
+                out.update(to_data(getattr(value, field.name)))
+            elif how:
+                out[camel(field.name)] = to_data(getattr(value, field.name))
+        for name in getattr(value, "data_properties", ()):
+            out[camel(name)] = to_data(getattr(value, name))
+        return out
     if hasattr(value, "model_dump") and callable(value.model_dump):
         return value.model_dump(mode="json", by_alias=True)
     if isinstance(value, Mapping):

@@ -61,6 +61,12 @@ def status_text(code: int) -> str:
     return f"exited {code}"
 
 
+def idle_until(stop: threading.Event) -> None:
+    """Do nothing until stop is set (checked every second, so a signal is acted on promptly)."""
+    while not stop.wait(1.0):
+        pass
+
+
 @contextlib.contextmanager
 def stop_when(stop: threading.Event, *, signals: bool, until_pid: int | None = None) -> Iterator[None]:
     """Set stop on SIGTERM/SIGINT (when signals; a second one raises KeyboardInterrupt)

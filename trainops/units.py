@@ -1,5 +1,6 @@
 """Units shown to people: one size family (KiB, MiB, GiB, TiB) everywhere trainops prints a size;
-natural order for names with numbers (tags such as step-N)."""
+natural order for names with numbers (tags such as step-N); long references folded between
+their parts for a narrow screen."""
 
 from __future__ import annotations
 
@@ -28,3 +29,22 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
         elif chunk:
             parts.append((1, chunk))
     return tuple(parts)
+
+
+def fold_reference(text: str, width: int) -> str:
+    """text folded onto lines of at most width characters, each line of text broken after a
+    `/`, `:` or space (a reference folds between its parts, never mid-name); a part longer
+    than width alone is cut."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        current = ""
+        for part in re.findall(r"[^/: ]*(?::/+|[/: ])?", line):  # "scheme://" stays whole
+            if current and len(current) + len(part.rstrip()) > width:
+                out.append(current.rstrip())
+                current = ""
+            while len(part) > width:
+                out.append(part[:width])
+                part = part[width:]
+            current += part
+        out.append(current.rstrip())
+    return "\n".join(out)

@@ -85,7 +85,7 @@ def test_build_push_to_distribution_labels_and_skip(
     walked = trainops("lineage", f"oci://{image}:{commit}", "--insecure", "--format", "json")
     assert walked.code == 0, walked.stderr
     node = json.loads(walked.stdout)["nodes"][0]
-    assert (node["kind"], node["git_commit"], node["created"]) == ("image", commit, data["created"])
+    assert (node["kind"], node["gitCommit"], node["created"]) == ("image", commit, data["created"])
 
     again = trainops("image", "build", "-f", str(manifest), "--push")
     assert again.code == 0, again.stderr

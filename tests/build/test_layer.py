@@ -270,10 +270,10 @@ def test_lineage_shows_the_image_and_its_base(tmp_path: Path, layout: Layout) ->
     graph = json.loads(result.stdout)
     nodes = {n["digest"]: n for n in graph["nodes"]}
     assert nodes[data["digest"]]["kind"] == "image"
-    assert nodes[data["digest"]]["git_commit"] == data["commit"]
+    assert nodes[data["digest"]]["gitCommit"] == data["commit"]
     assert graph["edges"] == [{"child": data["digest"], "parent": data["baseDigest"], "relation": "derived-from"}]
     down = trainops("lineage", f"{layout.url}/{BASE_REPO}:latest", "--down", "--registry", layout.url)
-    assert down.code == 0 and "derived-from: image" in down.stdout
+    assert down.code == 0 and "derived-into: image" in down.stdout  # read walking down: base → image
 
 
 def test_secrets_are_ignored_but_never_baked(tmp_path: Path, layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:

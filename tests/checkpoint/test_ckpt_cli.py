@@ -85,8 +85,8 @@ def test_watch_defaults_from_the_environment(project: Path, tmp_path: Path) -> N
     out = run("ckpt", "watch", "ckpt", "--once", "-o", "json", env=env)
     assert out.code == 0, out.stderr
     [event] = [json.loads(line) for line in out.stdout.splitlines()]
-    assert (event["event"], event["step"], event["parent"]) == ("pushed", 5, None)
-    assert event["ref"].startswith(f"{elsewhere}:step-5@sha256:")
+    assert (event["kind"], event["checkpoint"]["step"], event["checkpoint"]["parent"]) == ("pushed", 5, None)
+    assert event["checkpoint"]["ref"].startswith(f"{elsewhere}:step-5@sha256:")
     assert _tags(elsewhere) == ["step-5"]
     assert not (project / ".trainops/registry/p/checkpoints").exists()
 
@@ -148,9 +148,11 @@ def test_one_line_errors(project: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     os.chdir(outside)
-    nowhere = run("ckpt", "ls")
-    assert nowhere.code == 2 and "no checkpoint repository given" in nowhere.last_error_line
-    nopolicy = run("ckpt", "prune", f"file://{outside}/r")
+    alone = {"TRAINOPS_CEILING_DIRECTORIES": str(tmp_path)}  # the project's trainops.yaml is above: not searched
+    nowhere = run("ckpt", "ls", env=alone)
+    assert nowhere.code == 4 and "no checkpoint repository given" in nowhere.last_error_line
+    assert run("ckpt", "ls").code == 0  # found upward, as git finds .git: the project's repository
+    nopolicy = run("ckpt", "prune", f"file://{outside}/r", env=alone)
     assert nopolicy.code == 2 and "no retention policy" in nopolicy.last_error_line
     usage = run("ckpt", "pull", "only-one")
     assert usage.code == 2
@@ -160,7 +162,7 @@ def test_one_line_errors(project: Path, tmp_path: Path) -> None:
     mixed = tmp_path / "mixed"
     trainops_ckpt(mixed, 1)
     hf_ckpt(mixed, 2)
-    amb = run("ckpt", "watch", str(mixed), "--repository", f"file://{outside}/r", "--run-id", "r", "--once")
+    amb = run("ckpt", "watch", str(mixed), "--repository", f"file://{outside}/r", "--run-id", "r", "--once", env=alone)
     assert amb.code == 3 and "pass --layout" in amb.last_error_line
     gone = run(
         "ckpt", "watch", str(tmp_path / "gone"), "--repository", f"file://{outside}/r", "--run-id", "r", "--once"

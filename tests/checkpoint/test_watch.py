@@ -389,3 +389,28 @@ def test_latest_by_step_skips_other_kinds(local: tuple[Registries, Reference], t
     assert latest is not None
     assert (latest.tag, latest.step, latest.digest) == ("step-2", 2, pushed[1].digest)
     assert [i.tag for i in list_checkpoints(registries, repository=repo)] == ["step-1", "best", "step-2"]
+
+
+def test_a_checkpoint_names_its_training_image_as_a_parent_when_the_registry_holds_it(
+    local: tuple[Registries, Reference], tmp_path: Path
+) -> None:
+    """The image the run trained in, pinned and in its repository: an `image` parent, so lineage
+    walks checkpoint → image (→ commit, base). A digest the registry does not hold (a
+    placeholder, a registry elsewhere) stays the lineage's imageDigest only."""
+    registries, _ = local
+    src = tmp_path / "image-src"
+    src.mkdir()
+    (src / "layer").write_text("image")
+    image = store.push(registries, source=src, ref=registries.ref("team/image:abc"), kind="other").ref
+    runs = {"in-registry": image, "elsewhere": registries.ref(f"team/image@{DIGEST}")}
+    for name, pinned in runs.items():
+        directory = tmp_path / name
+        trainops_ckpt(directory, 10)
+        repo = registries.ref(f"team/{name}")
+        base = Lineage(image_digest=pinned.digest)
+        watcher(registries, directory, repo, lineage=base, image=pinned).scan(final=True)
+        parents = _lineage(registries, repo, "step-10").parents
+        images = [(p.digest, p.ref) for p in parents if p.relation == "image"]
+        expected = [(image.digest, str(image.with_digest(None)))] if name == "in-registry" else []
+        assert images == expected, name
+        assert _lineage(registries, repo, "step-10").image_digest == pinned.digest

@@ -153,6 +153,8 @@ def test_validate_json_ok() -> None:
         "ok": True,
         "environments": ["dev", "dev-strict", "slurm-local", "prod"],
         "problems": [],
+        "render": None,  # not asked for (--render)
+        "cluster": None,  # no cluster asked (--kubeconfig, --cluster)
     }
 
 
@@ -565,7 +567,8 @@ def _checkpoint_commands(tmp_path: Path, url: str, env: dict[str, str] | None = 
     ]
     return (
         "import contextlib, io, os\n"
-        f"os.environ.update({ {'TRAINOPS_CACHE_DIR': str(tmp_path / 'cache'), **(env or {})}!r})\n"
+        # COLUMNS: the lineage tree's references whole (the walk's check reads a node's line), not folded to 80
+        f"os.environ.update({ {'TRAINOPS_CACHE_DIR': str(tmp_path / 'cache'), 'COLUMNS': '400', **(env or {})}!r})\n"
         "from trainops.cli.main import main\n"
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):\n"
@@ -573,7 +576,8 @@ def _checkpoint_commands(tmp_path: Path, url: str, env: dict[str, str] | None = 
         "assert codes == [0] * len(codes), codes\n"
         "lines = out.getvalue().splitlines()\n"
         f"assert any(line.startswith({url + ':step-200@sha256:'!r}) for line in lines), lines  # latest\n"
-        "assert any('parent: checkpoint' in line and 'step 100 loss=2' in line for line in lines), lines  # walk\n"
+        "walk = zip(lines, lines[1:])  # a node's metrics are on the line below it\n"
+        "assert any('parent: checkpoint' in a and 'step 100' in a and b.strip() == 'loss=2' for a, b in walk), lines\n"
     )
 
 

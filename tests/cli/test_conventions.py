@@ -94,14 +94,61 @@ def test_exit_codes_come_from_the_table(
 
 
 def test_the_same_mistake_gets_the_same_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No registry, no checkpoint repository, no manifest: usage mistakes (2) everywhere."""
+    """No trainops.yaml here or above (and nothing else to go by): exit 4 from every command,
+    with the same words, whether it needs the manifest itself or the registry it names."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRAINOPS_CEILING_DIRECTORIES", str(tmp_path.parent))
     env = {"TRAINOPS_CKPT_REPOSITORY": None}
-    for args in (("registry", "ls"), ("registry", "gc"), ("ckpt", "ls"), ("ckpt", "latest"), ("ckpt", "prune")):
+    missing = f"no trainops.yaml in {tmp_path} or any parent directory"
+    commands = [
+        ("registry", "ls"),
+        ("registry", "gc"),
+        ("registry", "ls", "--env", "prod"),
+        ("ckpt", "ls"),
+        ("ckpt", "latest"),
+        ("ckpt", "prune"),
+        ("ui",),
+        ("plan",),
+        ("validate",),
+        ("train", "run", "--local"),
+        ("rollout", "status"),
+        ("release", "create"),
+        ("eval", "ls"),
+    ]
+    for args in commands:
         out = run(*args, env=env)
-        assert out.code == 2, (args, out.stderr)
+        assert out.code == 4 and missing in out.last_error_line, (args, out.stderr)
     assert run("registry", "show", "team/model:v1").code == 2  # a short reference with no registry to complete it
-    assert run("registry", "ls", "--env", "prod").code == 2  # an overlay of no manifest
+
+
+def test_commands_find_the_manifest_in_parent_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As git finds .git: from a subdirectory, the project's trainops.yaml (and its relative paths)."""
+    (tmp_path / "trainops.yaml").write_text(
+        "apiVersion: trainops.dev/v1alpha1\nkind: Pipeline\nmetadata: {name: found}\n"
+        "spec:\n  registry: file://.trainops/registry\n"
+    )
+    deep = tmp_path / "src" / "pkg"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    planned = run("plan", "-o", "json")
+    assert planned.code == 0, planned.stderr
+    assert json.loads(planned.stdout)["manifest"] == str(tmp_path / "trainops.yaml")
+    (deep / "w.txt").write_text("w")
+    assert run("push", "w.txt", "found/files:v1").code == 0
+    assert (tmp_path / ".trainops" / "registry" / "found" / "files" / "index.json").is_file()  # the manifest's registry
+    assert run("registry", "ls", "-o", "json").stdout.count("found/files") == 1
+    monkeypatch.setenv("TRAINOPS_CEILING_DIRECTORIES", str(tmp_path / "src"))  # a ceiling stops the search
+    assert run("plan").code == 4
+
+
+def test_lineage_of_a_git_revision_outside_a_repository_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    out = run("lineage", "git:HEAD", "--registry", f"file://{tmp_path}/reg")
+    assert out.code == 4
+    assert out.last_error_line.startswith(f"Error: git:HEAD: {tmp_path} is not in a git repository"), out.stderr
 
 
 def test_hints_name_only_options_that_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,7 +181,9 @@ def test_a_failed_trainer_exits_9_with_its_status(tmp_path: Path) -> None:
 def _push(tmp_path: Path, ref: str, content: str, *extra: str) -> tuple[int, str, str]:
     src = tmp_path / f"src-{content}"
     src.mkdir(exist_ok=True)
-    (src / "a.txt").write_text(content)
+    file = src / "a.txt"
+    if not file.exists():  # the same directory pushed again keeps its mtime, as a user's would
+        file.write_text(content)
     out = run("push", str(src), ref, *extra)
     return out.code, out.stdout.strip(), out.stderr
 

@@ -82,10 +82,10 @@ def test_copy_and_gc(project: Path, tmp_path: Path) -> None:
     copied = _json("registry", "copy", "p/ckpt:1", f"file://{tmp_path}/mirror/p/ckpt")
     assert copied["dst"].endswith(f"mirror/p/ckpt:1@{copied['digest']}")  # type: ignore[union-attr]
     dry = _json("registry", "gc", "--dry-run")
-    assert len(dry["removed_manifests"]) == 1  # type: ignore[arg-type]
+    assert len(dry["removedManifests"]) == 1  # type: ignore[arg-type]
     done = run("registry", "gc")
     assert done.code == 0 and "removed 1 artifact(s)" in done.stdout
-    assert _json("registry", "gc")["removed_manifests"] == []
+    assert _json("registry", "gc")["removedManifests"] == []
 
 
 def test_lineage_formats(project: Path) -> None:
@@ -93,7 +93,7 @@ def test_lineage_formats(project: Path) -> None:
     header = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'  # a model's headers are read at push
     make_tree(project / "model", {"model.safetensors": len(header).to_bytes(8, "little") + header + bytes(8)})
     assert run("push", "model", "p/model:v1", "--kind", "model", "--parent", "p/ckpt:1").code == 0
-    tree = run("lineage", "p/model:v1")
+    tree = run("lineage", "p/model:v1", env={"COLUMNS": "400"})  # a line a node, not folded
     assert tree.code == 0
     lines = tree.stdout.splitlines()
     assert lines[0].startswith("model ") and lines[1].startswith("└── parent: checkpoint ")

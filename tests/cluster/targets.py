@@ -96,4 +96,6 @@ def manifests(directory: Path) -> list[Manifest]:
 
 
 def sent(manifest: Manifest) -> list[Sent]:
-    return rendered_objects(manifest)
+    from trainops.serve.check import serving_sent
+
+    return rendered_objects(manifest) + (serving_sent(manifest) if manifest.pipeline.spec.rollout else [])

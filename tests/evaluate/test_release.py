@@ -268,7 +268,7 @@ def test_lineage_reaches_the_training_image_and_its_commit(local_project: Projec
     nodes = {n["digest"]: n for n in graph["nodes"]}
     edges = {(nodes[e["child"]]["kind"], e["relation"], nodes[e["parent"]]["kind"]) for e in graph["edges"]}
     assert ("model", "image", "image") in edges and ("model", "released-from", "checkpoint") in edges
-    assert nodes[image]["git_commit"] == commit
+    assert nodes[image]["gitCommit"] == commit
 
 
 def test_a_release_never_downloads_the_checkpoint(local_project: Project) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from trainops import clock
 from trainops.errors import InputError, NotFoundError
 from trainops.gitops import history, write_tree
 
@@ -37,7 +38,8 @@ def test_history_is_newest_first_with_trailers_and_paths(git_remote: Path, tmp_p
     assert entries[0].trailers == {"Trainops-Pipeline": "a", "Trainops-Run": "r3"}
     assert entries[0].paths == ["clusters/a/job.yaml", "clusters/a/q.yaml"]
     assert entries[1].trailers == {} and entries[1].paths == ["README.md"] and entries[1].subject == "docs"
-    assert entries[0].date == git("--git-dir", str(git_remote), "log", "-1", "--format=%cI", third)
+    committed = git("--git-dir", str(git_remote), "log", "-1", "--format=%cI", third)  # git's strict ISO 8601
+    assert entries[0].date == clock.iso(clock.parse(committed))  # the same moment in the one format
 
     only_a = history(repo=f"file://{git_remote}", branch="main", path="clusters/a")
     assert [e.commit for e in only_a] == [third, first]

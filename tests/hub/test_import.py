@@ -46,14 +46,14 @@ def test_import_from_the_hf_cache_offline_records_repo_and_commit(
 
     info = _show(ref)
     assert info["kind"] == "model"
-    assert info["artifact_type"] == media.MODEL_ARTIFACT
+    assert info["artifactType"] == media.MODEL_ARTIFACT
     lineage = info["lineage"]
     assert lineage["gitCommit"] == hf_cache.commit  # type: ignore[index]
     assert lineage["gitRepo"] == f"https://huggingface.co/{REPO_ID}"  # type: ignore[index]
     notes = info["annotations"]
     assert notes["dev.trainops.hub.repo"] == REPO_ID  # type: ignore[index]
     assert notes["dev.trainops.hub.revision"] == hf_cache.commit  # type: ignore[index]
-    types = {f["path"]: f["media_type"] for f in info["files"]}  # type: ignore[attr-defined]
+    types = {f["path"]: f["mediaType"] for f in info["files"]}  # type: ignore[attr-defined]
     assert types["model.safetensors"] == media.WEIGHT_RAW
     assert types["config.json"] == media.WEIGHT_CONFIG_RAW
     assert types["README.md"] == media.DOC_RAW

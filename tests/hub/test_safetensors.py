@@ -14,7 +14,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from trainops.errors import InputError
-from trainops.hub.safetensors import MAX_HEADER, model_info, param_size, read_file_header, read_header
+from trainops.modelfiles.safetensors import MAX_HEADER, model_info, param_size, read_file_header, read_header
 
 
 def write_raw(path: Path, header: dict[str, Any] | bytes, data: bytes = b"", length: int | None = None) -> Path:

@@ -95,10 +95,10 @@ def test_a_failing_stage_fails_the_job_with_its_exit_code(project: Project, tmp_
         "ci", "--junit", str(junit), GITLAB_CI="true", CI_COMMIT_BEFORE_SHA=before, CI_COMMIT_SHA=after
     )
     assert done.returncode == 9, done.stderr
-    assert done.stderr.splitlines()[-1].startswith("Error: train.command exited with status 1")
+    assert done.stderr.splitlines()[-1].startswith("Error: train.command exited 1 (run ")
     assert "trainops.yaml changed (spec.train) → train onwards" in done.stdout
     failure = next(c for c in ET.parse(junit).getroot().iter("testcase") if c.get("name") == "train").find("failure")
-    assert failure is not None and "exited with status 1" in (failure.get("message") or "")
+    assert failure is not None and "train.command exited 1 (run " in (failure.get("message") or "")
 
 
 def test_only_the_rollout_section_affects_only_rollout(project: Project) -> None:

@@ -108,7 +108,7 @@ def test_a_failed_training_resumes_at_the_failed_stage(project: Project, tmp_pat
     project.write_manifest(doc)
     failed = project.trainops("run", "-o", "json")
     assert failed.returncode == 9, failed.stderr[-2000:]
-    assert failed.stderr.splitlines()[-1].startswith("Error: train.command exited with status 3")
+    assert failed.stderr.splitlines()[-1].startswith("Error: train.command exited 3 (run ")
     result = by_name(json.loads(failed.stdout))
     assert result["train"]["status"] == "failed" and "checkpoint" not in result
     # no record of a stage that failed (image was skipped, so the records repository is not even there)
@@ -277,7 +277,7 @@ def test_an_interrupted_run_leaves_finished_artifacts_whole_and_no_record(projec
         out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 9, log.read_text(encoding="utf-8")[-2000:]
     stages = by_name(json.loads(out))
-    assert stages["train"]["status"] == "failed" and "status 143" in stages["train"]["error"]
+    assert stages["train"]["status"] == "failed" and "killed by signal 15 (SIGTERM)" in stages["train"]["error"]
     assert not (project.root / ".trainops" / "registry" / "tiny-llm" / "stages").exists()  # no record
     pulled = project.trainops("ckpt", "pull", "--latest", str(tmp_path / "pulled"))  # whole: every byte verified
     assert pulled.returncode == 0, pulled.stderr

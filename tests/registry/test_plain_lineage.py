@@ -20,6 +20,7 @@ from trainops.registry.artifact import build_manifest, canonical_json, config_bl
 from trainops.registry.backends.base import Descriptor, ManifestData
 from trainops.registry.context import Registries
 from trainops.registry.models import ArtifactConfig, Environment, Forced, Lineage, Parent
+from trainops.registry.parents import resolve_parents
 from trainops.registry.plain_lineage import PlainLineage, PlainParent
 
 D1 = "sha256:" + "a" * 64
@@ -144,7 +145,7 @@ def test_cli_push_and_a_model_lineage_push_give_one_digest(tmp_path: Path, monke
     assert by_cli.code == 0, by_cli.stderr
     with Registries(default_registry=url) as reg:
         lineage = Lineage(
-            runId="r9", step=7, metrics={"loss": 2.0}, parents=store.resolve_parents(reg, [("m/c:1", "parent")])
+            runId="r9", step=7, metrics={"loss": 2.0}, parents=resolve_parents(reg, [("m/c:1", "parent")])
         )
         by_model = store.push(reg, source=src, ref=reg.ref("m/c:3"), kind="checkpoint", lineage=lineage)
     assert json.loads(by_cli.stdout)["digest"] == by_model.digest

@@ -21,6 +21,7 @@ from trainops.registry.context import Registries
 from trainops.registry.gc import collect
 from trainops.registry.inspect import diff, show
 from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
+from trainops.registry.parents import resolve_parents
 
 
 def _checkpoint(root: Path, step: int, weights: bytes | None = None) -> Path:
@@ -161,7 +162,7 @@ def test_lineage_up_and_down_with_an_eval_record(target: Target, tmp_path: Path)
     first = store.push(
         reg, source=_checkpoint(tmp_path / "a", 1), ref=reg.ref("m/ckpt:1"), kind="checkpoint", lineage=Lineage(step=1)
     )
-    parents = store.resolve_parents(reg, [("m/ckpt:1", "resumed-from")])
+    parents = resolve_parents(reg, [("m/ckpt:1", "resumed-from")])
     second = store.push(
         reg,
         source=_checkpoint(tmp_path / "b", 2),
@@ -169,7 +170,7 @@ def test_lineage_up_and_down_with_an_eval_record(target: Target, tmp_path: Path)
         kind="checkpoint",
         lineage=Lineage(step=2, parents=parents),
     )
-    model_parents = store.resolve_parents(reg, [("m/ckpt:2", "derived-from")])
+    model_parents = resolve_parents(reg, [("m/ckpt:2", "derived-from")])
     model = store.push(
         reg,
         source=tmp_path / "b/model.safetensors",
@@ -199,7 +200,7 @@ def test_lineage_up_and_down_with_an_eval_record(target: Target, tmp_path: Path)
     assert kinds == {"checkpoint", "model", "eval"}
     text = to_tree(down)
     assert text.splitlines()[0].startswith("checkpoint ")
-    assert "derived-from: model" in text and "describes: eval" in text
+    assert "derived-into: model" in text and "described-by: eval" in text  # read walking down
     assert to_mermaid(up).startswith("graph BT") and "-->|derived-from|" in to_mermaid(up)
     assert to_dot(up).startswith("digraph lineage {") and to_dot(up).rstrip().endswith("}")
 
@@ -207,7 +208,7 @@ def test_lineage_up_and_down_with_an_eval_record(target: Target, tmp_path: Path)
 def test_gc_keeps_parents_and_reclaims_the_rest(target: Target, tmp_path: Path) -> None:
     reg = target.registries
     old = store.push(reg, source=_checkpoint(tmp_path / "a", 1), ref=reg.ref("m/c:1"), kind="checkpoint")
-    parents = store.resolve_parents(reg, [("m/c:1", "resumed-from")])
+    parents = resolve_parents(reg, [("m/c:1", "resumed-from")])
     child = store.push(
         reg,
         source=_checkpoint(tmp_path / "b", 2),
@@ -221,7 +222,7 @@ def test_gc_keeps_parents_and_reclaims_the_rest(target: Target, tmp_path: Path) 
         source=_checkpoint(tmp_path / "d", 4),
         ref=reg.ref("m/c:4"),
         kind="checkpoint",
-        lineage=Lineage(parents=store.resolve_parents(reg, [("m/c:2", "resumed-from")])),
+        lineage=Lineage(parents=resolve_parents(reg, [("m/c:2", "resumed-from")])),
     )
     root = reg.root()
     kept_blobs = {f.digest for r in ("m/c:1", "m/c:2", "m/c:4") for f in show(reg, ref=reg.ref(r)).files}

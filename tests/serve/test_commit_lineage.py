@@ -55,11 +55,11 @@ class Flow:
     release: dict[str, Any]
     rollout: dict[str, Any]
 
-    def trainops(self, *args: str) -> Outcome:
+    def trainops(self, *args: str, env: dict[str, str | None] | None = None) -> Outcome:
         cwd = os.getcwd()
         os.chdir(self.root)
         try:
-            return run(*args, "-f", str(self.root / "trainops.yaml"))
+            return run(*args, "-f", str(self.root / "trainops.yaml"), env=env)
         finally:
             os.chdir(cwd)
 
@@ -119,13 +119,13 @@ def test_json_walks_commit_to_checkpoints_eval_release_and_rollout(flow: Flow) -
     graph = flow.graph(f"git:{flow.sha}")
     assert graph["root"] == f"git:{flow.sha}" and graph["direction"] == "down"
     kinds = by_kind(graph)
-    assert [n["git_commit"] for n in kinds["commit"]] == [flow.sha]
+    assert [n["gitCommit"] for n in kinds["commit"]] == [flow.sha]
     steps = sorted(n["step"] for n in kinds["checkpoint"])
     assert steps == [10, 20, 30]
     assert sorted(n["step"] for n in kinds["checkpoint"] if n["pruned"]) == [10, 20]  # keep last 1, best 1
     assert [n["digest"] for n in kinds["model"]] == [flow.release["digest"]]
     assert len(kinds["eval"]) == 1
-    assert [n["git_commit"] for n in kinds["rollout"]] == [flow.rollout["commit"]]
+    assert [n["gitCommit"] for n in kinds["rollout"]] == [flow.rollout["commit"]]
     nodes = {n["digest"]: n for n in graph["nodes"]}
     edges = {(nodes[e["child"]]["kind"], e["relation"], nodes[e["parent"]]["kind"]) for e in graph["edges"]}
     assert ("checkpoint", "built-from", "commit") in edges
@@ -152,7 +152,7 @@ def test_abbreviated_sha_head_and_dash_o_json_name_the_same_graph(flow: Flow) ->
 
 def test_tree_mermaid_and_dot_show_the_commit_and_the_rollout(flow: Flow) -> None:
     sha12, commit12 = flow.sha[:12], str(flow.rollout["commit"])[:12]
-    tree = flow.trainops("lineage", f"git:{flow.sha}")
+    tree = flow.trainops("lineage", f"git:{flow.sha}", env={"COLUMNS": "400"})  # a line a node, not folded
     assert tree.code == 0, tree.stderr
     lines = tree.stdout.splitlines()
     assert lines[0].startswith("commit ") and lines[0].endswith(f"[{sha12}]")

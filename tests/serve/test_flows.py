@@ -146,7 +146,7 @@ def test_lineage_down_lists_the_rollout_commits_that_served_a_release(project: P
     outcome = run("lineage", "tiny-llm/model:v2", "--down", "--format", "json", "-f", str(project.manifest))
     assert outcome.code == 0, outcome.stderr
     graph = json.loads(outcome.stdout)
-    rollouts = {n["git_commit"]: n for n in graph["nodes"] if n["kind"] == "rollout"}
+    rollouts = {n["gitCommit"]: n for n in graph["nodes"] if n["kind"] == "rollout"}
     assert set(rollouts) == {started["commit"], promoted["commit"]}
     relations = sorted(e["relation"] for e in graph["edges"])
     assert relations == ["promote-full stable", "start 1/3 10%"]

@@ -13,8 +13,9 @@ from tests.evaluate.conftest import Project
 from tests.signing.conftest import signed_release
 from trainops.registry.store import resolve
 from trainops.ui import queries
-from trainops.ui.app import Browser, create_app
+from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
+from trainops.ui.views import Browser
 
 
 def test_a_release_page_shows_signature_key_and_provenance(local_project: Project) -> None:

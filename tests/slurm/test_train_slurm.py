@@ -102,8 +102,8 @@ def test_sbatch_refusal_commits_nothing(project: Path, slurm: SlurmCluster) -> N
 
 
 def test_unknown_run_is_not_found(project: Path, slurm: SlurmCluster) -> None:
-    for command in ("status", "cancel", "logs"):
-        result = run("train", command, "run-nope", "-f", str(project / "trainops.yaml"))
+    for command in ("status", "cancel", "logs"):  # the Slurm environment: no record of it there
+        result = run("train", command, "run-nope", "-f", str(project / "trainops.yaml"), "--env", "slurm-local")
         assert result.code == 4, (command, result.stderr)
         assert "run-nope" in result.stderr
 

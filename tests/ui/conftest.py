@@ -15,8 +15,9 @@ import pytest
 from services import MotoS3, free_port, require, wait_for
 
 from trainops.registry.context import Registries
-from trainops.ui.app import Browser, create_app
+from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
+from trainops.ui.views import Browser
 from ui.helpers import Filled, fill
 
 CHROMIUM = "/usr/bin/chromium"

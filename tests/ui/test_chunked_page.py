@@ -16,8 +16,9 @@ from trainops.registry.context import Registries
 from trainops.registry.inspect import show
 from trainops.registry.plain_lineage import PlainLineage, PlainParent
 from trainops.ui import queries
-from trainops.ui.app import Browser, create_app
+from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
+from trainops.ui.views import Browser
 from ui.conftest import ServerThread
 
 

@@ -16,8 +16,9 @@ from trainops import clock
 from trainops.faults import incidents as records
 from trainops.faults.incidents import Incident
 from trainops.registry.context import Registries
-from trainops.ui.app import Browser, create_app
+from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
+from trainops.ui.views import Browser
 from ui.conftest import ServerThread
 
 HOSTILE = "n<script>x</script>"

@@ -16,8 +16,9 @@ from tests.cli.runner import run
 from tests.serve.conftest import IMAGE, Project, make_project
 from trainops.registry.context import open_registries
 from trainops.registry.store import resolve
-from trainops.ui.app import Browser, create_app
+from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
+from trainops.ui.views import Browser
 from ui.conftest import ServerThread
 
 

@@ -23,10 +23,10 @@ def test_open_address_needs_a_token(tmp_path: Path) -> None:
     assert "not a loopback address" in out.last_error_line and "--token" in out.last_error_line
 
 
-def test_no_registry_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)  # no trainops.yaml here
+def test_no_registry_and_no_manifest_is_not_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no trainops.yaml here or above: the same exit code as every command's
     out = run("ui")
-    assert out.code == 2 and "no registry to browse" in out.last_error_line
+    assert out.code == 4 and "no registry to browse" in out.last_error_line
 
 
 def test_serves_what_it_indexed(tmp_path: Path) -> None:

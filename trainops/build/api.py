@@ -22,13 +22,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainops.build import layer as layer_builder
 from trainops.build.context import Member, Selection, hash_entries, members_of, select_context
 from trainops.build.image import (
+    Image,
     Platform,
     ensure_blobs,
     find_tag,
@@ -49,7 +50,7 @@ from trainops.build.secrets import available_values, check_not_baked, read_secre
 from trainops.build.templates import Rendered, SupportFile, render, support_files
 from trainops.errors import InputError
 from trainops.registry.artifact import Parent
-from trainops.registry.backends.base import Backend, BlobSource
+from trainops.registry.backends.base import Backend, BlobSource, ManifestData
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import cache_dir, hash_file
 from trainops.registry.reference import Reference
@@ -92,15 +93,6 @@ class BuildResult:
     seconds: float = 0.0
     labels: dict[str, str] = field(default_factory=dict)  # what the build wrote (none when skipped)
     notes: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        return {_camel(k): v for k, v in out.items()}
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p.title() for p in rest)
 
 
 def _image_spec(manifest: Manifest) -> ImageSpec:
@@ -332,26 +324,7 @@ def _build_layer(inputs: _Inputs, push: bool) -> BuildResult:
             created=prov.created,
             history=history,
         )
-        copied = 0
-        if push:
-            with leased(backend, target.repository):  # gc keeps the blobs until the manifest names them
-                copied, _ = ensure_blobs(
-                    registries,
-                    src=base.ref,
-                    dst=target,
-                    blobs=base.layers,
-                    progress=inputs.progress.add,
-                )
-                upload_if_missing(
-                    backend,
-                    target.repository,
-                    BlobSource(lay.digest, lay.size, path=lay.path),
-                    inputs.progress.add("code layer", lay.size),
-                )
-                config_src = bytes_source(config)
-                config_progress = inputs.progress.add("config", config_src.size)
-                upload_if_missing(backend, target.repository, config_src, config_progress)
-                put_tags(backend, target.repository, manifest, tags)
+        copied = _push_layer_image(inputs, base, lay, config, manifest, tags) if push else 0
         return inputs.result(
             "layer",
             digest,
@@ -367,6 +340,27 @@ def _build_layer(inputs: _Inputs, push: bool) -> BuildResult:
             labels=labels,
             **common,
         )
+
+
+def _push_layer_image(
+    inputs: _Inputs, base: Image, lay: layer_builder.Layer, config: bytes, manifest: ManifestData, tags: list[str]
+) -> int:
+    """The base's layers (copied or mounted), the code layer, the config, then the tags; the
+    blobs copied from the base's registry."""
+    registries, target = inputs.registries, inputs.target
+    backend = registries.backend(target)
+    with leased(backend, target.repository):  # gc keeps the blobs until the manifest names them
+        copied, _ = ensure_blobs(registries, src=base.ref, dst=target, blobs=base.layers, progress=inputs.progress.add)
+        upload_if_missing(
+            backend,
+            target.repository,
+            BlobSource(lay.digest, lay.size, path=lay.path),
+            inputs.progress.add("code layer", lay.size),
+        )
+        config_src = bytes_source(config)
+        upload_if_missing(backend, target.repository, config_src, inputs.progress.add("config", config_src.size))
+        put_tags(backend, target.repository, manifest, tags)
+    return copied
 
 
 def _config_digest(manifest_bytes: bytes) -> str | None:

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from trainops import clock
 from trainops.build.context import Selection
 from trainops.build.templates import SupportFile
 from trainops.errors import InputError
@@ -51,7 +51,7 @@ class Provenance:
 
     @property
     def created(self) -> str:
-        return datetime.fromtimestamp(self.epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return clock.stamp(self.epoch)
 
     @property
     def dirty(self) -> bool:

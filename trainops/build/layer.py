@@ -33,6 +33,7 @@ from trainops.build.image import OCI_CONFIG, OCI_LAYER, Image, as_oci_layer, oci
 from trainops.build.templates import SUPPORT_DEST, Profile, Rendered, SupportFile
 from trainops.registry.artifact import canonical_json
 from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
+from trainops.serialize import to_data
 
 LAYER_FORMAT = "tar, pax, uncompressed; mtime 2000-01-01; owner 0:0; modes 0644/0755"
 RECIPE_VERSION = 1
@@ -44,7 +45,7 @@ def recipe(rendered: Rendered) -> dict[str, Any]:
         "kind": "layer",
         "version": RECIPE_VERSION,
         "template": rendered.template,
-        "profile": rendered.profile.as_dict(),
+        "profile": to_data(rendered.profile),
         "layer": LAYER_FORMAT,
         "mtime": PORTABLE_MTIME,
     }

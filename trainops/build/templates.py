@@ -340,16 +340,6 @@ class Profile:
     user: str  # numeric uid:gid
     ports: tuple[str, ...]
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "workdir": self.workdir,
-            "env": [list(e) for e in self.env],
-            "entrypoint": list(self.entrypoint),
-            "cmd": list(self.cmd),
-            "user": self.user,
-            "ports": list(self.ports),
-        }
-
 
 @dataclass(frozen=True)
 class SecretUse:

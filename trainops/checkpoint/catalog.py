@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from trainops import podenv
-from trainops.errors import InputError, NotFoundError, UsageError
+from trainops.errors import InputError, NotFoundError
 from trainops.registry import media
 from trainops.registry.context import Registries
 from trainops.registry.listing import Tagged, tagged_manifests
@@ -17,6 +17,8 @@ from trainops.registry.reference import Reference
 
 if TYPE_CHECKING:
     from trainops.spec import Manifest
+    from trainops.spec.pipeline import PipelineSpec
+    from trainops.spec.stages import TrainSpec
 
 STEP_TAG = re.compile(r"^step-([0-9]+)$")
 A_NAME = media.A_CKPT_NAME
@@ -36,13 +38,24 @@ class CheckpointInfo:
     name: str | None = None  # the directory name it was pushed from
     layout: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-
-def require_repository(repository: Reference) -> None:
+def require_repository(repository: Reference, *, where: str | None = None) -> Reference:
+    """`repository` itself, refused when it names a tag or digest (checkpoints are tagged step-N);
+    `where` names the field or argument it came from, for the message."""
     if repository.tag or repository.digest:
-        raise InputError(f"{repository} names a tag or digest", hint="pass the checkpoint repository itself")
+        said = f"{where}: {str(repository)!r}" if where else str(repository)
+        raise InputError(
+            f"{said} names a tag or digest", hint="name the checkpoint repository only; checkpoints are tagged step-N"
+        )
+    return repository
+
+
+def declared_repository(spec: PipelineSpec, *, pipeline: str, train: TrainSpec | None) -> tuple[str, str]:
+    """The checkpoint repository a manifest declares, and the field it comes from:
+    train.checkpoint.repository, else <spec.registry>/<pipeline>/checkpoints."""
+    override = train.checkpoint.repository if train is not None else None
+    where = "train.checkpoint.repository" if override else "spec.registry"
+    return spec.repository(pipeline, "checkpoints", override), where
 
 
 def checkpoint_repository(
@@ -62,21 +75,15 @@ def checkpoint_repository(
     where = "the argument" if given else podenv.CKPT_REPOSITORY
     if text is None and manifest is not None:
         pipeline = manifest.pipeline
-        train = pipeline.spec.train
-        override = train.checkpoint.repository if train is not None else None
-        text = pipeline.spec.repository(pipeline.metadata.name, "checkpoints", override)
-        where = "train.checkpoint.repository" if override else "spec.registry"
+        text, where = declared_repository(pipeline.spec, pipeline=pipeline.metadata.name, train=pipeline.spec.train)
     if text is None:
-        raise UsageError(
-            "no checkpoint repository given",
-            hint=f"pass {given_as}, set {podenv.CKPT_REPOSITORY}, or run where trainops.yaml is (or pass -f FILE)",
+        from trainops.projectdir import no_manifest
+
+        raise NotFoundError(
+            f"no checkpoint repository given, and {no_manifest()}",
+            hint=f"pass {given_as}, set {podenv.CKPT_REPOSITORY}, or pass -f FILE",
         )
-    ref = registries.ref(text)
-    if ref.tag or ref.digest:
-        raise InputError(
-            f"{where}: {text!r} names a tag or digest", hint="name the repository only; checkpoints are tagged step-N"
-        )
-    return ref
+    return require_repository(registries.ref(text), where=where)
 
 
 def tag_names(registries: Registries, *, repository: Reference) -> list[str]:

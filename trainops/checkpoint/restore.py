@@ -17,10 +17,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainops import clock
 from trainops.checkpoint.catalog import CheckpointInfo, info_of, latest_checkpoint, require_repository
 from trainops.checkpoint.layouts import LAYOUTS, Layout, detect_layout, get_layout
 from trainops.checkpoint.layouts.base import fsync_dir
-from trainops.checkpoint.state import STATE_DIR, Record, fingerprint, load_restored, locked, now_utc, save_restored
+from trainops.checkpoint.state import STATE_DIR, Record, fingerprint, load_restored, locked, save_restored
 from trainops.errors import InputError
 from trainops.registry import pulling, store
 from trainops.registry.context import ProgressSink, Registries
@@ -107,7 +108,7 @@ def restore_ref(
             fingerprint=fingerprint(staging).digest,
             layout=chosen.name,
             run_id=info.run_id,
-            at=now_utc(),
+            at=clock.iso(),
         )
         save_restored(directory, record)  # before the rename: the directory never appears unrecorded
         _move_into_place(staging, dest)

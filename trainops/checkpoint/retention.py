@@ -44,6 +44,51 @@ def plan_retention(infos: list[CheckpointInfo], keep: Retention, protect: Collec
     )
 
 
+def retention_override(
+    base: Retention | None,
+    *,
+    last: int | None = None,
+    best: int | None = None,
+    metric: str | None = None,
+    mode: str | None = None,
+) -> Retention | None:
+    """The policy given on the command line (it replaces the manifest's keep as a whole), else base."""
+    from pydantic import ValidationError
+
+    from trainops.errors import UsageError
+
+    given = {"last": last, "best": best, "metric": metric, "mode": mode}
+    if all(v is None for v in given.values()):
+        return base
+    try:
+        return Retention.model_validate({k: v for k, v in given.items() if v is not None})
+    except ValidationError as err:
+        message = err.errors()[0]["msg"].removeprefix("Value error, ")
+        raise UsageError(f"retention: {message}", hint="--keep-best needs --metric (and --mode min|max)") from None
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What `ckpt prune` did to a repository (or would do, with dry_run)."""
+
+    repository: str
+    dry_run: bool
+    removed: list[str]
+
+
+def prune(
+    registries: Registries,
+    *,
+    repository: Reference,
+    keep: Retention,
+    protect: Collection[str] = (),
+    dry_run: bool = False,
+) -> PruneResult:
+    """`apply_retention` as a result: the repository, whether it was a dry run, the tags removed."""
+    removed = apply_retention(registries, repository=repository, keep=keep, protect=protect, dry_run=dry_run)
+    return PruneResult(repository.repo_url, dry_run, removed)
+
+
 def apply_retention(
     registries: Registries,
     *,

@@ -20,7 +20,6 @@ import os
 import stat
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +64,6 @@ def quick_key(path: Path) -> tuple[int, int]:
     """The directory's inode and mtime: changes when it is replaced or gains/loses entries."""
     st = path.stat()
     return st.st_ino, st.st_mtime_ns
-
-
-def now_utc() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,15 @@ newest complete checkpoint then is what training resumes from (`resumed_from`).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from trainops import clock
 from trainops.checkpoint.catalog import A_LAYOUT, A_NAME, require_repository
 from trainops.checkpoint.layouts import LAYOUT_NAMES, Found, Layout, get_layout, resolve_layout
 from trainops.checkpoint.retention import apply_retention
@@ -40,20 +42,21 @@ from trainops.checkpoint.state import (
     load_pushed,
     load_restored,
     locked,
-    now_utc,
     quick_key,
     save_pushed,
 )
-from trainops.errors import ExistsError, InputError, NotFoundError, TrainopsError
+from trainops.errors import ExistsError, InputError, NotFoundError, TrainopsError, UsageError
+from trainops.podenv import PodEnvironment
 from trainops.registry import store
-from trainops.registry.artifact import Lineage, Parent, ParsedManifest, Relation, scan_tree
+from trainops.registry.artifact import Lineage, Parent, ParsedManifest, scan_tree
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache
+from trainops.registry.plain_lineage import Relation
 from trainops.registry.reference import Reference
+from trainops.spec import Manifest
 from trainops.spec.stages import Retention
 
-if TYPE_CHECKING:
-    from trainops.signing.signer import Signer
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,9 +80,11 @@ class WatchConfig:
     interval: float = 10.0  # seconds between scans
     settle: float = 5.0  # seconds a checkpoint without a commit marker must be unchanged
     drain: float = 0.0  # after stop: seconds to keep scanning while a checkpoint is being written
+    image: Reference | None = None  # the training image, pinned: the `image` parent when it is in its repository
     dedup: str = "off"  # chunks: the chunked form (train.checkpoint.dedup)
-    provenance: bool = False  # attach SLSA provenance to every push (release.signing.checkpoints)
-    signer: Signer | None = None  # signs it (and a model signature) when release.signing has a key
+    # after each push (release.signing.checkpoints): SLSA provenance, signed when there is a
+    # key (trainops.signing.attest.checkpoint_attester makes it; the watcher does not sign)
+    attest: Callable[[Reference], None] | None = None
 
 
 EventKind = Literal["pushed", "adopted", "removed", "skipped", "error"]
@@ -140,6 +145,26 @@ class Watcher:
         self._cache = DigestCache()
         self._removed: list[str] = []
         self._reported: BaseException | None = None
+        self._image_parents: list[Parent] | None = None  # found on the first push
+
+    def _image_parent(self) -> list[Parent]:
+        """The training image as an `image` parent, when the registry holds it (looked up once):
+        lineage then walks from a checkpoint to the image, and on to its commit and base. An
+        image elsewhere (a registry this one cannot read, a placeholder digest) is only the
+        lineage's imageDigest."""
+        if self._image_parents is not None:
+            return self._image_parents
+        found: list[Parent] = []
+        image = self.config.image
+        if image is not None and image.digest:
+            try:
+                store.resolve(self.registries, ref=image)
+            except TrainopsError as err:
+                log.info("the training image %s is not in its registry (%s): no image parent", image, err)
+            else:
+                found.append(Parent(digest=image.digest, ref=str(image.with_digest(None)), relation="image"))
+        self._image_parents = found
+        return found
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -329,7 +354,7 @@ class Watcher:
                 "run_id": self.config.run_id,
                 "step": found.step,
                 "metrics": metrics,
-                "parents": [*base.parents, *([parent] if parent else [])],
+                "parents": [*base.parents, *self._image_parent(), *([parent] if parent else [])],
             }
         )
         self._recheck(found.path, fp)
@@ -352,19 +377,11 @@ class Watcher:
         # push changes it, so the next scan pushes the checkpoint again, whole.
         self._remember(records, found, layout, fp, result.digest, self.config.run_id)
         self._last_digest = result.digest
-        if self.config.provenance:
-            self._attest(result.ref)
+        if self.config.attest is not None:
+            self.config.attest(result.ref)
         pushed = PushedCheckpoint(found.name, found.step, result.digest, str(result.ref), parent, result.bytes_sent)
         self._emit("pushed", f"{found.name} → {result.ref}", pushed)
         return pushed
-
-    def _attest(self, ref: Reference) -> None:
-        """SLSA provenance (signed, with a model signature, when there is a signer) for a pushed checkpoint."""
-        from trainops.clock import now_utc
-        from trainops.signing.attest import attest
-
-        found = store.resolve(self.registries, ref=ref)
-        attest(self.registries, found=found, signer=self.config.signer, created=now_utc())
 
     def _recheck(self, path: Path, fp: Fingerprint) -> None:
         try:
@@ -398,7 +415,7 @@ class Watcher:
             layout=layout.name,
             run_id=run_id,
             quick=quick,
-            at=now_utc(),
+            at=clock.iso(),
         )
         records[found.name] = record
         save_pushed(self.directory, records)
@@ -460,3 +477,35 @@ def _existing(registries: Registries, ref: Reference) -> ParsedManifest | None:
 
 def _digest(parent: Parent | None) -> str | None:
     return parent.digest if parent else None
+
+
+def sidecar_lineage(manifest: Manifest | None, pod: PodEnvironment, image_digest: str | None) -> Lineage:
+    """What every checkpoint of a run shares, as the sidecar knows it: the pipeline (the
+    manifest's, else the pod's), the git commit and the image digest (--image-digest, else the pod's)."""
+    from pydantic import ValidationError
+
+    values: dict[str, str] = {}
+    if manifest is not None:
+        values["pipeline"] = manifest.pipeline.metadata.name
+    if pod.pipeline:
+        values["pipeline"] = pod.pipeline
+    if pod.git_commit:
+        values["gitCommit"] = pod.git_commit
+    digest = image_digest or pod.image_digest
+    if digest:
+        values["imageDigest"] = digest
+    try:
+        return Lineage.model_validate(values)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UsageError(
+            f"{where} {first['input']!r}: {first['msg']}", hint="an image digest is sha256:<64 hex>"
+        ) from None
+
+
+def sidecar_image(registries: Registries, pod: PodEnvironment) -> Reference | None:
+    """The run's training image as the pod names it (host/repository@sha256:…), as a reference."""
+    if not pod.image or "@" not in pod.image:
+        return None
+    return registries.ref(pod.image if "://" in pod.image else f"oci://{pod.image}")

@@ -6,9 +6,6 @@ TRAINOPS_IMAGE_DIGEST, TRAINOPS_NODE_RANK) and from trainops.yaml's train.checkp
 
 from __future__ import annotations
 
-import json
-import os
-import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -17,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from trainops import podenv
-from trainops.cli.output import echo_json, output_option, short_time, wide_option
-from trainops.cli.registry_cmds import _registry_options
+from trainops.cli import options
+from trainops.cli.options import output_option, wide_option
+from trainops.cli.output import echo_json
+from trainops.clock import display
 from trainops.units import format_size as _size
 
 if TYPE_CHECKING:
@@ -29,13 +28,6 @@ REPOSITORY_ENV = podenv.CKPT_REPOSITORY
 RUN_ID_ENV = podenv.RUN_ID
 IMAGE_DIGEST_ENV = podenv.IMAGE_DIGEST
 NODE_RANK_ENV = podenv.NODE_RANK
-_SECONDS = re.compile(r"^[0-9]+(\.[0-9]+)?$")
-
-
-def _open(file: str | None, env: str | None, insecure: bool) -> Any:
-    from trainops.registry.context import open_registries
-
-    return open_registries(file=file, env=env, insecure=insecure)
 
 
 def _repository(opened: Any, given: str | None, given_as: str = "REPO") -> Any:
@@ -66,52 +58,34 @@ def _retention_options(func: Any) -> Any:
     return func
 
 
-def _retention(base: Any, keep_last: int | None, keep_best: int | None, metric: str | None, mode: str | None) -> Any:
-    """The policy the flags give (they replace the manifest's keep as a whole), else base."""
-    from pydantic import ValidationError
-
-    from trainops.errors import UsageError
-    from trainops.spec.stages import Retention
-
-    given = {"last": keep_last, "best": keep_best, "metric": metric, "mode": mode}
-    if all(v is None for v in given.values()):
-        return base
-    try:
-        return Retention.model_validate({k: v for k, v in given.items() if v is not None})
-    except ValidationError as err:
-        message = err.errors()[0]["msg"].removeprefix("Value error, ")
-        raise UsageError(f"retention: {message}", hint="--keep-best needs --metric (and --mode min|max)") from None
-
-
-def _seconds(text: str, what: str) -> float:
-    from trainops.errors import UsageError
-    from trainops.spec.common import DURATION, duration_seconds
-
-    if _SECONDS.match(text):
-        return float(text)
-    if re.match(DURATION, text):
-        return duration_seconds(text)
-    raise UsageError(f"{what} {text!r} is not a duration", hint="write seconds (0.5) or a duration such as 10s, 500ms")
-
-
 def _metrics_text(metrics: dict[str, float]) -> str:
     return " ".join(f"{k}={v:g}" for k, v in sorted(metrics.items()))
 
 
-def _info_json(info: Any) -> dict[str, Any] | None:
-    if info is None:
-        return None
-    return {
-        "tag": info.tag,
-        "step": info.step,
-        "digest": info.digest,
-        "ref": info.ref,
-        "runId": info.run_id,
-        "metrics": info.metrics,
-        "created": info.created,
-        "name": info.name,
-        "layout": info.layout,
-    }
+def _until_options(func: Any) -> Any:
+    """--once, --until-signal, --until-pid: when the watcher stops."""
+    until_pid = click.option(
+        "--until-pid", type=click.IntRange(1), default=None, metavar="PID", help="Run until process PID exits."
+    )
+    until_signal = click.option(
+        "--until-signal", "scan_mode", flag_value="signal", help="Run until SIGTERM/SIGINT, then scan a last time."
+    )
+    once = click.option("--once", "scan_mode", flag_value="once", help="Scan once and exit.")
+    return once(until_signal(until_pid(func)))
+
+
+def _timing_options(func: Any) -> Any:
+    """--interval, --settle, --drain: how often the watcher scans and how long it waits."""
+    func = click.option(
+        "--drain",
+        default="0s",
+        show_default=True,
+        help="After stopping, keep scanning this long while a write is under way.",
+    )(func)
+    func = click.option(
+        "--settle", default="5s", show_default=True, help="Quiet time before a marker-less checkpoint counts."
+    )(func)
+    return click.option("--interval", default="10s", show_default=True, help="Time between scans.")(func)
 
 
 @click.group()
@@ -127,29 +101,16 @@ def ckpt() -> None:
 @click.option("--repository", "repository", default=None, metavar="REPO", help=f"Where to push [env {REPOSITORY_ENV}].")
 @click.option("--run-id", default=None, help=f"Run id recorded in each checkpoint's lineage [env {RUN_ID_ENV}].")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None, help="Checkpoint layout (default: auto).")
-@click.option(
-    "--dedup",
-    type=click.Choice(["off", "chunks"]),
+@options.dedup_option(
+    "chunks: push in the chunked form, sending only new chunks (default: train.checkpoint.dedup, else off).",
     default=None,
-    help="chunks: push in the chunked form, sending only new chunks (default: train.checkpoint.dedup, else off).",
 )
 @_retention_options
-@click.option("--interval", default="10s", show_default=True, help="Time between scans.")
-@click.option("--settle", default="5s", show_default=True, help="Quiet time before a marker-less checkpoint counts.")
-@click.option(
-    "--drain",
-    default="0s",
-    show_default=True,
-    help="After stopping, keep scanning this long while a write is under way.",
-)
+@_timing_options
 @click.option("--image-digest", default=None, metavar="SHA256", help=f"Training image digest [env {IMAGE_DIGEST_ENV}].")
-@click.option("--once", "scan_mode", flag_value="once", help="Scan once and exit.")
-@click.option(
-    "--until-signal", "scan_mode", flag_value="signal", help="Run until SIGTERM/SIGINT, then scan a last time."
-)
-@click.option("--until-pid", type=click.IntRange(1), default=None, metavar="PID", help="Run until process PID exits.")
+@_until_options
 @click.option("--leader-only", is_flag=True, help=f"Push nothing unless {NODE_RANK_ENV} is unset or 0.")
-@_registry_options
+@options.registry_options
 @output_option
 def watch(
     directory: Path,
@@ -179,18 +140,25 @@ def watch(
     (or until --until-pid's process exits), then scans a last time and exits 0.
     """
     from trainops.errors import UsageError
-    from trainops.supervise import stop_when
+    from trainops.podenv import PodEnvironment
+    from trainops.spec.common import parse_seconds
+    from trainops.supervise import idle_until, stop_when
 
     if until_pid is not None and scan_mode is not None:
         raise UsageError("--until-pid cannot be combined with --once or --until-signal")
     stop = threading.Event()
     once = scan_mode == "once"
+    pod = PodEnvironment.read()
+    timing = (
+        parse_seconds(interval, what="--interval"),
+        parse_seconds(settle, what="--settle"),
+        parse_seconds(drain, what="--drain"),
+    )
     with stop_when(stop, signals=not once, until_pid=until_pid):
-        rank = os.environ.get(NODE_RANK_ENV, "")
-        if leader_only and rank not in ("", "0"):
-            click.echo(f"node rank {rank} is not the leader: pushing nothing", err=True)
-            while not once and not stop.wait(1.0):
-                pass
+        if leader_only and not pod.leader:
+            click.echo(f"node rank {pod.node_rank} is not the leader: pushing nothing", err=True)
+            if not once:
+                idle_until(stop)  # the leader's sidecar does the work; this one ends with the pod
             return
         _watch(
             directory,
@@ -198,8 +166,8 @@ def watch(
             run_id=run_id,
             layout=layout,
             dedup=dedup,
-            keep=(keep_last, keep_best, metric, mode),
-            timing=(_seconds(interval, "--interval"), _seconds(settle, "--settle"), _seconds(drain, "--drain")),
+            keep={"last": keep_last, "best": keep_best, "metric": metric, "mode": mode},
+            timing=timing,
             image_digest=image_digest,
             once=once,
             stop=stop,
@@ -215,7 +183,7 @@ def _watch(
     run_id: str | None,
     layout: str | None,
     dedup: str | None,
-    keep: tuple[int | None, int | None, str | None, str | None],
+    keep: dict[str, Any],
     timing: tuple[float, float, float],
     image_digest: str | None,
     once: bool,
@@ -224,30 +192,33 @@ def _watch(
     output: str,
 ) -> None:
     from trainops.checkpoint import WatchConfig, Watcher
+    from trainops.checkpoint.retention import retention_override
+    from trainops.checkpoint.watch import sidecar_image, sidecar_lineage
     from trainops.cli.progress import transfer_progress
     from trainops.errors import RemoteError, UsageError
-    from trainops.signing.attest import checkpoint_attestation
+    from trainops.podenv import PodEnvironment
+    from trainops.signing.attest import checkpoint_attester
 
-    run_id = run_id or os.environ.get(RUN_ID_ENV) or None
+    pod = PodEnvironment.read()
+    run_id = run_id or pod.run_id
     if not run_id:
         raise UsageError("no run id given", hint=f"pass --run-id or set {RUN_ID_ENV}")
-    digest = image_digest or os.environ.get(IMAGE_DIGEST_ENV) or None
-    with _open(*context) as ctx:
+    with options.opened(*context) as ctx:
         policy = _policy(ctx)
-        lineage = _base_lineage(ctx.manifest, digest)
         config = WatchConfig(
             directory=directory,
             repository=_repository(ctx, repository, "--repository"),
             run_id=run_id,
             layout=layout or (policy.layout if policy is not None else "auto"),
-            keep=_retention(policy.keep if policy is not None else None, *keep),
-            lineage=lineage,
+            keep=retention_override(policy.keep if policy is not None else None, **keep),
+            lineage=sidecar_lineage(ctx.manifest, pod, image_digest),
+            image=sidecar_image(ctx.registries, pod),
             interval=timing[0],
             settle=timing[1],
             drain=timing[2],
             dedup=dedup or (policy.dedup if policy is not None else "off"),
         )
-        config.provenance, config.signer = checkpoint_attestation(ctx.manifest)
+        config.attest = checkpoint_attester(ctx.manifest, ctx.registries)
         with transfer_progress(once and output == "text") as progress:
             watcher = Watcher(ctx.registries, config, progress=progress if once else None, on_event=_printer(output))
             if once:
@@ -265,47 +236,12 @@ def _watch(
         )
 
 
-def _base_lineage(manifest: Any, image_digest: str | None) -> Any:
-    """What every checkpoint of the run shares: pipeline, git commit and image digest."""
-    from pydantic import ValidationError
-
-    from trainops.errors import UsageError
-    from trainops.registry.artifact import Lineage
-
-    values: dict[str, Any] = {}
-    if manifest is not None:
-        values["pipeline"] = manifest.pipeline.metadata.name
-    if os.environ.get(podenv.PIPELINE):
-        values["pipeline"] = os.environ[podenv.PIPELINE]
-    if os.environ.get(podenv.GIT_COMMIT):
-        values["gitCommit"] = os.environ[podenv.GIT_COMMIT]
-    if image_digest:
-        values["imageDigest"] = image_digest
-    try:
-        return Lineage.model_validate(values)
-    except ValidationError as err:
-        first = err.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        raise UsageError(
-            f"{field} {first['input']!r}: {first['msg']}", hint="an image digest is sha256:<64 hex>"
-        ) from None
-
-
 def _printer(output: str) -> Callable[[Any], None]:
     def show(event: Any) -> None:
         if output == "json":
-            data: dict[str, Any] = {"event": event.kind, "message": event.message}
-            if event.checkpoint is not None:
-                c = event.checkpoint
-                data.update(
-                    name=c.name,
-                    step=c.step,
-                    digest=c.digest,
-                    ref=c.ref,
-                    parent=c.parent.model_dump(by_alias=True) if c.parent else None,
-                    bytesSent=c.bytes_sent,
-                )
-            click.echo(json.dumps(data), err=event.kind in ("error", "skipped"))
+            from trainops.serialize import dumps
+
+            click.echo(dumps(event, indent=None), err=event.kind in ("error", "skipped"))
             return
         if event.kind == "pushed" and event.checkpoint is not None:
             c = event.checkpoint
@@ -324,18 +260,18 @@ def _printer(output: str) -> Callable[[Any], None]:
 
 @ckpt.command("ls")
 @click.argument("repo", required=False)
-@_registry_options
+@options.registry_options
 @output_option
 @wide_option
 def ls(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
     """List the checkpoints of REPO by step: tag, step, metrics, created, digest (--wide: run too)."""
     from trainops.checkpoint import list_checkpoints
 
-    with _open(file, env, insecure) as ctx:
+    with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)
         infos = list_checkpoints(ctx.registries, repository=repository)
     if output == "json":
-        echo_json([_info_json(i) for i in infos])
+        echo_json(infos)
         return
     if not infos:
         click.echo(f"no checkpoint in {repository.repo_url}")
@@ -352,26 +288,26 @@ def _ckpt_row(i: CheckpointInfo, *, wide: bool) -> tuple[str, ...]:
 
     if wide:
         step = "" if i.step is None else str(i.step)
-        return (i.tag, step, i.run_id or "", _metrics_text(i.metrics), i.created or "", i.digest)
-    return (i.tag, _metrics_text(i.metrics).replace(" ", "\n"), short_time(i.created), i.digest[:19])
+        return (i.tag, step, i.run_id or "", _metrics_text(i.metrics), display(i.created), i.digest)
+    return (i.tag, _metrics_text(i.metrics).replace(" ", "\n"), display(i.created), i.digest[:19])
 
 
 @ckpt.command("latest")
 @click.argument("repo", required=False)
-@_registry_options
+@options.registry_options
 @output_option
 def latest(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Print the newest checkpoint of REPO (by step) as a pinned reference."""
     from trainops.checkpoint import latest_checkpoint
     from trainops.errors import NotFoundError
 
-    with _open(file, env, insecure) as ctx:
+    with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)
         info = latest_checkpoint(ctx.registries, repository=repository)
     if info is None:
         raise NotFoundError(f"no checkpoint in {repository.repo_url}", hint="`trainops ckpt watch` pushes them")
     if output == "json":
-        echo_json(_info_json(info))
+        echo_json(info)
     else:
         click.echo(info.ref)
 
@@ -380,7 +316,7 @@ def latest(repo: str | None, file: str | None, env: str | None, insecure: bool, 
 @click.argument("args", nargs=-1, metavar="REF DEST | --latest [REPO] DEST")
 @click.option("--latest", "latest_", is_flag=True, help="Pull the newest checkpoint of REPO.")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None, help="Checkpoint layout of DEST (default: auto).")
-@_registry_options
+@options.registry_options
 @output_option
 def pull(
     args: tuple[str, ...],
@@ -402,7 +338,7 @@ def pull(
     if not latest_ and len(args) != 2:
         raise UsageError("usage: trainops ckpt pull REF DEST (or --latest [REPO] DEST)")
     dest = Path(args[-1])
-    with _open(file, env, insecure) as ctx, transfer_progress(output == "text") as progress:
+    with options.opened(file, env, insecure) as ctx, transfer_progress(output == "text") as progress:
         policy = _policy(ctx)
         chosen = layout or (policy.layout if policy is not None else "auto")
         if latest_:
@@ -416,13 +352,7 @@ def pull(
                 raise UsageError(f"{args[0]} names no checkpoint", hint="write REPO:step-N, or use --latest REPO")
             result = restore_ref(ctx.registries, ref=ref, directory=dest, layout=chosen, progress=progress)
     if output == "json":
-        echo_json(
-            {
-                "restored": _info_json(result.restored),
-                "path": str(result.path) if result.path else None,
-                "reason": result.reason,
-            }
-        )
+        echo_json(result)
     else:
         click.echo(result.reason)
 
@@ -432,7 +362,7 @@ def pull(
 @_retention_options
 @click.option("--protect", multiple=True, metavar="TAG", help="A tag (or digest) never to remove (repeatable).")
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
-@_registry_options
+@options.registry_options
 @output_option
 def prune(
     repo: str | None,
@@ -449,23 +379,25 @@ def prune(
 ) -> None:
     """Apply retention to REPO: keep the newest N and the best K by a metric, remove the
     other step-N checkpoints (defaults: train.checkpoint.keep of trainops.yaml)."""
-    from trainops.checkpoint import apply_retention
+    from trainops.checkpoint.retention import prune as prune_checkpoints
+    from trainops.checkpoint.retention import retention_override
     from trainops.errors import UsageError
 
-    with _open(file, env, insecure) as ctx:
+    with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)
         policy = _policy(ctx)
-        keep = _retention(policy.keep if policy is not None else None, keep_last, keep_best, metric, mode)
+        base = policy.keep if policy is not None else None
+        keep = retention_override(base, last=keep_last, best=keep_best, metric=metric, mode=mode)
         if keep is None:
             raise UsageError("no retention policy", hint="pass --keep-last N (and --keep-best K --metric M)")
-        removed = apply_retention(ctx.registries, repository=repository, keep=keep, protect=protect, dry_run=dry_run)
+        result = prune_checkpoints(ctx.registries, repository=repository, keep=keep, protect=protect, dry_run=dry_run)
     if output == "json":
-        echo_json({"repository": repository.repo_url, "dryRun": dry_run, "removed": removed})
+        echo_json(result)
         return
     verb = "would remove" if dry_run else "removed"
-    for tag in removed:
+    for tag in result.removed:
         click.echo(f"{verb} {repository.with_tag(tag)}")
-    click.echo(f"{verb} {len(removed)} checkpoint(s) from {repository.repo_url}")
+    click.echo(f"{verb} {len(result.removed)} checkpoint(s) from {repository.repo_url}")
 
 
 COMMANDS = [ckpt]

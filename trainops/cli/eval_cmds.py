@@ -9,15 +9,9 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import command_stdout, echo_json, manifest_options, output_option
-
-_insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
-
-
-def _load(file: str, env: str | None) -> Any:
-    from trainops.spec import load_manifest
-
-    return load_manifest(Path(file), env=env)
+from trainops.cli import options
+from trainops.cli.options import manifest_options, output_option
+from trainops.cli.output import command_stdout, echo_json
 
 
 @click.group("eval")
@@ -62,11 +56,11 @@ def _gate_table(result: Any) -> None:
     default=None,
     help="A local copy of the checkpoint, used when every file's digest matches (else it is pulled).",
 )
-@_insecure_option
+@options.insecure_option
 @output_option
 def run_cmd(
     checkpoint: str | None,
-    file: str,
+    file: str | None,
     env: str | None,
     image: str | None,
     workdir: Path | None,
@@ -84,7 +78,7 @@ def run_cmd(
     from trainops.evaluate import require_passed, run_eval
     from trainops.registry.context import Registries
 
-    manifest = _load(file, env)
+    manifest = options.load(file, env)
     with (
         Registries.for_manifest(manifest, insecure=insecure) as registries,
         transfer_progress(output == "text") as progress,
@@ -100,7 +94,7 @@ def run_cmd(
             progress=progress,
         )
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
     else:
         _gate_table(result)
     sys.stdout.flush()
@@ -110,22 +104,22 @@ def run_cmd(
 @eval_group.command("ls")
 @click.argument("checkpoint", required=False, metavar="[CKPT]")
 @manifest_options
-@_insecure_option
+@options.insecure_option
 @output_option
-def ls_cmd(checkpoint: str | None, file: str, env: str | None, insecure: bool, output: str) -> None:
+def ls_cmd(checkpoint: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """List the evaluations of CKPT (default: eval.checkpoint), oldest first."""
     from trainops.evaluate import list_evals
     from trainops.evaluate.run import eval_spec
     from trainops.evaluate.select import resolve_checkpoint
     from trainops.registry.context import Registries
 
-    manifest = _load(file, env)
+    manifest = options.load(file, env)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         which = checkpoint or eval_spec(manifest).checkpoint
         found = resolve_checkpoint(registries, manifest=manifest, which=which)
         entries = list_evals(registries, checkpoint=found.ref)
     if output == "json":
-        echo_json([e.as_dict() for e in entries])
+        echo_json(entries)
         return
     if not entries:
         click.echo(f"no evaluation of {found.ref}")
@@ -146,17 +140,15 @@ def ls_cmd(checkpoint: str | None, file: str, env: str | None, insecure: bool, o
     console().print(table)
 
 
-_image_option = click.option(
-    "--image",
-    metavar="REF",
-    default=None,
-    help="Image of the Job (name@sha256:…, or a tag resolved now); default: eval.image, else the training image.",
+_image_option = options.image_option(
+    "Image of the Job (name@sha256:…, or a tag resolved now); default: eval.image, else the training image."
 )
-_run_id_option = click.option("--run-id", metavar="ID", default=None, help="Eval id in object names (default: new).")
+_run_id_option = options.run_id_option("Eval id in object names (default: new).")
 
 
 def _run_id(run_id: str | None) -> str:
-    from trainops.pipeline.context import check_run_id, new_run_id
+    from trainops.pipeline.context import new_run_id
+    from trainops.render.names import check_run_id
 
     return check_run_id(run_id) if run_id else new_run_id("eval")
 
@@ -166,11 +158,11 @@ def _run_id(run_id: str | None) -> str:
 @manifest_options
 @_image_option
 @_run_id_option
-@_insecure_option
+@options.insecure_option
 @output_option
 def render_cmd(
     checkpoint: str | None,
-    file: str,
+    file: str | None,
     env: str | None,
     image: str | None,
     run_id: str | None,
@@ -182,7 +174,7 @@ def render_cmd(
     from trainops.evaluate.cluster import render_eval
     from trainops.registry.context import Registries
 
-    manifest = _load(file, env)
+    manifest = options.load(file, env)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         made = render_eval(
             manifest=manifest, registries=registries, checkpoint=checkpoint, run_id=_run_id(run_id), image=image
@@ -190,7 +182,7 @@ def render_cmd(
     for warning in made.rendered.warnings:
         click.echo(f"warning: {warning}", err=True)
     if output == "json":
-        echo_json(made.as_dict())
+        echo_json(made)
         return
     click.echo(made.text(), nl=False)
 
@@ -200,11 +192,11 @@ def render_cmd(
 @manifest_options
 @_image_option
 @_run_id_option
-@_insecure_option
+@options.insecure_option
 @output_option
 def submit_cmd(
     checkpoint: str | None,
-    file: str,
+    file: str | None,
     env: str | None,
     image: str | None,
     run_id: str | None,
@@ -215,13 +207,13 @@ def submit_cmd(
     from trainops.evaluate.cluster import submit_eval
     from trainops.registry.context import Registries
 
-    manifest = _load(file, env)
+    manifest = options.load(file, env)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         result = submit_eval(
             manifest=manifest, registries=registries, checkpoint=checkpoint, run_id=_run_id(run_id), image=image
         )
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
     elif not result.changed:
         click.echo(f"{result.repo} {result.branch}:{result.path} already holds this eval; nothing committed")
     else:

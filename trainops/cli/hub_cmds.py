@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from trainops.cli.output import echo_json, output_option
-from trainops.cli.registry_cmds import _registries, _registry_options
+from trainops.cli import options
+from trainops.cli.options import output_option
+from trainops.cli.output import echo_json
 from trainops.units import format_size
 
 
@@ -28,8 +29,8 @@ def hub() -> None:
     default=None,
     help="Import offline from a local snapshot, an HF cache, or a repository folder in one.",
 )
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
-@_registry_options
+@options.jobs_option
+@options.registry_options
 @output_option
 def import_cmd(
     repo_spec: str,
@@ -52,7 +53,7 @@ def import_cmd(
     from trainops.hub.importer import import_model
 
     repo_id, revision = parse_repo_spec(repo_spec)
-    with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
+    with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         result = import_model(
             registries,
             repo_id=repo_id,
@@ -66,16 +67,7 @@ def import_cmd(
         )
     pushed = result.push
     if output == "json":
-        echo_json(
-            {
-                **pushed.as_dict(),
-                "repoId": result.repo_id,
-                "revision": result.revision,
-                "commit": result.commit,
-                "snapshot": str(result.snapshot),
-                "signature": result.signature,
-            }
-        )
+        echo_json(result)
         return
     if result.signature:
         click.echo(f"kept its model signature (model.sig) as {result.signature}", err=True)
@@ -96,7 +88,7 @@ def import_cmd(
 @click.option("--private", is_flag=True, help="Create the repository private (when it does not exist).")
 @click.option("--create-pr", is_flag=True, help="Open a pull request instead of committing to the branch.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers of the pull.")
-@_registry_options
+@options.registry_options
 @output_option
 def export_cmd(
     ref: str,
@@ -122,7 +114,7 @@ def export_cmd(
     repo, at = parse_repo_spec(repo_id)
     if at:
         raise click.UsageError("name the branch with --revision, not REPO_ID@REVISION")
-    with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
+    with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         result = export_model(
             registries,
             ref=registries.ref(ref),
@@ -134,20 +126,7 @@ def export_cmd(
             progress=progress,
         )
     if output == "json":
-        echo_json(
-            {
-                "source": result.source,
-                "digest": result.digest,
-                "repoId": result.repo_id,
-                "revision": result.revision,
-                "files": result.files,
-                "cardWritten": result.card_written,
-                "parentCommit": result.parent_commit,
-                "commit": result.commit,
-                "commitUrl": result.commit_url,
-                "prUrl": result.pr_url,
-            }
-        )
+        echo_json(result)
         return
     card = " (model card written from the lineage)" if result.card_written else ""
     click.echo(f"exported {len(result.files)} file(s) of {result.source} to {result.repo_id}@{result.revision}{card}")

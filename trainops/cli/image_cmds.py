@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, manifest_options, output_option
+from trainops.cli import options
+from trainops.cli.options import manifest_options, output_option
+from trainops.cli.output import echo_json
 
 
 @click.group()
@@ -18,22 +19,13 @@ def image() -> None:
 @image.command("render")
 @manifest_options
 @output_option
-def render(file: str, env: str | None, output: str) -> None:
+def render(file: str | None, env: str | None, output: str) -> None:
     """Print the Dockerfile the docker builder would build from the image section."""
     from trainops.build.api import render_image
-    from trainops.spec import load_manifest
 
-    rendered = render_image(load_manifest(Path(file), env=env))
+    rendered = render_image(options.load(file, env))
     if output == "json":
-        echo_json(
-            {
-                "template": rendered.template,
-                "base": rendered.base,
-                "params": rendered.params,
-                "profile": rendered.profile.as_dict(),
-                "dockerfile": rendered.dockerfile,
-            }
-        )
+        echo_json(rendered)
         return
     click.echo(rendered.dockerfile, nl=False)
 
@@ -55,19 +47,18 @@ def _log(enabled: bool) -> Any:
 )
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to an oci:// registry trainops reads or writes.")
 @output_option
-def build(file: str, env: str | None, push: bool, builder: str | None, insecure: bool, output: str) -> None:
+def build(file: str | None, env: str | None, push: bool, builder: str | None, insecure: bool, output: str) -> None:
     """Build the image (or reuse it when its inputs digest is already tagged), tagged with the
     git commit and the inputs digest."""
     from trainops.build.api import build_image
     from trainops.cli.progress import transfer_progress
-    from trainops.spec import load_manifest
 
-    manifest = load_manifest(Path(file), env=env)
+    manifest = options.load(file, env)
     text = output == "text"
     with transfer_progress(text) as progress:
         result = build_image(manifest, builder=builder, push=push, insecure=insecure, log=_log(text), progress=progress)
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     for note in result.notes:
         click.echo(f"note: {note}", err=True)

@@ -3,26 +3,11 @@ diagnosis → action table, and fault injection into a running run."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import click
 
-from trainops.cli.output import duration_text, echo_columns, manifest_options, output_option
-
-_insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
-
-
-def _load(file: str, env: str | None) -> Any:
-    from trainops.spec import load_manifest
-
-    return load_manifest(Path(file), env=env)
-
-
-def _dump(value: Any) -> None:
-    from trainops.serialize import dumps
-
-    click.echo(dumps(value))
+from trainops.cli import options
+from trainops.cli.options import manifest_options, output_option
+from trainops.cli.output import duration_text, echo_columns, echo_json
 
 
 @click.group()
@@ -33,16 +18,16 @@ def incidents() -> None:
 @incidents.command("ls")
 @manifest_options
 @click.argument("run_id", metavar="[RUN]", required=False)
-@_insecure_option
+@options.insecure_option
 @output_option
-def ls_cmd(file: str, env: str | None, run_id: str | None, insecure: bool, output: str) -> None:
+def ls_cmd(file: str | None, env: str | None, run_id: str | None, insecure: bool, output: str) -> None:
     """The incidents of RUN (default: of every run), oldest first, and the count per node."""
     from trainops import clock
     from trainops.faults.query import list_incidents
 
-    result = list_incidents(_load(file, env), run_id=run_id, insecure=insecure)
+    result = list_incidents(options.load(file, env), run_id=run_id, insecure=insecure)
     if output == "json":
-        _dump(result)
+        echo_json(result)
         return
     if not result.incidents:
         click.echo("no incidents" + (f" for run {run_id}" if run_id else ""))
@@ -60,16 +45,16 @@ def ls_cmd(file: str, env: str | None, run_id: str | None, insecure: bool, outpu
 @incidents.command("show")
 @manifest_options
 @click.argument("incident_id", metavar="ID")
-@_insecure_option
+@options.insecure_option
 @output_option
-def show_cmd(file: str, env: str | None, incident_id: str, insecure: bool, output: str) -> None:
+def show_cmd(file: str | None, env: str | None, incident_id: str, insecure: bool, output: str) -> None:
     """One incident: class, evidence lines, node, action, detection and recovery."""
     from trainops import clock
     from trainops.faults.query import show_incident
 
-    found = show_incident(_load(file, env), incident_id=incident_id, insecure=insecure)
+    found = show_incident(options.load(file, env), incident_id=incident_id, insecure=insecure)
     if output == "json":
-        _dump(found)
+        echo_json(found)
         return
     rows = [
         ("run", found.run_id + (f" (Slurm job {found.job_id})" if found.job_id else "")),
@@ -94,14 +79,13 @@ def show_cmd(file: str, env: str | None, incident_id: str, insecure: bool, outpu
 @incidents.command("classes")
 @manifest_options
 @output_option
-def classes_cmd(file: str, env: str | None, output: str) -> None:
+def classes_cmd(file: str | None, env: str | None, output: str) -> None:
     """The fault classes and the action each gets (train.faults.actions over the defaults)."""
     from trainops.faults.actions import action_table
-    from trainops.pipeline.context import train_spec
 
-    rows = action_table(train_spec(_load(file, env)).faults)
+    rows = action_table(options.load(file, env).require_train().faults)
     if output == "json":
-        _dump(rows)
+        echo_json(rows)
         return
     lines = [(r.fault, r.action + ("" if r.action == r.default else " *"), r.meaning) for r in rows]
     echo_columns("fault classes (* set in the manifest)", ("class", "action", "meaning"), lines)
@@ -114,7 +98,9 @@ def classes_cmd(file: str, env: str | None, output: str) -> None:
 @click.option("--node", metavar="NODE", default=None, help="Only the trainer processes on this Slurm node.")
 @click.option("--xid", type=int, default=79, show_default=True, help="The Xid of the xid drill.")
 @output_option
-def drill_cmd(file: str, env: str | None, drill: str, run_id: str, node: str | None, xid: int, output: str) -> None:
+def drill_cmd(
+    file: str | None, env: str | None, drill: str, run_id: str, node: str | None, xid: int, output: str
+) -> None:
     """Inject FAULT into RUN's trainer on this machine, to rehearse detection and recovery.
 
     hang stops the trainer (SIGSTOP); nccl-timeout and cuda-oom write PyTorch's line to its
@@ -124,9 +110,9 @@ def drill_cmd(file: str, env: str | None, drill: str, run_id: str, node: str | N
     """
     from trainops.faults.drill import inject
 
-    result = inject(_load(file, env), run_id=run_id, drill=drill, node=node, xid=xid)
+    result = inject(options.load(file, env), run_id=run_id, drill=drill, node=node, xid=xid)
     if output == "json":
-        _dump(result)
+        echo_json(result)
         return
     click.echo(f"drill {result.drill} on run {result.run_id}: {result.evidence}")
 

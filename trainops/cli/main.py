@@ -25,7 +25,7 @@ from trainops.cli import (
     train_cmds,
     ui_cmds,
 )
-from trainops.cli.output import add_verbose
+from trainops.cli.options import add_verbose
 from trainops.errors import TrainopsError
 from trainops.interrupt import Interrupted
 

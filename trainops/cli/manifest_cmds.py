@@ -7,14 +7,9 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import (
-    console,
-    echo_json,
-    fold_reference,
-    kubeconfig_options,
-    manifest_options,
-    output_option,
-)
+from trainops.cli import options
+from trainops.cli.options import kubeconfig_options, manifest_options, output_option
+from trainops.cli.output import console, echo_json
 
 
 @click.command()
@@ -42,7 +37,7 @@ from trainops.cli.output import (
 @kubeconfig_options
 @output_option
 def validate(
-    file: str,
+    file: str | None,
     env: str | None,
     render: bool,
     crds: Path | None,
@@ -63,115 +58,65 @@ def validate(
     fieldValidation=Strict (nothing is stored), and spec.cluster.topology is checked against
     the nodes' labels. Each refusal is reported at the manifest field the object came from.
     """
-    from trainops.errors import InputError, ManifestError
-    from trainops.serialize import to_data
-    from trainops.spec import check_manifest
+    from trainops.errors import ManifestError
+    from trainops.pipeline.validate import ClusterOptions
+    from trainops.pipeline.validate import validate as validate_project
+    from trainops.projectdir import manifest_path, shown
 
+    path = manifest_path(file)
     ask = cluster or kubeconfig is not None or context is not None
-    render = render or ask
-    report = check_manifest(Path(file), env=env)
-    checks = _render_checks(Path(file), env, report.environments, crds) if report.ok and (render or crds) else []
-    render_problems = [p for check in checks for p in check.problems]
-    asked = _cluster_checks(Path(file), env, report.environments, kubeconfig, context) if report.ok and ask else []
-    render_problems += [p for check in asked for p in check.problems]
+    asked = ClusterOptions(kubeconfig=kubeconfig, context=context) if ask else None
+    result = validate_project(path=path, env=env, render=render, crds=crds, cluster=asked)
     if output == "json":
-        data: dict[str, object] = {
-            "file": file,
-            "ok": report.ok and not render_problems,
-            "environments": report.environments,
-            "problems": [p.as_dict() for p in report.problems],
-        }
-        if render or crds:
-            data["render"] = [check.as_dict() for check in checks]
-        if ask:
-            data["cluster"] = to_data(asked)
-        echo_json(data)
-        if not data["ok"]:
+        echo_json(result)
+        if not result.ok:
             raise click.exceptions.Exit(ManifestError.exit_code)
         return
-    if not report.ok:
-        raise ManifestError(report.problems)
-    checked = f"; environments checked: {', '.join(report.environments)}" if report.environments else ""
-    click.echo(f"{file} is valid{checked}")
-    for check in checks:
-        where = f"env {check.env}" if check.env else "base"
-        if check.note and not check.counts:
-            summary = check.note
-        else:
-            kinds = ", ".join(f"{kind.rsplit(' ', 1)[-1]} {n}" for kind, n in check.counts.items())
-            plural = "" if check.objects == 1 else "s"
-            summary = (
-                f"{check.scheduler or 'tenants'}: {check.objects} object{plural} checked against the CRDs ({kinds})"
-            )
-            if not check.counts and check.files:
-                summary = f"{check.scheduler}: {', '.join(check.files)} rendered (not Kubernetes objects)"
-        click.echo(f"render ({where}): {summary}")
+    if result.problems:
+        result.raise_for_problems()
+    checked = f"; environments checked: {', '.join(result.environments)}" if result.environments else ""
+    click.echo(f"{file or shown(path)} is valid{checked}")
+    for check in result.render or ():
+        click.echo(f"render ({f'env {check.env}' if check.env else 'base'}): {_render_summary(check)}")
         for warning in check.warnings:
             click.echo(f"  warning: {warning}")
-    for asked_check in asked:
-        where = f"env {asked_check.env}" if asked_check.env else "base"
-        refused = f", {len(asked_check.problems)} refused" if asked_check.problems else ""
+    for dry in result.cluster or ():
+        refused = f", {len(dry.problems)} refused" if dry.problems else ""
         click.echo(
-            f"cluster ({where}): {asked_check.objects} objects sent to {asked_check.server} "
+            f"cluster ({f'env {dry.env}' if dry.env else 'base'}): {dry.objects} objects sent to {dry.server} "
             f"(server-side apply, dry run){refused}"
         )
-    if len(render_problems) == 1:
-        raise InputError(str(render_problems[0]))
-    if render_problems:
-        for problem in render_problems:
+    if len(result.render_problems) > 1:
+        for problem in result.render_problems:
             click.echo(str(problem), err=True)
-        raise InputError(
-            f"{len(render_problems)} problems in the rendered objects",
-            hint="fix the manifest (or its spec.patches) and run `trainops validate --render` again",
-        )
+    result.raise_for_problems()
 
 
-def _render_checks(path: Path, env: str | None, environments: list[str], crds: Path | None) -> list[Any]:
-    """check_render (and check_serving, with spec.rollout) for the base spec and each environment (or just --env)."""
-    from trainops.render import check_render
-    from trainops.serve.check import check_serving
-    from trainops.spec import load_manifest
-
-    targets: list[str | None] = [env] if env else [None, *environments]
-    checks = []
-    for target in targets:
-        manifest = load_manifest(path, env=target)
-        serving = check_serving(manifest, crds_dir=crds)
-        for check in [check_render(manifest, crds_dir=crds), *([serving] if serving else [])]:
-            checks.append(_tag_env(check, target) if target and not env else check)
-    return checks
-
-
-def _cluster_checks(
-    path: Path, env: str | None, environments: list[str], kubeconfig: str | None, context: str | None
-) -> list[Any]:
-    from trainops.cluster.dryrun import check_against_cluster
-
-    targets: list[str | None] = [env] if env else [None, *environments]
-    return check_against_cluster(path, targets=targets, kubeconfig=kubeconfig, context=context)
-
-
-def _tag_env(check: Any, env: str) -> Any:
-    """Problems of an environment say so, as manifest problems do."""
-    from dataclasses import replace
-
-    problems = [replace(p, message=f"{p.message} (with --env {env})") for p in check.problems]
-    return replace(check, problems=problems)
+def _render_summary(check: Any) -> str:
+    """One line for a render check: what was checked against the CRDs (or why nothing was)."""
+    if check.note and not check.counts:
+        return str(check.note)
+    if not check.counts and check.files:
+        return f"{check.scheduler}: {', '.join(check.files)} rendered (not Kubernetes objects)"
+    kinds = ", ".join(f"{kind.rsplit(' ', 1)[-1]} {n}" for kind, n in check.counts.items())
+    plural = "" if check.objects == 1 else "s"
+    return f"{check.scheduler or 'tenants'}: {check.objects} object{plural} checked against the CRDs ({kinds})"
 
 
 @click.command()
 @manifest_options
 @output_option
-def plan(file: str, env: str | None, output: str) -> None:
+def plan(file: str | None, env: str | None, output: str) -> None:
     """Show the stages the manifest defines, what each consumes and produces, and where it runs."""
     from trainops.pipeline.plan import plan_pipeline
-    from trainops.spec import load_manifest
 
-    result = plan_pipeline(manifest=load_manifest(Path(file), env=env))
+    result = plan_pipeline(manifest=options.load(file, env))
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     from rich.table import Table
+
+    from trainops.units import fold_reference
 
     title = f"{result.pipeline}" + (f" (env {result.env})" if result.env else "")
     table = Table(title=title, show_lines=True)

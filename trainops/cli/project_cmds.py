@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from trainops.cli.output import output_option
+from trainops.cli.options import output_option
+from trainops.cli.output import echo_json
 
 
 @click.command()
@@ -27,9 +28,7 @@ def init(directory: Path, name: str | None, force: bool, ci: str, output: str) -
 
     result = init_project(directory=directory, name=name, force=force, ci=ci)
     if output == "json":
-        from trainops.serialize import dumps
-
-        click.echo(dumps(result))
+        echo_json(result)
         return
     for rel in result.written:
         click.echo(f"wrote   {directory / rel}")

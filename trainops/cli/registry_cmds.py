@@ -7,33 +7,33 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, key_values, output_option, short_time, wide_option
+from trainops.cli import options
+from trainops.cli.options import key_values, output_option, wide_option
+from trainops.cli.output import echo_json
+from trainops.clock import display
 from trainops.units import format_size as _size
 from trainops.units import natural_key
 
 KINDS = ("checkpoint", "model", "dataset", "eval", "other")
 
 
-def _registry_options(func: Any) -> Any:
-    func = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")(func)
-    func = click.option("--env", "env", metavar="ENV", default=None, help="Environment overlay of trainops.yaml.")(func)
-    func = click.option(
-        "-f",
-        "--file",
-        "file",
-        default=None,
-        metavar="FILE",
-        help="trainops.yaml whose spec.registry completes short references (default: ./trainops.yaml if present).",
-    )(func)
+def _lineage_options(func: Any) -> Any:
+    """--parent, --annotation, --step, --metric, --run-id: what push records with the artifact."""
+    for option in reversed(
+        (
+            click.option(
+                "--parent", "parents", multiple=True, metavar="REF", help="An artifact this one came from (repeatable)."
+            ),
+            click.option(
+                "--annotation", "annotations", multiple=True, metavar="K=V", help="A manifest annotation (repeatable)."
+            ),
+            click.option("--step", type=click.IntRange(0), default=None, help="Training step (lineage)."),
+            click.option("--metric", "metrics", multiple=True, metavar="K=V", help="A metric (lineage, repeatable)."),
+            click.option("--run-id", default=None, help="Run id (lineage)."),
+        )
+    ):
+        func = option(func)
     return func
-
-
-_no_move_option = click.option(
-    "--no-move",
-    "no_move",
-    is_flag=True,
-    help="Refuse to move a tag that names other content (for tags that must never change, such as releases).",
-)
 
 
 def _force_options(func: Any) -> Any:
@@ -49,32 +49,18 @@ def _say_moved(tag: str | None, old: str | None, new: str, override: Any = None)
         click.echo(f"moved tag {tag}: {old} → {new}{forced}", err=True)
 
 
-def _registries(file: str | None, env: str | None, insecure: bool) -> Any:
-    from trainops.registry.context import open_registries
-
-    return open_registries(file=file, env=env, insecure=insecure).registries
-
-
 @click.command()
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.argument("ref")
 @click.option("--kind", type=click.Choice(KINDS), default="other", show_default=True)
-@click.option("--parent", "parents", multiple=True, metavar="REF", help="An artifact this one came from (repeatable).")
-@click.option("--annotation", "annotations", multiple=True, metavar="K=V", help="A manifest annotation (repeatable).")
-@click.option("--step", type=click.IntRange(0), default=None, help="Training step (lineage).")
-@click.option("--metric", "metrics", multiple=True, metavar="K=V", help="A metric (lineage, repeatable).")
-@click.option("--run-id", default=None, help="Run id (lineage).")
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
-@click.option(
-    "--dedup",
-    type=click.Choice(["off", "chunks"]),
-    default="off",
-    show_default=True,
-    help="chunks: files of 1 MiB or more go in the chunked form, sending only chunks the repository lacks.",
+@_lineage_options
+@options.jobs_option
+@options.dedup_option(
+    "chunks: files of 1 MiB or more go in the chunked form, sending only chunks the repository lacks.", default="off"
 )
-@_no_move_option
+@options.no_move_option
 @_force_options
-@_registry_options
+@options.registry_options
 @output_option
 def push(
     path: Path,
@@ -100,9 +86,7 @@ def push(
     A tag that names a release moves only with --force --reason."""
     from trainops.cli.progress import transfer_progress
     from trainops.errors import UsageError
-    from trainops.gitinfo import git_state
     from trainops.registry import store
-    from trainops.registry.plain_lineage import PlainLineage
     from trainops.registry.protect import override_from
 
     override = override_from(force=force, reason=reason)
@@ -110,22 +94,22 @@ def push(
         metric_values = {k: float(v) for k, v in key_values(metrics, "--metric").items()}
     except ValueError:
         raise UsageError("--metric values must be numbers, as in --metric val_loss=1.93") from None
-    with _registries(file, env, insecure) as registries:
-        git = git_state(path if path.is_dir() else path.parent)
-        lineage = PlainLineage(  # plain data, no pydantic: a re-push is a few stats and a HEAD
-            git_commit=git.commit if git else None,
-            git_repo=git.remote if git else None,
+    with options.registries(file, env, insecure) as registries:
+        from trainops.registry.parents import source_lineage
+
+        lineage = source_lineage(
+            registries,
+            source=path,
             run_id=run_id,
             step=step,
             metrics=metric_values,
-            parents=tuple(store.pin_parents(registries, [(p, "parent") for p in parents])),
+            parents=[(p, "parent") for p in parents],
         )
         model = None
-        if kind == "model" and path.is_dir():  # ModelPack config from the local files, as releases do
-            from trainops.hub.safetensors import model_info
-            from trainops.registry.artifact import ModelConfig
+        if kind == "model" and path.is_dir():
+            from trainops.registry.tensors import model_config
 
-            model = ModelConfig(config=model_info(path).as_config())
+            model = model_config(path)
         with transfer_progress(output == "text") as progress:
             result = store.push(
                 registries,
@@ -142,8 +126,13 @@ def push(
                 dedup=dedup,
             )
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
+    _say_pushed(result, override)
+
+
+def _say_pushed(result: Any, override: Any) -> None:
+    """What a push did, for people: the transfer on stderr, the digest on stdout."""
     _say_moved(result.ref.tag, result.moved_from, result.digest, override)
     click.echo(
         f"pushed {result.files} file(s), {_size(result.bytes_total)} "
@@ -159,7 +148,7 @@ def push(
 @click.command()
 @click.argument("ref")
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
+@options.jobs_option
 @click.option(
     "--verify-signature",
     is_flag=True,
@@ -172,7 +161,7 @@ def push(
     default=None,
     help="PEM public key (with --verify-signature).",
 )
-@_registry_options
+@options.registry_options
 @output_option
 def pull(
     ref: str,
@@ -192,7 +181,7 @@ def pull(
 
     if verify_signature != (key is not None):
         raise UsageError("--verify-signature and --key PUBLIC.pem go together")
-    with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
+    with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         if key is not None:
             from trainops.signing.keys import load_public_key
             from trainops.signing.verify import pull_verified
@@ -204,17 +193,7 @@ def pull(
         else:
             result = pulling.pull(registries, ref=registries.ref(ref), dest=dest, jobs=jobs, progress=progress)
     if output == "json":
-        echo_json(
-            {
-                "ref": str(result.ref),
-                "digest": result.digest,
-                "dest": str(result.dest),
-                "files": result.files,
-                "bytesTotal": result.bytes_total,
-                "bytesReceived": result.bytes_received,
-                "seconds": round(result.seconds, 3),
-            }
-        )
+        echo_json(result)
         return
     click.echo(f"pulled {len(result.files)} file(s), {_size(result.bytes_total)} into {dest} in {result.seconds:.2f}s")
 
@@ -241,7 +220,7 @@ def pull(
     help="Registry to search for descendants.",
 )
 @click.option("--records", is_flag=True, help="Also show the stage records of `trainops run` (hidden by default).")
-@_registry_options
+@options.registry_options
 @output_option
 def lineage(
     ref: str,
@@ -261,46 +240,27 @@ def lineage(
     A commit's graph always walks down: commit → image → checkpoints → eval reports →
     releases → the rollout commits that served them (with spec.rollout).
     """
-    from trainops.registry.context import open_registries
-    from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
+    from trainops.pipeline.lineage import walk_lineage
+    from trainops.registry.lineage import to_dot, to_mermaid, to_tree
 
-    opened = open_registries(file=file, env=env, insecure=insecure)
-    manifest = opened.manifest
+    opened = options.opened(file, env, insecure)
     with opened.registries as registries:
-        if ref.startswith("git:"):
-            from trainops.serve.lineage import lineage_from_commit
-
-            graph = lineage_from_commit(
-                registries,
-                manifest,
-                rev=ref[len("git:") :],
-                repo_dir=manifest.root if manifest is not None else Path.cwd(),
-                scan=registries.root(scan) if scan else None,
-                records=records,
-            )
-        elif manifest is not None and manifest.pipeline.spec.rollout is not None:
-            from trainops.serve.lineage import lineage_with_rollouts  # the rollouts that served it
-
-            graph = lineage_with_rollouts(
-                registries,
-                manifest,
-                ref=registries.ref(ref),
-                direction=direction,  # type: ignore[arg-type]
-                scan=registries.root(scan) if scan else None,
-                records=records,
-            )
-        else:
-            graph = lineage_graph(
-                registries,
-                ref=registries.ref(ref),
-                direction=direction,  # type: ignore[arg-type]
-                scan=registries.root(scan) if scan else None,
-                records=records,
-            )
+        graph = walk_lineage(
+            registries,
+            opened.manifest,
+            target=ref,
+            direction=direction,  # type: ignore[arg-type]
+            scan=scan,
+            records=records,
+        )
     if output == "json" or fmt == "json":
-        echo_json(graph.as_dict())
+        echo_json(graph)
+    elif fmt == "tree":
+        from trainops.cli.output import screen_width
+
+        click.echo(to_tree(graph, width=screen_width()))  # folded to the screen, or 80 piped
     else:
-        click.echo({"tree": to_tree, "mermaid": to_mermaid, "dot": to_dot}[fmt](graph))
+        click.echo({"mermaid": to_mermaid, "dot": to_dot}[fmt](graph))
 
 
 @click.group()
@@ -318,7 +278,7 @@ def registry() -> None:
     is_flag=True,
     help="Also show each tag's kind, created time, size and digest (reads every manifest).",
 )
-@_registry_options
+@options.registry_options
 @output_option
 @wide_option
 def ls(
@@ -333,15 +293,13 @@ def ls(
 ) -> None:
     """List repositories of a registry (URL, default: the manifest's), or the tags of REPO."""
 
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         from trainops.registry import listing as listing_mod
 
         listing = listing_mod.ls(registries, target=target, records=show_all, details=long_)
     listing.tags.sort(key=lambda t: natural_key(t.tag))
     if output == "json":
-        from dataclasses import asdict
-
-        echo_json(asdict(listing))
+        echo_json(listing)
         return
     if listing.repository is None and long_:
         untagged = set(listing.untagged)
@@ -355,38 +313,39 @@ def ls(
         if listing.pruned_records:
             click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
         return
-    from trainops.cli.output import echo_columns
+    from trainops.cli.output import echo_columns, screen_width
 
     rows = [
         (
             t.tag,
             t.kind or "",
-            (t.created or "") if wide else short_time(t.created),
+            display(t.created),
             _size(t.size or 0),
             (t.digest or "") if wide else (t.digest or "")[:19],
         )
         for t in listing.tags
     ]
-    echo_columns(listing.repository, ("tag", "kind", "created", "size", "digest"), rows)
+    width = None if wide else screen_width()  # a long tag on a line of its own, within 80 piped
+    echo_columns(listing.repository, ("tag", "kind", "created", "size", "digest"), rows, width=width)
     if listing.pruned_records:
         click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
 
 
 @registry.command("show")
 @click.argument("ref")
-@_registry_options
+@options.registry_options
 @output_option
 def show(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Show an artifact: files, sizes, digests, kind, annotations, lineage and referrers;
     for a model or checkpoint also its tensors (read from the safetensors headers only)."""
-    from trainops.hub.tensors import show as show_artifact
+    from trainops.registry.tensors import show as show_artifact
 
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         shown = show_artifact(registries, ref=registries.ref(ref))
     if output == "json":
-        echo_json(shown.as_dict())
+        echo_json(shown)
         return
-    lines = _show_lines(shown.info)
+    lines = _show_lines(shown)
     if shown.tensors is not None:
         lines.extend(_tensor_lines(shown.tensors))
     click.echo("\n".join(lines))
@@ -408,7 +367,7 @@ def _show_lines(info: Any) -> list[str]:
     fields: list[tuple[str, str]] = [
         ("digest", info.digest),
         ("kind", f"{info.kind} ({info.artifact_type or info.media_type})"),
-        ("created", info.created or "-"),
+        ("created", display(info.created) or "-"),
         ("size", f"{_size(info.size)} in {len(info.files)} file(s)"),
     ]
     for key, value in info.lineage.items():
@@ -435,7 +394,7 @@ def _show_lines(info: Any) -> list[str]:
     out += [f"    {f.digest[:19]}  {_size(f.size):>10}  {f.path}" for f in info.files]
     if info.referrers:
         out.append("  referrers:")
-        out += [f"    {r['kind']:<10}{r['digest'][:19]}" for r in info.referrers]
+        out += [f"    {r.kind:<10}{r.digest[:19]}" for r in info.referrers]
     return out
 
 
@@ -457,9 +416,9 @@ def _tensor_lines(t: Any) -> list[str]:
 @registry.command("tag")
 @click.argument("src")
 @click.argument("dst")
-@_no_move_option
+@options.no_move_option
 @_force_options
-@_registry_options
+@options.registry_options
 @output_option
 def tag(
     src: str,
@@ -480,14 +439,12 @@ def tag(
     from trainops.registry.protect import override_from
 
     override = override_from(force=force, reason=reason)
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         source = registries.ref(src)
         target = registries.tag_ref(dst, beside=source)
         result = store.tag(registries, src=source, dst=target, move_tag=not no_move, override=override)
     if output == "json":
-        echo_json(
-            {"src": str(result.src), "dst": str(result.dst), "digest": result.digest, "movedFrom": result.moved_from}
-        )
+        echo_json(result)
     else:
         _say_moved(result.dst.tag, result.moved_from, result.digest, override)
         click.echo(f"{result.dst}")
@@ -496,10 +453,10 @@ def tag(
 @registry.command("copy")
 @click.argument("src")
 @click.argument("dst")
-@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
-@_no_move_option
+@options.jobs_option
+@options.no_move_option
 @_force_options
-@_registry_options
+@options.registry_options
 @output_option
 def copy(
     src: str,
@@ -519,7 +476,7 @@ def copy(
     from trainops.registry.protect import override_from
 
     override = override_from(force=force, reason=reason)
-    with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
+    with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         result = store.copy(
             registries,
             src=registries.ref(src),
@@ -530,17 +487,7 @@ def copy(
             override=override,
         )
     if output == "json":
-        echo_json(
-            {
-                "src": str(result.src),
-                "dst": str(result.dst),
-                "digest": result.digest,
-                "blobsCopied": result.blobs_copied,
-                "blobsSkipped": result.blobs_skipped,
-                "bytesCopied": result.bytes_copied,
-                "movedFrom": result.moved_from,
-            }
-        )
+        echo_json(result)
         return
     _say_moved(result.dst.tag, result.moved_from, result.digest, override)
     click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there)")
@@ -549,16 +496,16 @@ def copy(
 @registry.command("diff")
 @click.argument("a")
 @click.argument("b")
-@_registry_options
+@options.registry_options
 @output_option
 def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Files added, removed and modified between artifacts A and B."""
     from trainops.registry.inspect import diff as diff_artifacts
 
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         result = diff_artifacts(registries, a=registries.ref(a), b=registries.ref(b))
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     for change in result.added:
         click.echo(f"+ {change.path} ({_size(change.new.size if change.new else 0)})")
@@ -577,7 +524,7 @@ def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, outp
 @registry.command("rm")
 @click.argument("ref")
 @_force_options
-@_registry_options
+@options.registry_options
 @output_option
 def rm(
     ref: str, force: bool, reason: str | None, file: str | None, env: str | None, insecure: bool, output: str
@@ -585,16 +532,15 @@ def rm(
     """Remove a tag (REPO:TAG) or a manifest with its tags (REPO@sha256:…).
 
     A release needs --force --reason; one the manifest's GitOps repo serves is never removed."""
-    from trainops.registry.context import open_registries
     from trainops.registry.protect import override_from
     from trainops.serve.protect import remove_unless_served
 
     override = override_from(force=force, reason=reason)
-    with open_registries(file=file, env=env, insecure=insecure) as opened:
+    with options.opened(file, env, insecure) as opened:
         registries = opened.registries
         result = remove_unless_served(registries, ref=registries.ref(ref), manifest=opened.manifest, override=override)
     if output == "json":
-        echo_json({"ref": str(result.ref), "removed": result.removed})
+        echo_json(result)
     else:
         forced = f" (forced: {override.reason})" if override is not None else ""
         click.echo(f"removed {result.removed} {result.ref}{forced}")
@@ -613,7 +559,7 @@ def rm(
     show_default=True,
     help="Seconds an unfinished upload or a push's lease (an interrupted push) is left alone before it is removed.",
 )
-@_registry_options
+@options.registry_options
 @output_option
 def gc(
     url: str | None,
@@ -630,10 +576,10 @@ def gc(
     Safe while pushes run: a repository with a push in flight is left whole this time."""
     from trainops.registry.gc import collect
 
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         result = collect(registries, root=registries.root(url), keep_last=keep_last, dry_run=dry_run, grace=grace)
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     verb = "would remove" if dry_run else "removed"
     for name in result.removed_manifests:

@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
-from trainops.cli.output import command_stdout, echo_json, manifest_options, output_option
-from trainops.cli.registry_cmds import _registries, _registry_options
+from trainops.cli import options
+from trainops.cli.options import manifest_options, output_option
+from trainops.cli.output import command_stdout, echo_json
 from trainops.units import format_size
-
-_insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
-
-
-def _load(file: str, env: str | None) -> Any:
-    from trainops.spec import load_manifest
-
-    return load_manifest(Path(file), env=env)
 
 
 @click.group("release")
@@ -31,11 +23,11 @@ def release_group() -> None:
 @click.option("--version", "version", metavar="TAG", default=None, help="Release tag (default: release.tag).")
 @click.option("--force", is_flag=True, help="Release without a passing eval (needs --reason; recorded).")
 @click.option("--reason", metavar="TEXT", default=None, help="Why the gates are overridden (with --force).")
-@_insecure_option
+@options.insecure_option
 @output_option
 def create_cmd(
     checkpoint: str | None,
-    file: str,
+    file: str | None,
     env: str | None,
     version: str | None,
     force: bool,
@@ -55,7 +47,7 @@ def create_cmd(
 
     if reason is not None and not force:
         raise UsageError("--reason goes with --force")
-    manifest = _load(file, env)
+    manifest = options.load(file, env)
     with (
         Registries.for_manifest(manifest, insecure=insecure) as registries,
         transfer_progress(output == "text") as progress,
@@ -71,7 +63,7 @@ def create_cmd(
             command_stdout=command_stdout(output),
         )
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     verb = "released" if result.created else "already released"
     click.echo(f"{verb} {result.checkpoint} as {result.ref}")
@@ -91,20 +83,17 @@ def create_cmd(
 
 @release_group.command("ls")
 @click.argument("repo", required=False)
-@_registry_options
+@options.registry_options
 @output_option
 def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """List the releases of REPO (default: the manifest's release.repository), newest first."""
     from trainops.release import list_releases, release_repository
 
-    with _registries(file, env, insecure) as registries:
-        if repo:
-            repository = registries.ref(repo)
-        else:
-            repository = release_repository(_load(file or "trainops.yaml", env), registries)
+    with options.registries(file, env, insecure) as registries:
+        repository = registries.ref(repo) if repo else release_repository(options.load(file, env), registries)
         infos = list_releases(registries, repository=repository)
     if output == "json":
-        echo_json([i.as_dict() for i in infos])
+        echo_json(infos)
         return
     if not infos:
         click.echo(f"no release in {repository.repo_url}")
@@ -127,16 +116,16 @@ def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, 
 
 @release_group.command("show")
 @click.argument("ref")
-@_registry_options
+@options.registry_options
 @output_option
 def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Show a release: version, checkpoint, eval, override, model config and files."""
     from trainops.release import show_release
 
-    with _registries(file, env, insecure) as registries:
+    with options.registries(file, env, insecure) as registries:
         info = show_release(registries, ref=registries.ref(ref))
     if output == "json":
-        echo_json(info.as_dict())
+        echo_json(info)
         return
     click.echo(info.ref)
     click.echo(f"  version:    {info.version}")
@@ -161,7 +150,7 @@ def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output
     default=None,
     help="PEM public key (default: the manifest's release.signing.publicKey, or its key's public half).",
 )
-@_registry_options
+@options.registry_options
 @output_option
 def verify_cmd(ref: str, key: Path | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Verify release REF: its model signature with the key, its files pulled and checked
@@ -170,24 +159,25 @@ def verify_cmd(ref: str, key: Path | None, file: str | None, env: str | None, in
     Exits 7 naming every check that failed (a file, a key, a field of the provenance).
     """
     from trainops.cli.progress import transfer_progress
-    from trainops.serialize import dumps
     from trainops.signing.keys import load_public_key, verification_key
     from trainops.signing.verify import verify_release
 
-    with _registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
+    with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         if key is not None:
             public = load_public_key(key)
         else:
-            if not Path(file or "trainops.yaml").is_file():
+            from trainops.projectdir import find_manifest
+
+            if file is None and find_manifest() is None:
                 from trainops.errors import UsageError
 
                 raise UsageError("no key to verify with: pass --key PUBLIC.pem, or -f a manifest with release.signing")
-            manifest = _load(file or "trainops.yaml", env)
+            manifest = options.load(file, env)
             spec = manifest.pipeline.spec.release
             public = verification_key(spec.signing if spec else None, root=manifest.root)
         result = verify_release(registries, ref=registries.ref(ref), public=public, progress=progress)
     if output == "json":
-        click.echo(dumps(result))
+        echo_json(result)
         return
     click.echo(f"verified {result.ref}")
     click.echo(f"  signed by:  {result.key} ({result.signature})")

@@ -7,26 +7,19 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import echo_json, kubeconfig_options, manifest_options, output_option, render_out_option
+from trainops.cli import options
+from trainops.cli.options import kubeconfig_options, manifest_options, output_option, render_out_option
+from trainops.cli.output import echo_json
+from trainops.clock import display
 
-_image_option = click.option(
-    "--image",
-    metavar="REF",
-    default=None,
-    help="Serving image (name@sha256:…, or a tag resolved now); default: the serve image built for HEAD.",
+_image_option = options.image_option(
+    "Serving image (name@sha256:…, or a tag resolved now); default: the serve image built for HEAD."
 )
-_insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
-
-
-def _load(file: str, env: str | None) -> Any:
-    from trainops.spec import load_manifest
-
-    return load_manifest(Path(file), env=env)
 
 
 def _print_action(result: Any, output: str) -> None:
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     for line in result.analysis:
         click.echo(line)
@@ -57,19 +50,25 @@ def rollout() -> None:
 @manifest_options
 @render_out_option
 @_image_option
-@_insecure_option
+@options.insecure_option
 @output_option
 def render_cmd(
-    release: str | None, file: str, env: str | None, out: Path | None, image: str | None, insecure: bool, output: str
+    release: str | None,
+    file: str | None,
+    env: str | None,
+    out: Path | None,
+    image: str | None,
+    insecure: bool,
+    output: str,
 ) -> None:
     """Render the serving objects of RELEASE (default: rollout.model) for rollout.engine × rollout.traffic."""
     from trainops.serve import render_rollout
 
-    result = render_rollout(_load(file, env), release=release, image=image, out=out, insecure=insecure)
+    result = render_rollout(options.load(file, env), release=release, image=image, out=out, insecure=insecure)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
     if output == "json":
-        echo_json({**result.as_dict(), "files": result.files if out is None else sorted(result.files)})
+        echo_json(result)
         return
     if out is None:
         click.echo(result.text(), nl=False)
@@ -83,13 +82,13 @@ def render_cmd(
 @click.argument("release")
 @manifest_options
 @_image_option
-@_insecure_option
+@options.insecure_option
 @output_option
-def start_cmd(release: str, file: str, env: str | None, image: str | None, insecure: bool, output: str) -> None:
+def start_cmd(release: str, file: str | None, env: str | None, image: str | None, insecure: bool, output: str) -> None:
     """Commit the first canary step of RELEASE (stable: the release served now)."""
     from trainops.serve import start_rollout
 
-    _print_action(start_rollout(_load(file, env), release=release, image=image, insecure=insecure), output)
+    _print_action(start_rollout(options.load(file, env), release=release, image=image, insecure=insecure), output)
 
 
 @rollout.command("promote")
@@ -104,29 +103,39 @@ def start_cmd(release: str, file: str, env: str | None, image: str | None, insec
 @kubeconfig_options
 @output_option
 def promote_cmd(
-    file: str, env: str | None, full: bool, auto: bool, cluster: bool, kubeconfig: str | None, context: str | None,
+    file: str | None,
+    env: str | None,
+    full: bool,
+    auto: bool,
+    cluster: bool,
+    kubeconfig: str | None,
+    context: str | None,
     output: str,
-) -> None:  # fmt: skip
+) -> None:
     """Advance the canary one step (a commit).
 
     With --cluster (or --kubeconfig/--context) the Rollout is read first: a canary Argo
     Rollouts aborted is not promoted (a promote would clear the abort); --auto then waits for
     each committed step's AnalysisRun in the cluster instead of measuring Prometheus itself."""
-    from trainops.serve import promote
+    from trainops.errors import UsageError
+    from trainops.serve import auto_promote, promote
     from trainops.serve.flows import ClusterRead
 
+    if full and auto:
+        raise UsageError("promote takes --full or --auto, not both")
     read = ClusterRead(kubeconfig, context) if cluster or kubeconfig or context else None
-    _print_action(promote(_load(file, env), full=full, auto=auto, cluster=read), output)
+    manifest = options.load(file, env)
+    _print_action(auto_promote(manifest, cluster=read) if auto else promote(manifest, full=full, cluster=read), output)
 
 
 @rollout.command("abort")
 @manifest_options
 @output_option
-def abort_cmd(file: str, env: str | None, output: str) -> None:
+def abort_cmd(file: str | None, env: str | None, output: str) -> None:
     """Return all traffic to the stable release (a commit)."""
     from trainops.serve import abort
 
-    _print_action(abort(_load(file, env)), output)
+    _print_action(abort(options.load(file, env)), output)
 
 
 @rollout.command("rollback")
@@ -139,11 +148,11 @@ def abort_cmd(file: str, env: str | None, output: str) -> None:
     help="Release tag or digest served before (default: the previous one).",
 )
 @output_option
-def rollback_cmd(file: str, env: str | None, to: str | None, output: str) -> None:
+def rollback_cmd(file: str | None, env: str | None, to: str | None, output: str) -> None:
     """Make an earlier release stable again: its serving tree, byte for byte, in a new commit."""
     from trainops.serve import rollback
 
-    _print_action(rollback(_load(file, env), to=to), output)
+    _print_action(rollback(options.load(file, env), to=to), output)
 
 
 @rollout.command("status")
@@ -152,14 +161,14 @@ def rollback_cmd(file: str, env: str | None, to: str | None, output: str) -> Non
 @kubeconfig_options
 @output_option
 def status_cmd(
-    file: str, env: str | None, cluster: bool, kubeconfig: str | None, context: str | None, output: str
+    file: str | None, env: str | None, cluster: bool, kubeconfig: str | None, context: str | None, output: str
 ) -> None:
     """What the GitOps repo serves now; with a kubeconfig, also what Argo CD and Argo Rollouts did with it."""
     from trainops.serve import rollout_status
 
-    status = rollout_status(_load(file, env), cluster=cluster, kubeconfig=kubeconfig, context=context)
+    status = rollout_status(options.load(file, env), cluster=cluster, kubeconfig=kubeconfig, context=context)
     if output == "json":
-        echo_json(status.as_dict())
+        echo_json(status)
         return
     click.echo(f"path:    {status.path}")
     click.echo(f"commit:  {status.commit[:12] if status.commit else '-'}")
@@ -218,13 +227,13 @@ def _live_lines(live: Any) -> list[str]:
 @manifest_options
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True, help="Commits to show.")
 @output_option
-def history_cmd(file: str, env: str | None, limit: int, output: str) -> None:
+def history_cmd(file: str | None, env: str | None, limit: int, output: str) -> None:
     """The rollout commits, newest first, from their trailers."""
     from trainops.serve import rollout_history
 
-    items = rollout_history(_load(file, env), limit=limit)
+    items = rollout_history(options.load(file, env), limit=limit)
     if output == "json":
-        echo_json([item.as_dict() for item in items])
+        echo_json(items)
         return
     if not items:
         click.echo("no rollout commits yet")
@@ -237,7 +246,7 @@ def history_cmd(file: str, env: str | None, limit: int, output: str) -> None:
     for column in ("COMMIT", "DATE", "ACTION", "VERSION", "STEP"):
         table.add_column(column, no_wrap=True)
     for item in items:
-        table.add_row(item.commit[:12], item.date[:19].replace("T", " "), item.action, item.version, item.step)
+        table.add_row(item.commit[:12], display(item.date), item.action, item.version, item.step)
     console().print(table)
 
 

@@ -11,13 +11,9 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import console, echo_json, manifest_options, output_option
-
-
-def _load(file: str, env: str | None) -> Any:
-    from trainops.spec import load_manifest
-
-    return load_manifest(Path(file), env=env)
+from trainops.cli import options
+from trainops.cli.options import manifest_options, output_option
+from trainops.cli.output import console, echo_json
 
 
 class _Lines:
@@ -129,7 +125,7 @@ def _print_run(result: Any) -> None:
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
 @output_option
 def run_cmd(
-    file: str,
+    file: str | None,
     env: str | None,
     start: str | None,
     stop: str | None,
@@ -147,8 +143,8 @@ def run_cmd(
     registry is skipped and its output reused."""
     from trainops.pipeline.run import run_pipeline
 
-    manifest = _load(file, env)
-    options = _options(
+    manifest = options.load(file, env)
+    run_options = _options(
         start=start,
         stop=stop,
         dry_run=dry_run,
@@ -162,9 +158,9 @@ def run_cmd(
         command_stdout=sys.stderr,
     )
     with _progress() as sink:
-        result = run_pipeline(manifest=manifest, options=options, on_event=sink)
+        result = run_pipeline(manifest=manifest, options=run_options, on_event=sink)
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
     else:
         _print_run(result)
     if result.error is not None:
@@ -192,7 +188,7 @@ def run_cmd(
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
 @output_option
 def ci_cmd(
-    file: str,
+    file: str | None,
     env: str | None,
     since: str | None,
     until: str | None,
@@ -212,7 +208,7 @@ def ci_cmd(
     from trainops.pipeline.ci import run_ci
     from trainops.pipeline.cireport import junit_xml, markdown_summary
 
-    manifest = _load(file, env)
+    manifest = options.load(file, env)
     with _progress() as sink:
         result = run_ci(
             manifest=manifest,
@@ -229,7 +225,7 @@ def ci_cmd(
     if junit is not None:
         junit.write_text(junit_xml(result), encoding="utf-8")
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
     else:
         click.echo(f"affected: {result.decision.reason}")
         if result.run is not None:

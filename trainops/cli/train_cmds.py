@@ -8,34 +8,19 @@ from typing import Any
 
 import click
 
-from trainops.cli.output import (
-    duration_text,
-    echo_json,
-    key_values,
-    kubeconfig_options,
-    manifest_options,
-    output_option,
-    render_out_option,
+from trainops.cli import options
+from trainops.cli.options import key_values, kubeconfig_options, manifest_options, output_option, render_out_option
+from trainops.cli.output import duration_text, echo_json
+
+_image_option = options.image_option(
+    "Training image (name@sha256:…, or a tag resolved now); default: train.image, else the image built for HEAD."
 )
-
-_image_option = click.option(
-    "--image",
-    metavar="REF",
-    default=None,
-    help="Training image (name@sha256:…, or a tag resolved now); default: train.image, else the image built for HEAD.",
-)
-_run_id_option = click.option("--run-id", metavar="ID", default=None, help="Run id (default: a new one).")
-_insecure_option = click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
-
-
-def _load(file: str, env: str | None) -> Any:
-    from trainops.spec import load_manifest
-
-    return load_manifest(Path(file), env=env)
+_run_id_option = options.run_id_option("Run id (default: a new one).")
 
 
 def _run_id(run_id: str | None, prefix: str) -> str:
-    from trainops.pipeline.context import check_run_id, new_run_id
+    from trainops.pipeline.context import new_run_id
+    from trainops.render.names import check_run_id
 
     return check_run_id(run_id) if run_id else new_run_id(prefix)
 
@@ -60,20 +45,26 @@ def train() -> None:
 @render_out_option
 @_image_option
 @_run_id_option
-@_insecure_option
+@options.insecure_option
 @output_option
 def render_cmd(
-    file: str, env: str | None, out: Path | None, image: str | None, run_id: str | None, insecure: bool, output: str
+    file: str | None,
+    env: str | None,
+    out: Path | None,
+    image: str | None,
+    run_id: str | None,
+    insecure: bool,
+    output: str,
 ) -> None:
     """Render the training job (and the tenants' queues) for the manifest's scheduler."""
-    manifest = _load(file, env)
+    manifest = options.load(file, env)
     rid = _run_id(run_id, "run")
     if out is None:
         from trainops.pipeline.submit import render_text
 
         rendered = render_text(manifest, run_id=rid, image=image, insecure=insecure)
         if output == "json":
-            echo_json(rendered.as_dict())
+            echo_json(rendered)
         else:
             click.echo(rendered.text, nl=False)
         return
@@ -81,7 +72,7 @@ def render_cmd(
 
     result = render_tree(manifest, out=out, run_id=rid, image=image, insecure=insecure)
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     click.echo(
         f"rendered {len(result.files)} files into {result.directory} (run {result.run_id}, image {result.image})"
@@ -94,16 +85,18 @@ def render_cmd(
 @manifest_options
 @_image_option
 @_run_id_option
-@_insecure_option
+@options.insecure_option
 @output_option
-def submit_cmd(file: str, env: str | None, image: str | None, run_id: str | None, insecure: bool, output: str) -> None:
+def submit_cmd(
+    file: str | None, env: str | None, image: str | None, run_id: str | None, insecure: bool, output: str
+) -> None:
     """Commit the rendered job to the GitOps repository (with trailers) and push it."""
     from trainops.pipeline.submit import submit
 
-    manifest = _load(file, env)
+    manifest = options.load(file, env)
     result = submit(manifest, run_id=_run_id(run_id, "run"), image=image, insecure=insecure)
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     if result.job_id:
         click.echo(f"submitted run {result.run_id} as Slurm job {result.job_id}")
@@ -143,10 +136,10 @@ def submit_cmd(file: str, env: str | None, image: str | None, run_id: str | None
     help="Set a variable for the command, over train.env (repeatable).",
 )
 @click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between checkpoint scans.")
-@_insecure_option
+@options.insecure_option
 @output_option
 def run_cmd(
-    file: str,
+    file: str | None,
     env: str | None,
     mode: str | None,
     run_id: str | None,
@@ -165,69 +158,54 @@ def run_cmd(
     (inside a job) the command runs on every node with srun, hangs are detected and the job
     is requeued on the time-limit signal.
     """
-    from trainops.pipeline.local import run_local
+    from trainops.pipeline.local import LocalRunOptions, run_local
 
     if mode is None:
         raise click.UsageError("pass --local (run here) or --slurm (inside a Slurm job)")
-    manifest = _load(file, env)
+    manifest = options.load(file, env)
     if mode == "slurm":
         _run_slurm(manifest, run_id=run_id, ckpt_dir=ckpt_dir, interval=interval, insecure=insecure, output=output)
         return
     pinned = None
     if image:
-        from trainops.pipeline.context import resolve_image
+        from trainops.build.pinned import training_image
         from trainops.registry.context import Registries
 
         with Registries.for_manifest(manifest, insecure=insecure) as registries:
-            pinned = resolve_image(manifest, registries, image=image)
+            pinned = training_image(manifest, registries, image=image)
 
-    result = run_local(
-        manifest,
-        run_id=_run_id(run_id, "local"),
+    run_options = LocalRunOptions(
         ckpt_dir=ckpt_dir,
         image=pinned,
         interval=interval,
         insecure=insecure,
-        on_push=_announcer(output),
         env_overrides=key_values(setenv, "-e"),
         command_stdout=sys.stderr if output == "json" else None,
     )
+    result = run_local(manifest, run_id=_run_id(run_id, "local"), options=run_options, on_push=_announcer(output))
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
     else:
-        where = f"restored {result.restored}" if result.restored else f"nothing restored ({result.restore_note})"
-        click.echo(f"trainops: run {result.run_id}: {where}", err=True)
-        if result.resumed_from:
-            click.echo(
-                f"trainops: resumed from {result.resumed_from.ref} ({result.resumed_from.digest[:19]})", err=True
-            )
-        for note in result.watcher_errors:
-            click.echo(f"trainops: warning: checkpoint push failed, retried on the next scan: {note}", err=True)
-        if result.missing_secret_env:
-            names = ", ".join(result.missing_secret_env)
-            click.echo(f"trainops: warning: secretEnv {names} not set in this environment", err=True)
-        click.echo(
-            f"trainops: run {result.run_id} exited {result.exit_code}; "
-            f"{len(result.pushed)} checkpoint(s) pushed to {result.repository}",
-            err=True,
-        )
-    if result.exit_code:
-        from trainops.errors import CommandFailedError
-        from trainops.supervise import status_text
+        _say_run(result)
+    result.raise_for_failure(hint="its output above says why; run again to resume from the newest checkpoint")
 
-        raise CommandFailedError(
-            f"train.command {status_text(result.exit_code)} (run {result.run_id}); "
-            f"{len(result.pushed)} checkpoint(s) pushed to {result.repository}",
-            status=result.exit_code,
-            hint="its output above says why; run again to resume from the newest checkpoint",
-        )
-    if result.final_scan_failed:
-        from trainops.errors import RemoteError
 
-        raise RemoteError(
-            f"training finished but its last checkpoints could not be pushed to {result.repository}",
-            hint=f"`trainops ckpt watch {result.checkpoint_dir} --once --run-id {result.run_id}` pushes them",
-        )
+def _say_run(result: Any) -> None:
+    """What a local run did, for people, on stderr."""
+    where = f"restored {result.restored}" if result.restored else f"nothing restored ({result.restore_note})"
+    click.echo(f"trainops: run {result.run_id}: {where}", err=True)
+    if result.resumed_from:
+        click.echo(f"trainops: resumed from {result.resumed_from.ref} ({result.resumed_from.digest[:19]})", err=True)
+    for note in result.watcher_errors:
+        click.echo(f"trainops: warning: checkpoint push failed, retried on the next scan: {note}", err=True)
+    if result.missing_secret_env:
+        names = ", ".join(result.missing_secret_env)
+        click.echo(f"trainops: warning: secretEnv {names} not set in this environment", err=True)
+    click.echo(
+        f"trainops: run {result.run_id} exited {result.exit_code}; "
+        f"{len(result.pushed)} checkpoint(s) pushed to {result.repository}",
+        err=True,
+    )
 
 
 def _run_slurm(
@@ -248,7 +226,7 @@ def _run_slurm(
         command_stdout=sys.stderr if output == "json" else None,
     )
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     run = result.run
     where = f"restored {run.restored}" if run.restored else f"nothing restored ({run.restore_note})"
@@ -262,9 +240,17 @@ def _run_slurm(
     )
 
 
-def _on_slurm(manifest: Any) -> bool:
+def _on_slurm(manifest: Any, *, run_id: str | None, kubeconfig: str | None = None) -> bool:
+    """Slurm when the manifest's scheduler is, or when the run was submitted to Slurm from here
+    (without RUN: runs were, and no kubeconfig was named)."""
+    from trainops.slurm.record import submitted_here
+
     train = manifest.pipeline.spec.train
-    return train is not None and train.scheduler == "slurm"
+    if train is not None and train.scheduler == "slurm":
+        return True
+    if run_id is None and kubeconfig is not None:
+        return False
+    return submitted_here(manifest, run_id=run_id)
 
 
 @train.command("status")
@@ -273,7 +259,7 @@ def _on_slurm(manifest: Any) -> bool:
 @kubeconfig_options
 @output_option
 def status_cmd(
-    file: str, env: str | None, run_id: str | None, kubeconfig: str | None, context: str | None, output: str
+    file: str | None, env: str | None, run_id: str | None, kubeconfig: str | None, context: str | None, output: str
 ) -> None:
     """The job of RUN (default: of every run): state, the scheduler's reason, restarts, pods and nodes.
 
@@ -281,15 +267,15 @@ def status_cmd(
     the GitOps controller applied, read from the API server with the kubeconfig (phase, pods,
     nodes, restarts; the PodGroup's or Workload's conditions while it waits).
     """
-    manifest = _load(file, env)
-    if not _on_slurm(manifest):
+    manifest = options.load(file, env)
+    if not _on_slurm(manifest, run_id=run_id, kubeconfig=kubeconfig or context):
         _kube_status(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context, output=output)
         return
     from trainops.slurm.jobs import job_status
 
     statuses = job_status(manifest, run_id=run_id)
     if output == "json":
-        echo_json(statuses[0].as_dict() if run_id else [s.as_dict() for s in statuses])
+        echo_json(statuses[0] if run_id else statuses)
         return
     if not statuses:
         click.echo("no runs submitted from here (trainops train submit)")
@@ -329,11 +315,10 @@ def _kube_status(
     manifest: Any, *, run_id: str | None, kubeconfig: str | None, context: str | None, output: str
 ) -> None:
     from trainops.cluster.jobs import manifest_runs
-    from trainops.serialize import to_data
 
     states = manifest_runs(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context)
     if output == "json":
-        echo_json(to_data(states[0] if run_id else states))
+        echo_json(states[0] if run_id else states)
         return
     if not states:
         click.echo("no runs of this pipeline in the cluster")
@@ -354,10 +339,10 @@ def _kube_status(
 @manifest_options
 @click.argument("run_id", metavar="RUN")
 @kubeconfig_options
-def logs_cmd(file: str, env: str | None, run_id: str, kubeconfig: str | None, context: str | None) -> None:
+def logs_cmd(file: str | None, env: str | None, run_id: str, kubeconfig: str | None, context: str | None) -> None:
     """Print the output of RUN: its Slurm job's file, or its pods' logs from the API server."""
-    manifest = _load(file, env)
-    if not _on_slurm(manifest):
+    manifest = options.load(file, env)
+    if not _on_slurm(manifest, run_id=run_id):
         from trainops.cluster.jobs import manifest_logs
 
         logs = manifest_logs(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context)
@@ -381,20 +366,19 @@ def logs_cmd(file: str, env: str | None, run_id: str, kubeconfig: str | None, co
 @manifest_options
 @click.argument("run_id", metavar="RUN")
 @output_option
-def cancel_cmd(file: str, env: str | None, run_id: str, output: str) -> None:
+def cancel_cmd(file: str | None, env: str | None, run_id: str, output: str) -> None:
     """Cancel RUN: scancel its Slurm job, or commit its job's removal from the GitOps path.
 
     Either way the trainer gets SIGTERM (it saves, the last checkpoint is pushed). On
     Kubernetes the commit carries `Trainops-Action: cancel`; the GitOps controller prunes the job.
     """
-    manifest = _load(file, env)
-    if not _on_slurm(manifest):
+    manifest = options.load(file, env)
+    if not _on_slurm(manifest, run_id=run_id):
         from trainops.pipeline.cancel import cancel_run
-        from trainops.serialize import to_data
 
         cancelled = cancel_run(manifest, run_id=run_id)
         if output == "json":
-            echo_json(to_data(cancelled))
+            echo_json(cancelled)
             return
         click.echo(
             f"committed {str(cancelled.commit)[:12]} to {cancelled.repo} {cancelled.branch}:{cancelled.path}: "
@@ -405,7 +389,7 @@ def cancel_cmd(file: str, env: str | None, run_id: str, output: str) -> None:
 
     result = cancel_job(manifest, run_id=run_id)
     if output == "json":
-        echo_json(result.as_dict())
+        echo_json(result)
         return
     click.echo(f"cancelled job {result.job_id} of run {result.run_id} (now {result.state})")
 

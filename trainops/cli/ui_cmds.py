@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trainops.cli.registry_cmds import _registry_options
+from trainops.cli import options
 
 
 @click.command("ui")
@@ -38,7 +38,7 @@ from trainops.cli.registry_cmds import _registry_options
     default=None,
     help="The SQLite index file (default: in trainops' cache).",
 )
-@_registry_options
+@options.registry_options
 def ui(
     registries_: tuple[str, ...],
     host: str,
@@ -52,10 +52,9 @@ def ui(
     insecure: bool,
 ) -> None:
     """Browse repositories, artifacts, lineage and training curves (read-only)."""
-    from trainops.registry.context import open_registries
     from trainops.ui.server import prepare, serve
 
-    opened = open_registries(file=file, env=env, insecure=insecure)
+    opened = options.opened(file, env, insecure)
     registries = opened.registries
     urls = list(registries_) or ([registries.default_registry] if registries.default_registry else [])
     prepared = prepare(

@@ -262,12 +262,19 @@ class Cluster:
         return items
 
     def logs(self, *, namespace: str, pod: str, container: str | None = None, previous: bool = False) -> str:
+        """A container's log. The API server fetches it from the pod's node (its kubelet): when it
+        cannot, the error names the pod and says so, whatever the status the server answered."""
         params = {"container": container} if container else {}
         if previous:
             params["previous"] = "true"
-        response = self.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/log", params=params)
+        where = f"logs of pod {namespace}/{pod}"
+        try:
+            response = self.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/log", params=params)
+        except RemoteError as err:
+            hint = err.hint or "the API server reads a pod's log from its node's kubelet: is the node reachable?"
+            raise RemoteError(f"{where}: {err.message}", hint=hint) from None
         if response.status_code >= 400:
-            raise RemoteError(f"logs of pod {namespace}/{pod}: {_status_message(response)}")
+            raise RemoteError(f"{where}: {_status_message(response)}")
         text: str = response.text
         return text
 

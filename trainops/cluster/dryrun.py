@@ -14,7 +14,7 @@ node has, a rack no node is in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,8 @@ def _origin(manifest: Manifest, obj: dict[str, Any], source: str) -> tuple[str |
 
 
 def rendered_objects(manifest: Manifest) -> list[Sent]:
-    """Everything `validate --render` checks offline for this manifest (one environment)."""
+    """The training job, tenants and eval Job `validate --render` checks offline for this
+    manifest (one environment); the serving objects are trainops.serve.check.serving_sent."""
     from trainops.render.api import render_for_check
 
     spec = manifest.pipeline.spec
@@ -84,8 +85,6 @@ def rendered_objects(manifest: Manifest) -> list[Sent]:
         sent += [Sent(o, s, _origin(manifest, o, s)) for o, s in zip(rendered.objects, rendered.sources, strict=True)]
     if spec.eval is not None and spec.train is not None and spec.train.scheduler not in ("local", "slurm"):
         sent += _eval(manifest)
-    if spec.rollout is not None:
-        sent += _serving(manifest)
     return sent
 
 
@@ -111,27 +110,6 @@ def _eval(manifest: Manifest) -> list[Sent]:
         user_labels=dict(pipeline.metadata.labels),
     )
     return [Sent(obj, source, ("spec", "eval")) for source, obj in eval_objects(job)]
-
-
-def _serving(manifest: Manifest) -> list[Sent]:
-    from trainops.serve.check import CANARY_DIGEST, placeholder_served
-    from trainops.serve.context import serve_context
-    from trainops.serve.render import build_tree
-    from trainops.serve.state import RolloutState
-
-    stable = placeholder_served(manifest)
-    states = [
-        RolloutState(stable=stable),
-        RolloutState(stable=stable, canary=placeholder_served(manifest, CANARY_DIGEST), step=0),
-    ]
-    out: dict[tuple[str, str, str], Sent] = {}
-    for state in states:
-        tree = build_tree(serve_context(manifest), state)
-        for obj, source in zip(tree.objects, tree.sources, strict=True):
-            meta = obj.get("metadata") or {}
-            key = (str(obj.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
-            out[key] = Sent(obj, f"{tree.path}/{source}", ("spec", "rollout"))
-    return list(out.values())
 
 
 def _narrow(loc: tuple[str | int, ...], causes: Iterable[str]) -> tuple[str | int, ...]:
@@ -247,9 +225,15 @@ class ClusterCheck:
 
 
 def check_against_cluster(
-    path: Path, *, targets: Sequence[str | None], kubeconfig: Path | str | None, context: str | None = None
+    path: Path,
+    *,
+    targets: Sequence[str | None],
+    kubeconfig: Path | str | None,
+    context: str | None = None,
+    render: Callable[[Manifest], list[Sent]] = rendered_objects,
 ) -> list[ClusterCheck]:
-    """For each target: its rendered objects dry-run applied, and its topology checked against the nodes."""
+    """For each target: what `render` makes of it dry-run applied, and its topology checked
+    against the nodes (trainops.pipeline.validate passes the serving objects in too)."""
     from trainops.cluster.client import connect
     from trainops.spec import load_manifest
 
@@ -258,7 +242,7 @@ def check_against_cluster(
         for target in targets:
             manifest = load_manifest(path, env=target)
             try:
-                items = rendered_objects(manifest)
+                items = render(manifest)
             except TrainopsError:
                 items = []  # what cannot render is reported by the offline render check (check_render)
             problems = topology_problems(cluster, manifest) + dry_run(cluster, manifest, items)

@@ -11,14 +11,16 @@ whole (serving lives in `<path>-serve` for the same reason).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from trainops.errors import InputError
 from trainops.evaluate.run import eval_spec
 from trainops.evaluate.select import resolve_checkpoint
 from trainops.registry.context import Registries
+from trainops.registry.reference import Reference
 from trainops.render.model import Rendered, RenderedFile
+from trainops.serialize import HIDDEN
 from trainops.spec import Manifest
 
 EVAL_DIR = "eval"
@@ -26,14 +28,16 @@ EVAL_DIR = "eval"
 
 @dataclass(frozen=True)
 class EvalRender:
-    rendered: Rendered
-    checkpoint: str
+    rendered: Rendered = field(metadata=HIDDEN)
+    checkpoint: Reference  # pinned by digest
     image: str
     run_id: str
+    data_properties: ClassVar[tuple[str, ...]] = ("files",)
 
-    def as_dict(self) -> dict[str, Any]:
-        files = {item.path: item.text for item in self.rendered.files}
-        return {"checkpoint": self.checkpoint, "image": self.image, "runId": self.run_id, "files": files}
+    @property
+    def files(self) -> dict[str, str]:
+        """The rendered files: path → content."""
+        return {item.path: item.text for item in self.rendered.files}
 
     def text(self) -> str:
         parts = []
@@ -51,29 +55,17 @@ class EvalSubmitResult:
     commit: str | None
     changed: bool
     files: list[str]
-    checkpoint: str
+    checkpoint: Reference  # pinned by digest
     image: str
     run_id: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "repo": self.repo,
-            "branch": self.branch,
-            "path": self.path,
-            "commit": self.commit,
-            "changed": self.changed,
-            "files": self.files,
-            "checkpoint": self.checkpoint,
-            "image": self.image,
-            "runId": self.run_id,
-        }
-
 
 def _image(manifest: Manifest, registries: Registries, image: str | None) -> str:
-    from trainops.pipeline.context import cluster_image, resolve_image
+    from trainops.build.pinned import training_image
+    from trainops.render.image import cluster_image
 
     text = image or eval_spec(manifest).image
-    return cluster_image(resolve_image(manifest, registries, image=text))
+    return cluster_image(training_image(manifest, registries, image=text))
 
 
 def render_eval(
@@ -89,9 +81,7 @@ def render_eval(
 
     spec = eval_spec(manifest)
     pipeline = manifest.pipeline
-    train = pipeline.spec.train
-    if train is None:
-        raise InputError(f"{manifest.path} has no train section", hint="the eval Job runs where training runs")
+    train = manifest.require_train()  # the eval Job runs where training runs
     if train.scheduler in ("local", "slurm"):
         raise InputError(
             f"train.scheduler is {train.scheduler}: there is no Kubernetes cluster to render an eval Job for",
@@ -134,7 +124,7 @@ def render_eval(
     if found.ref.scheme == "file":
         warnings.append(f"the checkpoint {found.ref} is in a local directory a cluster cannot reach")
     rendered = Rendered(files=files, objects=objects, sources=sources, warnings=warnings)
-    return EvalRender(rendered=rendered, checkpoint=str(found.ref), image=pinned.ref, run_id=job.run_id)
+    return EvalRender(rendered=rendered, checkpoint=found.ref, image=pinned.ref, run_id=job.run_id)
 
 
 def submit_eval(
@@ -142,19 +132,23 @@ def submit_eval(
 ) -> EvalSubmitResult:
     """Commit the eval Job to `<spec.gitops.path>-eval` with trailers and push it."""
     from trainops.gitops import write_tree
-    from trainops.pipeline.submit import gitops_url
+    from trainops.gitops.target import gitops_url
 
     made = render_eval(manifest=manifest, registries=registries, checkpoint=checkpoint, run_id=run_id, image=image)
     gitops = manifest.pipeline.spec.gitops
     repo, create = gitops_url(manifest)
     name = manifest.pipeline.metadata.name
-    digest = made.checkpoint.rsplit("@", 1)[1]
+    digest = made.checkpoint.digest
+    if digest is None:
+        raise InputError(
+            f"the eval checkpoint {made.checkpoint} is not pinned by digest", hint="this is a bug in trainops"
+        )
     result = write_tree(
         repo=repo,
         branch=gitops.branch,
         path=f"{gitops.path.rstrip('/')}-{EVAL_DIR}",
         files={item.path: item.text for item in made.rendered.files},
-        message=f"eval {name}: {made.checkpoint.rsplit('/', 1)[-1].split('@')[0]} ({made.run_id})",
+        message=f"eval {name}: {str(made.checkpoint.with_digest(None)).rsplit('/', 1)[-1]} ({made.run_id})",
         trailers={
             "Trainops-Pipeline": name,
             "Trainops-Run": made.run_id,

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from trainops.errors import CommandFailedError, GateFailedError
 from trainops.spec.common import compare
@@ -25,9 +24,6 @@ class GateResult:
     value: float
     actual: float | None
     passed: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def describe(self) -> str:
         if self.actual is None:

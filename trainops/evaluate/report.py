@@ -10,8 +10,8 @@ lineage (parent: the checkpoint, relation `evaluated`) and the verdict. See regi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +22,7 @@ from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved, bytes_source, leased, resolve, upload_if_missing
+from trainops.serialize import FLATTEN
 
 REPORT_MEDIA_TYPE = media.EVAL_REPORT
 REPORT_FILE = "eval-report.json"
@@ -63,11 +64,7 @@ class EvalEntry:
 
     ref: str  # repository@sha256:… of the report
     digest: str
-    report: EvalReport
-
-    def as_dict(self) -> dict[str, Any]:
-        body = self.report.model_dump(by_alias=True)
-        return {"ref": self.ref, "digest": self.digest, **body}
+    report: EvalReport = field(metadata=FLATTEN)  # in JSON: the report's fields beside ref and digest
 
 
 def push_report(registries: Registries, *, checkpoint: Resolved, report: EvalReport, lineage: Lineage) -> Reference:

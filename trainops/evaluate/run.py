@@ -23,11 +23,11 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from trainops import clock
 from trainops.errors import CommandFailedError, InputError
 from trainops.evaluate import gates as gate_checks
 from trainops.evaluate.gates import GateResult, check_gates, read_metrics
@@ -59,29 +59,12 @@ class EvalResult:
     ended: str
     command: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "checkpoint": self.checkpoint,
-            "metrics": self.metrics,
-            "gates": [g.as_dict() for g in self.gates],
-            "passed": self.passed,
-            "report": self.report,
-            "started": self.started,
-            "ended": self.ended,
-        }
-
 
 def eval_spec(manifest: Manifest) -> EvalSpec:
     spec = manifest.pipeline.spec.eval
     if spec is None:
         raise InputError(f"{manifest.path} has no eval section", hint="add spec.eval (command, gates)")
     return spec
-
-
-def now_utc() -> str:
-    """RFC 3339 UTC with milliseconds: two evaluations of one checkpoint in the same second
-    (a gate tightened and run again) still list in the order they ran."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def run_eval(
@@ -107,7 +90,7 @@ def run_eval(
     spec = eval_spec(manifest)
     found = resolve_checkpoint(registries, manifest=manifest, which=checkpoint or spec.checkpoint)
     pinned = str(found.ref)
-    started = now_utc()
+    started = clock.iso()
     with tempfile.TemporaryDirectory(prefix="trainops-eval-") as scratch:
         directory = local_copy.absolute() if local_copy and same_files(found, local_copy) else None
         if directory is None:
@@ -119,7 +102,7 @@ def run_eval(
         env.update({ENV_CHECKPOINT: str(directory), ENV_OUTPUT: str(output), ENV_REF: pinned})
         _run_command(spec, cwd=(workdir or manifest.root).absolute(), env=env, stdout=command_stdout)
         metrics = read_metrics(output)
-    ended = now_utc()
+    ended = clock.iso()
     results = check_gates(spec.gates, metrics)
     passed = all(r.passed for r in results)
     image = image or (base_env or os.environ).get("TRAINOPS_IMAGE") or None
@@ -131,7 +114,7 @@ def run_eval(
         image=image,
         datasets=_datasets(manifest, found),
         metrics=metrics,
-        gates=[ReportGate(**r.as_dict()) for r in results],
+        gates=[ReportGate(**asdict(r)) for r in results],
         passed=passed,
         started=started,
         ended=ended,

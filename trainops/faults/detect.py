@@ -20,6 +20,7 @@ from trainops.faults.actions import Action, action_for
 from trainops.faults.hang import ProgressClock
 from trainops.faults.signals import (
     MEANINGS,
+    SRUN_TASK_KILLED,
     Signal,
     classify_line,
     exit_signal,
@@ -160,6 +161,8 @@ class Monitor:
         scheduler sent — time limit, preemption, cancel — with no fault seen)."""
         with self.lock:
             seen = list(self.evidence)
+        if passed_on is not None:  # srun's tasks killed by the signal passed on are its doing, not a fault
+            seen = [e for e in seen if not SRUN_TASK_KILLED.search(e.signal.line)]
         if not seen and (code == 0 or passed_on is not None):
             return None
         if seen:

@@ -75,9 +75,7 @@ def trainer_pids(run_id: str, *, node: str | None) -> list[int]:
 
 
 def _health_file(manifest: Manifest, node: str | None) -> Path:
-    from trainops.pipeline.context import train_spec
-
-    files = [s.file for s in train_spec(manifest).faults.node_health if s.file]
+    files = [s.file for s in manifest.require_train().faults.node_health if s.file]
     if not files:
         raise InputError(
             "the xid drill writes to a node-health file, and train.faults.nodeHealth has none",

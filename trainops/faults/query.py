@@ -28,9 +28,7 @@ def _repository(manifest: Manifest, registries: Registries) -> Reference:
 
 def list_incidents(manifest: Manifest, *, run_id: str | None = None, insecure: bool = False) -> IncidentList:
     """The pipeline's incidents (of one run), oldest first, and the per-node counts."""
-    from trainops.pipeline.context import train_spec
-
-    policy = train_spec(manifest).faults.drain_after
+    policy = manifest.require_train().faults.drain_after
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         found = records.list_incidents(registries, repository=_repository(manifest, registries), run_id=run_id)
     window = timedelta(seconds=duration_seconds(policy.window))

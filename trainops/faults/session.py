@@ -59,10 +59,8 @@ class FaultSession:
         nodes: list[str],
         hang: ProgressClock | None = None,
     ) -> None:
-        from trainops.pipeline.context import train_spec
-
         self.manifest, self.registries, self.run_id, self.job_id = manifest, registries, run_id, job_id
-        self.train = train_spec(manifest)
+        self.train = manifest.require_train()
         self.policy = self.train.faults
         self.nodes = nodes or [this_node()]
         self.hang = hang

@@ -14,23 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-FaultClass = Literal[
-    "nccl-timeout",
-    "hang",
-    "storage-error",
-    "segfault",
-    "xid-application",
-    "ecc-contained",
-    "node-lost",
-    "nvlink",
-    "row-remap-pending",
-    "row-remap-failed",
-    "ecc-uncorrectable",
-    "fell-off-bus",
-    "cuda-oom",
-    "nan-loss",
-    "code-error",
-]
+from trainops.spec.faults import FaultClass
+
 FAULT_CLASSES: tuple[str, ...] = get_args(FaultClass)
 
 Source = Literal["trainer", "node-health", "metrics", "exit", "progress"]
@@ -138,6 +123,10 @@ _TRAINER_PATTERNS: tuple[tuple[re.Pattern[str], FaultClass], ...] = (
     (re.compile(r"Segmentation fault|SIGSEGV|signal 11\b"), "segfault"),
     (re.compile(r"srun: error: Node failure|srun: error: .*: task [0-9-]+: Killed|NODE_FAIL"), "node-lost"),
 )
+
+# srun's line for a task that was killed: a lost node, unless the scheduler's own signal (time
+# limit, preemption, cancel) was passed on to the trainer, whose stop kills the task too.
+SRUN_TASK_KILLED = re.compile(r"srun: error: .*: task [0-9-]+: Killed")
 
 _HEALTH_PATTERNS: tuple[tuple[re.Pattern[str], FaultClass], ...] = (
     (re.compile(r"DCGM_FR_NVLINK|NVLink.*(error|down|inactive)", re.IGNORECASE), "nvlink"),

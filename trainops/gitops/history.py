@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainops import clock
 from trainops.errors import InputError, NotFoundError
 from trainops.gitops.message import SEPARATORS, parse_lines
 from trainops.gitops.paths import check_directory
@@ -27,7 +28,7 @@ class HistoryEntry:
     """One commit of the branch."""
 
     commit: str
-    date: str  # committer date, strict ISO 8601
+    date: str  # committer date, ISO 8601 UTC with Z (trainops.clock)
     subject: str
     trailers: dict[str, str] = field(default_factory=dict)  # a key given twice keeps its last value
     paths: list[str] = field(default_factory=list)  # changed paths (under `path` when one is given)
@@ -71,7 +72,8 @@ def _parse(out: bytes) -> list[HistoryEntry]:
             fields = token[1:].split(_FIELD)
             text = [f.decode("utf-8", "replace") for f in fields]
             subject = "\x1f".join(text[2:-2])  # a subject holding the separator keeps it
-            entry = HistoryEntry(commit=text[0], date=text[1], subject=subject, trailers=parse_lines(text[-2]))
+            date = clock.iso(clock.parse(text[1]))
+            entry = HistoryEntry(commit=text[0], date=date, subject=subject, trailers=parse_lines(text[-2]))
             current = entry.paths
             entries.append(entry)
         elif token and current is not None:

@@ -24,7 +24,7 @@ reason; the remote is unchanged, since a refused push updates no ref.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainops.errors import ExistsError, InputError, NotFoundError, RemoteError, TrainopsError
@@ -102,56 +102,90 @@ def write_tree(
     strays = sorted(set(executable) - set(files))
     if strays:
         raise InputError(f"executable names {strays[0]!r}, which is not among the files", hint="list files only")
-    modes = {f"{directory}/{name}": _EXECUTABLE for name in executable}
-    text = msg.check_message(message)
-    pairs = msg.check_trailers(trailers)
-    who = msg.check_author(author)
     if not isinstance(max_attempts, int) or max_attempts < 1:
         raise InputError(f"max_attempts must be at least 1, not {max_attempts!r}")
+    commit = _Commit(
+        text=msg.check_message(message),
+        trailers=msg.check_trailers(trailers),
+        author=msg.check_author(author),
+        modes={f"{directory}/{name}": _EXECUTABLE for name in executable},
+    )
     remote = parse_remote(repo)
-
     with Scratch(remote) as scratch:
         scratch.check_branch(branch)
         blobs = _hash_blobs(scratch, contents)
-        message_file = msg.compose(scratch, text, pairs)
-        env = msg.identity(scratch, who)
         if remote.local is not None:
             _ensure_local(scratch, remote, remote.local, branch, create)
+        target = _Target(remote, branch, directory, blobs)
+        return _commit_and_push(scratch, target, commit, guard=guard, max_attempts=max_attempts)
 
-        def result(commit: str | None, attempts: int, removed: list[str]) -> CommitResult:
-            return CommitResult(
-                repo=remote.display,
-                branch=branch,
-                path=directory,
-                commit=commit,
-                changed=commit is not None,
-                attempts=attempts,
-                files=sorted(blobs),
-                removed=removed,
-            )
 
-        attempts = 0
-        backoff = Backoff(
-            f"push to {branch} of {remote.display}",
-            policy=RetryPolicy(attempts=max_attempts, base=0.1, cap=5.0, jitter=1.0),
+@dataclass(frozen=True)
+class _Commit:
+    """What each attempt commits: the message, its trailers, the author, the file modes."""
+
+    text: str
+    trailers: list[tuple[str, str]]
+    author: tuple[str, str] | None
+    modes: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where the files go: the remote, its branch, the directory, and the blobs to put there."""
+
+    remote: Remote
+    branch: str
+    directory: str
+    blobs: dict[str, str]
+
+    def result(self, commit: str | None, attempts: int, removed: list[str], *, stale: bool = False) -> CommitResult:
+        return CommitResult(
+            repo=self.remote.display,
+            branch=self.branch,
+            path=self.directory,
+            commit=commit,
+            changed=commit is not None,
+            attempts=attempts,
+            files=sorted(self.blobs),
+            removed=removed,
+            stale=stale,
         )
-        while True:
-            base = scratch.fetch_tip(branch)
-            if guard is not None and not guard(files_at(scratch, base, directory) if base else {}):
-                return replace(result(None, attempts, []), stale=True)
-            staged = _stage(scratch, base, directory, blobs, branch, modes)
-            if staged.tree is None:
-                return result(None, attempts, [])
-            args = ["commit-tree", staged.tree, *(["-p", base] if base else []), "-F", str(message_file)]
-            commit = scratch.run(*args, env=env, what="create the commit").text
-            attempts += 1
-            if scratch.push(commit, branch, base):
-                return result(commit, attempts, staged.removed)
-            if not backoff.wait("another writer pushed first; re-applying on the new tip"):
-                raise RemoteError(
-                    f"{branch} of {remote.display} kept moving: {attempts} pushes were each beaten by another writer",
-                    hint="retry in a moment, or allow more attempts if many writers share the branch",
-                )
+
+
+def _commit_and_push(
+    scratch: Scratch,
+    target: _Target,
+    commit: _Commit,
+    *,
+    guard: Callable[[Mapping[str, bytes]], bool] | None,
+    max_attempts: int,
+) -> CommitResult:
+    """Stage the files on the branch tip, commit, push; on a lost race, again on the new tip."""
+    message_file = msg.compose(scratch, commit.text, commit.trailers)
+    env = msg.identity(scratch, commit.author)
+    branch, display = target.branch, target.remote.display
+    attempts = 0
+    backoff = Backoff(
+        f"push to {branch} of {display}", policy=RetryPolicy(attempts=max_attempts, base=0.1, cap=5.0, jitter=1.0)
+    )
+    while True:
+        base = scratch.fetch_tip(branch)
+        if guard is not None and not guard(files_at(scratch, base, target.directory) if base else {}):
+            return target.result(None, attempts, [], stale=True)
+        staged = _stage(scratch, base, target.directory, target.blobs, branch, commit.modes)
+        if staged.tree is None:
+            return target.result(None, attempts, [])
+        args = ["commit-tree", staged.tree, *(["-p", base] if base else []), "-F", str(message_file)]
+        made = scratch.run(*args, env=env, what="create the commit").text
+        attempts += 1
+        if scratch.push(made, branch, base):
+            return target.result(made, attempts, staged.removed)
+        if not backoff.wait("another writer pushed first; re-applying on the new tip"):
+            raise RemoteError(
+                f"{branch} of {display} kept moving: {attempts} pushes were each beaten by another writer",
+                hint="retry in a moment, or allow more attempts if many writers share the branch",
+            )
 
 
 def _ensure_local(scratch: Scratch, remote: Remote, directory: Path, branch: str, create: bool) -> None:

@@ -18,16 +18,17 @@ import os
 import re
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainops.errors import InputError
 from trainops.hub.hfapi import COMMIT, HubSettings, hub_errors
-from trainops.hub.safetensors import model_info
+from trainops.modelfiles.safetensors import model_info
 from trainops.registry import media, store
 from trainops.registry.artifact import FileEntry, Lineage, ModelConfig, scan_tree
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
+from trainops.serialize import FLATTEN
 from trainops.signing.imported import check_signed_files, split_signature
 
 A_HUB_REPO = "dev.trainops.hub.repo"  # the Hub repo id, org/name
@@ -50,7 +51,7 @@ class ImportResult:
     revision: str | None  # as asked
     commit: str | None  # as resolved
     snapshot: Path
-    push: store.PushResult
+    push: store.PushResult = field(metadata=FLATTEN)  # in JSON: what `push` reports, beside the Hub's facts
     signature: str | None = None  # the referrer made of the model's own model.sig, if it had one
 
 

@@ -25,6 +25,7 @@ from trainops.registry import media
 from trainops.registry.artifact import Lineage, Parent, canonical_json, parse_manifest
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
+from trainops.serialize import to_data
 from trainops.spec import Manifest
 
 A_STAGE_KEY = media.A_STAGE_KEY
@@ -101,7 +102,7 @@ def save(
     """Push the record of a stage that finished (after its outputs are in the registry)."""
     from trainops.registry.store import push, tag
 
-    body = [o.as_dict() for o in outputs]
+    body = [to_data(o) for o in outputs]
     parents = [Parent(digest=o.digest, ref=o.ref, relation="parent") for o in outputs if o.ref]
     line = lineage.model_copy(update={"parents": parents})
     annotations = {

@@ -23,13 +23,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from trainops.errors import InputError, UsageError
 from trainops.gitinfo import run_git
 from trainops.pipeline.graph import STAGES, build_graph
 from trainops.pipeline.run import RunOptions, RunResult, run_pipeline
 from trainops.pipeline.stage import EventSink, no_events
+from trainops.serialize import HIDDEN
 from trainops.spec import Manifest
 
 ZERO = "0" * 40
@@ -56,15 +57,6 @@ class Decision:
     paths: list[str] = field(default_factory=list)
     code: list[str] = field(default_factory=list)
     sections: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "start": self.start,
-            "reason": self.reason,
-            "paths": self.paths,
-            "code": self.code,
-            "sections": self.sections,
-        }
 
 
 def _commit(root: Path, rev: str, what: str) -> str:
@@ -220,23 +212,23 @@ def _doc(path: str) -> bool:
 @dataclass
 class CiResult:
     pipeline: str
-    span: PushRange
+    span: PushRange = field(metadata=HIDDEN)  # in JSON as `range`
     decision: Decision
     run: RunResult | None = None  # when stages ran
+    data_properties: ClassVar[tuple[str, ...]] = ("dry_run", "range", "exit_code")
+
+    @property
+    def dry_run(self) -> bool | None:
+        """Whether the stages that ran were a dry run (None: none ran)."""
+        return self.run.dry_run if self.run is not None else None
+
+    @property
+    def range(self) -> PushRange:
+        return self.span
 
     @property
     def exit_code(self) -> int:
         return self.run.error.exit_code if self.run is not None and self.run.error else 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "pipeline": self.pipeline,
-            "dryRun": self.run.dry_run if self.run is not None else None,
-            "range": {"before": self.span.before, "after": self.span.after, "origin": self.span.origin},
-            "decision": self.decision.as_dict(),
-            "run": self.run.as_dict() if self.run is not None else None,
-            "exitCode": self.exit_code,
-        }
 
 
 def run_ci(

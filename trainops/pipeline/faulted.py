@@ -17,8 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from trainops.faults.hang import ProgressClock
 from trainops.faults.session import Decision, FaultSession
-from trainops.pipeline.context import train_spec
-from trainops.pipeline.local import LocalRunResult, run_local
+from trainops.pipeline.local import LocalRunOptions, LocalRunResult, run_local
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
 from trainops.supervise import Supervision
@@ -78,7 +77,7 @@ def run_supervised(
     """Start the trainer until it completes or a fault needs more than a restart in place."""
     from trainops.registry.context import Registries
 
-    kill_after = duration_seconds(train_spec(manifest).faults.kill_after)
+    kill_after = duration_seconds(manifest.require_train().faults.kill_after)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         session = FaultSession(manifest, registries, run_id=run_id, job_id=watch.job_id, nodes=watch.nodes)
         recorded: list[Incident] = []
@@ -94,20 +93,20 @@ def run_supervised(
                     if on_push is not None:
                         on_push(item)
 
-                result = run_local(
-                    manifest,
-                    run_id=run_id,
+                supervision = Supervision(
+                    signals=watch.signals, watchdog=session.watchdog, kill_after=kill_after, on_line=monitor.on_line
+                )
+                run_options = LocalRunOptions(
                     ckpt_dir=ckpt_dir,
                     command=command,
                     interval=interval,
                     insecure=insecure,
-                    on_push=pushed,
                     env_overrides=env_overrides,
                     command_stdout=command_stdout,
-                    supervision=Supervision(
-                        signals=watch.signals, watchdog=session.watchdog, kill_after=kill_after, on_line=monitor.on_line
-                    ),
-                    on_start=session.resumed,
+                    supervision=supervision,
+                )
+                result = run_local(
+                    manifest, run_id=run_id, options=run_options, on_push=pushed, on_start=session.resumed
                 )
                 decision = session.finish(code=result.exit_code, passed_on=result.signal)
                 if decision.incident is not None:

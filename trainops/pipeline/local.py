@@ -28,10 +28,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 from trainops import podenv
 from trainops.errors import InputError, TrainopsError
-from trainops.pipeline.context import cluster_image, train_spec
 from trainops.registry.artifact import Environment, Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
+from trainops.render.image import cluster_image
 from trainops.spec import Manifest
 from trainops.supervise import Supervision, run_command
 
@@ -55,22 +55,25 @@ class LocalRunResult:
     signal: str | None = None  # the first signal passed on to the command (SIGTERM, SIGUSR1, …)
     stopped: str | None = None  # why the watchdog stopped the command (a hang), if it did
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "runId": self.run_id,
-            "exitCode": self.exit_code,
-            "checkpointDir": self.checkpoint_dir,
-            "repository": self.repository,
-            "restored": self.restored,
-            "restoreNote": self.restore_note,
-            "resumedFrom": self.resumed_from.model_dump(by_alias=True) if self.resumed_from else None,
-            "pushed": [{"name": p.name, "step": p.step, "ref": p.ref, "digest": p.digest} for p in self.pushed],
-            "watcherErrors": self.watcher_errors,
-            "finalScanFailed": self.final_scan_failed,
-            "missingSecretEnv": self.missing_secret_env,
-            "signal": self.signal,
-            "stopped": self.stopped,
-        }
+    def raise_for_failure(self, *, hint: str) -> None:
+        """The one verdict on a run: the command failed (exit 9, with its status; `hint` says
+        what to do next), or its last checkpoints did not reach the registry (exit 6)."""
+        from trainops.errors import CommandFailedError, RemoteError
+        from trainops.supervise import status_text
+
+        if self.exit_code:
+            raise CommandFailedError(
+                f"train.command {status_text(self.exit_code)} (run {self.run_id}); "
+                f"{len(self.pushed)} checkpoint(s) pushed to {self.repository}",
+                status=self.exit_code,
+                hint=hint,
+            )
+        if self.final_scan_failed:
+            raise RemoteError(
+                f"training finished but its last checkpoints could not be pushed to {self.repository}",
+                hint=f"`trainops ckpt watch {self.checkpoint_dir} --once --run-id {self.run_id}` pushes them "
+                "(a run that resumes pushes them first too)",
+            )
 
 
 def _free_port() -> int:
@@ -85,7 +88,7 @@ def local_environment(
     run_id: str,
     ckpt_dir: Path,
     repository: Reference,
-    image: str | None,
+    image: Reference | None,
     base: Mapping[str, str],
     overrides: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, str], list[str]]:
@@ -94,13 +97,13 @@ def local_environment(
     from trainops.gitinfo import git_state
     from trainops.render.env import process_env
 
-    train = train_spec(manifest)
+    train = manifest.require_train()
     git = git_state(manifest.root)
     contract = process_env(
         pipeline=manifest.pipeline.metadata.name,
         run_id=run_id,
-        image=image or "",
-        digest=image.rsplit("@", 1)[1] if image and "@" in image else "",
+        image=cluster_image(image) if image is not None else "",
+        digest=(image.digest or "") if image is not None else "",
         ckpt_dir=str(ckpt_dir),
         repository=repository.repo_url,
         commit=git.commit if git else None,
@@ -139,7 +142,7 @@ def _restore(
     """Step 1: bring the checkpoint to resume from into the directory (checkpoint.resume)."""
     from trainops.checkpoint import restore_latest, restore_ref
 
-    policy = train_spec(manifest).checkpoint
+    policy = manifest.require_train().checkpoint
     if policy.resume == "none":
         _refuse_foreign_checkpoints(registries, repository=repository, run_id=run_id)
         return _Restored(None, "checkpoint.resume is none: starting from what the directory holds")
@@ -167,9 +170,9 @@ def _watcher(
     """Step 3's watcher: pushes the run's complete checkpoints with its lineage, keeps retention."""
     from trainops.checkpoint import WatchConfig, Watcher
     from trainops.gitinfo import git_state
-    from trainops.signing.attest import checkpoint_attestation
+    from trainops.signing.attest import checkpoint_attester
 
-    policy = train_spec(manifest).checkpoint
+    policy = manifest.require_train().checkpoint
     git = git_state(manifest.root)
     lineage = Lineage(
         pipeline=manifest.pipeline.metadata.name,
@@ -187,9 +190,10 @@ def _watcher(
         lineage=lineage,
         interval=timing[0],
         settle=timing[1],
+        image=image,
         dedup=policy.dedup,
     )
-    config.provenance, config.signer = checkpoint_attestation(manifest)
+    config.attest = checkpoint_attester(manifest, registries)
     return Watcher(registries, config, progress=progress)
 
 
@@ -213,43 +217,48 @@ class _Scans:
         return True
 
 
+@dataclass(frozen=True)
+class LocalRunOptions:
+    """How a local run goes, beyond the manifest (each field defaults to what `train run --local` does)."""
+
+    ckpt_dir: Path | None = None  # default: .trainops/runs/<pipeline>/checkpoints beside the manifest
+    image: Reference | None = None  # the pinned training image, recorded in lineage
+    command: list[str] | None = None  # default: train.command
+    interval: float = 2.0  # seconds between checkpoint scans
+    settle: float = 5.0  # quiet time before a marker-less checkpoint counts
+    insecure: bool = False
+    base_env: Mapping[str, str] | None = None  # default: this process's environment
+    env_overrides: Mapping[str, str] | None = None  # over train.env (-e KEY=VALUE)
+    command_stdout: int | IO[Any] | None = None  # default: this process's stdout
+    supervision: Supervision | None = None  # signals to pass on, a watchdog (Slurm's hang detection)
+    environment: Environment | None = None  # without an image: the interpreter, for lineage
+
+
 def run_local(
     manifest: Manifest,
     *,
     run_id: str,
-    ckpt_dir: Path | None = None,
-    image: Reference | None = None,
-    command: list[str] | None = None,
-    interval: float = 2.0,
-    settle: float = 5.0,
-    insecure: bool = False,
+    options: LocalRunOptions = LocalRunOptions(),
     on_push: Callable[[PushedCheckpoint], None] | None = None,
     progress: ProgressSink | None = None,
-    base_env: Mapping[str, str] | None = None,
-    env_overrides: Mapping[str, str] | None = None,
-    command_stdout: int | IO[Any] | None = None,
-    supervision: Supervision | None = None,
-    environment: Environment | None = None,
     on_start: Callable[[int | None, str | None], None] | None = None,
 ) -> LocalRunResult:
     """Restore, train and watch, as described in the module docstring.
 
-    The command's stdout is this process's unless command_stdout says otherwise (the CLI
-    sends it to stderr under `-o json`, so stdout carries the result alone). The command's
-    exit status is in the result; the caller decides what a failure means. supervision adds
-    signals to pass on and a watchdog (the Slurm supervisor's hang detection). Without an
-    image, `environment` (the interpreter and its packages) goes into every checkpoint's lineage.
-    on_start is told the step and checkpoint the command resumes from (None: from scratch) just
-    before it starts.
+    The command's stdout is this process's unless options.command_stdout says otherwise
+    (the CLI sends it to stderr under `-o json`, so stdout carries the result alone). The
+    command's exit status is in the result (`raise_for_failure` turns a failure into the
+    error every caller reports). on_start is told the step and checkpoint the command
+    resumes from (None: from scratch) just before it starts.
     """
     from trainops.checkpoint.catalog import checkpoint_repository
 
-    argv = list(command or train_spec(manifest).command)
+    argv = list(options.command or manifest.require_train().command)
     if not argv:
         raise InputError("train.command is empty", hint="set train.command to the training program")
-    directory = (ckpt_dir or default_checkpoint_dir(manifest)).resolve()
+    directory = (options.ckpt_dir or default_checkpoint_dir(manifest)).resolve()
     directory.mkdir(parents=True, exist_ok=True)
-    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+    with Registries.for_manifest(manifest, insecure=options.insecure) as registries:
         repository = checkpoint_repository(registries, manifest=manifest, environ={})
         restored = _restore(
             manifest, registries, repository=repository, directory=directory, run_id=run_id, progress=progress
@@ -260,19 +269,19 @@ def run_local(
             repository=repository,
             directory=directory,
             run_id=run_id,
-            image=image,
-            timing=(interval, settle),
+            image=options.image,
+            timing=(options.interval, options.settle),
             progress=progress,
-            environment=environment,
+            environment=options.environment,
         )
         env, missing = local_environment(
             manifest,
             run_id=run_id,
             ckpt_dir=directory,
             repository=repository,
-            image=cluster_image(image) if image is not None else None,
-            base=os.environ if base_env is None else base_env,
-            overrides=env_overrides,
+            image=options.image,
+            base=os.environ if options.base_env is None else options.base_env,
+            overrides=options.env_overrides,
         )
         scans = _Scans(watcher, on_push)
         scans.scan()  # complete checkpoints a killed run left behind are pushed before it resumes
@@ -283,10 +292,10 @@ def run_local(
             argv,
             cwd=manifest.root,
             env=env,
-            interval=interval,
+            interval=options.interval,
             tick=scans.scan,
-            stdout=command_stdout,
-            supervision=supervision,
+            stdout=options.command_stdout,
+            supervision=options.supervision,
         )
         final_ok = scans.scan(final=True)
     return LocalRunResult(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from trainops.spec import Manifest
+from trainops.spec import Manifest, PipelineSpec
 from trainops.spec.serving import RolloutSpec
 from trainops.spec.stages import TrainSpec
 
@@ -27,12 +27,6 @@ class Plan:
     registry: str
     gitops: str
     stages: list[StagePlan]
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        for stage in out["stages"]:
-            stage["runsOn"] = stage.pop("runs_on")
-        return out
 
 
 def _train_runs_on(train: TrainSpec) -> str:
@@ -75,85 +69,108 @@ def plan_pipeline(*, manifest: Manifest) -> Plan:
     pipeline = manifest.pipeline
     spec, name = pipeline.spec, pipeline.metadata.name
     gitops = f"{spec.gitops.repo} ({spec.gitops.branch}:{spec.gitops.path})"
-    stages: list[StagePlan] = []
-    image_ref = spec.train.image if spec.train and spec.train.image else None
-    if spec.image is not None and image_ref is None:
-        image = spec.image
-        image_ref = spec.repository(name, "image", image.repository)
-        base = image.base or f"template {image.template} default base"
-        stages.append(
-            StagePlan(
-                name="image",
-                consumes=[f"context {image.context}", f"base {base}"],
-                produces=[f"{image_ref}:<commit>, :<inputs-digest>"],
-                runs_on="Docker API engine (DOCKER_HOST)" if image.builder == "docker" else "layer builder (no engine)",
-                details={"template": image.template, "builder": image.builder},
-            )
-        )
-    checkpoints = None
-    if spec.train is not None:
-        train = spec.train
-        checkpoints = spec.repository(name, "checkpoints", train.checkpoint.repository)
-        consumes = [f"image {image_ref}"] + [f"dataset {d.name} {d.ref}" for d in train.datasets]
-        if train.checkpoint.resume != "none":
-            consumes.append(f"resume {train.checkpoint.resume} checkpoint")
-        stages.append(
-            StagePlan(
-                name="train",
-                consumes=consumes,
-                produces=[f"checkpoints {checkpoints} ({_retention(train)})"],
-                runs_on=_train_runs_on(train),
-                details={
-                    "scheduler": train.scheduler,
-                    "nodes": train.nodes,
-                    "gpusPerNode": train.gpus_per_node,
-                    "maxRetry": train.fault_tolerance.max_retry,
-                },
-            )
-        )
-    if spec.eval is not None:
-        ev = spec.eval
-        source = ev.checkpoint if ev.checkpoint not in ("latest", "best") else f"{ev.checkpoint} of {checkpoints}"
-        stages.append(
-            StagePlan(
-                name="eval",
-                consumes=[f"checkpoint {source}"],
-                produces=[f"eval report in {checkpoints or ev.checkpoint} (a referrer: its subject is the checkpoint)"],
-                runs_on="same place as train" if spec.train else "local subprocess",
-                details={"gates": [f"{g.metric} {g.op} {g.value:g}" for g in ev.gates]},
-            )
-        )
-    model = None
-    if spec.release is not None:
-        rel = spec.release
-        model = spec.repository(name, "model", rel.repository)
-        source = rel.source if rel.source not in ("latest", "best") else f"{rel.source} of {checkpoints}"
-        gated = " that passed every gate" if rel.require_gates and spec.eval and spec.eval.gates else ""
-        stages.append(
-            StagePlan(
-                name="release",
-                consumes=[f"checkpoint {source}{gated}"],
-                produces=[f"model {model}:{rel.tag}"],
-                runs_on="trainops (registry, no compute)",
-                details={"tag": rel.tag, "requireGates": rel.require_gates},
-            )
-        )
-    if spec.rollout is not None:
-        ro = spec.rollout
-        stages.append(
-            StagePlan(
-                name="rollout",
-                consumes=[f"model {ro.model or model}"],
-                produces=[f"serving manifests → {gitops}"],
-                runs_on=_rollout_runs_on(ro),
-                details={"engine": ro.engine, "traffic": ro.traffic},
-            )
-        )
+    image_stage, image_ref = _image_stage(spec, name)
+    train_stage, checkpoints = _train_stage(spec, name, image_ref)
+    release_stage, model = _release_stage(spec, name, checkpoints)
+    planned = [
+        image_stage,
+        train_stage,
+        _eval_stage(spec, checkpoints),
+        release_stage,
+        _rollout_stage(spec, model, gitops),
+    ]
     return Plan(
         pipeline=name,
         manifest=str(manifest.path),
         env=manifest.env,
         registry=spec.registry,
         gitops=gitops,
-        stages=stages,
+        stages=[stage for stage in planned if stage is not None],
+    )
+
+
+def _image_stage(spec: PipelineSpec, name: str) -> tuple[StagePlan | None, str | None]:
+    """The image stage (none when train.image pins one) and the image the training runs."""
+    image_ref = spec.train.image if spec.train and spec.train.image else None
+    if spec.image is None or image_ref is not None:
+        return None, image_ref
+    image = spec.image
+    image_ref = spec.repository(name, "image", image.repository)
+    base = image.base or f"template {image.template} default base"
+    stage = StagePlan(
+        name="image",
+        consumes=[f"context {image.context}", f"base {base}"],
+        produces=[f"{image_ref}:<commit>, :<inputs-digest>"],
+        runs_on="Docker API engine (DOCKER_HOST)" if image.builder == "docker" else "layer builder (no engine)",
+        details={"template": image.template, "builder": image.builder},
+    )
+    return stage, image_ref
+
+
+def _train_stage(spec: PipelineSpec, name: str, image_ref: str | None) -> tuple[StagePlan | None, str | None]:
+    """The train stage and the checkpoint repository it fills."""
+    if spec.train is None:
+        return None, None
+    train = spec.train
+    checkpoints = spec.repository(name, "checkpoints", train.checkpoint.repository)
+    consumes = [f"image {image_ref}"] + [f"dataset {d.name} {d.ref}" for d in train.datasets]
+    if train.checkpoint.resume != "none":
+        consumes.append(f"resume {train.checkpoint.resume} checkpoint")
+    stage = StagePlan(
+        name="train",
+        consumes=consumes,
+        produces=[f"checkpoints {checkpoints} ({_retention(train)})"],
+        runs_on=_train_runs_on(train),
+        details={
+            "scheduler": train.scheduler,
+            "nodes": train.nodes,
+            "gpusPerNode": train.gpus_per_node,
+            "maxRetry": train.fault_tolerance.max_retry,
+        },
+    )
+    return stage, checkpoints
+
+
+def _eval_stage(spec: PipelineSpec, checkpoints: str | None) -> StagePlan | None:
+    if spec.eval is None:
+        return None
+    ev = spec.eval
+    source = ev.checkpoint if ev.checkpoint not in ("latest", "best") else f"{ev.checkpoint} of {checkpoints}"
+    return StagePlan(
+        name="eval",
+        consumes=[f"checkpoint {source}"],
+        produces=[f"eval report in {checkpoints or ev.checkpoint} (a referrer: its subject is the checkpoint)"],
+        runs_on="same place as train" if spec.train else "local subprocess",
+        details={"gates": [f"{g.metric} {g.op} {g.value:g}" for g in ev.gates]},
+    )
+
+
+def _release_stage(spec: PipelineSpec, name: str, checkpoints: str | None) -> tuple[StagePlan | None, str | None]:
+    """The release stage and the model repository it publishes to."""
+    if spec.release is None:
+        return None, None
+    rel = spec.release
+    model = spec.repository(name, "model", rel.repository)
+    source = rel.source if rel.source not in ("latest", "best") else f"{rel.source} of {checkpoints}"
+    gated = " that passed every gate" if rel.require_gates and spec.eval and spec.eval.gates else ""
+    stage = StagePlan(
+        name="release",
+        consumes=[f"checkpoint {source}{gated}"],
+        produces=[f"model {model}:{rel.tag}"],
+        runs_on="trainops (registry, no compute)",
+        details={"tag": rel.tag, "requireGates": rel.require_gates},
+    )
+    return stage, model
+
+
+def _rollout_stage(spec: PipelineSpec, model: str | None, gitops: str) -> StagePlan | None:
+    if spec.rollout is None:
+        return None
+    ro = spec.rollout
+    return StagePlan(
+        name="rollout",
+        consumes=[f"model {ro.model or model}"],
+        produces=[f"serving manifests → {gitops}"],
+        runs_on=_rollout_runs_on(ro),
+        details={"engine": ro.engine, "traffic": ro.traffic},
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from trainops.errors import InputError, TrainopsError
 from trainops.pipeline import cache
@@ -41,23 +41,15 @@ class RunResult:
     error: TrainopsError | None = None
     seconds: float = 0.0
 
+    data_properties: ClassVar[tuple[str, ...]] = ("failed", "exit_code")
+
+    @property
+    def exit_code(self) -> int:
+        return self.error.exit_code if self.error else 0
+
     @property
     def failed(self) -> str | None:
         return next((s.name for s in self.stages if s.status == "failed"), None)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "pipeline": self.pipeline,
-            "env": self.env,
-            "executor": self.executor,
-            "dryRun": self.dry_run,
-            "source": self.source,
-            "stages": [s.as_dict() for s in self.stages],
-            "failed": self.failed,
-            "error": str(self.error) if self.error else None,
-            "exitCode": self.error.exit_code if self.error else 0,
-            "seconds": round(self.seconds, 3),
-        }
 
 
 @dataclass(frozen=True)

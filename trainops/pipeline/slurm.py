@@ -28,15 +28,15 @@ import dataclasses
 import logging
 import os
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from trainops.errors import CommandFailedError, UsageError
 from trainops.faults.hang import ProgressClock
-from trainops.pipeline.context import train_spec
 from trainops.pipeline.local import LocalRunResult
 from trainops.render.env import RDZV_PORT
+from trainops.serialize import FLATTEN
 from trainops.slurm.client import SlurmHost, control
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
@@ -57,16 +57,7 @@ class SlurmRunResult:
     restart: int  # SLURM_RESTART_COUNT: how many times the job was started before this one
     action: str  # "completed" | "requeued" | "stopped"
     reason: str
-    run: LocalRunResult
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "jobId": self.job_id,
-            "restart": self.restart,
-            "action": self.action,
-            "reason": self.reason,
-            **self.run.as_dict(),
-        }
+    run: LocalRunResult = field(metadata=FLATTEN)  # in JSON: the run's fields beside the job's
 
 
 def srun_argv(train: TrainSpec, *, run_id: str, head: str) -> list[str]:
@@ -103,7 +94,7 @@ def run_slurm(
     job_id = os.environ.get("SLURM_JOB_ID")
     if not job_id:
         raise UsageError("train run --slurm runs inside a Slurm job (SLURM_JOB_ID is not set)", hint="use --local here")
-    train = train_spec(manifest)
+    train = manifest.require_train()
     ckpt_dir = ckpt_dir.resolve()
     run_dir = ckpt_dir.parent
     ckpt_dir.mkdir(parents=True, exist_ok=True)

@@ -19,9 +19,6 @@ class Output:
     digest: str
     ref: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "digest": self.digest, "ref": self.ref}
-
 
 @dataclass
 class Outcome:
@@ -48,19 +45,6 @@ class StageResult:
 
     def output(self, name: str) -> Output | None:
         return next((o for o in self.outputs if o.name == name), None)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "key": self.key,
-            "why": self.why,
-            "outputs": [o.as_dict() for o in self.outputs],
-            "notes": self.notes,
-            "details": self.details,
-            "seconds": round(self.seconds, 3),
-            "error": self.error,
-        }
 
 
 @dataclass(frozen=True)

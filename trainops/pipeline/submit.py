@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainops.build.pinned import training_image
 from trainops.errors import InputError
-from trainops.gitops.target import gitops_url as gitops_url
-from trainops.pipeline.context import check_run_id, cluster_image, resolve_image, train_spec
+from trainops.gitops.target import gitops_url
 from trainops.registry.context import Registries
+from trainops.render.image import cluster_image
+from trainops.render.names import check_run_id
 from trainops.spec import Manifest
 from trainops.spec.stages import TrainSpec
 
@@ -36,9 +38,6 @@ class RenderTreeResult:
     image: str
     run_id: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"directory": self.directory, "files": self.files, "image": self.image, "runId": self.run_id}
-
 
 @dataclass(frozen=True)
 class SubmitResult:
@@ -54,27 +53,12 @@ class SubmitResult:
     run_id: str
     job_id: str | None = None  # the Slurm job (scheduler slurm)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "jobId": self.job_id,
-            "repo": self.repo,
-            "branch": self.branch,
-            "path": self.path,
-            "commit": self.commit,
-            "changed": self.changed,
-            "attempts": self.attempts,
-            "files": self.files,
-            "removed": self.removed,
-            "image": self.image,
-            "runId": self.run_id,
-        }
-
 
 def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: bool) -> tuple[Rendered, str, str | None]:
     from trainops.gitinfo import git_state
     from trainops.render import render_all
 
-    train = train_spec(manifest)
+    train = manifest.require_train()
     if train.scheduler == "local":
         raise InputError(
             "train.scheduler is local: there is nothing to render for a cluster",
@@ -90,7 +74,7 @@ def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: boo
         return render_all(manifest, image=pinned, run_id=run_id, commit=commit), pinned, commit
     registries = Registries.for_manifest(manifest, insecure=insecure)
     try:
-        pinned = cluster_image(resolve_image(manifest, registries, image=image))
+        pinned = cluster_image(training_image(manifest, registries, image=image))
     finally:
         registries.close()
     git = git_state(manifest.root)
@@ -140,7 +124,7 @@ def submit(
     gitops = manifest.pipeline.spec.gitops
     repo, create = gitops_url(manifest)
     name = manifest.pipeline.metadata.name
-    train = train_spec(manifest)
+    train = manifest.require_train()
     bare = _bare_metal(train) and image is None
     digest = pinned.rsplit("@", 1)[1] if "@" in pinned and not bare else None
     written = {"Trainops-Pipeline": name, "Trainops-Run": run_id}
@@ -204,9 +188,6 @@ class RenderedText:
             body = content if content.endswith("\n") else content + "\n"
             parts.append(f"# file: {path}\n{body}")
         return "---\n".join(parts)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"files": self.files, "image": self.image, "runId": self.run_id}
 
 
 def render_text(manifest: Manifest, *, run_id: str, image: str | None = None, insecure: bool = False) -> RenderedText:

@@ -13,15 +13,14 @@ import json
 import os
 import posixpath
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainops import clock
 from trainops.errors import InputError, IntegrityError
 from trainops.registry import media
 from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
 from trainops.registry.plain_lineage import PlainLineage
-from trainops.registry.plain_lineage import Relation as Relation  # models.Parent's relation
 
 if TYPE_CHECKING:
     from trainops.registry.models import ArtifactConfig as ArtifactConfig
@@ -111,7 +110,7 @@ def created_time(files: list[FileEntry]) -> str:
     """SOURCE_DATE_EPOCH if set, else the newest file's mtime: same content, same digest."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     stamp = float(epoch) if epoch else max(f.mtime for f in files)
-    return datetime.fromtimestamp(int(stamp), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return clock.stamp(stamp)
 
 
 def canonical_json(data: Any) -> bytes:
@@ -219,7 +218,9 @@ class ParsedManifest:
     def plain_lineage(self) -> PlainLineage:
         """The lineage annotation as plain data, as lineage() reads it but without pydantic
         (listings and lineage walks read thousands)."""
-        return PlainLineage.read(self.annotations.get(media.A_LINEAGE))
+        raw = self.annotations.get(media.A_LINEAGE)
+        plain = PlainLineage.read(raw)
+        return plain if plain is not None else PlainLineage.of(self.lineage())
 
     def lineage(self) -> Lineage:
         from trainops.registry.models import Lineage

@@ -64,13 +64,12 @@ class Registries:
 
     def root(self, text: str | None = None) -> RegistryRoot:
         """A registry root from a URL, or the default registry."""
-        from trainops.errors import UsageError
-
         url = text or self.default_registry
         if url is None:
-            raise UsageError(
-                "no registry given", hint="pass a registry URL, or run where trainops.yaml is (or pass -f FILE)"
-            )
+            from trainops.errors import NotFoundError
+            from trainops.projectdir import no_manifest
+
+            raise NotFoundError(f"no registry given, and {no_manifest()}", hint="pass a registry URL, or -f FILE")
         return parse_registry(url, base_dir=self.base_dir)
 
     def backend(self, where: Reference | RegistryRoot) -> Backend:
@@ -111,14 +110,18 @@ class Opened:
 
 
 def open_registries(*, file: str | None, env: str | None = None, insecure: bool = False) -> Opened:
-    """The manifest FILE (else ./trainops.yaml when it exists, else none) and its registries."""
-    path = Path(file) if file else Path("trainops.yaml")
-    manifest = None
-    if file is None and env is not None and not path.is_file():
-        from trainops.errors import UsageError
+    """The manifest FILE (else the nearest trainops.yaml, here or in a parent directory; else
+    none) and its registries. --env with no manifest to apply it to is a missing manifest."""
+    from trainops.projectdir import find_manifest
 
-        raise UsageError(f"--env {env} needs a manifest, and there is no {path}", hint="pass -f FILE")
-    if file is not None or path.is_file():
+    path = Path(file) if file else find_manifest()
+    manifest = None
+    if path is None and env is not None:
+        from trainops.errors import NotFoundError
+        from trainops.projectdir import no_manifest
+
+        raise NotFoundError(f"--env {env} needs a manifest: {no_manifest()}", hint="pass -f FILE")
+    if path is not None:
         from trainops.spec import load_manifest
 
         manifest = load_manifest(path, env=env)

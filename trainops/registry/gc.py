@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from contextlib import suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.errors import NotFoundError
@@ -51,9 +51,6 @@ class GcResult:
     skipped_repositories: list[str] = field(default_factory=list)  # a push in flight, or another gc
     bytes_freed: int = 0
     notes: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 DEFAULT_GRACE = 3600.0

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from trainops.registry import media
 from trainops.registry.context import Registries
@@ -17,6 +17,15 @@ class FileInfo:
     size: int
     digest: str
     media_type: str
+
+
+@dataclass(frozen=True)
+class Referrer:
+    """A record (eval report, attestation) whose subject is the artifact."""
+
+    digest: str
+    kind: str
+    artifact_type: str | None
 
 
 @dataclass(frozen=True)
@@ -44,11 +53,8 @@ class ArtifactInfo:
     lineage: dict[str, Any]
     parents: list[dict[str, str]]
     subject: str | None
-    referrers: list[dict[str, Any]] = field(default_factory=list)
+    referrers: list[Referrer] = field(default_factory=list)
     chunked: ChunkedInfo | None = None  # the chunked form's packs, and what the first parent shares
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def show(registries: Registries, *, ref: Reference) -> ArtifactInfo:
@@ -74,8 +80,7 @@ def show(registries: Registries, *, ref: Reference) -> ArtifactInfo:
         parents=[p.model_dump(by_alias=True) for p in lineage.parents],
         subject=parsed.subject.digest if parsed.subject else None,
         referrers=[
-            {"digest": d.digest, "kind": media.kind_of(d.artifact_type, d.annotations), "artifactType": d.artifact_type}
-            for d in referrers
+            Referrer(d.digest, media.kind_of(d.artifact_type, d.annotations), d.artifact_type) for d in referrers
         ],
         chunked=_chunked_info(registries, found, lineage.parents[0].digest if lineage.parents else None)
         if is_chunked(parsed)
@@ -119,13 +124,11 @@ class Diff:
     unchanged: int = 0
     bytes_shared: int = 0  # of b's files unchanged from a
     chunk_bytes_shared: int = 0  # of b's bytes found in a: unchanged files, and chunks of chunked files
+    data_properties: ClassVar[tuple[str, ...]] = ("same",)
 
     @property
     def same(self) -> bool:
         return not (self.added or self.removed or self.modified)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "same": self.same}
 
 
 def diff(registries: Registries, *, a: Reference, b: Reference) -> Diff:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 from trainops.errors import NotFoundError
 from trainops.registry import media, tombstone
@@ -22,6 +22,7 @@ from trainops.registry.digestcache import cache_dir
 from trainops.registry.plain_lineage import PlainLineage
 from trainops.registry.reference import Reference, RegistryRoot
 from trainops.registry.store import resolve
+from trainops.units import fold_reference
 
 Direction = Literal["up", "down", "both"]
 COMMIT_KEY = "git:"  # the key of a git commit's node: git:<40 hex>
@@ -55,13 +56,19 @@ class Graph:
     nodes: dict[str, Node] = field(default_factory=dict)
     edges: list[Edge] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "root": self.root,
-            "direction": self.direction,
-            "nodes": [{**vars(n), "metrics": dict(n.metrics)} for n in self.nodes.values()],  # asdict deep-copies
-            "edges": [dict(vars(e)) for e in self.edges],
-        }
+    def to_data(self) -> GraphData:
+        """The graph as JSON: its nodes as a list (`trainops.serialize`)."""
+        return GraphData(self.root, self.direction, list(self.nodes.values()), list(self.edges))
+
+
+@dataclass(frozen=True)
+class GraphData:
+    """What `lineage -o json` prints."""
+
+    root: str
+    direction: Direction
+    nodes: list[Node]
+    edges: list[Edge]
 
 
 def _cached_manifest(registries: Registries, ref: Reference, digest: str) -> ManifestData:
@@ -330,16 +337,36 @@ def lineage_graph(
 # -- formats -------------------------------------------------------------------------------
 
 
-def _label(node: Node) -> str:
+def _label(node: Node, *, metrics: bool = True) -> str:
     bits = [node.kind, node.ref]
     if node.step is not None:
         bits.append(f"step {node.step}")
-    bits.extend(f"{k}={v:g}" for k, v in sorted(node.metrics.items()))
+    if metrics:
+        bits.extend(_metrics(node))
     if node.missing:
         bits.append("(missing)")
     if node.pruned:
         bits.append("(pruned)")
     return " ".join(bits) + f" [{_hex12(node.digest)}]"
+
+
+def _metrics(node: Node) -> list[str]:
+    return [f"{k}={v:g}" for k, v in sorted(node.metrics.items())]
+
+
+_NARROWEST = 24  # a deep tree's labels still get this many columns, past the width if need be
+
+
+def _entry(head: str, indent: str, node: Node, suffix: str, width: int | None) -> list[str]:
+    """A node's lines in a tree: head + its label, on one line (width None), or folded to
+    width between the parts of its reference, never mid-name, its metrics on lines of
+    their own; continuation lines start with indent (the tree's guides, then spaces)."""
+    if width is None:
+        return [head + _label(node) + suffix]
+    room = max(_NARROWEST, width - max(len(head), len(indent)))
+    label = fold_reference(_label(node, metrics=False) + suffix, room).split("\n")
+    metrics = fold_reference(" ".join(_metrics(node)), room).split("\n") if node.metrics else []
+    return [head + label[0], *(indent + line for line in label[1:] + metrics)]
 
 
 def _hex12(key: str) -> str:
@@ -369,16 +396,18 @@ def downward(relation: str) -> str:
     return _DOWNWARD.get(head, head) + sep + rest
 
 
-def to_tree(graph: Graph) -> str:
+def to_tree(graph: Graph, *, width: int | None = None) -> str:
     """An indented text tree from the root, following the chosen direction; each line names
-    how the node on it relates to the one above (walking down, the relation reversed)."""
+    how the node on it relates to the one above (walking down, the relation reversed).
+
+    With width, each node's label folds to fit it (see _entry); without, one line a node."""
     links: dict[str, list[tuple[str, str]]] = {}
     for edge in graph.edges:
         if graph.direction == "down":
             links.setdefault(edge.parent, []).append((edge.child, downward(edge.relation)))
         else:
             links.setdefault(edge.child, []).append((edge.parent, edge.relation))
-    lines = [_label(graph.nodes[graph.root])]
+    lines = _entry("", "  ", graph.nodes[graph.root], "", width)
     shown = {graph.root}  # a node reached twice (a release's checkpoint via its eval) is expanded once
 
     def walk(digest: str, prefix: str) -> None:
@@ -386,10 +415,12 @@ def to_tree(graph: Graph) -> str:
         for i, (other, relation) in enumerate(items):
             last = i == len(items) - 1
             repeat = " (see above)" if other in shown else ""
-            lines.append(f"{prefix}{'└── ' if last else '├── '}{relation}: {_label(graph.nodes[other])}{repeat}")
+            below = prefix + ("    " if last else "│   ")
+            head = f"{prefix}{'└── ' if last else '├── '}{relation}: "
+            lines.extend(_entry(head, below + " " * (len(relation) + 2), graph.nodes[other], repeat, width))
             if not repeat:
                 shown.add(other)
-                walk(other, prefix + ("    " if last else "│   "))
+                walk(other, below)
 
     walk(graph.root, "")
     return "\n".join(lines)

@@ -20,26 +20,32 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from trainops.errors import InputError
-
-if TYPE_CHECKING:
-    from trainops.registry.models import Lineage
 
 Relation = Literal[
     "parent", "resumed-from", "derived-from", "dataset", "image", "evaluated", "released-from", "evaluated-by"
 ]
 RELATIONS: tuple[str, ...] = get_args(Relation)
 
-_COMMIT = re.compile(r"[0-9a-f]{7,64}(-dirty)?")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# The patterns lineage values follow, shared with the model (trainops.registry.models).
+COMMIT_PATTERN = r"^[0-9a-f]{7,64}(-dirty)?$"
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+_COMMIT = re.compile(COMMIT_PATTERN)
+_DIGEST = re.compile(DIGEST_PATTERN)
 _STRINGS = ("pipeline", "gitCommit", "gitRepo", "imageDigest", "runId")
 _KEYS = frozenset((*_STRINGS, "environment", "step", "metrics", "parents", "forced"))
 _ENVIRONMENT = {"python": str, "implementation": str, "platform": str, "packages": int, "digest": str}
 _FORCED = ("reason", "by")
 _PARENT_KEYS = frozenset(("digest", "ref", "relation"))
 _EXACT_FLOAT = 2**53  # a JSON integer metric up to this converts to a float exactly
+
+
+class HasPlain(Protocol):
+    """What has a plain form: models.Lineage (named by shape, so this module imports no model)."""
+
+    def plain(self) -> PlainLineage: ...
 
 
 @dataclass(frozen=True)
@@ -113,41 +119,21 @@ class PlainLineage:
         return {k: v for k, v in out.items() if v is not None}
 
     @classmethod
-    def of(cls, lineage: Lineage | PlainLineage) -> PlainLineage:
+    def of(cls, lineage: HasPlain | PlainLineage) -> PlainLineage:
         """The plain form of a model (or lineage itself, when it is plain already)."""
-        if isinstance(lineage, PlainLineage):
-            return lineage
-        return cls(
-            pipeline=lineage.pipeline,
-            git_commit=lineage.git_commit,
-            git_repo=lineage.git_repo,
-            image_digest=lineage.image_digest,
-            environment=lineage.environment.model_dump() if lineage.environment is not None else None,
-            run_id=lineage.run_id,
-            step=lineage.step,
-            metrics=dict(lineage.metrics),
-            parents=tuple(PlainParent(p.digest, p.ref, p.relation) for p in lineage.parents),
-            forced=lineage.forced.model_dump() if lineage.forced is not None else None,
-        )
+        return lineage if isinstance(lineage, PlainLineage) else lineage.plain()
 
     @classmethod
-    def read(cls, raw: str | None) -> PlainLineage:
-        """The lineage an annotation holds, as models.Lineage would read it (empty when absent
-        or invalid); only input outside the plain, canonical form loads the model."""
+    def read(cls, raw: str | None) -> PlainLineage | None:
+        """The lineage an annotation holds (empty when absent), or None when it is not in the
+        plain, canonical form: then only the model can say what it holds (the caller,
+        trainops.registry.artifact.read_plain_lineage, asks it)."""
         if not raw:
             return cls()
         try:
-            found = _plain(json.loads(raw))
+            return _plain(json.loads(raw))
         except (ValueError, RecursionError):
-            found = None
-        if found is not None:
-            return found
-        from trainops.registry.models import Lineage
-
-        try:
-            return cls.of(Lineage.model_validate_json(raw))
-        except ValueError:
-            return cls()
+            return None
 
 
 def _plain(body: Any) -> PlainLineage | None:

@@ -86,6 +86,10 @@ class Reference:
     def with_digest(self, digest: str | None) -> Reference:
         return replace(self, digest=digest)
 
+    def to_data(self) -> str:
+        """A reference in JSON is its text (`trainops.serialize`)."""
+        return str(self)
+
     def __str__(self) -> str:
         text = self.repo_url
         if self.tag:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainops.errors import ExistsError, InputError, IntegrityError, NotFoundError
 from trainops.interrupt import NOTHING_PUBLISHED, parallel
@@ -35,12 +35,13 @@ from trainops.registry.artifact import (
 from trainops.registry.backends.base import Backend, BlobSource, Descriptor, ManifestData, sha256_digest
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache, cache_dir
-from trainops.registry.plain_lineage import PlainLineage, PlainParent
+from trainops.registry.plain_lineage import PlainLineage
 from trainops.registry.protect import Override, check_move
 from trainops.registry.reference import Reference
 
 if TYPE_CHECKING:  # pydantic loads only where a models.Lineage is built (see registry/plain_lineage.py)
-    from trainops.registry.models import Lineage, Parent
+    from trainops.registry.chunks.pushing import ChunkedResult
+    from trainops.registry.models import Lineage
 
 
 def default_jobs(ref: Reference) -> int:
@@ -118,20 +119,6 @@ class PushResult:
     moved_from: str | None = None  # the digest the tag pointed at before, when the push moved it
     bytes_shared: int = 0  # chunked files: bytes found in chunks the repository already held
 
-    def as_dict(self) -> dict[str, Any]:
-        """What `push -o json` prints (and every command that pushes, such as `hub import`)."""
-        return {
-            "ref": str(self.ref),
-            "digest": self.digest,
-            "files": self.files,
-            "bytesTotal": self.bytes_total,
-            "bytesSent": self.bytes_sent,
-            "blobsSkipped": self.blobs_skipped,
-            "seconds": round(self.seconds, 3),
-            "movedFrom": self.moved_from,
-            "bytesShared": self.bytes_shared,
-        }
-
 
 def leased(backend: Backend, repo: str) -> AbstractContextManager[None]:
     """Around every span from a first blob check to the manifest that references the blobs:
@@ -155,22 +142,29 @@ def bytes_source(data: bytes) -> BlobSource:
     return BlobSource(digest=sha256_digest(data), size=len(data), opener=lambda: io.BytesIO(data))
 
 
-def pin_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[PlainParent]:
-    """(reference text, relation) pairs → parents pinned to digests (each must exist)."""
-    out: list[PlainParent] = []
-    for text, relation in parents:
-        ref = registries.ref(text)
-        found = resolve(registries, ref=ref)
-        shown = ref.repo_url + (f":{found.ref.tag}" if found.ref.tag else "")
-        out.append(PlainParent(digest=found.manifest.digest, ref=shown, relation=relation))
-    return out
+def _check_push(ref: Reference, kind: str, dedup: str) -> None:
+    if ref.digest:
+        raise InputError(f"cannot push to a digest ({ref})", hint="push to a tag; the digest is computed")
+    if kind not in media.KINDS or kind == "image":
+        raise InputError(f"unknown artifact kind {kind!r}", hint="use checkpoint, model, dataset, eval or other")
+    if dedup not in DEDUP_MODES:
+        raise InputError(f"unknown dedup mode {dedup!r}", hint=f"use one of {', '.join(DEDUP_MODES)}")
 
 
-def resolve_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[Parent]:
-    """pin_parents as models.Parent, for building a models.Lineage."""
-    from trainops.registry.models import Parent
+def _push_chunked(
+    backend: Backend,
+    ref: Reference,
+    chunked: list[FileEntry],
+    *,
+    lineage: Lineage | PlainLineage | None,
+    progress: ProgressSink,
+    cache: DigestCache,
+) -> ChunkedResult:
+    """The large files in the chunked form, deduplicated against the lineage parents."""
+    from trainops.registry.chunks.pushing import push_files
 
-    return [Parent.model_validate(vars(p)) for p in pin_parents(registries, parents)]
+    parents = [p.digest for p in PlainLineage.of(lineage or PlainLineage()).parents]
+    return push_files(backend, ref.repository, chunked, parents=parents, tag=ref.tag, progress=progress, cache=cache)
 
 
 def push(
@@ -190,20 +184,13 @@ def push(
     override: Override | None = None,
     dedup: str = "off",
 ) -> PushResult:
-    """Push a file or directory tree as one artifact; tag it if ref has a tag (model: the
-    ModelPack config fields of a kind="model" artifact).
+    """Push a file or tree as one artifact, tagged if ref has a tag (model: ModelPack config).
 
-    A tag that names other content is moved (`moved_from` says from what), or with
-    move_tag=False the push is refused before the manifest is written. dedup="chunks":
-    files of CHUNKED_MIN bytes or more go in the chunked form (trainops.registry.chunks),
-    deduplicated against the parents and the newest checkpoints of the repository."""
+    A tag naming other content moves (`moved_from` says from what); move_tag=False refuses
+    before the manifest is written. dedup="chunks": files of CHUNKED_MIN bytes or more go in
+    the chunked form, deduplicated against the parents and the repository's newest checkpoints."""
     started = time.monotonic()
-    if ref.digest:
-        raise InputError(f"cannot push to a digest ({ref})", hint="push to a tag; the digest is computed")
-    if kind not in media.KINDS or kind == "image":
-        raise InputError(f"unknown artifact kind {kind!r}", hint="use checkpoint, model, dataset, eval or other")
-    if dedup not in DEDUP_MODES:
-        raise InputError(f"unknown dedup mode {dedup!r}", hint=f"use one of {', '.join(DEDUP_MODES)}")
+    _check_push(ref, kind, dedup)
     progress = progress or NullProgress()
     cache = cache or DigestCache()
     files = scan_tree(source)
@@ -222,12 +209,7 @@ def push(
         ]
         packs: list[Descriptor] = []
         if chunked:
-            from trainops.registry.chunks.pushing import push_files
-
-            parents = [p.digest for p in PlainLineage.of(lineage or PlainLineage()).parents]
-            done = push_files(
-                backend, ref.repository, chunked, parents=parents, tag=ref.tag, progress=progress, cache=cache
-            )
+            done = _push_chunked(backend, ref, chunked, lineage=lineage, progress=progress, cache=cache)
             layers += [layer for _, layer in done.indexes]
             digests += done.digests
             sent, skipped, shared = sent + done.bytes_sent, skipped + done.packs_skipped, done.bytes_shared
@@ -251,10 +233,7 @@ def push(
             before=lambda: _check_unchanged(files, digests),  # no manifest for a file that changed meanwhile
         )
     manifest, moved = published.manifest, published.moved_from
-    if published.config_sent:
-        sent += published.config_size
-    else:
-        skipped += 1
+    sent, skipped = (sent + published.config_size, skipped) if published.config_sent else (sent, skipped + 1)
     return PushResult(
         ref=ref.with_digest(manifest.digest),
         digest=manifest.digest,

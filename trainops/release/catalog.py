@@ -34,24 +34,6 @@ class ReleaseInfo:
     signed_by: list[str] = field(default_factory=list)  # keys its model signatures name (show only; unverified)
     provenance: str | None = None  # its SLSA provenance record (show only)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "ref": self.ref,
-            "digest": self.digest,
-            "version": self.version,
-            "checkpoint": self.checkpoint,
-            "eval": self.eval,
-            "forced": self.forced,
-            "reason": self.reason,
-            "by": self.by,
-            "created": self.created,
-            "size": self.size,
-            "files": self.files,
-            "model": self.model,
-            "signedBy": self.signed_by,
-            "provenance": self.provenance,
-        }
-
 
 def _info(ref: Reference, parsed: ParsedManifest, model: dict[str, Any] | None = None) -> ReleaseInfo:
     notes = parsed.annotations

@@ -19,12 +19,12 @@ import os
 import string
 import tempfile
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from trainops import clock
 from trainops.errors import GateFailedError, InputError, TrainopsError, UsageError
-from trainops.hub.safetensors import ModelInfo, model_info
+from trainops.modelfiles.safetensors import ModelInfo, model_info
 from trainops.registry import media
 from trainops.registry.artifact import Forced, Lineage, ModelConfig, Parent
 from trainops.registry.chunks.index import is_chunked
@@ -55,22 +55,6 @@ class ReleaseResult:
     signed_by: str | None = None  # the signing key's fingerprint (release.signing)
     signature: str | None = None  # the model signature referrer attached now
     provenance: str | None = None  # the SLSA provenance referrer attached now
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "ref": self.ref,
-            "digest": self.digest,
-            "checkpoint": self.checkpoint,
-            "eval": self.eval,
-            "version": self.version,
-            "created": self.created,
-            "forced": self.forced.model_dump() if self.forced else None,
-            "model": self.model.as_config(),
-            "files": self.files,
-            "signedBy": self.signed_by,
-            "signature": self.signature,
-            "provenance": self.provenance,
-        }
 
 
 def release_spec(manifest: Manifest) -> ReleaseSpec:
@@ -188,7 +172,7 @@ def _publish(
                 files=selection,
                 ref=target,
                 kind="model",
-                created=ckpt.parsed.created or _now(),
+                created=ckpt.parsed.created or clock.iso(),
                 lineage=lineage,
                 annotations=notes,
                 model=model,
@@ -220,10 +204,6 @@ def _result(
     )
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _as_made(existing: Resolved, result: ReleaseResult) -> ReleaseResult:
     """The same files were released before: report that release as it was made."""
     notes = existing.parsed.annotations
@@ -242,7 +222,7 @@ def expand_tag(template: str, checkpoint: Resolved) -> str:
         "step": lineage.step,
         "commit": lineage.git_commit[:12] if lineage.git_commit else None,
         "run": lineage.run_id,
-        "date": datetime.now(timezone.utc).strftime("%Y%m%d"),
+        "date": clock.now().strftime("%Y%m%d"),
     }
     needed = [name for _, name, _, _ in string.Formatter().parse(template) if name]
     missing = [name for name in needed if values.get(name) is None]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from trainops.errors import InputError, NotFoundError
-from trainops.hub.safetensors import MAX_CONFIG, ModelInfo, SafetensorsHeader, read_header, summarize
+from trainops.modelfiles.safetensors import MAX_CONFIG, ModelInfo, SafetensorsHeader, read_header, summarize
 from trainops.registry import media
 from trainops.registry.artifact import safe_relpath, scan_tree
 from trainops.registry.backends.base import Descriptor

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainops.errors import InputError, TrainopsError
+from trainops.errors import TrainopsError
 from trainops.render.context import RunContext, build_context
 from trainops.render.env import secret_looking
 from trainops.render.image import is_pinned
@@ -127,10 +127,7 @@ def _train_warnings(ctx: RunContext) -> None:
 
 
 def _train_tree(manifest: Manifest, *, image: str, run_id: str, commit: str | None) -> _Tree:
-    spec = manifest.pipeline.spec
-    if spec.train is None:
-        raise InputError(f"{manifest.path.name} has no train section", hint="add spec.train to render a training job")
-    if spec.train.scheduler == "local":
+    if manifest.require_train().scheduler == "local":
         build_context(manifest, image=image, run_id=run_id, commit=commit)  # the same checks of image and run id
         return _Tree()
     ctx = build_context(manifest, image=image, run_id=run_id, commit=commit)

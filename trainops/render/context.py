@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainops.errors import InputError
 from trainops.render.image import PinnedImage, pin_image
 from trainops.render.names import ANNOTATION_COMMIT, ANNOTATION_IMAGE, check_commit, check_run_id, common_labels
 from trainops.spec import Manifest
@@ -84,29 +83,23 @@ class RunContext:
 
 
 def checkpoint_repository(spec: PipelineSpec, pipeline: str, train: TrainSpec) -> str:
-    """train.checkpoint.repository, else <spec.registry>/<pipeline>/checkpoints, as a URL."""
+    """The manifest's checkpoint repository (checkpoint.catalog's one rule) as a URL for the pods;
+    a repository without a scheme lives under spec.registry."""
+    from trainops.checkpoint.catalog import declared_repository, require_repository
     from trainops.registry.reference import parse_reference
 
-    text = spec.repository(pipeline, "checkpoints", train.checkpoint.repository)
+    text, where = declared_repository(spec, pipeline=pipeline, train=train)
     if not text.startswith(_SCHEMES):
         text = f"{spec.registry.rstrip('/')}/{text.lstrip('/')}"
-    field_name = "train.checkpoint.repository" if train.checkpoint.repository else "spec.registry"
     if text.startswith("file://"):
         return text.rstrip("/")  # kept as written: a local path means nothing to a cluster
-    ref = parse_reference(text)
-    if ref.tag or ref.digest:
-        raise InputError(
-            f"{field_name}: {text!r} names a tag or digest", hint="name the repository only; checkpoints are tagged"
-        )
-    return ref.repo_url
+    return require_repository(parse_reference(text), where=where).repo_url
 
 
 def build_context(manifest: Manifest, *, image: str, run_id: str, commit: str | None) -> RunContext:
     pipeline = manifest.pipeline
     spec = pipeline.spec
-    if spec.train is None:
-        raise InputError(f"{manifest.path.name} has no train section", hint="add spec.train to render a training job")
-    train = spec.train
+    train = manifest.require_train()
     pinned = pin_image(image, field="image")
     agent_text = train.checkpoint.agent_image
     agent = pin_image(agent_text, field="train.checkpoint.agentImage") if agent_text else pinned

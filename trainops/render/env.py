@@ -93,6 +93,31 @@ def secret_looking(train: TrainSpec) -> list[str]:
     ]
 
 
+def run_identity(
+    *,
+    pipeline: str,
+    run_id: str,
+    image: str,
+    digest: str,
+    ckpt_dir: str,
+    repository: str,
+    commit: str | None,
+) -> dict[str, str]:
+    """What every process of a run is told about it (the trainer and the checkpoint sidecar
+    alike): the pod environment contract's identity part, in a fixed order."""
+    env = {
+        podenv.PIPELINE: pipeline,
+        podenv.RUN_ID: run_id,
+        podenv.IMAGE: image,
+        podenv.IMAGE_DIGEST: digest,
+        podenv.CKPT_DIR: ckpt_dir,
+        podenv.CKPT_REPOSITORY: repository,
+    }
+    if commit:
+        env[podenv.GIT_COMMIT] = commit
+    return env
+
+
 def process_env(
     *,
     pipeline: str,
@@ -106,16 +131,15 @@ def process_env(
     endpoint: str | None,
 ) -> list[tuple[str, str]]:
     """The literal environment of the training process, in a fixed order (secrets not included)."""
-    env: dict[str, str] = {
-        podenv.PIPELINE: pipeline,
-        podenv.RUN_ID: run_id,
-        podenv.IMAGE: image,
-        podenv.IMAGE_DIGEST: digest,
-        podenv.CKPT_DIR: ckpt_dir,
-        podenv.CKPT_REPOSITORY: repository,
-    }
-    if commit:
-        env[podenv.GIT_COMMIT] = commit
+    env = run_identity(
+        pipeline=pipeline,
+        run_id=run_id,
+        image=image,
+        digest=digest,
+        ckpt_dir=ckpt_dir,
+        repository=repository,
+        commit=commit,
+    )
     env[podenv.NNODES] = nnodes(train)
     env[podenv.NPROC_PER_NODE] = nproc_per_node(train)
     if endpoint is not None:

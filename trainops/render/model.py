@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,6 @@ class SchemaProblem:
         text = f"{self.path}: {self.message}" if self.path else self.message
         return f"{where}: {text}" if where else text
 
-    def as_dict(self) -> dict[str, str]:
-        return {"file": self.file, "kind": self.kind, "name": self.name, "path": self.path, "message": self.message}
-
 
 @dataclass(frozen=True)
 class RenderCheck:
@@ -58,6 +55,7 @@ class RenderCheck:
     problems: list[SchemaProblem]
     warnings: list[str]
     note: str = ""  # said when there is nothing to render (the local scheduler, no train section)
+    data_properties: ClassVar[tuple[str, ...]] = ("ok", "objects")
 
     @property
     def ok(self) -> bool:
@@ -66,16 +64,3 @@ class RenderCheck:
     @property
     def objects(self) -> int:
         return sum(self.counts.values())
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "env": self.env,
-            "scheduler": self.scheduler,
-            "ok": self.ok,
-            "objects": self.objects,
-            "counts": dict(self.counts),
-            "files": list(self.files),
-            "problems": [p.as_dict() for p in self.problems],
-            "warnings": list(self.warnings),
-            "note": self.note,
-        }

@@ -30,7 +30,7 @@ from trainops import podenv
 from trainops.errors import InputError
 from trainops.render.checkpoint import pull_argv, qualify, restore_steps, watch_argv
 from trainops.render.context import RunContext
-from trainops.render.env import RDZV_PORT, check_names, launch_argv
+from trainops.render.env import RDZV_PORT, check_names, launch_argv, run_identity
 from trainops.render.names import LABEL_ROLE
 from trainops.spec.common import duration_seconds
 from trainops.spec.stages import TrainSpec
@@ -136,16 +136,16 @@ def _node_rank() -> dict[str, Any]:
 
 
 def _agent_env(ctx: RunContext, role: PodRole) -> list[dict[str, Any]]:
-    pairs = [
-        (podenv.PIPELINE, ctx.pipeline),
-        (podenv.RUN_ID, ctx.run_id),
-        (podenv.IMAGE, ctx.image.ref),
-        (podenv.IMAGE_DIGEST, ctx.image.digest),
-        (podenv.CKPT_DIR, ctx.train.checkpoint.dir),
-        (podenv.CKPT_REPOSITORY, ctx.repository),
-    ]
-    if ctx.commit:
-        pairs.append((podenv.GIT_COMMIT, ctx.commit))
+    identity = run_identity(
+        pipeline=ctx.pipeline,
+        run_id=ctx.run_id,
+        image=ctx.image.ref,
+        digest=ctx.image.digest,
+        ckpt_dir=ctx.train.checkpoint.dir,
+        repository=ctx.repository,
+        commit=ctx.commit,
+    )
+    pairs = list(identity.items())
     if ctx.train.checkpoint.registry_secret:
         pairs.append((podenv.DOCKER_CONFIG, REGISTRY_AUTH_DIR))
     env = _literal(pairs)

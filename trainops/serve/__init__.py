@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from trainops.serve.api import RolloutRender, render_rollout
 from trainops.serve.audit import HistoryItem, RolloutStatus, rollback, rollout_history, rollout_status
+from trainops.serve.auto import auto_promote
 from trainops.serve.flows import ActionResult, abort, promote, start_rollout
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "RolloutRender",
     "RolloutStatus",
     "abort",
+    "auto_promote",
     "promote",
     "render_rollout",
     "rollback",

@@ -53,10 +53,13 @@ class AnalysisOutcome:
 
 
 def _get(url: str, query: str) -> dict[str, Any]:
+    """The query's result; a Prometheus that does not answer is retried (trainops.retry, said on stderr)."""
     import requests
 
-    last = ""
-    for attempt in range(1, TRIES + 1):
+    from trainops.retry import Backoff, RetryPolicy
+
+    backoff = Backoff(f"Prometheus {url}", policy=RetryPolicy(attempts=TRIES, base=1.0, cap=4.0))
+    while True:
         try:
             response = requests.get(f"{url.rstrip('/')}/api/v1/query", params={"query": query}, timeout=TIMEOUT)
         except requests.RequestException as err:
@@ -69,13 +72,11 @@ def _get(url: str, query: str) -> dict[str, Any]:
                 if isinstance(data, dict) and data.get("status") == "success":
                     return dict(data.get("data") or {})
             last = f"HTTP {response.status_code}: {response.text[:200]}"
-        if attempt < TRIES:
-            log.warning("Prometheus %s did not answer (%s); retrying in %ds", url, last, attempt)
-            time.sleep(attempt)
-    raise RemoteError(
-        f"Prometheus {url} is unreachable ({last}): the canary cannot be analysed, nothing was promoted",
-        hint="check rollout.analysis.prometheus and that Prometheus is up",
-    )
+        if not backoff.wait(last):
+            raise RemoteError(
+                f"Prometheus {url} is unreachable ({last}): the canary cannot be analysed, nothing was promoted",
+                hint="check rollout.analysis.prometheus and that Prometheus is up",
+            )
 
 
 def query_value(url: str, threshold: Threshold) -> float:

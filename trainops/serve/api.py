@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from trainops.errors import InputError
 from trainops.render.directory import write_rendered
@@ -22,16 +21,6 @@ class RolloutRender:
     files: dict[str, str]
     directory: str | None = None  # where the files were written, if anywhere
     warnings: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "release": self.release,
-            "image": self.image,
-            "files": sorted(self.files),
-            "directory": self.directory,
-            "warnings": list(self.warnings),
-        }
 
     def text(self) -> str:
         parts = [

@@ -9,7 +9,7 @@ commit's serving tree and commits those bytes again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, ClassVar
 
 from trainops.errors import ExistsError, InputError, NotFoundError
 from trainops.serve.context import serve_context
@@ -45,20 +45,6 @@ class RolloutStatus:
     steps: int  # canary steps in the manifest
     live: LiveState | None = None  # what the cluster reports (with a kubeconfig)
 
-    def as_dict(self) -> dict[str, Any]:
-        from trainops.serialize import to_data
-
-        return {
-            "commit": self.commit,
-            "path": self.path,
-            "stable": self.stable.as_dict() if self.stable else None,
-            "canary": self.canary.as_dict() if self.canary else None,
-            "weight": self.weight,
-            "step": self.step,
-            "steps": self.steps,
-            "live": to_data(self.live),
-        }
-
 
 @dataclass(frozen=True)
 class HistoryItem:
@@ -69,22 +55,11 @@ class HistoryItem:
     step: str
     subject: str
     stable: str | None = None  # during a canary: the release serving the rest
+    data_properties: ClassVar[tuple[str, ...]] = ("version",)
 
     @property
     def version(self) -> str:
         return Served(self.release, "").version if self.release and "@" in self.release else "-"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "commit": self.commit,
-            "date": self.date,
-            "action": self.action,
-            "release": self.release,
-            "version": self.version,
-            "step": self.step,
-            "stable": self.stable,
-            "subject": self.subject,
-        }
 
 
 def rollout_status(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainops.errors import TrainopsError
 from trainops.render.api import PLACEHOLDER_DIGEST, SERVING_KINDS, TRAIN_KINDS, placeholder_image
@@ -21,6 +21,9 @@ from trainops.serve.context import serve_context
 from trainops.serve.render import build_tree
 from trainops.serve.state import RolloutState, Served
 from trainops.spec import Manifest
+
+if TYPE_CHECKING:
+    from trainops.cluster.dryrun import Sent
 
 CANARY_DIGEST = "sha256:" + "0" * 63 + "1"
 
@@ -81,3 +84,23 @@ def _unmatched_patches(manifest: Manifest, objects: list[dict[str, Any]]) -> lis
             message = f"spec.patches[{index}]: no rendered {target.kind}{named} to patch"
             out.append(SchemaProblem(manifest.path.name, "", "", "", f"{message}; serving renders {', '.join(kinds)}"))
     return out
+
+
+def serving_sent(manifest: Manifest) -> list[Sent]:
+    """The serving objects of a placeholder release, stable and as a canary, each with the file
+    and manifest field it comes from (what a cluster dry run sends)."""
+    from trainops.cluster.dryrun import Sent
+
+    stable = placeholder_served(manifest)
+    states = [
+        RolloutState(stable=stable),
+        RolloutState(stable=stable, canary=placeholder_served(manifest, CANARY_DIGEST), step=0),
+    ]
+    out: dict[tuple[str, str, str], Sent] = {}
+    for state in states:
+        tree = build_tree(serve_context(manifest), state)
+        for obj, source in zip(tree.objects, tree.sources, strict=True):
+            meta = obj.get("metadata") or {}
+            key = (str(obj.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
+            out[key] = Sent(obj, f"{tree.path}/{source}", ("spec", "rollout"))
+    return list(out.values())

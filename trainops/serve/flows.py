@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
 from trainops.errors import ExistsError, InputError
+from trainops.serialize import HIDDEN
 from trainops.serve.context import ServeContext, serve_context
 from trainops.serve.render import build_tree, check_tree, serving_path
 from trainops.serve.state import STATE_FILE, RolloutState, Served, parse_state
@@ -40,30 +41,25 @@ class ActionResult:
     commit: str | None
     changed: bool
     stale: bool  # another writer changed the rollout first: nothing was committed
-    before: RolloutState
-    after: RolloutState
+    before: RolloutState = field(metadata=HIDDEN)
+    after: RolloutState = field(metadata=HIDDEN)
     weight: int  # percent of traffic on the canary after the action
     step: str  # the Trainops-Rollout-Step trailer
     path: str
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     analysis: list[str] = field(default_factory=list)  # measured values, when analysis ran
+    data_properties: ClassVar[tuple[str, ...]] = ("stable", "canary")
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "commit": self.commit,
-            "changed": self.changed,
-            "stale": self.stale,
-            "stable": self.after.stable.as_dict() if self.after.stable else None,
-            "canary": self.after.canary.as_dict() if self.after.canary else None,
-            "weight": self.weight,
-            "step": self.step,
-            "path": self.path,
-            "files": list(self.files),
-            "warnings": list(self.warnings),
-            "analysis": list(self.analysis),
-        }
+    @property
+    def stable(self) -> Served | None:
+        """What serves the rest of the traffic after the action."""
+        return self.after.stable
+
+    @property
+    def canary(self) -> Served | None:
+        """The canary after the action, if one is in progress."""
+        return self.after.canary
 
 
 @dataclass(frozen=True)
@@ -249,22 +245,14 @@ def promote(
     manifest: Manifest,
     *,
     full: bool = False,
-    auto: bool = False,
     cluster: ClusterRead | None = None,
     max_attempts: int = 5,
 ) -> ActionResult:
-    """Advance the canary one step (with `full`, make it stable; with `auto`, step by step while
-    rollout.analysis holds, aborting when it fails: trainops.serve.auto).
+    """Advance the canary one step (with `full`, make it stable). Step by step while
+    rollout.analysis holds is trainops.serve.auto.auto_promote.
 
     With `cluster`, the Rollout is read first: a canary Argo Rollouts aborted is not promoted
-    (trainops.serve.live.check_promotable); `auto` then follows the controller's AnalysisRuns
-    instead of measuring Prometheus itself."""
-    if auto:
-        if full:
-            raise InputError("promote takes --full or --auto, not both")
-        from trainops.serve.auto import auto_promote
-
-        return auto_promote(manifest, cluster=cluster, max_attempts=max_attempts)
+    (trainops.serve.live.check_promotable)."""
     ctx = serve_context(manifest)
     before, _ = read_state(manifest)
     after = next_state(ctx, before, full=full)

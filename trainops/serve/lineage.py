@@ -20,7 +20,7 @@ from pathlib import Path
 from trainops.errors import InputError, NotFoundError
 from trainops.registry.context import Registries
 from trainops.registry.lineage import Direction, DownIndex, Edge, Graph, Node, lineage_graph
-from trainops.registry.reference import Reference, RegistryRoot
+from trainops.registry.reference import Reference, RegistryRoot, parse_reference
 from trainops.spec import Manifest
 
 GIT_PREFIX = "git:"  # `trainops lineage git:REV`
@@ -42,7 +42,7 @@ def add_rollouts(graph: Graph, manifest: Manifest, *, limit: int = 1000) -> int:
     for item in reversed(rollout_history(manifest, limit=limit)):  # oldest first
         roles = ((item.release, ""), (item.stable, " (as stable)"))
         for release, role in roles:
-            digest = release.rsplit("@", 1)[1] if release and "@" in release else None
+            digest = parse_reference(release).digest if release else None
             if digest not in models:
                 continue
             key = KEY_PREFIX + item.commit
@@ -85,6 +85,13 @@ def commit_of(rev: str, *, repo_dir: Path) -> str:
         return full
     if _HEX.match(rev.lower()):
         return rev.lower()
+    from trainops.gitinfo import in_repository
+
+    if not in_repository(repo_dir):
+        raise NotFoundError(
+            f"{GIT_PREFIX}{rev}: {repo_dir} is not in a git repository",
+            hint="run it in the training code's clone, or give the commit's sha (git:<7 to 40 hex digits>)",
+        )
     raise NotFoundError(
         f"git revision {rev} is unknown in {repo_dir}",
         hint="check it with `git rev-parse`, or give the commit's sha",

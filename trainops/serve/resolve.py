@@ -47,32 +47,18 @@ def resolve_image(manifest: Manifest, registries: Registries, *, image: str | No
     """The serving image as pods name it (host/repository@sha256:…): `image` (a tag is resolved
     now), else rollout.pinnedImage, else the image built for this git commit in the serving
     repository."""
-    from trainops.build.api import base_reference
-    from trainops.gitinfo import git_state
-    from trainops.registry.store import resolve
+    from trainops.build.pinned import image_for_commit, pin_image
     from trainops.render.image import cluster_image
 
     rollout = manifest.pipeline.spec.rollout
     image = image or (rollout.pinned_image if rollout is not None else None)
     if image:
-        ref = base_reference(image, registries)
-        if ref.digest:
-            return cluster_image(ref)
-        try:
-            return cluster_image(resolve(registries, ref=ref).ref)
-        except NotFoundError:
-            raise NotFoundError(f"serving image {image} is not in its registry", hint="push it, or pin it") from None
-    repository = serving_repository(manifest)
-    git = git_state(manifest.root)
-    if git is None:
-        raise InputError(
-            f"{manifest.root} is not in a git repository, so the serving image cannot be found by its commit",
-            hint="pass --image NAME@sha256:…",
-        )
-    try:
-        return cluster_image(resolve(registries, ref=registries.ref(repository).with_tag(git.commit)).ref)
-    except NotFoundError:
-        raise NotFoundError(
-            f"no serving image for commit {git.commit[:12]} in {repository}",
-            hint="build it from the serve template (trainops image build), or pass --image NAME@sha256:…",
-        ) from None
+        return cluster_image(pin_image(registries, image, what="serving image"))
+    pinned = image_for_commit(
+        registries,
+        repository=registries.ref(serving_repository(manifest)),
+        root=manifest.root,
+        what="serving image",
+        build_hint="build it from the serve template (trainops image build)",
+    )
+    return cluster_image(pinned)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from trainops.errors import InputError
+
+if TYPE_CHECKING:
+    from trainops.registry.reference import Reference
 
 STATE_FILE = "trainops-rollout.json"
 
@@ -26,26 +29,33 @@ class Served:
 
     release: str  # scheme-qualified reference with its digest, e.g. oci://host/ns/model:v1@sha256:…
     image: str  # host/repository@sha256:…
+    data_properties: ClassVar[tuple[str, ...]] = ("version",)
+
+    @property
+    def reference(self) -> Reference:
+        from trainops.registry.reference import parse_reference
+
+        return parse_reference(self.release)
 
     @property
     def digest(self) -> str:
-        return self.release.rsplit("@", 1)[1]
+        digest = self.reference.digest
+        if digest is None:
+            raise InputError(
+                f"the served release {self.release} is not pinned by digest", hint="restore the file from history"
+            )
+        return digest
 
     @property
     def version(self) -> str:
         """The release's tag, else its short digest: what `rollback --to` and `status` name."""
-        name = self.release.rsplit("@", 1)[0].split("://", 1)[-1]
-        last = name.rsplit("/", 1)[-1]
-        return last.split(":", 1)[1] if ":" in last else self.digest[:19]
+        return self.reference.tag or self.digest[:19]
 
     def matches(self, text: str) -> bool:
         """Whether `text` names this release: its tag, its digest (or a prefix of 12+), or its reference."""
         if text in (self.version, self.release, self.release.split("://", 1)[-1]):
             return True
         return text.startswith("sha256:") and len(text) >= 19 and self.digest.startswith(text)
-
-    def as_dict(self) -> dict[str, str]:
-        return {"release": self.release, "version": self.version, "image": self.image}
 
 
 @dataclass(frozen=True)

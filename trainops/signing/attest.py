@@ -10,6 +10,7 @@ re-running `release create` on a release that exists adds only what is missing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ from trainops.errors import TrainopsError
 from trainops.registry import media
 from trainops.registry.artifact import safe_relpath
 from trainops.registry.context import Registries
+from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved
 from trainops.signing.provenance import EvalFacts, provenance, statement_json
 from trainops.signing.records import list_records, push_record
@@ -70,6 +72,22 @@ def checkpoint_attestation(manifest: Manifest | None) -> tuple[bool, Signer | No
     from trainops.signing.signer import open_signer
 
     return True, open_signer(signing, root=manifest.root if manifest else Path("."))
+
+
+def checkpoint_attester(manifest: Manifest | None, registries: Registries) -> Callable[[Reference], None] | None:
+    """What a checkpoint watcher calls after each push (WatchConfig.attest): SLSA provenance,
+    signed when release.signing has a key; None when release.signing.checkpoints is off."""
+    provenance, signer = checkpoint_attestation(manifest)
+    if not provenance:
+        return None
+
+    def attest_checkpoint(ref: Reference) -> None:
+        from trainops.clock import now_utc
+        from trainops.registry.store import resolve
+
+        attest(registries, found=resolve(registries, ref=ref), signer=signer, created=now_utc())
+
+    return attest_checkpoint
 
 
 def attest(registries: Registries, *, found: Resolved, signer: Signer | None, created: str) -> Attestation:

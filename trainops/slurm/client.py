@@ -60,6 +60,7 @@ class SlurmHost:
             return command
         target, _, port = self.login_host.partition(":")
         remote = " ".join(shlex.quote(word) for word in command)
+        remote = f"{TIME_FORMAT_ENV}={shlex.quote(TIME_FORMAT)} {remote}"
         if cwd:
             remote = f"cd {shlex.quote(cwd)} && {remote}"
         ssh = [*ssh_command(), "-o", "BatchMode=yes", "-o", "ConnectTimeout=15"]
@@ -88,6 +89,7 @@ class SlurmHost:
                 check=False,
                 timeout=TIMEOUT,
                 cwd=None if self.login_host else cwd,
+                env={**os.environ, TIME_FORMAT_ENV: TIME_FORMAT},
             )
         except subprocess.TimeoutExpired:
             raise RemoteError(
@@ -105,6 +107,10 @@ class SlurmHost:
         return RemoteError(
             f"{command[0]} {self.where} failed: {text}", hint="check that slurmctld is up (`scontrol ping`)"
         )
+
+
+TIME_FORMAT_ENV = "SLURM_TIME_FORMAT"
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # Slurm's times with their offset, whatever the host's zone
 
 
 def ssh_command() -> list[str]:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from trainops import clock
 from trainops.errors import TrainopsError
-from trainops.serialize import to_data
 from trainops.slurm.client import SlurmHost, control, read_file, sbatch, show_job
 from trainops.slurm.record import (
     RunRecord,
@@ -76,7 +75,7 @@ def submit_job(
             login_host=host.login_host,
             submit_dir=host.submit_dir,
             stdout=fields.get("StdOut") or None,
-            submitted=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            submitted=clock.iso(),
             env=manifest.env,
         )
         path = write_record(manifest, record)
@@ -114,26 +113,20 @@ class JobStatus:
     stdout: str | None
     ettr: Ettr | None = None  # with one run asked for: ETTR and its parts (trainops.faults)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "runId": self.run_id,
-            "jobId": self.job_id,
-            "state": self.state,
-            "reason": self.reason,
-            "nodes": self.nodes,
-            "restarts": self.restarts,
-            "exitCode": self.exit_code,
-            "submitted": self.submitted,
-            "started": self.started,
-            "comment": self.comment,
-            "stdout": self.stdout,
-            "ettr": to_data(self.ettr),
-        }
-
 
 def _value(fields: dict[str, str], key: str) -> str | None:
     value = fields.get(key)
     return None if value in (None, "", "(null)", "None", "Unknown") else value
+
+
+def _time(text: str | None) -> str | None:
+    """A Slurm time (SLURM_TIME_FORMAT gives it its offset) in the one format; None if absent or unreadable."""
+    if text is None:
+        return None
+    try:
+        return clock.iso(clock.parse(text))
+    except ValueError:
+        return None
 
 
 def _status(record: RunRecord, fields: dict[str, str] | None) -> JobStatus:
@@ -147,7 +140,7 @@ def _status(record: RunRecord, fields: dict[str, str] | None) -> JobStatus:
         restarts=int(fields.get("Restarts", "0") or 0),
         exit_code=_value(fields, "ExitCode"),
         submitted=record.submitted,
-        started=_value(fields, "StartTime"),
+        started=_time(_value(fields, "StartTime")),
         comment=_value(fields, "Comment"),
         stdout=_value(fields, "StdOut") or record.stdout,
     )

@@ -84,6 +84,15 @@ def read_record(path: Path) -> RunRecord:
         raise InputError(f"{path}: not a trainops run record ({err.__class__.__name__})", hint="remove it") from None
 
 
+def submitted_here(manifest: Manifest, *, run_id: str | None) -> bool:
+    """Whether RUN (any run, when None) was submitted to Slurm from this project: such a run's
+    status, logs and cancel go to Slurm whatever the manifest's current scheduler (an
+    environment overlay chose Slurm when it was submitted)."""
+    if run_id is not None:
+        return record_path(manifest, run_id).is_file()
+    return runs_dir(manifest).is_dir() and any(runs_dir(manifest).glob(f"*/{RECORD}"))
+
+
 def find_record(manifest: Manifest, run_id: str) -> RunRecord:
     """The record of run_id; an unknown run is not found (exit 4)."""
     path = record_path(manifest, run_id)

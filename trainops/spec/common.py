@@ -80,6 +80,20 @@ def duration_seconds(value: str) -> float:
     return sum(int(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(value))
 
 
+_SECONDS = re.compile(r"^[0-9]+(\.[0-9]+)?$")
+
+
+def parse_seconds(text: str, *, what: str) -> float:
+    """Seconds from a command-line value: a number (0.5) or a duration (10s, 500ms, 1m30s)."""
+    from trainops.errors import UsageError
+
+    if _SECONDS.match(text):
+        return float(text)
+    if re.match(DURATION, text):
+        return duration_seconds(text)
+    raise UsageError(f"{what} {text!r} is not a duration", hint="write seconds (0.5) or a duration such as 10s, 500ms")
+
+
 REGISTRY_SCHEMES = ("file", "oci", "s3")
 
 

@@ -11,10 +11,28 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from trainops.faults.signals import FaultClass
 from trainops.spec.common import Duration, StrictModel
 
 FaultAction = Literal["restart", "requeue", "drain", "stop"]
+
+# The classes of failure trainops tells apart (trainops.faults.signals diagnoses them).
+FaultClass = Literal[
+    "nccl-timeout",
+    "hang",
+    "storage-error",
+    "segfault",
+    "xid-application",
+    "ecc-contained",
+    "node-lost",
+    "nvlink",
+    "row-remap-pending",
+    "row-remap-failed",
+    "ecc-uncorrectable",
+    "fell-off-bus",
+    "cuda-oom",
+    "nan-loss",
+    "code-error",
+]
 
 
 class NodeHealthSource(StrictModel):

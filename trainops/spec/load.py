@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from trainops.errors import InputError, ManifestError, NotFoundError, Problem
 from trainops.spec.locate import problems_from_validation
 from trainops.spec.pipeline import Pipeline
+from trainops.spec.stages import TrainSpec
 from trainops.spec.yamlsafe import MAX_BYTES, YamlProblem, YMap, load_yaml_mapping
 
 DEFAULT_MANIFEST = "trainops.yaml"
@@ -31,6 +32,15 @@ class Manifest:
     def root(self) -> Path:
         """The directory relative paths in the manifest are resolved against."""
         return self.path.parent
+
+    def require_train(self) -> TrainSpec:
+        """spec.train, for what needs it (rendering, running or evaluating where training runs)."""
+        train = self.pipeline.spec.train
+        if train is None:
+            raise InputError(
+                f"{self.path.name} has no train section", hint="add spec.train (command, scheduler, nodes)"
+            )
+        return train
 
     def local_path(self, value: str) -> Path:
         """A path from the manifest, resolved against its directory."""

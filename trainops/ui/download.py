@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from trainops.ui.app import Browser, Pages
+    from trainops.ui.views import Browser, Views
 
 
 def file_of(db: Any, *, repository: str, digest: str) -> str:
@@ -54,7 +54,7 @@ def fetch_verified(browser: Browser, *, repository: str, digest: str) -> Path:
     return path
 
 
-def download_route(browser: Browser, pages: Pages) -> Any:
+def download_route(browser: Browser, views: Views) -> Any:
     from starlette.background import BackgroundTask
     from starlette.responses import FileResponse
 
@@ -65,8 +65,7 @@ def download_route(browser: Browser, pages: Pages) -> Any:
             name = file_of(browser.index.connect(), repository=repository, digest=digest)
             path = fetch_verified(browser, repository=repository, digest=digest)
         except TrainopsError as err:
-            status = 404 if isinstance(err, NotFoundError) else 400 if isinstance(err, InputError) else 502
-            return pages.render("error.html", status=status, message=str(err), code=status)
+            return views.error_page(err)
         return FileResponse(
             path,
             filename=name.rsplit("/", 1)[-1],

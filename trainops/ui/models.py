@@ -27,7 +27,7 @@ class RepositorySummary(StrictModel):
         description="The newest `created` of its artifacts (RFC 3339): per registry/SPEC.md, SOURCE_DATE_EPOCH or "
         "the newest file's mtime, not the time of a push (the name is kept for API compatibility).",
     )
-    refreshed: float | None = Field(None, description="When the index last read it (seconds since the epoch).")
+    refreshed: str | None = Field(None, description="When the index last read it (ISO 8601 UTC).")
 
 
 class RepositoryList(StrictModel):

@@ -12,6 +12,7 @@ import re
 import sqlite3
 from typing import Any
 
+from trainops import clock
 from trainops.errors import InputError, NotFoundError
 from trainops.registry import media
 from trainops.registry.artifact import parse_manifest
@@ -65,7 +66,7 @@ def repositories(db: sqlite3.Connection) -> RepositoryList:
                 artifacts=r["artifacts"],
                 tags=r["tags"],
                 last_push=r["last_push"],
-                refreshed=r["refreshed"],
+                refreshed=None if r["refreshed"] is None else clock.iso(clock.at(r["refreshed"])),
             )
             for r in rows
         ]

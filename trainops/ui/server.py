@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 from trainops.errors import TrainopsError, UsageError
 from trainops.registry.context import Registries
 from trainops.registry.digestcache import cache_dir
-from trainops.ui.app import Browser, create_app
+from trainops.ui.app import create_app
 from trainops.ui.index import Index, RefreshResult, refresh
 from trainops.ui.security import is_loopback
+from trainops.ui.views import Browser
 
 if TYPE_CHECKING:
     from trainops.spec import Manifest
@@ -49,9 +50,10 @@ def prepare(
     would have nothing to show), one with data is served at once and refreshed meanwhile.
     A manifest whose spec.rollout is set adds the rollouts that served releases to graphs."""
     if not urls:
-        raise UsageError(
-            "no registry to browse", hint="pass --registry URL, or run where trainops.yaml sets spec.registry"
-        )
+        from trainops.errors import NotFoundError
+        from trainops.projectdir import no_manifest
+
+        raise NotFoundError(f"no registry to browse, and {no_manifest()}", hint="pass --registry URL, or -f FILE")
     loopback = is_loopback(host)
     if not loopback and not token:
         raise UsageError(

@@ -41,7 +41,7 @@ def image_stage(ctx: StageContext) -> Outcome:
 def submitted_run(ctx: StageContext) -> str | None:
     """The run id of an earlier submit of this very stage key, from the GitOps history."""
     from trainops.gitops import history
-    from trainops.pipeline.submit import gitops_url
+    from trainops.gitops.target import gitops_url
 
     gitops = ctx.manifest.pipeline.spec.gitops
     repo, _ = gitops_url(ctx.manifest)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trainops.errors import CommandFailedError, InputError, NotFoundError, RemoteError
+from trainops.errors import InputError, NotFoundError, RemoteError
 from trainops.pipeline.executors.base import StageContext
 from trainops.pipeline.keys import run_environment
 from trainops.pipeline.stage import Outcome, Output
@@ -60,11 +60,11 @@ def image_skip(ctx: StageContext) -> Outcome | None:
 def image_stage(ctx: StageContext) -> Outcome:
     """train.image pinned to its digest, or the manifest's image built and pushed."""
     from trainops.build.api import build_image
-    from trainops.pipeline.context import resolve_image
+    from trainops.build.pinned import training_image
 
     train = ctx.manifest.pipeline.spec.train
     if train is not None and train.image:
-        ref = resolve_image(ctx.manifest, ctx.registries, image=train.image)
+        ref = training_image(ctx.manifest, ctx.registries, image=train.image)
         return Outcome(
             outputs=[Output(name="image", digest=str(ref.digest), ref=str(ref))],
             details={"pinned": train.image},
@@ -95,33 +95,24 @@ def image_of(ctx: StageContext) -> Reference | None:
 
 def train_stage(ctx: StageContext) -> Outcome:
     """train.command here with the checkpoint watcher (trainops.pipeline.local.run_local)."""
-    from trainops.pipeline.local import run_local
+    from trainops.pipeline.local import LocalRunOptions, run_local
 
     image = image_of(ctx)
     environment = None if image else run_environment()
     run_id = ctx.stage_run_id()
+    run_options = LocalRunOptions(
+        image=image, insecure=ctx.insecure, command_stdout=ctx.command_stdout, environment=environment
+    )
     result = run_local(
         ctx.manifest,
         run_id=run_id,
-        image=image,
-        insecure=ctx.insecure,
+        options=run_options,
         on_push=lambda item: ctx.note(f"pushed {item.name} (step {item.step})"),
-        command_stdout=ctx.command_stdout,
-        environment=environment,
     )
-    if result.exit_code:
-        raise CommandFailedError(
-            f"train.command exited with status {result.exit_code} (run {run_id}, "
-            f"{len(result.pushed)} checkpoint(s) pushed)",
-            status=result.exit_code,
-            hint="fix it and run `trainops run` again: finished stages are cached and training resumes "
-            "from its newest checkpoint",
-        )
-    if result.final_scan_failed:
-        raise RemoteError(
-            f"training finished but its last checkpoints could not be pushed to {result.repository}",
-            hint="run `trainops run` again: the checkpoints still on disk are pushed before training resumes",
-        )
+    result.raise_for_failure(
+        hint="fix it and run `trainops run` again: finished stages are cached and training resumes "
+        "from its newest checkpoint"
+    )
     newest = _newest(ctx)
     notes = [f"run {run_id}: {len(result.pushed)} checkpoint(s) pushed"]
     if result.restored:

@@ -57,7 +57,7 @@ def segments(path: Path, size: int, mode: str = "tensors") -> list[tuple[int, in
     """(start, end) spans of the file that chunks never cross: the safetensors header and
     each tensor's bytes (in file order) for a valid safetensors file, else the whole file."""
     if mode == "tensors" and path.name.endswith(".safetensors"):
-        from trainops.hub.safetensors import read_file_header
+        from trainops.modelfiles.safetensors import read_file_header
 
         try:
             header = read_file_header(path)

@@ -2,7 +2,7 @@
 
 Each `*.safetensors` layer's header is read with ranged reads (Backend.read_range: a seek
 on file://, an HTTP Range request on oci://, a ranged GET on s3://): 8 bytes, then the
-header, never the data. The one header reader is trainops.hub.safetensors.read_header,
+header, never the data. The one header reader is trainops.modelfiles.safetensors.read_header,
 which bounds and checks everything before believing it. A file whose header it refuses
 (hostile or damaged) is listed as unreadable with the reason; the rest is still shown.
 """
@@ -10,14 +10,18 @@ which bounds and checks everything before believing it. A file whose header it r
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainops.errors import InputError
 from trainops.registry.context import Registries
 from trainops.registry.inspect import ArtifactInfo
 from trainops.registry.inspect import show as show_artifact
 from trainops.registry.reference import Reference
+
+if TYPE_CHECKING:
+    from trainops.registry.artifact import ModelConfig
 
 TENSOR_KINDS = ("model", "checkpoint")
 TOP_SHAPES = 8
@@ -45,27 +49,15 @@ class TensorSummary:
 
 
 @dataclass
-class ShowResult:
-    info: ArtifactInfo
-    tensors: TensorSummary | None
+class ShowResult(ArtifactInfo):
+    """`registry show`: the artifact, and what its tensors are (None: not a model or checkpoint)."""
 
-    def as_dict(self) -> dict[str, Any]:
-        out = self.info.as_dict()
-        out["tensors"] = None if self.tensors is None else _camel(asdict(self.tensors))
-        return out
-
-
-def _camel(data: dict[str, Any]) -> dict[str, Any]:
-    def key(name: str) -> str:
-        head, *rest = name.split("_")
-        return head + "".join(part.title() for part in rest)
-
-    return {key(k): v for k, v in data.items()}
+    tensors: TensorSummary | None = None
 
 
 def tensor_summary(registries: Registries, *, ref: Reference, info: ArtifactInfo) -> TensorSummary | None:
     """Headers of the artifact's safetensors files, summed; None if it has none."""
-    from trainops.hub.safetensors import read_header
+    from trainops.modelfiles.safetensors import read_header
 
     files = [f for f in info.files if f.path.endswith(".safetensors")]
     if not files:
@@ -117,4 +109,12 @@ def show(registries: Registries, *, ref: Reference) -> ShowResult:
     """`registry show`: the artifact, and for models and checkpoints what their tensors are."""
     info = show_artifact(registries, ref=ref)
     tensors = tensor_summary(registries, ref=ref, info=info) if info.kind in TENSOR_KINDS else None
-    return ShowResult(info, tensors)
+    return ShowResult(**vars(info), tensors=tensors)
+
+
+def model_config(directory: Path) -> ModelConfig:
+    """The ModelPack config of a model directory, from its files (what releases record too)."""
+    from trainops.modelfiles.safetensors import model_info
+    from trainops.registry.artifact import ModelConfig
+
+    return ModelConfig(config=model_info(directory).as_config())

@@ -1,0 +1,226 @@
+"""Volcano, JobSet and Kueue on the simulated cluster: their CRDs (the vendored ones where
+trainops has them, else the upstream module's own, same version), configuration and
+processes. A mixin of ``KubeCluster`` (tests/kube_cluster.py), kept apart for size.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kube_bins import binary, module_source
+from kube_config import LOOPBACK, RACK_LABEL, SPINE_LABEL, VOLCANO_SCHEDULER_CONF, hypernode, webhook_configurations
+from services import wait_for
+
+REPO = Path(__file__).resolve().parent.parent
+VENDORED_CRDS = REPO / "trainops" / "render" / "crds"
+
+
+class AddonsMixin:
+    """The add-on components; ``KubeCluster`` provides api, pki, directory, ports, _spawn, …"""
+
+    def install_crds(self, paths: Iterable[Path]) -> None:
+        """Server-side apply CRDs and wait until each is Established."""
+        names = []
+        for path in paths:
+            for doc in yaml.safe_load_all(path.read_text()):
+                if doc and doc.get("kind") == "CustomResourceDefinition":
+                    doc.setdefault("metadata", {}).pop("creationTimestamp", None)
+                    doc.pop("status", None)
+                    self.api.apply(doc)
+                    names.append(doc["metadata"]["name"])
+
+        def established() -> bool:
+            for name in names:
+                crd = self.api.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name)
+                conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+                if conds.get("Established") != "True":
+                    return False
+            return True
+
+        wait_for(established, timeout=60, what=f"CRDs established ({len(names)})", interval=0.2)
+
+    def _crd_files(self, module: str, key: str, subdirs: Sequence[str]) -> list[Path]:
+        """Upstream CRDs from the module source, with the vendored ones (same version) in their place."""
+        vendored = {}
+        for path in VENDORED_CRDS.glob("*.yaml"):
+            for doc in yaml.safe_load_all(path.read_text()):
+                if doc and doc.get("kind") == "CustomResourceDefinition":
+                    vendored[doc["metadata"]["name"]] = path
+        out: list[Path] = []
+        src = module_source(module, key)
+        for sub in subdirs:
+            for path in sorted((src / sub).glob("*.yaml")):
+                doc = yaml.safe_load(path.read_text())
+                name = (doc or {}).get("metadata", {}).get("name")
+                out.append(vendored.get(name, path))
+        return out
+
+    def _start_volcano(self) -> None:
+        self.install_crds(self._crd_files("volcano.sh/volcano", "VOLCANO_VERSION", ["config/crd/volcano/bases"]))
+        self.api.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": "volcano-system"},
+            }
+        )
+        conf = self.directory / "volcano-scheduler.conf"
+        conf.write_text(self.volcano_config or VOLCANO_SCHEDULER_CONF)
+        metrics, health = self._port("volcano-scheduler-metrics"), self._port("volcano-scheduler")
+        args = [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--scheduler-conf={conf}",
+            "--schedule-period=500ms",
+            f"--listen-address={LOOPBACK}:{metrics}",
+            f"--healthz-address={LOOPBACK}:{health}",
+            "--enable-healthz=true",
+            "--enable-metrics=false",
+            "--leader-elect=false",
+            f"--cache-dump-dir={self.directory / 'volcano-dump'}",
+            "--kube-api-qps=500",
+            "--kube-api-burst=1000",
+            "-v=2",
+        ]
+        self._spawn(
+            "vc-scheduler",
+            binary("vc-scheduler"),
+            args,
+            what="volcano scheduler",
+            ready=self._healthz(f"http://{LOOPBACK}:{health}/healthz"),
+        )
+        cm_metrics, cm_health = self._port("volcano-controllers-metrics"), self._port("volcano-controllers")
+        args = [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--listen-address={LOOPBACK}:{cm_metrics}",
+            f"--healthz-address={LOOPBACK}:{cm_health}",
+            "--enable-healthz=true",
+            "--enable-metrics=false",
+            "--leader-elect=false",
+            "--kube-api-qps=500",
+            "--kube-api-burst=1000",
+            "-v=2",
+        ]
+        self._spawn(
+            "vc-controller-manager",
+            binary("vc-controller-manager"),
+            args,
+            what="volcano controller-manager",
+            ready=self._healthz(f"http://{LOOPBACK}:{cm_health}/healthz"),
+        )
+        if self.hypernodes:
+            self.apply_hypernodes()
+        # Volcano's installer creates the default queue (jobs without a queue go there).
+        self.api.apply(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": "default"},
+                "spec": {"weight": 1, "reclaimable": True},
+            }
+        )
+
+    def hypernode_objects(self) -> list[dict[str, Any]]:
+        """Tier 1: one HyperNode per rack (its nodes by label); tier 2: one per spine (its racks)."""
+        racks: dict[str, str] = {}
+        for i in range(self.shape.nodes):
+            labels = self.node_labels(i)
+            racks[labels[RACK_LABEL]] = labels[SPINE_LABEL]
+        out = []
+        for rack in sorted(racks):
+            member = {"type": "Node", "selector": {"labelMatch": {"matchLabels": {RACK_LABEL: rack}}}}
+            out.append(hypernode(rack, 1, [member]))
+        for spine in sorted(set(racks.values())):
+            members = [
+                {"type": "HyperNode", "selector": {"exactMatch": {"name": rack}}}
+                for rack in sorted(racks)
+                if racks[rack] == spine
+            ]
+            out.append(hypernode(spine, 2, members))
+        return out
+
+    def apply_hypernodes(self) -> None:
+        for obj in self.hypernode_objects():
+            self.api.apply(obj)
+
+    def _controller_runtime(
+        self,
+        *,
+        name: str,
+        exe: Path,
+        namespace: str,
+        config: dict[str, Any],
+        webhooks: Path,
+        keep_groups: frozenset[str],
+        args: Sequence[str] = (),
+    ) -> None:
+        """A controller-runtime manager (Kueue, JobSet): loopback ports, our webhook certificate,
+        and its webhook configurations pointed at 127.0.0.1 (no Service: no pod network here)."""
+        self.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        certs = self.directory / f"{name}-certs"
+        certs.mkdir(exist_ok=True)
+        shutil.copy(self.pki / "webhook.crt", certs / "tls.crt")
+        shutil.copy(self.pki / "webhook.key", certs / "tls.key")
+        webhook, health, metrics = self._port(f"{name}-webhook"), self._port(name), self._port(f"{name}-metrics")
+        config = {
+            **config,
+            "health": {"healthProbeBindAddress": f"{LOOPBACK}:{health}"},
+            "metrics": {"bindAddress": f"{LOOPBACK}:{metrics}"},
+            "webhook": {"port": webhook, "host": LOOPBACK, "certDir": str(certs)},
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+        }
+        path = self.directory / f"{name}-config.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        self._spawn(
+            name,
+            exe,
+            [f"--config={path}", *args],
+            what=name,
+            ready=self._healthz(f"http://{LOOPBACK}:{health}/readyz"),
+            env={"KUBECONFIG": str(self.kubeconfig)},
+        )
+        for obj in webhook_configurations(
+            webhooks, prefix=name, port=webhook, ca=self.pki / "ca.crt", keep=keep_groups
+        ):
+            self.api.apply(obj)
+
+    def _start_jobset(self) -> None:
+        src = module_source("sigs.k8s.io/jobset", "JOBSET_VERSION")
+        self.install_crds(sorted((src / "config/components/crd/bases").glob("*.yaml")))
+        config = {"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration"}
+        self._controller_runtime(
+            name="jobset",
+            exe=binary("jobset"),
+            namespace="jobset-system",
+            config=config,
+            webhooks=src / "config/components/webhook/manifests.yaml",
+            keep_groups=frozenset({"jobset.x-k8s.io", ""}),
+        )
+
+    def _start_kueue(self) -> None:
+        crds = self._crd_files("sigs.k8s.io/kueue", "KUEUE_VERSION", ["config/components/crd/bases"])
+        self.install_crds(crds)
+        src = module_source("sigs.k8s.io/kueue", "KUEUE_VERSION")
+        frameworks = ["batch/job"] + (["jobset.x-k8s.io/jobset"] if "jobset" in self.components else [])
+        config = {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "namespace": "kueue-system",
+            "integrations": {"frameworks": frameworks},
+            # the on-demand visibility API server would listen on 0.0.0.0:8082: not needed here
+            "featureGates": {"VisibilityOnDemand": False},
+            "clientConnection": {"qps": 300, "burst": 500},
+        }
+        groups = {"kueue.x-k8s.io", "batch"} | ({"jobset.x-k8s.io"} if "jobset" in self.components else set())
+        self._controller_runtime(
+            name="kueue",
+            exe=binary("kueue"),
+            namespace="kueue-system",
+            config=config,
+            webhooks=src / "config/components/webhook/manifests.yaml",
+            keep_groups=frozenset(groups),
+        )

@@ -1,0 +1,189 @@
+"""What trainops renders, put on the simulated cluster and watched there (tests and bench/).
+
+``render_job`` renders examples/tiny-llm's training job (or its tenants) through trainops'
+own render with a few train fields changed (an environment written beside a copy of the
+manifest, the way a user would add one); ``apply`` stands in for the GitOps controller
+(server-side apply, strict field validation); the rest reads pods and PodGroups back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kube_cluster import EXIT_ANNOTATION, RACK_LABEL, ApiError, KubeApi, KubeCluster
+from services import wait_for
+
+REPO = Path(__file__).resolve().parent.parent
+TINY_LLM = REPO / "examples" / "tiny-llm" / "trainops.yaml"
+IMAGE = "registry.invalid/tiny-llm/train@sha256:" + "0" * 64
+JOB_NAME_LABEL = "volcano.sh/job-name"
+
+
+def manifest_with(directory: Path, *, env: str = "sim", **train: Any) -> Path:
+    """examples/tiny-llm's manifest in ``directory`` with an environment ``env`` overriding
+    ``train`` fields (camelCase keys, as in the YAML); returns the manifest's path. Off
+    Volcano, the example's patch of its Volcano Job is dropped (it would match nothing)."""
+    data = yaml.safe_load(TINY_LLM.read_text())
+    overlay: dict[str, Any] = {"train": train}
+    if train.get("scheduler", "volcano") != "volcano":
+        overlay["patches"] = []
+    data.setdefault("environments", {})[env] = overlay
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "trainops.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def render_job(directory: Path, *, run_id: str, env: str = "sim", **train: Any) -> list[dict[str, Any]]:
+    """The training job's objects, rendered by trainops for tiny-llm with ``train`` overrides."""
+    from trainops.render.api import render_train
+    from trainops.spec.load import load_manifest
+
+    manifest = load_manifest(manifest_with(directory, env=env, **train), env=env)
+    return list(render_train(manifest, image=IMAGE, run_id=run_id).objects)
+
+
+def render_tenants(
+    directory: Path, *, env: str = "sim", tenants: list[dict[str, Any]] | None = None, **train: Any
+) -> list[dict[str, Any]]:
+    """spec.tenants rendered by trainops (Volcano Queues, or Kueue flavors and queues)."""
+    from trainops.render.api import render_tenants as render
+    from trainops.spec.load import load_manifest
+
+    path = manifest_with(directory, env=env, **train)
+    if tenants is not None:
+        data = yaml.safe_load(path.read_text())
+        data["environments"][env]["tenants"] = tenants
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return list(render(load_manifest(path, env=env)).objects)
+
+
+def apply(api: KubeApi, objects: Iterable[dict[str, Any]]) -> None:
+    """Stands in for Argo CD: server-side apply of each object, strict field validation."""
+    for obj in objects:
+        ns = obj["metadata"].get("namespace")
+        if ns:
+            ensure_namespace(api, ns)
+        api.apply(obj)
+
+
+def ensure_namespace(api: KubeApi, name: str) -> None:
+    try:
+        api.get("v1", "Namespace", name)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        # pods need the namespace's default ServiceAccount (the controller-manager makes it)
+        wait_for(
+            lambda: bool(api.get("v1", "ServiceAccount", "default", name)),
+            timeout=30,
+            what=f"ServiceAccount default in {name}",
+        )
+
+
+def priority_class(name: str, value: int, *, preempt: bool = True) -> dict[str, Any]:
+    """A PriorityClass as the cluster's administrator defines it (trainops renders the reference)."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "preemptionPolicy": "PreemptLowerPriority" if preempt else "Never",
+    }
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job's pods are: how many exist, which nodes the bound ones are on."""
+
+    pods: int
+    nodes: tuple[str, ...]  # the node of each bound pod
+
+    @property
+    def bound(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def partial(self) -> bool:
+        return 0 < self.bound < self.pods
+
+
+def placement(api: KubeApi, namespace: str, job: str) -> Placement:
+    pods = api.list("v1", "Pod", namespace, selector=f"{JOB_NAME_LABEL}={job}")
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    nodes = tuple(sorted(p["spec"]["nodeName"] for p in live if p["spec"].get("nodeName")))
+    return Placement(pods=len(live), nodes=nodes)
+
+
+def wait_bound(api: KubeApi, namespace: str, job: str, pods: int, *, timeout: float = 60) -> Placement:
+    """Wait until all ``pods`` of a Volcano job are bound; fail if a partial binding lingers."""
+    last = Placement(0, ())
+
+    def done() -> bool:
+        nonlocal last
+        last = placement(api, namespace, job)
+        return last.pods == pods and last.bound == pods
+
+    wait_for(done, timeout=timeout, what=f"{pods} pods of {namespace}/{job} bound (last: {last})", interval=0.1)
+    return last
+
+
+def stays_unbound(api: KubeApi, namespace: str, job: str, *, seconds: float) -> Placement:
+    """Watch a job for ``seconds`` (several scheduling cycles): none of its pods may be bound."""
+    deadline = time.monotonic() + seconds
+    while True:
+        now = placement(api, namespace, job)
+        assert now.bound == 0, f"{namespace}/{job}: {now.bound} of {now.pods} pods bound: {now.nodes}"
+        if time.monotonic() >= deadline:
+            return now
+        time.sleep(0.2)  # pacing: the condition is "stays so", checked throughout
+
+
+def podgroup(api: KubeApi, namespace: str, job: str) -> dict[str, Any]:
+    """The PodGroup Volcano made for a job (named after it, with the job's uid)."""
+    for pg in api.list("scheduling.volcano.sh/v1beta1", "PodGroup", namespace):
+        owners = pg["metadata"].get("ownerReferences", [])
+        if any(o.get("name") == job for o in owners):
+            return pg
+    raise AssertionError(f"no PodGroup owned by {namespace}/{job}")
+
+
+def podgroup_says(api: KubeApi, namespace: str, job: str, *, condition: str = "Unschedulable") -> str:
+    """Wait for the job's PodGroup to carry ``condition`` and return its reason and message."""
+    text = ""
+
+    def has() -> bool:
+        nonlocal text
+        for cond in podgroup(api, namespace, job).get("status", {}).get("conditions", []):
+            if cond["type"] == condition and cond["status"] == "True":
+                text = f"{cond.get('reason', '')}: {cond.get('message', '')}"
+                return True
+        return False
+
+    wait_for(has, timeout=30, what=f"PodGroup of {namespace}/{job} {condition}", interval=0.2)
+    return text
+
+
+def racks_of(cluster: KubeCluster, nodes: Iterable[str]) -> set[str]:
+    index = {name: i for i, name in enumerate(cluster.nodes)}
+    return {cluster.node_labels(index[n])[RACK_LABEL] for n in nodes}
+
+
+def finish_pods(api: KubeApi, namespace: str, selector: str, *, code: int = 0) -> int:
+    """Tell kwok the matching pods' containers exited with ``code`` (Succeeded or Failed)."""
+    pods = api.list("v1", "Pod", namespace, selector=selector)
+    for pod in pods:
+        patch = {"metadata": {"annotations": {EXIT_ANNOTATION: str(code)}}}
+        api.merge_patch("v1", "Pod", pod["metadata"]["name"], patch, namespace)
+    return len(pods)
+
+
+def delete_all(api: KubeApi, namespace: str, api_version: str, kind: str) -> None:
+    for obj in api.list(api_version, kind, namespace):
+        api.delete(api_version, kind, obj["metadata"]["name"], namespace)

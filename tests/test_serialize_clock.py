@@ -1,0 +1,111 @@
+"""The one serialization home and the one clock: what `to_data` makes of each kind of result,
+and the time formats (ISO 8601 UTC with Z in JSON, seconds for reproducible stamps, one
+display format for tables; both precisions read back)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from trainops import clock
+from trainops.errors import NotFoundError
+from trainops.registry.reference import parse_reference
+from trainops.serialize import HIDDEN, camel, dumps, to_data
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+@dataclass(frozen=True)
+class Inner:
+    bytes_sent: int
+    when: datetime
+
+
+@dataclass
+class Outer:
+    repo_id: str
+    inner: Inner
+    metrics: dict[str, float]
+    where: Path
+    color: Color
+    tags: frozenset[str]
+    handle: object = field(default=None, metadata=HIDDEN)
+    error: NotFoundError | None = None
+    data_properties: ClassVar[tuple[str, ...]] = ("exit_code",)
+
+    @property
+    def exit_code(self) -> int:
+        return self.error.exit_code if self.error else 0
+
+
+def test_results_become_camel_case_json_by_construction() -> None:
+    moment = datetime(2026, 12, 4, 13, 18, 12, 345000, tzinfo=timezone.utc)
+    value = Outer(
+        repo_id="team/m",
+        inner=Inner(bytes_sent=3, when=moment),
+        metrics={"val_loss": 1.5},  # a mapping's keys are data: kept as written
+        where=Path("/x/y"),
+        color=Color.RED,
+        tags=frozenset({"b", "a"}),
+        handle=object(),  # hidden: never serialized (it could not be)
+        error=NotFoundError("no such tag", hint="list the tags"),
+    )
+    assert to_data(value) == {
+        "repoId": "team/m",
+        "inner": {"bytesSent": 3, "when": "2026-12-04T13:18:12.345Z"},
+        "metrics": {"val_loss": 1.5},
+        "where": "/x/y",
+        "color": "red",
+        "tags": ["a", "b"],
+        "error": "no such tag; list the tags",
+        "exitCode": 4,
+    }
+    assert dumps([value], indent=None).startswith('[{"repoId": "team/m"')
+
+
+def test_a_reference_is_its_text() -> None:
+    ref = parse_reference("oci://h:5000/team/m:v1@sha256:" + "a" * 64)
+    assert to_data({"ref": ref}) == {"ref": str(ref)}
+
+
+def test_pydantic_models_by_alias_and_unknown_objects_refused() -> None:
+    from trainops.registry.artifact import Lineage
+
+    assert to_data(Lineage(git_commit="a" * 40)) == Lineage(git_commit="a" * 40).model_dump(mode="json", by_alias=True)
+    assert "gitCommit" in to_data(Lineage(git_commit="a" * 40))
+    with pytest.raises(TypeError, match="cannot serialize object"):
+        to_data(object())
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"), [("bytes_freed", "bytesFreed"), ("runId", "runId"), ("a", "a"), ("x_y_z", "xYZ")]
+)
+def test_camel(name: str, expected: str) -> None:
+    assert camel(name) == expected
+
+
+def test_clock_formats() -> None:
+    moment = datetime(2026, 12, 4, 14, 18, 12, 345678, tzinfo=timezone(timedelta(hours=1)))
+    assert clock.iso(moment) == "2026-12-04T13:18:12.345Z"
+    assert clock.iso(datetime(2026, 12, 4, 13, 18, 12)) == "2026-12-04T13:18:12.000Z"  # naive: taken as UTC
+    assert clock.stamp(1764854292.9) == "2025-12-04T13:18:12Z"  # whole seconds, for reproducible digests
+    assert clock.display("2026-12-04T13:18:12.345Z") == "2026-12-04 13:18:12Z"
+    assert clock.display(None) == "" and clock.display("") == ""
+    now = clock.iso()
+    assert now.endswith("Z") and clock.parse(now) <= clock.now()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2026-12-04T13:18:12Z", "2026-12-04T13:18:12.345Z", "2026-12-04T14:18:12+01:00", "2026-12-04T13:18:12+0000"],
+)
+def test_clock_reads_both_precisions_and_offsets(text: str) -> None:
+    parsed = clock.parse(text)
+    assert parsed.tzinfo is not None and clock.display(parsed) == "2026-12-04 13:18:12Z"

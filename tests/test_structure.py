@@ -1,0 +1,249 @@
+"""The shape of the package, checked: imports point one way (DESIGN.md's layers), no two
+modules import each other (counting the imports inside functions, which are still
+dependencies), no function is longer than 80 lines, no module longer than 600.
+
+Layers, lowest first; a package may import its own layer and the ones below, never above:
+
+    0  the foundation: errors, spec, clock, serialize, units, retry, podenv, projectdir,
+       gitinfo, templating, supervise, scaffold, interrupt, modelfiles (everything may use them)
+    1  registry (its backends are inside it)
+    2  the rooms that work with artifacts and the cluster: build, render, gitops,
+       checkpoint, evaluate, release, serve, slurm, cluster, faults, signing
+    3  pipeline, and what sits beside it reading through the registry: ui, hub
+    4  cli
+
+Inside one layer, packages may import each other as long as no two do both ways.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "trainops"
+
+LAYERS: dict[str, int] = {
+    **dict.fromkeys(
+        (
+            "__init__",
+            "errors",
+            "spec",
+            "clock",
+            "serialize",
+            "units",
+            "retry",
+            "podenv",
+            "projectdir",
+            "gitinfo",
+            "templating",
+            "supervise",
+            "scaffold",
+            "interrupt",
+            "modelfiles",
+        ),
+        0,
+    ),
+    "registry": 1,
+    **dict.fromkeys(
+        (
+            "build",
+            "render",
+            "gitops",
+            "checkpoint",
+            "evaluate",
+            "release",
+            "serve",
+            "slurm",
+            "cluster",
+            "faults",
+            "signing",
+        ),
+        2,
+    ),
+    **dict.fromkeys(("pipeline", "ui", "hub"), 3),
+    "cli": 4,
+}
+MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 600
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> set[str]:
+    """The trainops modules `path` imports, anywhere in it (TYPE_CHECKING blocks included:
+    a type-only import is a dependency too, and a circle through one is still a circle)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("trainops"))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("trainops"):
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in MODULES else str(node.module))
+    return {name for name in found if name in MODULES}
+
+
+GRAPH = {name: _imports(path) for name, path in MODULES.items()}
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_two_modules_import_each_other() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_no_two_packages_import_each_other() -> None:
+    packages: dict[str, set[str]] = {}
+    for module, deps in GRAPH.items():
+        packages.setdefault(_package(module), set()).update(
+            _package(d) for d in deps if _package(d) != _package(module)
+        )
+    assert _cycles(packages) == []
+
+
+def test_every_package_has_a_layer() -> None:
+    assert {_package(m) for m in MODULES} - set(LAYERS) == set()
+
+
+def test_imports_point_down() -> None:
+    upward = sorted(
+        f"{module} imports {dep}"
+        for module, deps in GRAPH.items()
+        for dep in deps
+        if LAYERS.get(_package(dep), 0) > LAYERS.get(_package(module), 0)
+    )
+    assert upward == []
+
+
+def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def test_no_function_over_80_lines() -> None:
+    long = []
+    for name, path in MODULES.items():
+        for func in _functions(ast.parse(path.read_text(encoding="utf-8"))):
+            start = min([func.lineno, *(d.lineno for d in func.decorator_list)])
+            length = (func.end_lineno or func.lineno) - start + 1
+            if length > MAX_FUNCTION_LINES:
+                long.append(f"{name}.{func.name}: {length} lines")
+    assert long == []
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_over_600_lines(name: str) -> None:
+    lines = MODULES[name].read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_MODULE_LINES, f"{name}: {lines} lines"
+
+
+def _reexports(tree: ast.Module) -> list[str]:
+    """Names a module imports from another trainops module only to hand them on: a star
+    import, or an import whose names the module never uses (the shim of a move)."""
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    used |= {
+        node.value.id for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+    }
+    exported = {
+        element.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        for element in ast.walk(node.value)
+        if isinstance(element, ast.Constant)
+    }  # a module's declared API
+    found = []
+    for node in tree.body:  # module level: an import inside a function is used there
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trainops"):
+            for alias in node.names:
+                if alias.name == "*" or (alias.asname or alias.name) not in used | exported:
+                    found.append(f"{node.module}.{alias.name}")
+    return found
+
+
+def test_no_module_only_reexports() -> None:
+    """A moved name has one home: callers import it there, no shim keeps the old path."""
+    modules = {name: path for name, path in MODULES.items() if path.name != "__init__.py"}  # a package's API
+    shims = {name: _reexports(ast.parse(path.read_text(encoding="utf-8"))) for name, path in modules.items()}
+    assert {name: names for name, names in shims.items() if names} == {}
+
+
+def test_the_reexport_finder_finds_a_shim() -> None:
+    shim = ast.parse("from trainops.modelfiles.safetensors import *\nfrom trainops.cli.options import wide_option\n")
+    assert _reexports(shim) == ["trainops.modelfiles.safetensors.*", "trainops.cli.options.wide_option"]
+
+
+def test_a_type_only_import_counts(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from trainops.ui.views import Browser\n"
+    )
+    assert _imports(module) == {"trainops.ui.views"}

@@ -1,0 +1,105 @@
+"""What every page of the browser shares: the Browser it serves, the template environment,
+and the error page (app.py's pages and download.py's blob route both render through it)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from trainops.errors import InputError, NotFoundError, TrainopsError
+from trainops.registry.context import Registries
+from trainops.ui import graph
+from trainops.ui.index import Index
+from trainops.ui.models import LineageGraph
+from trainops.units import format_size
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from trainops.spec import Manifest
+
+
+@dataclass
+class Browser:
+    """What the app serves: the index, the registries it reads, how it is guarded, and the
+    manifest it was started with (its spec.rollout adds rollout commits to lineage graphs)."""
+
+    index: Index
+    registries: Registries
+    urls: list[str]
+    token: str | None = None
+    loopback_only: bool = True
+    manifest: Manifest | None = None
+
+    def drain_after(self) -> tuple[int, float]:
+        """train.faults.drainAfter of the manifest it was started with (else 3 in 24 h)."""
+        from trainops.spec.common import duration_seconds
+
+        train = self.manifest.pipeline.spec.train if self.manifest is not None else None
+        if train is None:
+            return 3, 86400.0
+        policy = train.faults.drain_after
+        return policy.incidents, duration_seconds(policy.window)
+
+    def served(self, result: BaseModel) -> BaseModel:
+        """A lineage graph with the rollouts that served its releases (when the manifest
+        sets spec.rollout); any other result as it is."""
+        if isinstance(result, LineageGraph) and self.manifest is not None and self.manifest.pipeline.spec.rollout:
+            return graph.add_rollouts(result, manifest=self.manifest)
+        return result
+
+
+def status_of(err: TrainopsError) -> int:
+    if isinstance(err, NotFoundError):
+        return 404
+    if isinstance(err, InputError):
+        return 400
+    return 502
+
+
+def _environment() -> Any:
+    import jinja2
+
+    from trainops.templating import template_root
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_root() / "ui")),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["size"] = format_size
+    env.filters["show"] = lambda v: json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else str(v)
+    env.filters["q"] = lambda value: quote(str(value), safe="")
+    env.filters["short"] = lambda digest: str(digest)[7:19] if str(digest).startswith("sha256:") else str(digest)
+    return env
+
+
+class Views:
+    """Renders the templates of the browser; an error becomes the error page with its status."""
+
+    def __init__(self, browser: Browser) -> None:
+        self.browser = browser
+        self.env = _environment()
+
+    def render(self, name: str, status: int = 200, **values: Any) -> Response:
+        from starlette.responses import HTMLResponse
+
+        html = self.env.get_template(name).render(urls=self.browser.urls, **values)
+        return HTMLResponse(html, status_code=status)
+
+    def error_page(self, err: TrainopsError) -> Response:
+        status = status_of(err)
+        return self.render("error.html", status=status, message=str(err), code=status)
+
+    def guarded(self, page: Any) -> Any:
+        def handle(request: Request) -> Response:
+            try:
+                return page(request, self.browser.index.connect())  # type: ignore[no-any-return]
+            except TrainopsError as err:
+                return self.error_page(err)
+
+        return handle
