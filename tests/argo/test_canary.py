@@ -49,7 +49,7 @@ def test_canary_walked_to_stable_and_rolled_back(argo: ArgoStack, gitops_http: s
 
     # start v2: the first step — header route, 25% on the canary, paused for the next commit.
     _ok(*project.cli(*start_args("v2")))
-    ro = wait(lambda: rollout_at(live, step=2, canary_weight=25), timeout=SYNC, what="the first canary step", argo=argo)
+    ro = wait(lambda: rollout_at(live, canary_weight=25), timeout=SYNC, what="the first canary step", argo=argo)
     v2 = ro["status"]["currentPodHash"]
     assert v2 != v1
     assert live.weights() == {stable: 75, canary: 25}
@@ -59,8 +59,9 @@ def test_canary_walked_to_stable_and_rolled_back(argo: ArgoStack, gitops_http: s
 
     # promote: the next weight.
     _ok(*project.cli("rollout", "promote"))
-    wait(lambda: rollout_at(live, step=2, canary_weight=50), timeout=SYNC, what="the second canary step", argo=argo)
+    wait(lambda: rollout_at(live, canary_weight=50), timeout=SYNC, what="the second canary step", argo=argo)
     assert live.weights() == {stable: 50, canary: 50}
+    assert live.header_routes() == ["ab-test"]  # kept across the restart of the steps
     wait(lambda: replicas_are(live, v2, (2, 2)), timeout=SYNC, what="two canary pods Ready", argo=argo)
 
     # promote --full: v2 stable, all traffic on it, the header route gone, v1 scaled down.
