@@ -470,7 +470,10 @@ def copy(
     insecure: bool,
     output: str,
 ) -> None:
-    """Copy an artifact between any two registries (file, oci, s3); its digest is unchanged."""
+    """Copy an artifact between any two registries (file, oci, s3); its digest is unchanged.
+
+    Its referrers come with it: signatures and provenance (so it still verifies there),
+    eval reports, and what is attached to those."""
     from trainops.cli.progress import transfer_progress
     from trainops.registry import store
     from trainops.registry.protect import override_from
@@ -490,7 +493,10 @@ def copy(
         echo_json(result)
         return
     _say_moved(result.dst.tag, result.moved_from, result.digest, override)
-    click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there)")
+    carried = f", {len(result.referrers)} referrer(s) carried" if result.referrers else ""
+    click.echo(
+        f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there{carried})"
+    )
 
 
 @registry.command("diff")
