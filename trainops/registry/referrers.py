@@ -12,12 +12,17 @@ One the destination already lists is not copied again, so a repeated copy moves 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from trainops.errors import IntegrityError
-from trainops.registry.backends.base import sha256_digest
-from trainops.registry.context import ProgressSink, Registries
+from trainops.registry.backends.base import ManifestData, sha256_digest
+from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 
 MAX_DEPTH = 4  # subject ← referrer ← referrer of it …: deeper chains are not followed
+
+# Copies one manifest and its blobs from src's repository to dst's: (blobs copied, skipped, bytes)
+CopyManifest = Callable[[ManifestData], tuple[int, int, int]]
 
 
 def copy_referrers(
@@ -26,14 +31,12 @@ def copy_referrers(
     src: Reference,
     dst: Reference,
     digest: str,
-    progress: ProgressSink,
-    jobs: int,
+    copy_manifest: CopyManifest,
     depth: int = 0,
 ) -> tuple[list[str], int, int]:
     """Copy every referrer of digest from src's repository to dst's (the subject is there
-    already). Returns (digests of the referrer manifests copied, blobs copied, bytes)."""
-    from trainops.registry.store import copy_manifest
-
+    already) with copy_manifest (the Store's). Returns (digests of the referrer manifests
+    copied, blobs copied, bytes)."""
     source, target = registries.backend(src), registries.backend(dst)
     present = {d.digest for d in target.referrers(dst.repository, digest)}
     carried: list[str] = []
@@ -44,14 +47,14 @@ def copy_referrers(
             if sha256_digest(manifest.data) != found.digest:
                 raise IntegrityError(
                     f"{src.with_digest(found.digest)}: the referrer's manifest does not match its digest",
-                    hint="nothing of it was copied; check the source registry",
+                    hint="the artifact was copied, its tag was not written; check the source registry",
                 )
-            b, _, n = copy_manifest(registries, src, dst, manifest, progress, jobs, None)
+            b, _, n = copy_manifest(manifest)
             carried.append(found.digest)
             blobs, nbytes = blobs + b, nbytes + n
         if depth < MAX_DEPTH:
             more, b, n = copy_referrers(
-                registries, src=src, dst=dst, digest=found.digest, progress=progress, jobs=jobs, depth=depth + 1
+                registries, src=src, dst=dst, digest=found.digest, copy_manifest=copy_manifest, depth=depth + 1
             )
             carried, blobs, nbytes = carried + more, blobs + b, nbytes + n
     return carried, blobs, nbytes

@@ -12,7 +12,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +118,7 @@ class PushResult:
     seconds: float
     moved_from: str | None = None  # the digest the tag pointed at before, when the push moved it
     bytes_shared: int = 0  # chunked files: bytes found in chunks the repository already held
+    signature: str | None = None  # the tree's own model.sig, kept as a referrer (signing/imported.py)
 
 
 def leased(backend: Backend, repo: str) -> AbstractContextManager[None]:
@@ -183,6 +184,7 @@ def push(
     move_tag: bool = True,
     override: Override | None = None,
     dedup: str = "off",
+    skip: Collection[str] = (),  # relative paths of the tree's files left out
 ) -> PushResult:
     """Push a file or tree as one artifact, tagged if ref has a tag (model: ModelPack config).
 
@@ -193,7 +195,7 @@ def push(
     _check_push(ref, kind, dedup)
     progress = progress or NullProgress()
     cache = cache or DigestCache()
-    files = scan_tree(source)
+    files = [entry for entry in scan_tree(source) if entry.relpath not in skip]
     plain, chunked = _split(files, dedup)
     backend = registries.backend(ref)
     annotations = dict(annotations or {})
@@ -504,9 +506,12 @@ def copy(
         else:  # the artifact, then its referrers; the tag last, so a failed copy moves no tag
             from trainops.registry.referrers import copy_referrers
 
-            copied, skipped, nbytes = copy_manifest(registries, found.ref, dst, found.manifest, sink, jobs, None)
+            def one(manifest: ManifestData) -> tuple[int, int, int]:
+                return copy_manifest(registries, found.ref, dst, manifest, sink, jobs, None)
+
+            copied, skipped, nbytes = one(found.manifest)
             carried, more, more_bytes = copy_referrers(
-                registries, src=found.ref, dst=dst, digest=digest, progress=sink, jobs=jobs
+                registries, src=found.ref, dst=dst, digest=digest, copy_manifest=one
             )
             copied, nbytes = copied + more, nbytes + more_bytes
             if tag:
