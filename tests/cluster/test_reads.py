@@ -38,7 +38,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_remote: Path, k
     spec["gitops"]["repo"] = f"file://{git_remote}"
     spec["registry"] = "oci://registry.example.com/llm"
     spec["train"].update(namespace=namespace, queue=namespace, priorityClass=None, maxRunDuration=None)
-    spec["tenants"] = [{"name": namespace, "namespaces": [namespace], "gpus": {"capability": 64}}]
+    spec["tenants"] = [{"name": namespace, "namespaces": [namespace], "gpus": {"capability": 128}}]
     spec["patches"] = []
     root = tmp_path / "proj"
     root.mkdir()
