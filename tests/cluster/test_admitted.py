@@ -52,6 +52,7 @@ def test_every_target_in_every_environment_is_admitted_dry_run_then_for_real(clu
     refused: list[str] = []
     kinds: set[str] = set()
     stored: dict[tuple[str, str, str | None, str], None] = {}
+    kept: set[tuple[str, str, str | None, str]] = set()
     checked = 0
     try:
         for manifest in manifests(tmp_path):
@@ -60,6 +61,9 @@ def test_every_target_in_every_environment_is_admitted_dry_run_then_for_real(clu
             for dry_run in (True, False):
                 for item in items:
                     obj, meta = item.obj, item.obj["metadata"]
+                    key = (obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+                    if not dry_run and key not in stored and cluster.get(*key[:2], key[3], namespace=key[2]):
+                        kept.add(key)  # the cluster's own (its HyperNodes rack-0, …): not ours to delete
                     try:
                         answer = cluster.apply(obj, dry_run=dry_run)
                     except ObjectRefused as err:
@@ -67,8 +71,8 @@ def test_every_target_in_every_environment_is_admitted_dry_run_then_for_real(clu
                         refused.append(f"{where}: {describe(obj)} ({item.source}, dry run {dry_run}): {err}")
                         continue
                     assert answer["metadata"]["name"] == meta["name"]
-                    if not dry_run:
-                        stored[(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])] = None
+                    if not dry_run and key not in kept:
+                        stored[key] = None
                     kinds.add(f"{obj['apiVersion']} {obj['kind']}")
                     checked += 1
     finally:  # the session's cluster is shared: its GPUs go back to the other tests
