@@ -5,7 +5,7 @@ dependencies), no function is longer than 80 lines, no module longer than 600.
 Layers, lowest first; a package may import its own layer and the ones below, never above:
 
     0  the foundation: errors, spec, clock, serialize, units, retry, podenv, projectdir,
-       gitinfo, templating, supervise, scaffold, interrupt, modelfiles (everything may use them)
+       gitinfo, templating, supervise, scaffold, interrupt, modelfiles, lazy (everything may use them)
     1  registry (its backends are inside it)
     2  the rooms that work with artifacts and the cluster: build, render, gitops,
        checkpoint, evaluate, release, serve, slurm, cluster, faults, signing
@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
             "scaffold",
             "interrupt",
             "modelfiles",
+            "lazy",
         ),
         0,
     ),
@@ -328,3 +329,13 @@ def test_the_git_runner_finder_finds_runners() -> None:
     )
     assert _runs_git(tree) == [1, 2, 3]
     assert GIT_RUNNER in MODULES
+
+
+@pytest.mark.parametrize("name", sorted(name for name, path in MODULES.items() if path.name == "__init__.py"))
+def test_a_package_gives_every_name_it_exports(name: str) -> None:
+    """A lazy `__init__` (trainops.lazy) hands out each name of its `__all__` on first use."""
+    import importlib
+
+    package = importlib.import_module(name)
+    missing = [item for item in getattr(package, "__all__", []) if not hasattr(package, item)]
+    assert missing == []

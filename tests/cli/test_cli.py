@@ -539,6 +539,23 @@ def test_importing_the_cli_imports_nothing_heavy() -> None:
     assert _heavy_loaded("import trainops.cli.main") == []
 
 
+@pytest.mark.parametrize(
+    "module",
+    [
+        "trainops.spec",
+        "trainops.serve",
+        "trainops.render",
+        "trainops.evaluate",
+        "trainops.release",
+        "trainops.render.image",
+    ],
+)
+def test_importing_a_package_imports_nothing_heavy(module: str) -> None:
+    """A package's `__init__` names its API lazily (trainops.lazy): importing the package, or
+    a light module in it, loads no pydantic model."""
+    assert _heavy_loaded(f"import {module}") == []
+
+
 def test_help_imports_nothing_heavy() -> None:
     code = (
         "import contextlib, io\n"
