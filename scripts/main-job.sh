@@ -5,9 +5,9 @@
 # training (600 steps) is evaluated, released and served as the stable model; then the
 # node is replaced and `trainops run` carries the whole flow — training resumed from the
 # registry, eval gates, release, a canary rollout commit — and a second `trainops run`
-# finds every stage cached. A release is signed and verified, a tightened gate fails, the canary is promoted, the
-# cluster side is rendered and committed, and `trainops lineage git:HEAD` walks from the
-# commit of the training code to the rollout commits.
+# finds every stage cached. A release is signed and verified, a tightened gate fails, the
+# canary is promoted, the cluster side is rendered and committed, and `trainops lineage
+# git:HEAD` walks from the commit of the training code to the rollout commits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${TRAINOPS_VENV:-.venv}"
