@@ -19,6 +19,8 @@
 #                             Playwright (executable_path=/usr/bin/chromium; never `playwright install`)
 #   slurmctld slurmd slurm-client munge  a one-node Slurm cluster (tests/slurm_cluster.py)
 #   openssh-server openssh-client        sshd on loopback: the Slurm login host of the tests
+#   redis-server              Argo CD's cache (its repo-server and application-controller) in
+#                             the gray-release tests on the simulated cluster (tests/argo/)
 # Not needed: fuse-overlayfs/slirp4netns/uidmap (tests run as root with the vfs driver and
 # host networking; see tests/services.py for the containers.conf they use).
 set -euo pipefail
@@ -40,6 +42,9 @@ packages=(
     prometheus
     chromium
     slurmctld slurmd slurm-client munge openssh-server openssh-client
+    redis-server
+    # a real PKCS#11 token (SoftHSM) for release.signing.pkcs11 (tests/signing/test_pkcs11.py)
+    softhsm2
 )
 # Optional or differently named across releases: take what this release has.
 for optional in netavark catatonit; do
@@ -63,8 +68,11 @@ if [ "${TRAINOPS_SKIP_KUBE:-}" = 1 ]; then
 else
     # What the cluster tests on main start; Volcano, JobSet and Kueue (whose scheduling tests
     # are not in yet) build with `scripts/build-kube.sh volcano jobset kueue`: a cold build of
-    # them would add tens of minutes to CI for no test.
-    bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok
+    # them would add tens of minutes to CI for no test. Argo CD and Argo Rollouts: the
+    # gray-release tests (tests/argo/) start them; Argo CD is the heaviest build of all
+    # (a cold build took 71 min on two loaded cores; a machine that has the binaries builds
+    # nothing).
+    bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok argocd rollouts
 fi
 
 # The Debian package may start a registry on :5000 where an init system runs; the tests
