@@ -19,6 +19,8 @@
 #                             Playwright (executable_path=/usr/bin/chromium; never `playwright install`)
 #   slurmctld slurmd slurm-client munge  a one-node Slurm cluster (tests/slurm_cluster.py)
 #   openssh-server openssh-client        sshd on loopback: the Slurm login host of the tests
+#   redis-server              Argo CD's cache (its repo-server and application-controller) in
+#                             the gray-release tests on the simulated cluster (tests/argo/)
 # Not needed: fuse-overlayfs/slirp4netns/uidmap (tests run as root with the vfs driver and
 # host networking; see tests/services.py for the containers.conf they use).
 set -euo pipefail
@@ -40,6 +42,9 @@ packages=(
     prometheus
     chromium
     slurmctld slurmd slurm-client munge openssh-server openssh-client
+    redis-server
+    # a real PKCS#11 token (SoftHSM) for release.signing.pkcs11 (tests/signing/test_pkcs11.py)
+    softhsm2
 )
 # Optional or differently named across releases: take what this release has.
 for optional in netavark catatonit; do
@@ -61,10 +66,12 @@ apt-get install -y --no-install-recommends "${packages[@]}"
 if [ "${TRAINOPS_SKIP_KUBE:-}" = 1 ]; then
     echo "install-test-deps.sh: TRAINOPS_SKIP_KUBE=1: not building the Kubernetes components" >&2
 else
-    # What the cluster tests on main start (Volcano from its git tag: the module proxy does
-    # not serve it whole). JobSet and Kueue, whose tests are not in yet, build with
-    # `scripts/build-kube.sh jobset kueue`: a cold build would cost CI time for no test.
-    bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok volcano
+    # What the cluster tests on main start: Volcano (from its git tag: the module proxy does
+    # not serve it whole); Argo CD and Argo Rollouts, which the gray-release tests (tests/argo/)
+    # start — Argo CD is the heaviest build of all (a cold build took 71 min on two loaded
+    # cores; a machine that has the binaries builds nothing). JobSet and Kueue, whose tests
+    # are not in yet, build with `scripts/build-kube.sh jobset kueue`.
+    bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok volcano argocd rollouts
 fi
 
 # The Debian package may start a registry on :5000 where an init system runs; the tests

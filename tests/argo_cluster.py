@@ -64,6 +64,14 @@ def module_crds(module: str, version: str) -> list[Path]:
     return sorted(path.glob("*-crd.yaml"))
 
 
+def module_file(module: str, version: str, name: str) -> Path:
+    """One file of an upstream module's source as the build downloaded it."""
+    path = kube_cache() / "go" / "pkg" / "mod" / f"{module}@{version}" / name
+    if not path.is_file():
+        raise MissingDependency(f"{path} not found: run {BUILD} (or {INSTALL_SCRIPT} as root)")
+    return path
+
+
 def cached(name: str) -> Path:
     """A file the build put under the cache (bin/NAME-VERSION, crds/…), or MissingDependency."""
     path = kube_cache() / name
@@ -147,6 +155,16 @@ class ArgoStack:
             "apply", "--server-side", "--force-conflicts", "--field-manager=trainops-tests", "-f", "-", stdin=text
         )
 
+    def project(self, name: str) -> None:
+        """An Argo CD AppProject open to every repo and destination (an administrator's setup)."""
+        self.apply(f"""apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {{name: {name}, namespace: {ARGOCD_NAMESPACE}}}
+spec:
+  sourceRepos: ['*']
+  destinations: [{{server: '*', namespace: '*'}}]
+  clusterResourceWhitelist: [{{group: '*', kind: '*'}}]""")
+
     def repo_url(self, name: str) -> str:
         return f"http://{LOOPBACK}:{self.git_port}/{name}"
 
@@ -171,8 +189,11 @@ class ArgoStack:
     # ------------------------------------------------------------------ install
 
     def _crds(self) -> None:
-        files = [ROOT / "trainops/render/crds/gateway-httproute.yaml"]
-        names = "crd/httproutes.gateway.networking.k8s.io"
+        # the serving path's other kinds: the Gateway API route and the Prometheus Operator's
+        # ServiceMonitor (the vendored CRDs; Argo CD refuses to sync a kind the cluster lacks)
+        crds = ROOT / "trainops/render/crds"
+        files = [crds / "gateway-httproute.yaml", crds / "prometheus-servicemonitor.yaml"]
+        names = "crd/httproutes.gateway.networking.k8s.io crd/servicemonitors.monitoring.coreos.com"
         if self.with_argocd:
             argocd = module_crds("github.com/argoproj/argo-cd/v3", ARGOCD_VERSION)
             files += [f for f in argocd if "applicationset" not in f.name]
@@ -204,13 +225,6 @@ metadata:
   labels: {{app.kubernetes.io/name: argocd-secret, app.kubernetes.io/part-of: argocd}}
 stringData:
   server.secretkey: {secrets.token_hex(16)}""",
-            f"""apiVersion: argoproj.io/v1alpha1
-kind: AppProject
-metadata: {{name: default, namespace: {ARGOCD_NAMESPACE}}}
-spec:
-  sourceRepos: ['*']
-  destinations: [{{server: '*', namespace: '*'}}]
-  clusterResourceWhitelist: [{{group: '*', kind: '*'}}]""",
         ]
         if not self.with_argocd:
             docs = []
@@ -227,6 +241,8 @@ data:
             ]
         if docs:
             self.apply("\n---\n".join(docs))
+        if self.with_argocd:
+            self.project("default")
 
     # ------------------------------------------------------------------ start
 
@@ -241,6 +257,7 @@ data:
         argocd = str(cached(f"bin/argocd-{ARGOCD_VERSION}"))
         redis_bin = require("redis-server", "apt-get install -y redis-server")
         (self.work / "home").mkdir(parents=True, exist_ok=True)
+        (self.work / "tmp").mkdir(parents=True, exist_ok=True)
         redis_port = free_port()
         redis = self._proc("redis")
         redis.run(
@@ -250,6 +267,14 @@ data:
             timeout=30,
         )
         redis_addr = f"{LOOPBACK}:{redis_port}"
+        # the repo-server runs Argo CD's git-verify-wrapper.sh on every revision (GPG off or
+        # not: a failure is "permission denied"); the image puts it on PATH, here the module has it
+        tools = self.work / "argocd-bin"
+        tools.mkdir(parents=True, exist_ok=True)
+        wrapper = tools / "git-verify-wrapper.sh"
+        upstream = module_file("github.com/argoproj/argo-cd/v3", ARGOCD_VERSION, "hack/git-verify-wrapper.sh")
+        wrapper.write_text(f'#!/bin/sh\nexec /bin/sh {upstream} "$@"\n')  # the module cache is read-only, 0444
+        wrapper.chmod(0o755)
         repo_port, repo_metrics = free_port(), free_port()
         repo = self._proc("argocd-repo-server")
         repo.run(
@@ -262,9 +287,15 @@ data:
                 f"--metrics-port={repo_metrics}",
                 f"--redis={redis_addr}",
                 "--disable-tls",  # gRPC on loopback between two local processes
+                "--client-ca-path=",  # its default (a pod's mounted Secret) is refused beside --disable-tls
                 f"--revision-cache-expiration={self.resync}s",
             ],
-            env=self._env(ARGOCD_BINARY_NAME="argocd-repo-server", ARGOCD_GPG_ENABLED="false"),
+            env=self._env(
+                ARGOCD_BINARY_NAME="argocd-repo-server",
+                ARGOCD_GPG_ENABLED="false",
+                PATH=f"{tools}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+                TMPDIR=str(self.work / "tmp"),  # its clones (/tmp/_argocd-repo by default): ours alone
+            ),
             ready=f"http://{LOOPBACK}:{repo_metrics}/metrics",
             timeout=self.start_timeout,
         )

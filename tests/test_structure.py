@@ -5,7 +5,7 @@ dependencies), no function is longer than 80 lines, no module longer than 600.
 Layers, lowest first; a package may import its own layer and the ones below, never above:
 
     0  the foundation: errors, spec, clock, serialize, units, retry, podenv, projectdir,
-       gitinfo, templating, supervise, scaffold, interrupt, modelfiles (everything may use them)
+       gitinfo, templating, supervise, scaffold, interrupt, modelfiles, lazy (everything may use them)
     1  registry (its backends are inside it)
     2  the rooms that work with artifacts and the cluster: build, render, gitops,
        checkpoint, evaluate, release, serve, slurm, cluster, faults, signing
@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
             "scaffold",
             "interrupt",
             "modelfiles",
+            "lazy",
         ),
         0,
     ),
@@ -247,3 +248,94 @@ def test_a_type_only_import_counts(tmp_path: Path) -> None:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from trainops.ui.views import Browser\n"
     )
     assert _imports(module) == {"trainops.ui.views"}
+
+
+# The homes of references: the registry's parser (`Reference`) and the pinned-image parser
+# (`PinnedImage`). Everything else asks them for a digest, tag or name instead of cutting text
+# at its "@". The other "@"s in the package are not references and say what they cut.
+REFERENCE_HOMES = {"trainops.registry.reference", "trainops.render.image"}
+NOT_REFERENCES = {
+    "trainops.gitinfo": "user@ in a git remote URL",
+    "trainops.registry.backends.oci_http": "user@ in a registry URL's netloc",
+    "trainops.hub.hfapi": "a Hub repo_id@revision",
+}
+_CUTS = {"split", "rsplit", "partition", "rpartition", "index", "rindex", "find", "rfind"}
+
+
+def _cuts_at(tree: ast.AST) -> list[int]:
+    """The lines that cut a string at "@" by hand (`text.rsplit("@", 1)` and its kin)."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _CUTS
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value == "@"
+    )
+
+
+def test_references_are_not_split_by_hand() -> None:
+    """Pinned references travel as `Reference` / `PinnedImage`, not strings re-split at "@"."""
+    allowed = REFERENCE_HOMES | set(NOT_REFERENCES)
+    found = {
+        name: lines
+        for name, path in MODULES.items()
+        if name not in allowed and (lines := _cuts_at(ast.parse(path.read_text(encoding="utf-8"))))
+    }
+    assert found == {}
+
+
+def test_the_reference_cut_finder_finds_cuts() -> None:
+    tree = ast.parse('a = ref.rsplit("@", 1)[1]\nb, _, c = ref.partition("@")\nd = ref.split(":")\ne = "@" in ref\n')
+    assert _cuts_at(tree) == [1, 2]
+    assert all(name in MODULES for name in REFERENCE_HOMES | set(NOT_REFERENCES))
+
+
+GIT_RUNNER = "trainops.gitinfo"
+
+
+def _names_git(node: ast.AST) -> bool:
+    if isinstance(node, ast.Import):
+        return any(a.name.split(".")[0] == "git" for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return node.level == 0 and (node.module or "").split(".")[0] == "git"
+    first = node.elts[0] if isinstance(node, ast.List) and node.elts else None
+    return isinstance(first, ast.Constant) and first.value == "git"
+
+
+def _runs_git(tree: ast.AST) -> list[int]:
+    """The lines that import GitPython or start a `git` process themselves (an argv list
+    whose first item is "git")."""
+    return sorted({node.lineno for node in ast.walk(tree) if _names_git(node)})
+
+
+def test_git_runs_through_one_runner() -> None:
+    """git is run one way, `trainops.gitinfo.git` (C locale, the caller's repository-locating
+    variables dropped, a timeout): no GitPython, no subprocess of its own."""
+    found = {
+        name: lines
+        for name, path in MODULES.items()
+        if name != GIT_RUNNER and (lines := _runs_git(ast.parse(path.read_text(encoding="utf-8"))))
+    }
+    assert found == {}
+
+
+def test_the_git_runner_finder_finds_runners() -> None:
+    tree = ast.parse(
+        "from git.cmd import Git\nimport git\nsubprocess.run(['git', 'log'])\n"
+        "x = ['gitx']\nfrom trainops.gitinfo import git\n"
+    )
+    assert _runs_git(tree) == [1, 2, 3]
+    assert GIT_RUNNER in MODULES
+
+
+@pytest.mark.parametrize("name", sorted(name for name, path in MODULES.items() if path.name == "__init__.py"))
+def test_a_package_gives_every_name_it_exports(name: str) -> None:
+    """A lazy `__init__` (trainops.lazy) hands out each name of its `__all__` on first use."""
+    import importlib
+
+    package = importlib.import_module(name)
+    missing = [item for item in getattr(package, "__all__", []) if not hasattr(package, item)]
+    assert missing == []

@@ -1,8 +1,10 @@
 """What git says about a working tree: the commit (with -dirty) and its time, for lineage;
-and `run_git`, the one way trainops runs the git CLI on a working tree.
+and the one way trainops runs the git CLI: `git` (status, bytes and stderr, for the GitOps
+scratch repositories of trainops.gitops) and `run_git` (its stdout, or None, for a working
+tree).
 
-This runs the git CLI directly (three quick calls) rather than importing GitPython: it is
-on the path of every `trainops push`, whose start-up time matters.
+This runs the git CLI directly rather than importing GitPython: it is on the path of every
+`trainops push`, whose start-up time matters.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from trainops.errors import NotFoundError
 
 # Variables that tell git which repository to use. A git hook (post-receive in a bare
 # repository sets GIT_DIR=.) passes them to what it runs; `git -C PATH` must find the
@@ -30,6 +34,18 @@ _LOCATING = frozenset(
     }
 )
 GIT_TIMEOUT = 30.0
+_C_LOCALE = {"LC_ALL": "C", "LANGUAGE": "C"}  # git's messages in English, as its callers parse them
+
+
+@dataclass(frozen=True)
+class GitOutput:
+    status: int  # git's exit status; -1 when it timed out (stderr then starts "Timeout:")
+    stdout: bytes
+    stderr: str
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode("utf-8", "replace").strip()
 
 
 @dataclass(frozen=True)
@@ -39,23 +55,41 @@ class GitState:
     remote: str | None
 
 
+def git(
+    *args: str,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    stdin: Path | None = None,
+    timeout: float | None = GIT_TIMEOUT,
+) -> GitOutput:
+    """`git -C cwd ARGS` in the C locale, without the caller's repository-locating variables
+    (`env` adds variables, those included), reading `stdin` if given; `timeout` None waits.
+
+    Raises NotFoundError when git is not installed; a timeout kills git and is status -1.
+    """
+    environ = {k: v for k, v in os.environ.items() if k not in _LOCATING}
+    environ.update(_C_LOCALE)
+    environ.update(env or {})
+    try:
+        with stdin.open("rb") if stdin is not None else open(os.devnull, "rb") as stream:
+            out = subprocess.run(
+                ["git", "-C", str(cwd), *args], stdin=stream, capture_output=True, timeout=timeout, env=environ
+            )
+    except FileNotFoundError:
+        raise NotFoundError("git is not installed", hint="install git (apt-get install -y git)") from None
+    except subprocess.TimeoutExpired as exc:
+        return GitOutput(-1, b"", f"Timeout: git {args[0] if args else ''} did not complete in {exc.timeout:.0f}s")
+    return GitOutput(out.returncode, out.stdout, out.stderr.decode("utf-8", "replace"))
+
+
 def run_git(path: Path, *args: str, env: Mapping[str, str] | None = None) -> str | None:
     """git's stdout for `git -C path ARGS`, or None when it fails, times out or is missing.
     `env` adds variables (an author, say) to the environment, less the repository-locating ones."""
-    environ = {k: v for k, v in os.environ.items() if k not in _LOCATING}
-    environ.update(env or {})
     try:
-        out = subprocess.run(
-            ["git", "-C", str(path), *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT,
-            env=environ,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        out = git(*args, cwd=path, env=env)
+    except (NotFoundError, OSError):
         return None
-    return out.stdout if out.returncode == 0 else None
+    return out.stdout.decode("utf-8", "replace") if out.status == 0 else None
 
 
 def git_available() -> bool:

@@ -12,21 +12,29 @@ from typing import Any
 
 import pytest
 from argo_cluster import ArgoStack
+from kube_bins import binary
 from services import ServiceError
+
+# what serving needs: the control plane, the default scheduler and kwok's Ready pods (the
+# batch schedulers, Volcano and Kueue, place training jobs, not the Rollout's pods)
+SERVING = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
 
 
 @pytest.fixture(scope="session")
-def argo(kube_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArgoStack]:
+def argo(kube_cluster_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArgoStack]:
+    kube_cluster = kube_cluster_factory(components=SERVING)
     stack = ArgoStack(work=tmp_path_factory.mktemp("argo"), kubeconfig=kube_cluster.kubeconfig,
-                      kubectl=str(kube_cluster.kubectl))  # fmt: skip
+                      kubectl=str(binary("kubectl")))  # fmt: skip
     try:
         stack.start()
     except ServiceError as err:  # includes MissingDependency: fail with the fix named
         error = str(err)
         stack.stop()
+        kube_cluster.stop()
         pytest.fail(error, pytrace=False)
     yield stack
     stack.stop()
+    kube_cluster.stop()
 
 
 @pytest.fixture

@@ -99,9 +99,13 @@ class Live:
         """What a user does once: apply the Application trainops rendered into the GitOps repo."""
         import subprocess
 
+        import yaml
+
         tree = project.root / "gitops-checkout"
         subprocess.run(["git", "clone", "-q", self.app_repo(project), str(tree)], check=True)
-        self.argo.apply((tree / "clusters/dev-serve/argocd/application.yaml").read_text())
+        text = (tree / "clusters/dev-serve/argocd/application.yaml").read_text()
+        self.argo.project(yaml.safe_load_all(text).__next__()["spec"]["project"])
+        self.argo.apply(text)
 
     @staticmethod
     def app_repo(project: Project) -> str:
@@ -129,11 +133,18 @@ def wait(probe: Callable[[], T | None], *, timeout: float, what: str, argo: Argo
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r}){logs}")
 
 
-def rollout_at(live: Live, *, step: int, canary_weight: int) -> dict[str, Any] | None:
-    """The Rollout paused at `step` with the HTTPRoute at `canary_weight`, else None."""
+def rollout_at(live: Live, *, canary_weight: int) -> dict[str, Any] | None:
+    """The Rollout paused on its `pause: {}` step (the commit's last) with the HTTPRoute at
+    `canary_weight`, else None."""
     ro = live.rollout()
     status = ro.get("status") or {}
-    if status.get("currentStepIndex") != step or not status.get("pauseConditions"):
+    steps = ro["spec"]["strategy"]["canary"]["steps"]
+    pause = next((i for i, step in enumerate(steps) if "pause" in step), None)
+    if pause is None or status.get("currentStepIndex") != pause or not status.get("pauseConditions"):
+        return None
+    if status.get("currentStepHash") is None or ro["metadata"]["generation"] != int(
+        status.get("observedGeneration", 0)
+    ):
         return None
     weights = live.weights()
     if weights.get(f"{NAME}-canary") != canary_weight:

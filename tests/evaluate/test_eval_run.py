@@ -85,6 +85,25 @@ def test_passing_gates_push_a_report_whose_subject_is_the_checkpoint(local_proje
     assert [(e["digest"], e["passed"]) for e in json.loads(listed.stdout)] == [(report.manifest.digest, True)]
 
 
+@pytest.mark.parametrize(
+    ("image", "recorded"),
+    [
+        (f"registry.example:5000/team/train:v1@sha256:{'ab' * 32}", f"sha256:{'ab' * 32}"),
+        ("registry.example:5000/team/train:v1", None),  # not pinned: the checkpoint's (none here)
+        ("registry.example:5000/team/train@sha256:short", None),  # not a digest: nothing made up
+    ],
+)
+def test_the_report_lineage_records_the_digest_of_a_pinned_image(
+    local_project: Project, image: str, recorded: str | None
+) -> None:
+    setup(local_project)
+    out = local_project.trainops("eval", "run", "--image", image, "-o", "json")
+    assert out.code == 0, out.stderr
+    with local_project.registries() as regs:
+        report = resolve(regs, ref=regs.ref(json.loads(out.stdout)["report"]))
+    assert report.parsed.lineage().image_digest == recorded
+
+
 def test_text_output_is_a_table_of_gates(local_project: Project) -> None:
     setup(local_project)
     out = local_project.trainops("eval", "run")

@@ -173,6 +173,15 @@ def test_create_initializes_a_missing_local_repository(tmp_path: Path) -> None:
     assert again.changed and again.attempts == 1
 
 
+def test_a_remote_whose_path_has_config_syntax_in_it_is_written(tmp_path: Path) -> None:
+    """The remote URL is written into the scratch repository's config file by hand (never on
+    a command line): '#' and ';' would start a comment, '"' and '\\' are escapes."""
+    remote = tmp_path / 'odd #1; "quoted" \\ dir' / "gitops.git"
+    result = _write(remote, {"a.yaml": "a\n"}, create=True)
+    assert result.changed
+    assert git("--git-dir", str(remote), "show", "main:clusters/tiny/a.yaml") == "a"
+
+
 def test_a_directory_that_is_not_a_repository_is_not_found(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "notes.txt").write_text("x")

@@ -53,6 +53,12 @@ def test_start_promote_promote_then_rollback_restores_the_earlier_tree_byte_for_
     assert "setWeight: 10" in route
 
     assert rollout(project, "promote")["weight"] == 50
+    # the Rollout's steps start again at the first when they change: it holds the previous
+    # weight, the new weight follows, the header route only once the canary has pods
+    steps = yaml.safe_load(git("--git-dir", str(project.gitops), "show", f"main:{SERVE}/rollout.yaml"))
+    steps = steps["spec"]["strategy"]["canary"]["steps"]
+    assert [next(iter(step)) for step in steps] == ["setWeight", "setWeight", "setHeaderRoute", "analysis", "pause"]
+    assert [step.get("setWeight") for step in steps[:2]] == [10, 50]
     assert rollout(project, "promote")["weight"] == 100
     done = rollout(project, "promote")
     assert done["canary"] is None and "model:v2@" in str(state(project)["stable"])

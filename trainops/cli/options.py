@@ -1,9 +1,10 @@
 """The options commands share, in one place: -o/--output, --wide, -v, -f/--env (a manifest
-found as git finds .git), --insecure, --image, --run-id, --no-move, KEY=VALUE lists; and
+found as git finds .git), --insecure, --image, --run-id, --no-move, --force --reason, KEY=VALUE lists; and
 the two ways a command opens its project (the manifest, or the registries it names)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -45,6 +46,21 @@ no_move_option = click.option(
     is_flag=True,
     help="Refuse to move a tag that names other content (for tags that must never change, such as releases).",
 )
+
+
+def override_options(func: F) -> F:
+    """--force --reason TEXT: move or remove a release tag on purpose. The command gets
+    `override` (trainops.registry.protect.override_from: None without --force) instead."""
+
+    @functools.wraps(func)
+    def command(*args: Any, force: bool, reason: str | None, **kwargs: Any) -> Any:
+        from trainops.registry.protect import override_from
+
+        return func(*args, override=override_from(force=force, reason=reason), **kwargs)
+
+    with_reason = click.option("--reason", metavar="TEXT", default=None, help="Why (required with --force).")(command)
+    return click.option("--force", is_flag=True, help="Move or remove a release tag (with --reason).")(with_reason)  # type: ignore[return-value]
+
 
 jobs_option = click.option("--jobs", "-j", type=click.IntRange(1, 64), default=None, help="Parallel transfers.")
 

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from trainops.cli import options
 from trainops.cli.options import key_values, output_option, wide_option
-from trainops.cli.output import echo_json
+from trainops.cli.output import echo_json, lineage_text
 from trainops.clock import display
 from trainops.units import format_size as _size
 from trainops.units import natural_key
+
+if TYPE_CHECKING:
+    from trainops.registry.protect import Override
 
 KINDS = ("checkpoint", "model", "dataset", "eval", "other")
 
@@ -36,12 +39,6 @@ def _lineage_options(func: Any) -> Any:
     return func
 
 
-def _force_options(func: Any) -> Any:
-    """--force --reason TEXT: move or remove a release tag on purpose (said on stderr)."""
-    func = click.option("--reason", metavar="TEXT", default=None, help="Why (required with --force).")(func)
-    return click.option("--force", is_flag=True, help="Move or remove a release tag (with --reason).")(func)
-
-
 def _say_moved(tag: str | None, old: str | None, new: str, override: Any = None) -> None:
     """A tag that now names other content says so, on stderr (with the reason, when forced)."""
     if old is not None:
@@ -59,7 +56,7 @@ def _say_moved(tag: str | None, old: str | None, new: str, override: Any = None)
     "chunks: files of 1 MiB or more go in the chunked form, sending only chunks the repository lacks.", default="off"
 )
 @options.no_move_option
-@_force_options
+@options.override_options
 @options.registry_options
 @output_option
 def push(
@@ -74,8 +71,7 @@ def push(
     jobs: int | None,
     dedup: str,
     no_move: bool,
-    force: bool,
-    reason: str | None,
+    override: Override | None,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -83,13 +79,11 @@ def push(
 ) -> None:
     """Push PATH (a file or a directory tree) as an artifact to REF; print its digest.
 
-    A tag that names a release moves only with --force --reason."""
+    A release tag moves only with --force --reason; a directory's model.sig is kept as its signature."""
     from trainops.cli.progress import transfer_progress
     from trainops.errors import UsageError
-    from trainops.registry import store
-    from trainops.registry.protect import override_from
+    from trainops.signing.imported import push_tree
 
-    override = override_from(force=force, reason=reason)
     try:
         metric_values = {k: float(v) for k, v in key_values(metrics, "--metric").items()}
     except ValueError:
@@ -111,7 +105,7 @@ def push(
 
             model = model_config(path)
         with transfer_progress(output == "text") as progress:
-            result = store.push(
+            result = push_tree(
                 registries,
                 source=path,
                 ref=registries.ref(ref),
@@ -142,6 +136,8 @@ def _say_pushed(result: Any, override: Any) -> None:
         f"in {result.seconds:.2f}s",
         err=True,
     )
+    if result.signature:
+        click.echo(f"kept model.sig as the signature {result.signature}", err=True)
     click.echo(result.digest)
 
 
@@ -359,6 +355,7 @@ _LINEAGE_LABELS = {
     "gitCommit": "commit",
     "gitRepo": "git repo",
     "imageDigest": "image",
+    "environment": "python",
 }
 
 
@@ -373,8 +370,7 @@ def _show_lines(info: Any) -> list[str]:
     for key, value in info.lineage.items():
         if value in ({}, [], None):
             continue
-        text = " ".join(f"{k}={v:g}" for k, v in sorted(value.items())) if isinstance(value, dict) else str(value)
-        fields.append((_LINEAGE_LABELS.get(key, key), text))
+        fields.append((_LINEAGE_LABELS.get(key, key), lineage_text(key, value)))
     for parent in info.parents:
         relation = "" if parent["relation"] == "parent" else f" ({parent['relation']})"
         fields.append(("parent", f"{parent['ref']}@{parent['digest'][:19]}{relation}"))
@@ -417,15 +413,14 @@ def _tensor_lines(t: Any) -> list[str]:
 @click.argument("src")
 @click.argument("dst")
 @options.no_move_option
-@_force_options
+@options.override_options
 @options.registry_options
 @output_option
 def tag(
     src: str,
     dst: str,
     no_move: bool,
-    force: bool,
-    reason: str | None,
+    override: Override | None,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -436,9 +431,7 @@ def tag(
     DST is REPO:TAG, or a bare TAG in SRC's repository (as crane tag). A tag that names a
     release moves only with --force --reason."""
     from trainops.registry import store
-    from trainops.registry.protect import override_from
 
-    override = override_from(force=force, reason=reason)
     with options.registries(file, env, insecure) as registries:
         source = registries.ref(src)
         target = registries.tag_ref(dst, beside=source)
@@ -455,7 +448,7 @@ def tag(
 @click.argument("dst")
 @options.jobs_option
 @options.no_move_option
-@_force_options
+@options.override_options
 @options.registry_options
 @output_option
 def copy(
@@ -463,19 +456,16 @@ def copy(
     dst: str,
     jobs: int | None,
     no_move: bool,
-    force: bool,
-    reason: str | None,
+    override: Override | None,
     file: str | None,
     env: str | None,
     insecure: bool,
     output: str,
 ) -> None:
-    """Copy an artifact between any two registries (file, oci, s3); its digest is unchanged."""
+    """Copy an artifact, with its referrers (signatures, eval reports), between any two registries; digest unchanged."""
     from trainops.cli.progress import transfer_progress
     from trainops.registry import store
-    from trainops.registry.protect import override_from
 
-    override = override_from(force=force, reason=reason)
     with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         result = store.copy(
             registries,
@@ -490,7 +480,8 @@ def copy(
         echo_json(result)
         return
     _say_moved(result.dst.tag, result.moved_from, result.digest, override)
-    click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} already there)")
+    more = f", {len(result.referrers)} referrer(s) carried" if result.referrers else ""
+    click.echo(f"copied to {result.dst} ({result.blobs_copied} blob(s) copied, {result.blobs_skipped} skipped{more})")
 
 
 @registry.command("diff")
@@ -523,19 +514,15 @@ def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, outp
 
 @registry.command("rm")
 @click.argument("ref")
-@_force_options
+@options.override_options
 @options.registry_options
 @output_option
-def rm(
-    ref: str, force: bool, reason: str | None, file: str | None, env: str | None, insecure: bool, output: str
-) -> None:
+def rm(ref: str, override: Override | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Remove a tag (REPO:TAG) or a manifest with its tags (REPO@sha256:…).
 
     A release needs --force --reason; one the manifest's GitOps repo serves is never removed."""
-    from trainops.registry.protect import override_from
     from trainops.serve.protect import remove_unless_served
 
-    override = override_from(force=force, reason=reason)
     with options.opened(file, env, insecure) as opened:
         registries = opened.registries
         result = remove_unless_served(registries, ref=registries.ref(ref), manifest=opened.manifest, override=override)

@@ -6,9 +6,36 @@ when a gate failed), `require_passed` (GateFailedError, exit 8, when one did),
 a Kubernetes Job, rendered or committed to GitOps).
 """
 
-from trainops.evaluate.gates import GateResult, check_gates
-from trainops.evaluate.report import EvalEntry, EvalReport, list_evals
-from trainops.evaluate.run import EvalResult, require_passed, run_eval
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trainops.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from trainops.evaluate.gates import GateResult, check_gates
+    from trainops.evaluate.report import EvalEntry, EvalReport, list_evals
+    from trainops.evaluate.run import EvalResult, require_passed, run_eval
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "trainops.evaluate.gates": (
+            "GateResult",
+            "check_gates",
+        ),
+        "trainops.evaluate.report": (
+            "EvalEntry",
+            "EvalReport",
+            "list_evals",
+        ),
+        "trainops.evaluate.run": (
+            "EvalResult",
+            "require_passed",
+            "run_eval",
+        ),
+    },
+)
 
 __all__ = [
     "EvalEntry",

@@ -36,7 +36,9 @@ from trainops.evaluate.select import resolve_checkpoint
 from trainops.registry.artifact import Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.pulling import pull
+from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved
+from trainops.render.image import pinned_digest
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
 from trainops.spec.stages import EvalSpec
@@ -54,7 +56,7 @@ class EvalResult:
     metrics: dict[str, float]
     gates: list[GateResult]
     passed: bool
-    report: str  # the pushed report, ref@sha256:…
+    report: Reference  # the pushed report, pinned
     started: str
     ended: str
     command: list[str] = field(default_factory=list)
@@ -120,7 +122,7 @@ def run_eval(
         ended=ended,
     )
     pushed = push_report(registries, checkpoint=found, report=report, lineage=_lineage(manifest, found, metrics, image))
-    return EvalResult(pinned, metrics, results, passed, str(pushed), started, ended, list(spec.command))
+    return EvalResult(pinned, metrics, results, passed, pushed, started, ended, list(spec.command))
 
 
 def same_files(found: Resolved, directory: Path) -> bool:
@@ -188,7 +190,7 @@ def _datasets(manifest: Manifest, found: Resolved) -> list[str]:
 
 def _lineage(manifest: Manifest, found: Resolved, metrics: dict[str, float], image: str | None) -> Lineage:
     source = found.parsed.lineage()
-    digest = image.rsplit("@", 1)[1] if image and "@" in image else source.image_digest
+    digest = (pinned_digest(image) if image else None) or source.image_digest
     shown = str(found.ref.with_digest(None))
     return Lineage(
         pipeline=manifest.pipeline.metadata.name,

@@ -7,7 +7,7 @@ reads those commits back, newest first; ``read_tree`` reads a directory's files 
 or at an earlier commit. History is never rewritten: every change,
 promote and rollback included, is a new commit, so ``git log`` is the audit trail.
 
-GitPython (and git) load on first use, not on import of this package.
+git runs through `trainops.gitinfo.git`, the one git runner, only when a function is called.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ its config file directly, so credentials in a URL never reach a process's comman
 There is no working tree: trees are built in a private index with git plumbing, so the
 size of the rest of the GitOps repository does not matter and nothing is ever checked out.
 
-git runs through GitPython's command runner with ``LC_ALL=C`` (stable messages to parse),
+git runs through the one git runner, `trainops.gitinfo.git`, in the C locale (stable messages to parse),
 an explicit ``GIT_DIR`` and ``GIT_INDEX_FILE`` (so trainops run from inside a git hook,
 where git exports those, cannot touch the caller's repository), literal pathspecs and,
 unless the caller set it, ``GIT_TERMINAL_PROMPT=0``: a missing credential fails with a
@@ -21,16 +21,12 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from trainops.errors import InputError, NotFoundError, RemoteError, TrainopsError
+from trainops.gitinfo import GitOutput, git
 from trainops.gitops.remote import Remote
-
-if TYPE_CHECKING:
-    from git.cmd import Git
 
 TEMP_PREFIX = "trainops-gitops-"
 NETWORK_TIMEOUT = 600.0  # seconds for one fetch, push or ls-remote
@@ -55,24 +51,11 @@ _MOVED = {"non-fast-forward", "fetch first"}
 _LOCKED = ("failed to update ref", "failed to lock", "cannot lock ref", "incorrect old value")
 
 
-@dataclass(frozen=True)
-class Output:
-    status: int
-    stdout: bytes
-    stderr: str
-
-    @property
-    def text(self) -> str:
-        return self.stdout.decode("utf-8", "replace").strip()
-
-
-def _gitpython() -> type[Git]:
-    try:
-        from git.cmd import Git
-    except ImportError as exc:  # GitPython refuses to import when it cannot run git
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise NotFoundError(f"git is not usable: {first}", hint="install git (apt-get install -y git)") from None
-    return Git
+def config_value(text: str) -> str:
+    """`text` as a git config value: quoted, so '#' and ';' do not start a comment, with
+    backslash, quote, newline and tab escaped (git reads it back unchanged)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return f'"{escaped}"'
 
 
 def one_line(text: str, limit: int = _MAX_REASON) -> str:
@@ -109,19 +92,16 @@ class Scratch:
         self.remote = remote
         self.root = Path()
         self.git_dir = Path()
-        self._git: Git | None = None
-        self._env: dict[str, str] = {}
+        self._env: dict[str, str] | None = None
         self._counter = 0
 
     # ------------------------------------------------------------------ lifecycle
 
     def __enter__(self) -> Scratch:
-        git_class = _gitpython()
         self.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
         try:
             self.git_dir = self.root / "repo.git"
             self._env = self.environment_for(self.git_dir)
-            self._git = git_class(str(self.root))
             self.init_bare(self.git_dir, what="prepare a scratch repository")
             self._set_origin()
         except BaseException:
@@ -162,20 +142,17 @@ class Scratch:
             self.run("init", "--bare", "--quiet", str(directory), env=env, what=what)
             return
         # git refuses --bare while GIT_WORK_TREE is set (as in some hooks): init, then make it bare
-        from git.config import GitConfigParser
-
         self.run("init", "--quiet", str(directory), env=env, what=what)
-        with GitConfigParser(str(directory / "config"), read_only=False) as config:
-            config.set_value("core", "bare", "true")
-            for option in ("worktree", "logallrefupdates"):
-                if config.has_option("core", option):
-                    config.remove_option("core", option)
+        config = str(directory / "config")
+        self.run("config", "--file", config, "core.bare", "true", env=env, what=what)
+        for option in ("core.worktree", "core.logallrefupdates"):  # status 5: it was not set
+            self.run("config", "--file", config, "--unset-all", option, env=env, what=what, check=False)
 
     def _set_origin(self) -> None:
-        from git.config import GitConfigParser
-
-        with GitConfigParser(str(self.git_dir / "config"), read_only=False) as config:
-            config.set_value('remote "origin"', "url", self.remote.url)
+        # written into the file, not passed to `git config`: credentials in the URL stay off
+        # every command line
+        with (self.git_dir / "config").open("a", encoding="utf-8") as config:
+            config.write(f'[remote "origin"]\n\turl = {config_value(self.remote.url)}\n')
         # git must read back exactly that URL (quoting of '#', ';', '"' and '\' in a config value)
         stored = self.run("config", "--get", "remote.origin.url", what="read the remote URL back", check=False)
         if stored.stdout.rstrip(b"\n").decode("utf-8", "surrogateescape") != self.remote.url:
@@ -194,44 +171,17 @@ class Scratch:
         env: Mapping[str, str] | None = None,
         network: bool = False,
         check: bool = True,
-    ) -> Output:
+    ) -> GitOutput:
         """Run ``git args``; with ``check`` a failure raises a TrainopsError naming ``what``."""
-        assert self._git is not None, "Scratch used outside its with-block"
-        from git.exc import GitCommandNotFound
-
-        command = [self._git.GIT_PYTHON_GIT_EXECUTABLE or "git", *args]
-        full_env = {**self._env, **(env or {})}
-        try:
-            if stdin is not None:
-                with stdin.open("rb") as stream:
-                    result = self._git.execute(
-                        command,
-                        istream=stream,
-                        with_extended_output=True,
-                        with_exceptions=False,
-                        kill_after_timeout=NETWORK_TIMEOUT if network else None,
-                        env=full_env,
-                        stdout_as_string=False,
-                        strip_newline_in_stdout=False,
-                    )
-            else:
-                result = self._git.execute(
-                    command,
-                    with_extended_output=True,
-                    with_exceptions=False,
-                    kill_after_timeout=NETWORK_TIMEOUT if network else None,
-                    env=full_env,
-                    stdout_as_string=False,
-                    strip_newline_in_stdout=False,
-                )
-        except GitCommandNotFound:
-            raise NotFoundError("git is not installed", hint="install git (apt-get install -y git)") from None
-        status, stdout, stderr = result
-        out = Output(
-            status=int(status),
-            stdout=stdout if isinstance(stdout, bytes) else str(stdout).encode(),
-            stderr=self.remote.scrub(stderr),
+        assert self._env is not None, "Scratch used outside its with-block"
+        result = git(
+            *args,
+            cwd=self.root,
+            env={**self._env, **(env or {})},
+            stdin=stdin,
+            timeout=NETWORK_TIMEOUT if network else None,
         )
+        out = GitOutput(result.status, result.stdout, self.remote.scrub(result.stderr))
         if check and out.status != 0:
             if network:
                 raise self.remote_error(out.stderr, what=what)

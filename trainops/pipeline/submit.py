@@ -17,6 +17,7 @@ from trainops.build.pinned import training_image
 from trainops.errors import InputError
 from trainops.gitops.target import gitops_url
 from trainops.registry.context import Registries
+from trainops.registry.reference import Reference
 from trainops.render.image import cluster_image
 from trainops.render.names import check_run_id
 from trainops.spec import Manifest
@@ -54,7 +55,18 @@ class SubmitResult:
     job_id: str | None = None  # the Slurm job (scheduler slurm)
 
 
-def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: bool) -> tuple[Rendered, str, str | None]:
+@dataclass(frozen=True)
+class _Run:
+    """A rendered tree and what it runs: `image` as the job names it, `pinned` the image
+    reference (None on bare metal with no --image: the job runs no container)."""
+
+    rendered: Rendered
+    image: str
+    pinned: Reference | None
+    commit: str | None
+
+
+def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: bool) -> _Run:
     from trainops.gitinfo import git_state
     from trainops.render import render_all
 
@@ -65,21 +77,21 @@ def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: boo
             hint="run it with `trainops train run --local`, or pick another --env / scheduler",
         )
     check_run_id(run_id)
+    pinned = None
     if image is None and _bare_metal(train):
         from trainops.render.api import placeholder_image
 
-        pinned = placeholder_image(manifest)  # no container: the job runs no image
-        git = git_state(manifest.root)
-        commit = git.commit if git else None
-        return render_all(manifest, image=pinned, run_id=run_id, commit=commit), pinned, commit
-    registries = Registries.for_manifest(manifest, insecure=insecure)
-    try:
-        pinned = cluster_image(training_image(manifest, registries, image=image))
-    finally:
-        registries.close()
+        text = placeholder_image(manifest)  # no container: the job runs no image
+    else:
+        registries = Registries.for_manifest(manifest, insecure=insecure)
+        try:
+            pinned = training_image(manifest, registries, image=image)
+        finally:
+            registries.close()
+        text = cluster_image(pinned)
     git = git_state(manifest.root)
     commit = git.commit if git else None
-    return render_all(manifest, image=pinned, run_id=run_id, commit=commit), pinned, commit
+    return _Run(render_all(manifest, image=text, run_id=run_id, commit=commit), text, pinned, commit)
 
 
 def render_tree(
@@ -92,10 +104,10 @@ def render_tree(
     """
     from trainops.render.directory import write_rendered
 
-    rendered, pinned, _ = _render(manifest, image=image, run_id=run_id, insecure=insecure)
-    marker = f"run {run_id}\nimage {pinned}\n"
-    names = write_rendered(out, rendered.files, marker=marker, executable=_executable)
-    return RenderTreeResult(directory=str(out.resolve()), files=names, image=pinned, run_id=run_id)
+    run = _render(manifest, image=image, run_id=run_id, insecure=insecure)
+    marker = f"run {run_id}\nimage {run.image}\n"
+    names = write_rendered(out, run.rendered.files, marker=marker, executable=_executable)
+    return RenderTreeResult(directory=str(out.resolve()), files=names, image=run.image, run_id=run_id)
 
 
 def _bare_metal(train: TrainSpec) -> bool:
@@ -120,20 +132,19 @@ def submit(
     """
     from trainops.gitops import write_tree
 
-    rendered, pinned, git_commit = _render(manifest, image=image, run_id=run_id, insecure=insecure)
+    run = _render(manifest, image=image, run_id=run_id, insecure=insecure)
+    rendered = run.rendered
     gitops = manifest.pipeline.spec.gitops
     repo, create = gitops_url(manifest)
     name = manifest.pipeline.metadata.name
     train = manifest.require_train()
-    bare = _bare_metal(train) and image is None
-    digest = pinned.rsplit("@", 1)[1] if "@" in pinned and not bare else None
     written = {"Trainops-Pipeline": name, "Trainops-Run": run_id}
-    if not bare:
-        written["Trainops-Image"] = pinned
-    if digest:
-        written["Trainops-Artifact"] = digest
-    if git_commit:
-        written["Trainops-Commit"] = git_commit
+    if run.pinned is not None:
+        written["Trainops-Image"] = run.image
+    if run.pinned is not None and run.pinned.digest:
+        written["Trainops-Artifact"] = run.pinned.digest
+    if run.commit:
+        written["Trainops-Commit"] = run.commit
     written.update(trailers or {})
 
     def commit(extra: dict[str, str]) -> Any:
@@ -168,7 +179,7 @@ def submit(
         attempts=result.attempts,
         files=result.files,
         removed=result.removed,
-        image="" if bare else pinned,
+        image=run.image if run.pinned is not None else "",
         run_id=run_id,
         job_id=job_id,
     )
@@ -192,5 +203,5 @@ class RenderedText:
 
 def render_text(manifest: Manifest, *, run_id: str, image: str | None = None, insecure: bool = False) -> RenderedText:
     """The rendered tree in memory (nothing written)."""
-    rendered, pinned, _ = _render(manifest, image=image, run_id=run_id, insecure=insecure)
-    return RenderedText({item.path: item.text for item in rendered.files}, pinned, run_id)
+    run = _render(manifest, image=image, run_id=run_id, insecure=insecure)
+    return RenderedText({item.path: item.text for item in run.rendered.files}, run.image, run_id)

@@ -83,6 +83,7 @@ A_BUNDLE_PREDICATE = "dev.sigstore.bundle.predicateType"
 A_BUNDLE_CONTENT = "dev.sigstore.bundle.content"  # "dsse-envelope"
 A_SIGNING_KEY = "dev.trainops.signing.key"  # sha256:<hex> of the signer's PEM public key
 MODEL_SIGNING_PREDICATE = "https://model_signing/signature/v1.0"
+MODEL_SIGNATURE_FILE = "model.sig"  # where model signing writes its signature, at a model's top
 SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
 
 _WEIGHTS = (

@@ -12,7 +12,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +118,7 @@ class PushResult:
     seconds: float
     moved_from: str | None = None  # the digest the tag pointed at before, when the push moved it
     bytes_shared: int = 0  # chunked files: bytes found in chunks the repository already held
+    signature: str | None = None  # the tree's own model.sig, kept as a referrer (signing/imported.py)
 
 
 def leased(backend: Backend, repo: str) -> AbstractContextManager[None]:
@@ -159,12 +160,20 @@ def _push_chunked(
     lineage: Lineage | PlainLineage | None,
     progress: ProgressSink,
     cache: DigestCache,
+    uploader: _Uploader,
 ) -> ChunkedResult:
-    """The large files in the chunked form, deduplicated against the lineage parents."""
+    """The large files in the chunked form, deduplicated against the lineage parents (a
+    file with nothing to dedup against goes as the uploader sends plain files)."""
     from trainops.registry.chunks.pushing import push_files
 
+    def whole(entry: FileEntry) -> tuple[str, int, bool]:
+        outcome = uploader.transfer(entry)
+        return outcome.digest, outcome.size, outcome.sent > 0
+
     parents = [p.digest for p in PlainLineage.of(lineage or PlainLineage()).parents]
-    return push_files(backend, ref.repository, chunked, parents=parents, tag=ref.tag, progress=progress, cache=cache)
+    return push_files(
+        backend, ref.repository, chunked, parents=parents, tag=ref.tag, progress=progress, cache=cache, whole=whole
+    )
 
 
 def push(
@@ -183,6 +192,7 @@ def push(
     move_tag: bool = True,
     override: Override | None = None,
     dedup: str = "off",
+    skip: Collection[str] = (),  # relative paths of the tree's files left out
 ) -> PushResult:
     """Push a file or tree as one artifact, tagged if ref has a tag (model: ModelPack config).
 
@@ -193,7 +203,7 @@ def push(
     _check_push(ref, kind, dedup)
     progress = progress or NullProgress()
     cache = cache or DigestCache()
-    files = scan_tree(source)
+    files = [entry for entry in scan_tree(source) if entry.relpath not in skip]
     plain, chunked = _split(files, dedup)
     backend = registries.backend(ref)
     annotations = dict(annotations or {})
@@ -209,7 +219,9 @@ def push(
         ]
         packs: list[Descriptor] = []
         if chunked:
-            done = _push_chunked(backend, ref, chunked, lineage=lineage, progress=progress, cache=cache)
+            done = _push_chunked(
+                backend, ref, chunked, lineage=lineage, progress=progress, cache=cache, uploader=uploader
+            )
             layers += [layer for _, layer in done.indexes]
             digests += done.digests
             sent, skipped, shared = sent + done.bytes_sent, skipped + done.packs_skipped, done.bytes_shared
@@ -400,6 +412,7 @@ class CopyResult:
     blobs_skipped: int
     bytes_copied: int
     moved_from: str | None = None  # the digest dst's tag pointed at before, when it moved
+    referrers: tuple[str, ...] = ()  # digests of the referrer manifests carried with it
 
 
 def _blobs_of(parsed: ParsedManifest) -> list[Descriptor]:
@@ -449,7 +462,7 @@ def copy_blobs(
     return sum(r[0] for r in results), sum(r[1] for r in results), sum(r[2] for r in results)
 
 
-def _copy_manifest(
+def copy_manifest(
     registries: Registries,
     src: Reference,
     dst: Reference,
@@ -458,11 +471,13 @@ def _copy_manifest(
     jobs: int,
     tag: str | None,
 ) -> tuple[int, int, int]:
+    """Copy manifest (an index: its manifests too) and its blobs from src's repository to
+    dst's, blobs first; (blobs copied, skipped, bytes)."""
     parsed = parse_manifest(manifest)
     copied = skipped = nbytes = 0
     for child in parsed.children:  # an index: copy its manifests first, untagged
         child_manifest = registries.backend(src).get_manifest(src.repository, child.digest)
-        c, s, n = _copy_manifest(registries, src, dst, child_manifest, progress, jobs, None)
+        c, s, n = copy_manifest(registries, src, dst, child_manifest, progress, jobs, None)
         copied, skipped, nbytes = copied + c, skipped + s, nbytes + n
     c, s, n = copy_blobs(registries, src=src, dst=dst, blobs=_blobs_of(parsed), progress=progress, jobs=jobs)
     copied, skipped, nbytes = copied + c, skipped + s, nbytes + n
@@ -481,7 +496,8 @@ def copy(
     move_tag: bool = True,
     override: Override | None = None,
 ) -> CopyResult:
-    """Copy an artifact between any two backends; its digest is unchanged. dst's tag moves
+    """Copy an artifact between any two backends, with its referrers (signatures, provenance,
+    eval reports: referrers.py); its digest is unchanged. dst's tag moves
     if it named other content (refused with move_tag=False, or when it names a release and
     there is no override, before anything is copied)."""
     if dst.digest:
@@ -492,11 +508,26 @@ def copy(
     moved = tag_move(
         registries.backend(dst), dst.repository, tag, digest, move_tag=move_tag, where=dst.repo_url, override=override
     )
+    sink, jobs = progress or NullProgress(), jobs or default_jobs(dst)
+    carried: list[str] = []
     with leased(registries.backend(dst), dst.repository):
-        copied, skipped, nbytes = _copy_manifest(
-            registries, found.ref, dst, found.manifest, progress or NullProgress(), jobs or default_jobs(dst), tag
-        )
-    return CopyResult(found.ref, dst.with_tag(tag).with_digest(digest), digest, copied, skipped, nbytes, moved)
+        if (src.root, found.ref.repository) == (dst.root, dst.repository):  # a new tag, nothing to carry
+            copied, skipped, nbytes = copy_manifest(registries, found.ref, dst, found.manifest, sink, jobs, tag)
+        else:  # the artifact, then its referrers; the tag last, so a failed copy moves no tag
+            from trainops.registry.referrers import copy_referrers
+
+            def one(manifest: ManifestData) -> tuple[int, int, int]:
+                return copy_manifest(registries, found.ref, dst, manifest, sink, jobs, None)
+
+            copied, skipped, nbytes = one(found.manifest)
+            carried, more, more_bytes = copy_referrers(
+                registries, src=found.ref, dst=dst, digest=digest, copy_manifest=one
+            )
+            copied, nbytes = copied + more, nbytes + more_bytes
+            if tag:
+                registries.backend(dst).put_manifest(dst.repository, found.manifest, tag=tag)
+    pinned = dst.with_tag(tag).with_digest(digest)
+    return CopyResult(found.ref, pinned, digest, copied, skipped, nbytes, moved, tuple(carried))
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,12 @@ def application(
     """The Application of `path` (role: train, eval or serve); None without spec.gitops.argocd.
 
     `ignore`: ignoreDifferences for fields a controller owns; they are also kept on sync
-    (RespectIgnoreDifferences), or every sync would write git's value over the controller's."""
+    (RespectIgnoreDifferences), or every sync would write git's value over the controller's,
+    and a sync applies only what is out of sync (ApplyOutOfSyncOnly): RespectIgnoreDifferences
+    fills the ignored fields from Argo CD's cache of the live object, so re-applying an object
+    that is in sync raced the controller — seen on the simulated cluster, where the sync of
+    `rollout start` wrote the HTTPRoute's rules back a moment after Argo Rollouts had added
+    the header route."""
     spec = manifest.pipeline.spec
     argocd = spec.gitops.argocd
     if argocd is None:
@@ -73,7 +78,7 @@ def application(
     app_spec["syncPolicy"] = sync
     if ignore:
         app_spec["ignoreDifferences"] = ignore
-        sync["syncOptions"].append("RespectIgnoreDifferences=true")
+        sync["syncOptions"] += ["RespectIgnoreDifferences=true", "ApplyOutOfSyncOnly=true"]
     name = manifest.pipeline.metadata.name
     return {
         "apiVersion": "argoproj.io/v1alpha1",

@@ -75,12 +75,16 @@ def pin_image(text: str, *, field: str) -> PinnedImage:
     return PinnedImage(ref=bare, name=match.group("name"), tag=match.group("tag"), digest=digest)
 
 
-def is_pinned(text: str) -> bool:
+def pinned_digest(text: str) -> str | None:
+    """The digest an image reference is pinned by, or None when it is not a pinned image."""
     try:
-        pin_image(text, field="image")
+        return pin_image(text, field="image").digest
     except InputError:
-        return False
-    return True
+        return None
+
+
+def is_pinned(text: str) -> bool:
+    return pinned_digest(text) is not None
 
 
 def cluster_image(ref: Reference) -> str:

@@ -12,10 +12,39 @@ render_rollout, start_rollout, promote, abort, rollback, rollout_status, rollout
 
 from __future__ import annotations
 
-from trainops.serve.api import RolloutRender, render_rollout
-from trainops.serve.audit import HistoryItem, RolloutStatus, rollback, rollout_history, rollout_status
-from trainops.serve.auto import auto_promote
-from trainops.serve.flows import ActionResult, abort, promote, start_rollout
+from typing import TYPE_CHECKING
+
+from trainops.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from trainops.serve.api import RolloutRender, render_rollout
+    from trainops.serve.audit import HistoryItem, RolloutStatus, rollback, rollout_history, rollout_status
+    from trainops.serve.auto import auto_promote
+    from trainops.serve.flows import ActionResult, abort, promote, start_rollout
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "trainops.serve.api": (
+            "RolloutRender",
+            "render_rollout",
+        ),
+        "trainops.serve.audit": (
+            "HistoryItem",
+            "RolloutStatus",
+            "rollback",
+            "rollout_history",
+            "rollout_status",
+        ),
+        "trainops.serve.auto": ("auto_promote",),
+        "trainops.serve.flows": (
+            "ActionResult",
+            "abort",
+            "promote",
+            "start_rollout",
+        ),
+    },
+)
 
 __all__ = [
     "ActionResult",

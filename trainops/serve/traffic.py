@@ -2,9 +2,15 @@
 
 argo-rollouts — a Rollout whose pod template serves the newest release; the controller
   shifts traffic between the stable and canary Services. trainops commits one canary step at
-  a time: while a canary is under way the Rollout's steps are the current step's
-  `setHeaderRoute` (A/B), `setWeight`, `analysis` (the AnalysisTemplate made from
-  rollout.analysis.thresholds), then `pause: {}`, which waits for the next commit. With no
+  a time: while a canary is under way the Rollout's steps are the previous step's
+  `setWeight` (from the second step on), the current step's `setWeight`, `setHeaderRoute`
+  (A/B), `analysis` (the AnalysisTemplate made from rollout.analysis.thresholds), then
+  `pause: {}`, which waits for the next commit. The order is the controller's: a commit that
+  changes the steps makes Argo Rollouts start them again from the first, whose weight it
+  applies at once — the previous weight holds the canary's pods and traffic where they were
+  (the current weight first would route 0% to the canary until its new pods are Ready, a
+  header route first would scale the canary to 0), and a header route set before the
+  canary has a Ready pod is removed by the controller again. With no
   canary under way the steps are empty, so a change of the template (a rollback, an abort)
   goes to 100% at once. With rollout.gateway the weights and header routes are set on an
   HTTPRoute through the Argo Rollouts Gateway API plugin; without it Argo Rollouts
@@ -40,6 +46,14 @@ def _weight(ctx: ServeContext, state: RolloutState) -> int:
             hint="abort the canary, or restore the steps it was started with",
         )
     return canary.steps[state.step].weight
+
+
+def _held_weight(ctx: ServeContext, state: RolloutState) -> int:
+    """The weight of the step before the current one: what the canary has when its commit lands."""
+    canary = ctx.rollout.canary
+    if state.canary is None or state.step is None or state.step == 0 or canary is None:
+        return 0
+    return canary.steps[state.step - 1].weight
 
 
 def _served_now(state: RolloutState) -> Served:
@@ -110,11 +124,14 @@ def _argo_steps(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
     if state.canary is None:
         return []
     steps: list[dict[str, Any]] = []
+    held = _held_weight(ctx, state)
+    if held:
+        steps.append({"setWeight": held})
+    steps.append({"setWeight": _weight(ctx, state)})
     ab = ctx.rollout.ab_test
     if ab is not None:
         match = [{"headerName": m.header, "headerValue": {m.type: m.value}} for m in ab.match]
         steps.append({"setHeaderRoute": {"name": AB_ROUTE, "match": match}})
-    steps.append({"setWeight": _weight(ctx, state)})
     if ctx.rollout.analysis is not None:
         steps.append({"analysis": {"templates": [{"templateName": f"{ctx.name}-analysis"}]}})
     steps.append({"pause": {}})

@@ -22,6 +22,7 @@ from typing import Any
 
 from trainops.errors import InputError
 from trainops.render.checkpoint import with_insecure
+from trainops.render.image import cluster_image
 from trainops.render.pod import UID, pod_security
 from trainops.serve.context import ANNOTATION_RELEASE, LABEL_METRICS, ServeContext
 from trainops.serve.engine import HEALTH_PATH, METRICS_PATH, MODEL_DIR, engine_commands, gpus_per_pod, nodes_per_replica
@@ -69,10 +70,8 @@ def _model_source(ctx: ServeContext, served: Served) -> tuple[dict[str, Any], li
                 f"rollout.modelDelivery image-volume needs the release in an oci:// registry, not {served.release}",
                 hint="publish the release to an OCI registry the nodes pull from, or use modelDelivery init-container",
             )
-        reference = served.release.removeprefix("oci://")
-        name, _, digest = reference.rpartition("@")
-        repo = name if ":" not in name.rsplit("/", 1)[-1] else name.rsplit(":", 1)[0]
-        return {"name": "model", "image": {"reference": f"{repo}@{digest}", "pullPolicy": "IfNotPresent"}}, []
+        reference = cluster_image(served.reference.with_digest(served.digest))  # host/repository@sha256:…
+        return {"name": "model", "image": {"reference": reference, "pullPolicy": "IfNotPresent"}}, []
     if served.release.startswith("file://"):  # one line for every release there (ctx.warn keeps one of each)
         ctx.warn(
             "the release is in a file:// registry, which pods in a cluster cannot read: serve from oci:// or s3://"

@@ -2,7 +2,7 @@
 
 Model signing writes its signature to `model.sig` at the top of the model directory by
 default, and Hub repositories that publish signed models ship it there. When `trainops hub
-import` (from the Hub or --from-dir) finds that file, it is not made a layer of the model
+import` (from the Hub or --from-dir) or `trainops push DIR` finds that file, it is not made a layer of the model
 (model signing itself leaves it out of what it signs): before anything is pushed, its
 statement is read and must sign exactly the files being imported, with the same digests
 (computed through the digest cache, so the push that follows hashes nothing again);
@@ -14,8 +14,11 @@ with the signer's public key like any signature trainops made.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainops.errors import InputError
 from trainops.registry import media
@@ -23,13 +26,20 @@ from trainops.registry.artifact import FileEntry
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.registry.store import resolve
-from trainops.signing.model_sig import SIGNATURE_FILE, bundle_key_hint, check_bundle_shape, mismatches
 from trainops.signing.records import push_record
+
+if TYPE_CHECKING:
+    from trainops.registry.artifact import ModelConfig
+    from trainops.registry.context import ProgressSink
+    from trainops.registry.models import Lineage
+    from trainops.registry.plain_lineage import PlainLineage
+    from trainops.registry.protect import Override
+    from trainops.registry.store import PushResult
 
 
 def split_signature(files: Sequence[FileEntry]) -> tuple[list[FileEntry], bytes | None]:
     """(the model's files, the content of its top-level model.sig if it has one)."""
-    found = next((e for e in files if e.relpath == SIGNATURE_FILE), None)
+    found = next((e for e in files if e.relpath == media.MODEL_SIGNATURE_FILE), None)
     if found is None:
         return list(files), None
     return [e for e in files if e is not found], found.path.read_bytes()
@@ -40,6 +50,7 @@ def check_signed_files(bundle: bytes, files: Sequence[FileEntry], *, where: str)
     naming each that differs (the signature itself is checked at verification, with a key)."""
     from trainops.errors import IntegrityError
     from trainops.registry.digestcache import DigestCache
+    from trainops.signing.model_sig import check_bundle_shape, mismatches
 
     try:
         data = check_bundle_shape(bundle, where)
@@ -64,6 +75,8 @@ def check_signed_files(bundle: bytes, files: Sequence[FileEntry], *, where: str)
 
 def attach_signature(registries: Registries, *, ref: Reference, bundle: bytes, created: str) -> str:
     """Attach a pre-existing model signature to the pushed model; the referrer's ref."""
+    from trainops.signing.model_sig import bundle_key_hint
+
     found = resolve(registries, ref=ref)
     record = push_record(
         registries,
@@ -74,3 +87,51 @@ def attach_signature(registries: Registries, *, ref: Reference, bundle: bytes, c
         created=created,
     )
     return str(record)
+
+
+def push_tree(
+    registries: Registries,
+    *,
+    source: Path,
+    ref: Reference,
+    kind: str,
+    lineage: Lineage | PlainLineage | None,
+    annotations: dict[str, str],
+    model: ModelConfig | None,
+    jobs: int | None,
+    progress: ProgressSink,
+    move_tag: bool,
+    override: Override | None,
+    dedup: str,
+) -> PushResult:
+    """`trainops push`: store.push, except that a directory's top-level model.sig is checked
+    against the other files before anything is pushed, left out of the layers, and attached
+    to the pushed artifact as its model signature (PushResult.signature)."""
+    from trainops.registry.artifact import scan_tree
+    from trainops.registry.store import push
+
+    signed = source.is_dir() and (source / media.MODEL_SIGNATURE_FILE).is_file()
+    files, bundle = split_signature(scan_tree(source)) if signed else ([], None)
+    if bundle is not None:  # checked before anything is pushed
+        check_signed_files(bundle, files, where=str(source / media.MODEL_SIGNATURE_FILE))
+    pushed = push(
+        registries,
+        source=source,
+        ref=ref,
+        kind=kind,
+        lineage=lineage,
+        annotations=annotations,
+        model=model,
+        jobs=jobs,
+        progress=progress,
+        move_tag=move_tag,
+        override=override,
+        dedup=dedup,
+        skip=(media.MODEL_SIGNATURE_FILE,) if bundle is not None else (),
+    )
+    if bundle is None:
+        return pushed
+    from trainops.clock import now_utc
+
+    signature = attach_signature(registries, ref=pushed.ref, bundle=bundle, created=now_utc())
+    return dataclasses.replace(pushed, signature=signature)

@@ -28,7 +28,6 @@ from trainops.signing.signer import Statement
 # What `model_signing sign` leaves out of a directory by default; recorded the same way so a
 # verifier hashing a pulled directory leaves the same paths out
 IGNORED = ("model.sig", ".github", ".gitignore", ".gitattributes", ".git")
-SIGNATURE_FILE = "model.sig"
 
 
 def model_statement(*, name: str, files: dict[str, str]) -> Statement:
@@ -90,7 +89,7 @@ def verified_files(bundle: bytes, *, public: PublicKey, where: str) -> dict[str,
     from model_signing._signing import sign_ec_key, sign_sigstore_pb
 
     with tempfile.TemporaryDirectory(prefix="trainops-verify-") as scratch:
-        key_path, sig_path = Path(scratch) / "key.pub", Path(scratch) / SIGNATURE_FILE
+        key_path, sig_path = Path(scratch) / "key.pub", Path(scratch) / media.MODEL_SIGNATURE_FILE
         key_path.write_bytes(public.pem)
         sig_path.write_bytes(bundle)
         try:

@@ -39,10 +39,6 @@ def _provider(stage: str) -> Any:
     return importlib.import_module(PROVIDERS[stage])
 
 
-def _digest(pinned: str) -> str:
-    return pinned.rsplit("@", 1)[1] if "@" in pinned else pinned
-
-
 def eval_stage(ctx: StageContext) -> Outcome:
     """run_eval on the checkpoint the checkpoint stage chose; a failed gate fails the stage
     (exit 8) after the report is pushed, and is not recorded: the next run evaluates again."""
@@ -61,7 +57,7 @@ def eval_stage(ctx: StageContext) -> Outcome:
         ctx.note(line)
     evaluate.require_passed(result)
     return Outcome(
-        outputs=[Output("report", _digest(result.report), result.report)],
+        outputs=[Output("report", str(result.report.digest), str(result.report))],
         notes=gates,
         details={"metrics": result.metrics, "passed": result.passed, "checkpoint": result.checkpoint},
     )

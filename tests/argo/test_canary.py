@@ -1,0 +1,77 @@
+"""The gray release carried out by the real controllers on the simulated cluster.
+
+trainops commits; Argo CD (repo-server + application-controller) reads the commit over git's
+HTTP transport and syncs the serving path; Argo Rollouts walks the Rollout and moves the
+HTTPRoute's weights through the Gateway API plugin. Everything asserted here is read from
+the API server, not from the GitOps repo.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from argo_cluster import ArgoStack
+
+from tests.argo.helpers import (
+    NAME,
+    Live,
+    app_synced,
+    healthy_stable,
+    replicas_are,
+    rollout_at,
+    serving_project,
+    start_args,
+    wait,
+)
+from tests.cli.runner import run
+
+SYNC = 90.0  # Argo CD polls git every 2 s here; the cluster's pods become Ready through kwok
+
+
+def _ok(*args: str) -> str:
+    outcome = run(*args)
+    assert outcome.code == 0, outcome.stderr
+    return outcome.stdout
+
+
+def test_canary_walked_to_stable_and_rolled_back(argo: ArgoStack, gitops_http: str, tmp_path: Path) -> None:
+    project = serving_project(tmp_path / "project", gitops_http)
+    live = Live(argo)
+    canary, stable = f"{NAME}-canary", f"{NAME}-stable"
+
+    # v1 is the first release: stable at once. The user applies the Application once.
+    _ok(*project.cli(*start_args("v1")))
+    live.bootstrap(project)
+    app = wait(lambda: app_synced(live), timeout=SYNC, what="Argo CD to sync the serving path", argo=argo)
+    assert app["status"]["sync"]["revision"]
+    v1 = wait(lambda: healthy_stable(live), timeout=SYNC, what="v1 Healthy and stable", argo=argo)
+    assert live.replica_sets()[v1] == (4, 4)
+
+    # start v2: the first step — header route, 25% on the canary, paused for the next commit.
+    _ok(*project.cli(*start_args("v2")))
+    ro = wait(lambda: rollout_at(live, canary_weight=25), timeout=SYNC, what="the first canary step", argo=argo)
+    v2 = ro["status"]["currentPodHash"]
+    assert v2 != v1
+    assert live.weights() == {stable: 75, canary: 25}
+    assert live.header_routes() == ["ab-test"]
+    sets = wait(lambda: replicas_are(live, v2, (1, 1)), timeout=SYNC, what="one canary pod Ready", argo=argo)
+    assert sets[v1] == (4, 4)  # with traffic routing the stable keeps its replicas
+
+    # promote: the next weight.
+    _ok(*project.cli("rollout", "promote"))
+    wait(lambda: rollout_at(live, canary_weight=50), timeout=SYNC, what="the second canary step", argo=argo)
+    assert live.weights() == {stable: 50, canary: 50}
+    assert live.header_routes() == ["ab-test"]  # kept across the restart of the steps
+    wait(lambda: replicas_are(live, v2, (2, 2)), timeout=SYNC, what="two canary pods Ready", argo=argo)
+
+    # promote --full: v2 stable, all traffic on it, the header route gone, v1 scaled down.
+    _ok(*project.cli("rollout", "promote", "--full"))
+    wait(lambda: healthy_stable(live) == v2, timeout=SYNC, what="v2 to become stable", argo=argo)
+    assert live.header_routes() == []
+    assert live.weights().get(canary) == 0
+    wait(lambda: replicas_are(live, v1, (0, 0)), timeout=SYNC + 30, what="v1 scaled down", argo=argo)
+
+    # rollback: Argo CD syncs the restored tree; v1's ReplicaSet serves again.
+    _ok(*project.cli("rollout", "rollback"))
+    wait(lambda: healthy_stable(live) == v1, timeout=SYNC, what="v1 stable again", argo=argo)
+    wait(lambda: replicas_are(live, v1, (4, 4)), timeout=SYNC, what="v1's four pods Ready", argo=argo)
