@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from trainops.errors import CommandFailedError, UsageError
-from trainops.faults.hang import ProgressClock
-from trainops.pipeline.local import LocalRunResult
+from trainops.faults.hang import HEARTBEAT_ENV, ProgressClock
+from trainops.pipeline.local import LocalRunOptions, LocalRunResult
 from trainops.render.env import RDZV_PORT
 from trainops.serialize import FLATTEN
 from trainops.slurm.client import SlurmHost, control
@@ -47,8 +47,6 @@ if TYPE_CHECKING:
     from trainops.pipeline.faulted import SupervisedRun
 
 log = logging.getLogger(__name__)
-
-HEARTBEAT_ENV = "TRAINOPS_HEARTBEAT_FILE"
 
 
 @dataclass(frozen=True)
@@ -107,8 +105,14 @@ def run_slurm(
         supervised = run_supervised(
             manifest,
             run_id=run_id,
-            ckpt_dir=ckpt_dir,
-            command=srun_argv(train, run_id=run_id, head=head),
+            options=LocalRunOptions(
+                ckpt_dir=ckpt_dir,
+                command=srun_argv(train, run_id=run_id, head=head),
+                interval=interval,
+                insecure=insecure,
+                env_overrides={"TRAINOPS_RDZV_ENDPOINT": f"{head}:{RDZV_PORT}", HEARTBEAT_ENV: str(heartbeat)},
+                command_stdout=command_stdout,
+            ),
             watch=Watch(
                 signals=(signal.SIGUSR1,),
                 hang=lambda: ProgressClock(ckpt_dir, heartbeat, timeout),
@@ -116,11 +120,7 @@ def run_slurm(
                 nodes=allocation_nodes(SlurmHost()),
                 act=lambda decision: _requeue(job_id, decision),
             ),
-            interval=interval,
-            insecure=insecure,
             on_push=on_push,
-            env_overrides={"TRAINOPS_RDZV_ENDPOINT": f"{head}:{RDZV_PORT}", HEARTBEAT_ENV: str(heartbeat)},
-            command_stdout=command_stdout,
             on_decision=lambda decision: _restarting(job_id, decision),
         )
     finally:
