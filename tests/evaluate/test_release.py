@@ -150,6 +150,9 @@ def test_a_failed_eval_refuses_naming_the_gate_and_force_records_reason_and_who(
     assert notes["dev.trainops.release.reason"] == "demo for the board"
     shown = json.loads(local_project.trainops("release", "show", forced["ref"], "-o", "json").stdout)
     assert (shown["forced"], shown["by"], shown["reason"]) == (True, "alice", "demo for the board")
+    # registry show prints the recorded override (a dict of strings, not metrics) for people
+    text = local_project.trainops("registry", "show", forced["ref"])
+    assert text.code == 0 and "  forced:   reason=demo for the board by=alice" in text.stdout.splitlines()
 
 
 def test_who_is_the_git_user_when_git_knows_one(local_project: Project, monkeypatch: pytest.MonkeyPatch) -> None:

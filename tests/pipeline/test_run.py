@@ -52,6 +52,10 @@ def test_first_run_then_everything_cached(project: Project) -> None:
     assert "imageDigest" not in lineage
     assert lineage["environment"]["digest"] == environment["digest"]  # type: ignore[index]
     assert lineage["environment"]["python"] == ".".join(map(str, sys.version_info[:3]))  # type: ignore[index]
+    shown = project.trainops("registry", "show", newest["ref"])  # for people: one short line
+    assert shown.returncode == 0, shown.stderr
+    python = next(line for line in shown.stdout.splitlines() if line.startswith("  python:"))
+    assert python.endswith(f"packages ({environment['digest'][:19]})") and len(python) <= 80
 
     # the stage record: found by its key, names the key and the artifact
     with project.registries() as regs:

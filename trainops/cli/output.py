@@ -97,3 +97,17 @@ def duration_text(value: float | None) -> str:
         return f"{value:.1f}s"
     minutes, seconds = divmod(int(value), 60)
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{seconds:02d}s"
+
+
+def lineage_text(key: str, value: Any) -> str:
+    """A lineage field as text: metrics as sorted `name=1.5` pairs, the Python environment
+    recorded in place of an image as one short line, other objects (a forced release's
+    reason and author) as `key=value` pairs in their recorded order, scalars as they are."""
+    if not isinstance(value, dict):
+        return str(value)
+    if key == "environment":
+        digest = str(value.get("digest", ""))[:19]
+        where = f"{value.get('python')} {value.get('implementation')} {value.get('platform')}"
+        return f"{where}, {value.get('packages')} packages ({digest})"
+    pairs = sorted(value.items()) if key == "metrics" else value.items()
+    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in pairs)

@@ -9,7 +9,7 @@ import click
 
 from trainops.cli import options
 from trainops.cli.options import key_values, output_option, wide_option
-from trainops.cli.output import echo_json
+from trainops.cli.output import echo_json, lineage_text
 from trainops.clock import display
 from trainops.units import format_size as _size
 from trainops.units import natural_key
@@ -355,6 +355,7 @@ _LINEAGE_LABELS = {
     "gitCommit": "commit",
     "gitRepo": "git repo",
     "imageDigest": "image",
+    "environment": "python",
 }
 
 
@@ -369,8 +370,7 @@ def _show_lines(info: Any) -> list[str]:
     for key, value in info.lineage.items():
         if value in ({}, [], None):
             continue
-        text = " ".join(f"{k}={v:g}" for k, v in sorted(value.items())) if isinstance(value, dict) else str(value)
-        fields.append((_LINEAGE_LABELS.get(key, key), text))
+        fields.append((_LINEAGE_LABELS.get(key, key), lineage_text(key, value)))
     for parent in info.parents:
         relation = "" if parent["relation"] == "parent" else f" ({parent['relation']})"
         fields.append(("parent", f"{parent['ref']}@{parent['digest'][:19]}{relation}"))

@@ -20,6 +20,7 @@ from trainops.registry import media
 from trainops.registry.artifact import Lineage, build_manifest, canonical_json, config_blob
 from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import Registries
+from trainops.registry.records import record_file
 from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved, bytes_source, leased, resolve, upload_if_missing
 from trainops.serialize import FLATTEN
@@ -102,13 +103,7 @@ def read_report(registries: Registries, *, ref: Reference) -> EvalEntry:
     found = resolve(registries, ref=ref)
     if found.parsed.kind != "eval":
         raise NotFoundError(f"{ref} is a {found.parsed.kind}, not an eval report")
-    layers = [layer for layer in found.parsed.layers if layer.media_type == REPORT_MEDIA_TYPE]
-    if len(layers) != 1 or layers[0].size > MAX_REPORT:
-        raise IntegrityError(f"{found.ref}: an eval report has exactly one report layer of at most {MAX_REPORT} bytes")
-    with registries.backend(found.ref).open_blob(found.ref.repository, layers[0].digest) as fh:
-        data = fh.read(MAX_REPORT + 1)
-    if bytes_source(data).digest != layers[0].digest:
-        raise IntegrityError(f"{found.ref}: the report blob does not match its digest {layers[0].digest}")
+    data = record_file(registries, found=found, what="an eval report", limit=MAX_REPORT, media_type=REPORT_MEDIA_TYPE)
     try:
         report = EvalReport.model_validate(json.loads(data))
     except ValueError as err:

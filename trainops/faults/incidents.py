@@ -42,7 +42,7 @@ class Incident(BaseModel):
     job_id: str | None = None
     fault: str = Field(description="The fault class (trainops incidents classes).")
     detail: str
-    source: str = Field(description="trainer, node-health, metrics, exit or progress.")
+    source: str = Field(description="trainer, node-health, metrics, exit, progress or cluster (the API server).")
     evidence: list[str]
     node: str | None = None
     action: str = Field(description="restart, requeue, drain or stop; what was done.")
@@ -158,17 +158,11 @@ def read(registries: Registries, *, repository: Reference, incident_id: str) -> 
 
 def read_file(registries: Registries, *, ref: Reference) -> tuple[bytes, str]:
     """The one file of a small record artifact (digest-checked, size-capped), and its pinned ref."""
-    from trainops.registry.store import bytes_source, resolve
+    from trainops.registry.records import record_file
+    from trainops.registry.store import resolve
 
     found = resolve(registries, ref=ref)
-    layers = found.parsed.layers
-    if len(layers) != 1 or layers[0].size > MAX_RECORD:
-        raise IntegrityError(f"{found.ref}: a record has exactly one file of at most 1 MiB")
-    with registries.backend(found.ref).open_blob(found.ref.repository, layers[0].digest) as fh:
-        data = fh.read(MAX_RECORD + 1)
-    if bytes_source(data).digest != layers[0].digest:
-        raise IntegrityError(f"{found.ref}: the record's blob does not match its digest")
-    return data, str(found.ref)
+    return record_file(registries, found=found, what="a fault record", limit=MAX_RECORD), str(found.ref)
 
 
 def list_incidents(registries: Registries, *, repository: Reference, run_id: str | None = None) -> list[Incident]:

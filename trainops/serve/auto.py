@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from trainops.errors import ExistsError, GateFailedError, InputError
 from trainops.serve.analysis import measurements_per_step, run_analysis
-from trainops.serve.context import serve_context
+from trainops.serve.context import ServeContext, serve_context
 from trainops.serve.flows import ActionResult, ClusterRead, abort, commit_state, next_state, read_state
+from trainops.serve.state import RolloutState
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
+from trainops.spec.serving import Analysis
 
 VERDICT_SLACK = 120.0  # seconds for Argo CD's poll and sync on top of the analysis itself
 
@@ -44,49 +47,37 @@ def auto_promote(
             hint="add rollout.analysis (prometheus, thresholds), or promote by hand",
         )
     if cluster is not None and ctx.rollout.traffic == "argo-rollouts":
-        return _follow_controller(manifest, cluster, max_attempts=max_attempts, sleep=sleep)
-    last: ActionResult | None = None
-    measured: list[str] = []
-    while True:
-        before, _ = read_state(manifest)
-        if before.canary is None or before.step is None:
-            if last is None:
-                raise ExistsError("no canary is under way: nothing to promote", hint="start one first")
-            return last
+        judge = _controller_judge(manifest, cluster, analysis=analysis, sleep=sleep)
+        return _promote_steps(manifest, ctx, judge, max_attempts=max_attempts)
+
+    def measure(before: RolloutState, commit: str) -> _Verdict:
+        assert analysis is not None and ctx.rollout.canary is not None and before.step is not None
         step = ctx.rollout.canary.steps[min(before.step, len(ctx.rollout.canary.steps) - 1)]
         outcome = run_analysis(analysis, count=measurements_per_step(analysis, step), sleep=sleep)
         lines = outcome.lines()
-        if not outcome.passed:
-            bad = next(m for m in reversed(outcome.measurements) if not m.ok)
-            reason = [*lines, f"analysis failed: {bad.metric} past failureLimit {analysis.failure_limit}"]
-            aborted = abort(manifest, reason=reason, max_attempts=max_attempts)
-            where = f"aborted in commit {aborted.commit[:12]}" if aborted.commit else "nothing committed (stale)"
-            stable = aborted.after.stable.version if aborted.after.stable else "none"
-            raise GateFailedError(
-                f"canary {before.canary.version} failed analysis at {before.step + 1}: {bad.text()}; "
-                f"{where}: all traffic back to stable {stable}",
-                hint="look at the engine's metrics; start again with a fixed release",
-            )
-        measured += lines
-        after = next_state(ctx, before, full=False)
-        last = commit_state(
-            manifest, ctx, action="promote-auto", before=before, after=after, body=lines, max_attempts=max_attempts
-        )
-        last = ActionResult(**{**last.__dict__, "analysis": list(measured)})
-        if last.stale:
-            return last
+        if outcome.passed:
+            return _Verdict(lines)
+        bad = next(m for m in reversed(outcome.measurements) if not m.ok)
+        return _Verdict(lines, f"analysis failed: {bad.metric} past failureLimit {analysis.failure_limit}", bad.text())
+
+    return _promote_steps(manifest, ctx, measure, max_attempts=max_attempts)
 
 
-def _follow_controller(
-    manifest: Manifest, cluster: ClusterRead, *, max_attempts: int, sleep: Callable[[float], None]
+@dataclass(frozen=True)
+class _Verdict:
+    """What one step's analysis said: its lines for the commit message, and on failure the
+    reason the abort commit gives and the measurement the error names."""
+
+    lines: list[str]
+    failed: str | None = None
+    why: str = ""
+
+
+def _promote_steps(
+    manifest: Manifest, ctx: ServeContext, judge: Callable[[RolloutState, str], _Verdict], *, max_attempts: int
 ) -> ActionResult:
-    """promote --auto under Argo Rollouts: commit the next step on each Successful AnalysisRun."""
-    from trainops.serve.live import analysis_text, wait_step_verdict
-
-    ctx = serve_context(manifest)
-    analysis = ctx.rollout.analysis
-    assert analysis is not None
-    timeout = VERDICT_SLACK + duration_seconds(analysis.interval) * ((analysis.count or 1) + analysis.failure_limit)
+    """Judge each step of the canary under way; commit the next one while it passes, abort
+    (GateFailedError) when it does not; the last commit's result once no canary is left."""
     last: ActionResult | None = None
     measured: list[str] = []
     while True:
@@ -95,23 +86,44 @@ def _follow_controller(
             if last is None:
                 raise ExistsError("no canary is under way: nothing to promote", hint="start one first")
             return last
-        verdict = wait_step_verdict(manifest, commit=commit, kubeconfig=cluster.kubeconfig,
-                                    context=cluster.context, timeout=timeout, sleep=sleep)  # fmt: skip
-        lines = [f"analysis: {analysis_text(verdict.analysis)}"] if verdict.analysis is not None else []
-        if not verdict.passed:
-            reason = [*lines, f"Argo Rollouts aborted the canary: {verdict.message or 'analysis failed'}"]
-            aborted = abort(manifest, reason=reason, max_attempts=max_attempts)
-            where = f"abort committed in {aborted.commit[:12]}" if aborted.commit else "nothing committed (stale)"
+        verdict = judge(before, commit)
+        if verdict.failed is not None:
+            aborted = abort(manifest, reason=[*verdict.lines, verdict.failed], max_attempts=max_attempts)
+            where = f"aborted in commit {aborted.commit[:12]}" if aborted.commit else "nothing committed (stale)"
+            stable = aborted.after.stable.version if aborted.after.stable else "none"
             raise GateFailedError(
-                f"canary {before.canary.version} failed analysis at step {before.step + 1}: "
-                f"{lines[0].removeprefix('analysis: ') if lines else verdict.message}; {where}",
+                f"canary {before.canary.version} failed analysis at step {before.step + 1}: {verdict.why}; "
+                f"{where}: all traffic back to stable {stable}",
                 hint="look at the engine's metrics; start again with a fixed release",
             )
-        measured += lines
+        measured += verdict.lines
         after = next_state(ctx, before, full=False)
         last = commit_state(
-            manifest, ctx, action="promote-auto", before=before, after=after, body=lines, max_attempts=max_attempts
-        )
+            manifest, ctx, action="promote-auto", before=before, after=after, body=verdict.lines,
+            max_attempts=max_attempts,
+        )  # fmt: skip
         last = ActionResult(**{**last.__dict__, "analysis": list(measured)})
         if last.stale:
             return last
+
+
+def _controller_judge(
+    manifest: Manifest, cluster: ClusterRead, *, analysis: Analysis, sleep: Callable[[float], None]
+) -> Callable[[RolloutState, str], _Verdict]:
+    """promote --auto under Argo Rollouts: each committed step's AnalysisRun verdict, once Argo
+    CD has synced the commit (the controller has already aborted a failed canary)."""
+    from trainops.serve.live import analysis_text, wait_step_verdict
+
+    timeout = VERDICT_SLACK + duration_seconds(analysis.interval) * ((analysis.count or 1) + analysis.failure_limit)
+
+    def judge(before: RolloutState, commit: str) -> _Verdict:
+        verdict = wait_step_verdict(manifest, commit=commit, kubeconfig=cluster.kubeconfig,
+                                    context=cluster.context, timeout=timeout, sleep=sleep)  # fmt: skip
+        text = analysis_text(verdict.analysis) if verdict.analysis is not None else None
+        lines = [f"analysis: {text}"] if text is not None else []
+        if verdict.passed:
+            return _Verdict(lines)
+        failed = f"Argo Rollouts aborted the canary: {verdict.message or 'analysis failed'}"
+        return _Verdict(lines, failed, text or verdict.message or "analysis failed")
+
+    return judge

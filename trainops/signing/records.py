@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainops.errors import IntegrityError
 from trainops.registry import media
 from trainops.registry.artifact import canonical_json
 from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
 from trainops.registry.context import Registries
+from trainops.registry.records import record_file
 from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved, bytes_source, leased, resolve, upload_if_missing
 
@@ -97,19 +97,13 @@ def list_records(registries: Registries, *, subject: Resolved) -> list[Record]:
 
 def _read(registries: Registries, ref: Reference) -> Record:
     found = resolve(registries, ref=ref)
-    layers = found.parsed.layers
-    if len(layers) != 1 or layers[0].size > MAX_RECORD:
-        raise IntegrityError(f"{found.ref}: a signature record has exactly one layer of at most {MAX_RECORD} bytes")
-    with registries.backend(found.ref).open_blob(found.ref.repository, layers[0].digest) as fh:
-        content = fh.read(MAX_RECORD + 1)
-    if bytes_source(content).digest != layers[0].digest:
-        raise IntegrityError(f"{found.ref}: the record's blob does not match its digest {layers[0].digest}")
+    content = record_file(registries, found=found, what="a signature record", limit=MAX_RECORD)
     notes = found.parsed.annotations
     return Record(
         ref=str(found.ref.with_tag(None)),
         predicate_type=notes.get(media.A_BUNDLE_PREDICATE, ""),
         key=notes.get(media.A_SIGNING_KEY),
-        media_type=layers[0].media_type,
+        media_type=found.parsed.layers[0].media_type,
         created=notes.get(media.A_CREATED),
         content=content,
     )
