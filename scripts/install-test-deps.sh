@@ -43,6 +43,8 @@ packages=(
     chromium
     slurmctld slurmd slurm-client munge openssh-server openssh-client
     redis-server
+    # a real PKCS#11 token (SoftHSM) for release.signing.pkcs11 (tests/signing/test_pkcs11.py)
+    softhsm2
 )
 # Optional or differently named across releases: take what this release has.
 for optional in netavark catatonit; do

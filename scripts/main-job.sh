@@ -5,9 +5,9 @@
 # training (600 steps) is evaluated, released and served as the stable model; then the
 # node is replaced and `trainops run` carries the whole flow — training resumed from the
 # registry, eval gates, release, a canary rollout commit — and a second `trainops run`
-# finds every stage cached. Then a tightened gate fails, the canary is promoted, the
-# cluster side is rendered and committed, and `trainops lineage git:HEAD` walks from the
-# commit of the training code to the rollout commits.
+# finds every stage cached. A release is signed and verified, a tightened gate fails, the
+# canary is promoted, the cluster side is rendered and committed, and `trainops lineage
+# git:HEAD` walks from the commit of the training code to the rollout commits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${TRAINOPS_VENV:-.venv}"
@@ -63,6 +63,18 @@ echo "== the checkpoints in the registry"
 release="$("$trainops" release ls --env dev -o json | "$python" -c 'import json, sys; print(json.load(sys.stdin)[0]["ref"])')"
 echo "release: $release"
 "$trainops" lineage "$release"
+
+"$trainops" registry show tiny-llm/checkpoints:step-1000
+
+echo "== a signed release: OpenSSF model signing with a key file, SLSA provenance, verified"
+# --env dev-signed adds release.signing; the key pair is made as a user would, with openssl.
+mkdir -p .trainops/keys
+openssl ecparam -name prime256v1 -genkey -noout -out .trainops/keys/release.pem
+openssl ec -in .trainops/keys/release.pem -pubout -out .trainops/keys/release.pub 2> /dev/null
+"$trainops" release create --env dev-signed --version v1-signed
+"$trainops" release verify tiny-llm/model:v1-signed --env dev-signed
+"$trainops" pull tiny-llm/model:v1-signed .trainops/signed-model --verify-signature \
+    --key .trainops/keys/release.pub
 
 echo "== a gate tightened by an environment overlay fails: exit 8, the failed report is pushed"
 set +e

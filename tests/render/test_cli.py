@@ -16,7 +16,7 @@ def test_validate_render_passes_on_the_example() -> None:
     out = run("validate", "-f", str(EXAMPLE), "--render")
     assert out.code == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == f"{EXAMPLE} is valid; environments checked: dev, dev-strict, slurm-local, prod"
+    assert lines[0] == f"{EXAMPLE} is valid; environments checked: dev, dev-strict, dev-signed, slurm-local, prod"
     assert "render (base): volcano: 2 objects checked against the CRDs (Job 1, Queue 1)" in lines
     local = "train.scheduler is local: the job runs as a subprocess, there is nothing to render for a cluster"
     assert f"render (env dev): {local}" in lines
@@ -26,7 +26,7 @@ def test_validate_render_passes_on_the_example() -> None:
         "serving (vllm, argo-rollouts): 8 objects checked against the CRDs "
         "(AnalysisTemplate 1, Application 1, Rollout 1, HTTPRoute 1, ServiceMonitor 1, Service 3)"
     )
-    for where in ("base", "env dev", "env dev-strict", "env slurm-local", "env prod"):
+    for where in ("base", "env dev", "env dev-strict", "env dev-signed", "env slurm-local", "env prod"):
         assert f"render ({where}): {serving}" in lines
 
 
@@ -35,7 +35,8 @@ def test_validate_render_json() -> None:
     assert out.code == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["ok"] is True
-    trained = {None: "volcano", "dev": "local", "dev-strict": "local", "slurm-local": "slurm", "prod": "volcano"}
+    trained = {None: "volcano", "dev": "local", "dev-strict": "local", "dev-signed": "local"}
+    trained |= {"slurm-local": "slurm", "prod": "volcano"}
     assert [(r["env"], r["scheduler"].split(" ")[0]) for r in data["render"]] == [
         (env, what) for env, train in trained.items() for what in (train, "serving")
     ]

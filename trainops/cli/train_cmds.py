@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from trainops import clock
 from trainops.cli import options
 from trainops.cli.options import key_values, kubeconfig_options, manifest_options, output_option, render_out_option
 from trainops.cli.output import duration_text, echo_json
@@ -403,6 +404,76 @@ def cancel_cmd(file: str | None, env: str | None, run_id: str, output: str) -> N
         echo_json(result)
         return
     click.echo(f"cancelled job {result.job_id} of run {result.run_id} (now {result.state})")
+
+
+@train.command("watch")
+@manifest_options
+@click.argument("run_id", metavar="RUN")
+@kubeconfig_options
+@click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between two looks.")
+@click.option("--timeout", type=float, default=None, help="Stop after this many seconds (default: when RUN ends).")
+@click.option(
+    "--prune-timeout",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="How long a restart waits for the GitOps controller to prune the job.",
+)
+@click.option("--once", is_flag=True, help="Look once, act on what is found, and exit.")
+@options.insecure_option
+@output_option
+def watch_cmd(
+    file: str | None,
+    env: str | None,
+    run_id: str,
+    kubeconfig: str | None,
+    context: str | None,
+    interval: float,
+    timeout: float | None,
+    prune_timeout: float,
+    once: bool,
+    insecure: bool,
+    output: str,
+) -> None:
+    """Watch a Kubernetes RUN's nodes; on a node fault, act and record the incident.
+
+    Reads the run's pods and their Nodes with the kubeconfig: a node gone or not Ready, a
+    node condition or Warning event carrying an Xid or DCGM failure. The manifest's table
+    (`trainops incidents classes`) decides: restart (the job's own policy restarts it),
+    requeue (the job restarts away from the node through two git commits: removed, then
+    back with the node excluded), drain (as requeue, and the node is cordoned and tainted
+    trainops.dev/fault=CLASS:NoSchedule through the API server: the ONE write trainops makes
+    outside git, since a broken GPU must take no work before the next sync), stop (the run is
+    cancelled through git). Each incident is recorded in the registry (`trainops incidents`).
+    """
+    from trainops.pipeline.kubewatch import watch_run
+
+    manifest = options.load(file, env)
+
+    def watching(state: Any, nodes: list[str]) -> None:
+        click.echo(f"trainops: watching run {run_id} ({state.phase}) on {', '.join(nodes) or 'no node yet'}", err=True)
+
+    report = watch_run(
+        manifest,
+        run_id=run_id,
+        kubeconfig=kubeconfig,
+        context=context,
+        interval=interval,
+        timeout=timeout,
+        prune_timeout=prune_timeout,
+        once=once,
+        insecure=insecure,
+        on_nodes=watching,
+    )
+    if output == "json":
+        echo_json(report)
+        return
+    for incident in report.incidents:
+        recovered = f"; recovered {clock.display(incident.recovered)}" if incident.recovered else ""
+        click.echo(f"incident {incident.id}  {incident.fault} on {incident.node}  {incident.action}{recovered}")
+        click.echo(f"  {incident.action_note}")
+    phase = report.phase or "not on the cluster"
+    click.echo(f"run {run_id}: {phase} after {report.checks} look(s), {len(report.incidents)} incident(s)")
 
 
 COMMANDS: list[click.Command] = [train]

@@ -1,4 +1,5 @@
-"""Reading Kubernetes with the user's kubeconfig; trainops never writes to a cluster (git does).
+"""Reading Kubernetes with the user's kubeconfig; trainops writes to a cluster through git only,
+with one exception: cordoning and tainting a node that failed a run (`nodes`).
 
 - `client`: `connect(kubeconfig=…, context=…)` → a `Cluster` (REST by apiVersion/kind through
   discovery: built-in kinds and CRDs alike); unreachable, TLS, 401 and 403 are one-line
@@ -7,6 +8,9 @@
   fieldValidation=Strict of everything rendered, refusals located in the manifest; the
   cluster topology checked against the nodes' labels.
 - `jobs`: status, logs and cancel of a Kubernetes training run (cancel is a GitOps commit).
+- `nodes`: a Node's health (conditions, Warning events) and `cordon_node`, THE ONE WRITE
+  OUTSIDE GIT (its docstring says why); `trainops train watch` (trainops.pipeline.kubewatch)
+  calls it on a hardware fault.
 - `applier`: a stand-in for Argo CD until a GitOps controller runs (tests; said in its name).
 
 Other rooms (Argo CD and Argo Rollouts reads) build on `client.Cluster`: `get`, `list`,

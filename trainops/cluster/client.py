@@ -15,7 +15,8 @@ server's message and the fields it names (`details.causes`).
 
 Writes: `apply` exists for server-side dry runs (`dryRun=All`, what `validate --kubeconfig`
 asks) and for the test-side stand-in of Argo CD (`trainops.cluster.applier`); trainops'
-commands write only through git.
+commands write only through git, with one documented exception: `merge_patch`, through which
+trainops.cluster.nodes cordons and taints a node that failed a training run.
 """
 
 from __future__ import annotations
@@ -278,7 +279,7 @@ class Cluster:
         text: str = response.text
         return text
 
-    # -- writes (dry runs; the stand-in applier) -----------------------------------------------
+    # -- writes (dry runs; the stand-in applier; cordoning a failed node) ------------------
 
     def apply(
         self, obj: Mapping[str, Any], *, dry_run: bool, field_manager: str = FIELD_MANAGER, force: bool = True
@@ -295,6 +296,27 @@ class Cluster:
         response = self.request(
             "PATCH", path, params=params, body=json.dumps(obj), content_type="application/apply-patch+yaml"
         )
+        if response.status_code >= 400:
+            raise _refusal(response)
+        data: dict[str, Any] = response.json()
+        return data
+
+    def merge_patch(
+        self, api_version: str, kind: str, name: str, patch: Mapping[str, Any], *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386) of one object: the object as stored, or ObjectRefused
+        (409 when the patch names a metadata.resourceVersion that is no longer current). Only
+        trainops.cluster.nodes calls it: cordoning a failed node, the one write outside git."""
+        path = self.path_of(api_version, kind, namespace=namespace, name=name)
+        response = self.request(
+            "PATCH",
+            path,
+            params={"fieldManager": FIELD_MANAGER},
+            body=json.dumps(patch),
+            content_type="application/merge-patch+json",
+        )
+        if response.status_code == 404:
+            raise NotFoundError(f"{kind} {name} is not on the cluster at {self.server}")
         if response.status_code >= 400:
             raise _refusal(response)
         data: dict[str, Any] = response.json()

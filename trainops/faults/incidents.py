@@ -42,7 +42,7 @@ class Incident(BaseModel):
     job_id: str | None = None
     fault: str = Field(description="The fault class (trainops incidents classes).")
     detail: str
-    source: str = Field(description="trainer, node-health, metrics, exit or progress.")
+    source: str = Field(description="trainer, node-health, metrics, exit, progress or cluster (the API server).")
     evidence: list[str]
     node: str | None = None
     action: str = Field(description="restart, requeue, drain or stop; what was done.")

@@ -32,6 +32,7 @@ from trainops.spec.common import duration_seconds
 if TYPE_CHECKING:
     from trainops.registry.context import Registries
     from trainops.spec import Manifest
+    from trainops.spec.faults import FaultPolicy
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,24 @@ class Decision:
     diagnosis: Diagnosis | None
     incident: Incident | None
     note: str  # one line: the diagnosis and what was done
+
+
+def decide(
+    action: Action, *, node: str | None, run_id: str, past: list[Incident], policy: FaultPolicy, max_retry: int
+) -> tuple[Action, str]:
+    """The action the diagnosis gets after the node's record and the restart budget: a node
+    with faults.drainAfter incidents in its window is drained; past faultTolerance.maxRetry
+    restarts the run stops. The action, and why it changed (or "")."""
+    threshold = policy.drain_after.incidents
+    window = timedelta(seconds=duration_seconds(policy.drain_after.window))
+    counts = {c.node: c for c in records.node_counts(past, threshold=threshold, window=window)}
+    recent = (counts[node].in_window if node in counts else 0) + 1
+    if node and action in ("restart", "requeue") and recent >= threshold:
+        return "drain", f" (node {node}: {recent} incidents within {policy.drain_after.window})"
+    mine = [i for i in past if i.run_id == run_id and i.action != "stop"]
+    if action != "stop" and len(mine) >= max_retry:
+        return "stop", f" (restarted {len(mine)} times; faultTolerance.maxRetry is {max_retry})"
+    return action, ""
 
 
 def this_node() -> str:
@@ -136,20 +155,15 @@ class FaultSession:
 
     # -- decisions and records ----------------------------------------------------------
     def _decide(self, diagnosis: Diagnosis) -> tuple[Action, str]:
-        action = diagnosis.action
         past = records.list_incidents(self.registries, repository=self.repository)
-        node = diagnosis.node
-        threshold = self.policy.drain_after.incidents
-        window = timedelta(seconds=duration_seconds(self.policy.drain_after.window))
-        counts = {c.node: c for c in records.node_counts(past, threshold=threshold, window=window)}
-        recent = (counts[node].in_window if node in counts else 0) + 1
-        if node and action in ("restart", "requeue") and recent >= threshold:
-            return "drain", f" (node {node}: {recent} incidents within {self.policy.drain_after.window})"
-        mine = [i for i in past if i.run_id == self.run_id and i.action != "stop"]
-        limit = self.train.fault_tolerance.max_retry
-        if action != "stop" and len(mine) >= limit:
-            return "stop", f" (restarted {len(mine)} times; faultTolerance.maxRetry is {limit})"
-        return action, ""
+        return decide(
+            diagnosis.action,
+            node=diagnosis.node,
+            run_id=self.run_id,
+            past=past,
+            policy=self.policy,
+            max_retry=self.train.fault_tolerance.max_retry,
+        )
 
     def _record(self, diagnosis: Diagnosis, action: Action, why: str) -> Incident:
         assert self.monitor is not None

@@ -18,7 +18,7 @@ from trainops.spec.faults import FaultClass
 
 FAULT_CLASSES: tuple[str, ...] = get_args(FaultClass)
 
-Source = Literal["trainer", "node-health", "metrics", "exit", "progress"]
+Source = Literal["trainer", "node-health", "metrics", "exit", "progress", "cluster"]  # cluster: the API server
 
 # When several signals arrive for one failure (a GPU falls off the bus, then NCCL times out
 # and the trainer dies), the diagnosis is the most specific cause: hardware first, then the

@@ -29,7 +29,7 @@ class CancelResult:
     removed: list[str]
 
 
-def _run_files(files: dict[str, bytes], run_id: str) -> list[str]:
+def run_files(files: dict[str, bytes], run_id: str) -> list[str]:
     """The train/ files of the tree whose objects carry RUN's run-id label."""
     import yaml
 
@@ -43,7 +43,7 @@ def _run_files(files: dict[str, bytes], run_id: str) -> list[str]:
     return out
 
 
-def _runs_in(files: dict[str, bytes]) -> list[str]:
+def runs_in(files: dict[str, bytes]) -> list[str]:
     import yaml
 
     runs = set()
@@ -64,9 +64,9 @@ def cancel_run(manifest: Manifest, *, run_id: str) -> CancelResult:
     gitops = manifest.pipeline.spec.gitops
     repo, _ = gitops_url(manifest)
     snapshot = read_tree(repo=repo, branch=gitops.branch, path=gitops.path)
-    doomed = _run_files(snapshot.files, run_id)
+    doomed = run_files(snapshot.files, run_id)
     if not doomed:
-        held = ", ".join(_runs_in(snapshot.files)) or "none"
+        held = ", ".join(runs_in(snapshot.files)) or "none"
         raise NotFoundError(
             f"run {run_id} is not in {gitops.branch}:{gitops.path} of {repo} (runs there: {held})",
             hint="`trainops train status` lists the runs the cluster has",

@@ -118,21 +118,7 @@ def open_signer(spec: SigningSpec, *, root: Path) -> Signer:
 
 
 def _pkcs11_signer(uri: str) -> Signer:
-    from trainops.signing.keys import require_model_signing
+    from trainops.signing.pkcs11 import open_token
 
-    try:
-        import PyKCS11  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError:
-        raise InputError(
-            f"release.signing.pkcs11 {uri}: PKCS#11 signing needs the PyKCS11 package",
-            hint="pip install 'model-signing[pkcs11]'",
-        ) from None
-    require_model_signing()
-    from model_signing._signing import sign_pkcs11
-
-    try:
-        token = sign_pkcs11.Signer(uri)
-    except Exception as err:  # PyKCS11 and the URI parser raise their own kinds
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError(f"release.signing.pkcs11 {uri}: {first}", hint="check the token, PIN and key label") from None
-    return Signer(public=public_key_of(token._public_key, uri), token=token)
+    token, public = open_token(uri)
+    return Signer(public=public_key_of(public, uri), token=token)

@@ -394,7 +394,10 @@ class SigningSpec(StrictModel):
         "passphrase-protected key takes its passphrase from $TRAINOPS_SIGNING_PASSPHRASE.",
     )
     pkcs11: str | None = Field(
-        None, pattern=r"^pkcs11:", description="A PKCS#11 URI of an EC key in a token (needs PyKCS11)."
+        None,
+        pattern=r"^pkcs11:",
+        description="RFC 7512 PKCS#11 URI of an EC key in a token (needs PyKCS11); the PIN from "
+        "pin-source=file:/ABSOLUTE/PATH or $TRAINOPS_PKCS11_PIN, never pin-value (the manifest is in git).",
     )
     keyless: bool = Field(
         False, description="Keyless Sigstore signing (Fulcio, Rekor, an OIDC identity): not usable offline."
@@ -413,6 +416,10 @@ class SigningSpec(StrictModel):
 
     @model_validator(mode="after")
     def _one_signer(self) -> SigningSpec:
+        if self.pkcs11 is not None and "pin-value=" in self.pkcs11.partition("?")[2]:
+            raise ValueError(
+                "pkcs11: a pin-value would put the PIN in git; use pin-source=file:/PATH or $TRAINOPS_PKCS11_PIN"
+            )
         chosen = [name for name, on in (("key", self.key), ("pkcs11", self.pkcs11), ("keyless", self.keyless)) if on]
         if len(chosen) > 1:
             raise ValueError(f"set one of key, pkcs11 or keyless, not {' and '.join(chosen)}")

@@ -1,0 +1,329 @@
+"""The failure loop of a Kubernetes training run, from the user's side of the API server.
+
+On Kubernetes trainops does not sit beside the trainer (the job's own controller restarts
+its pods in place: Volcano's policies, a Job's backoffLimit). What it adds is the node:
+`watch_run` reads, with the user's kubeconfig, the run's pods and the Nodes they are bound
+to, every `interval` seconds, and turns what the cluster says into signals:
+
+- a Node of the run that is gone, or whose Ready condition is not True → node-lost;
+- a Node condition that is True and reports trouble (node-problem-detector's), or a Warning
+  event about the Node (a GPU health agent's), whose message is evidence — an `NVRM: Xid`
+  line, a DCGM failure — → its class (trainops.faults.signals, as on Slurm).
+
+Each signal is diagnosed by the manifest's table (`trainops incidents classes`, with
+faults.drainAfter and faultTolerance.maxRetry as on Slurm) and acted on:
+
+- restart: the job's own restart policy restarts it in place; trainops records it;
+- requeue: the job restarts away from the node, through git (trainops.pipeline.exclude);
+- drain: the node is cordoned and tainted through the API server — THE ONE WRITE TRAINOPS
+  MAKES OUTSIDE GIT (trainops.cluster.nodes says why) — then as requeue;
+- stop: the run is cancelled through git (trainops.pipeline.cancel).
+
+Each is an incident in the registry beside the run, as on Slurm, closed (recovered) when the
+run's pods run again, on other nodes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from trainops import clock
+from trainops.faults import incidents as records
+from trainops.faults.actions import action_for
+from trainops.faults.incidents import Incident
+from trainops.faults.session import decide
+from trainops.faults.signals import MEANINGS, Signal, classify_line
+
+if TYPE_CHECKING:
+    from trainops.cluster.client import Cluster
+    from trainops.cluster.jobs import RunState
+    from trainops.cluster.nodes import Cordon
+    from trainops.pipeline.exclude import RestartResult
+    from trainops.registry.context import Registries
+    from trainops.registry.reference import Reference
+    from trainops.spec import Manifest
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A signal read from the API server: its key (so it is acted on once) and when it appeared."""
+
+    key: str
+    signal: Signal
+    at: datetime
+
+
+@dataclass(frozen=True)
+class WatchReport:
+    run_id: str
+    checks: int
+    phase: str | None  # the run's job phase at the last check
+    incidents: list[Incident] = field(default_factory=list)
+    cordoned: list[Cordon] = field(default_factory=list)
+    restarts: list[RestartResult] = field(default_factory=list)
+
+
+def _when(text: object, default: datetime) -> datetime:
+    return clock.parse(str(text)) if text else default
+
+
+def _event_evidence(node: str, event: dict[str, Any], now: datetime) -> Evidence | None:
+    message = " ".join(str(event.get("message") or "").split())
+    found = classify_line(message, source="node-health", node=node)
+    if found is None:
+        return None
+    meta = event.get("metadata") or {}
+    at = _when(event.get("lastTimestamp") or event.get("eventTime") or meta.get("creationTimestamp"), now)
+    return Evidence(f"event/{meta.get('uid')}/{event.get('count') or 1}", found, at)
+
+
+def node_evidence(cluster: Cluster, node: str, *, now: datetime) -> list[Evidence]:
+    """What the API server says is wrong with one node (the module docstring's signals)."""
+    from trainops.cluster.nodes import node_events, node_health
+
+    health = node_health(cluster, node)
+    if not health.exists or not health.ready:
+        line = f"node {node}: {health.ready_note}"
+        return [Evidence(f"lost/{node}", Signal("node-lost", "cluster", line, node, MEANINGS["node-lost"]), now)]
+    out = []
+    for problem in health.problems:
+        found = classify_line(problem, source="node-health", node=node)
+        if found is not None:
+            out.append(Evidence(f"condition/{node}/{problem}", found, now))
+    for event in node_events(cluster, node):
+        evidence = _event_evidence(node, event, now)
+        if evidence is not None:
+            out.append(evidence)
+    return out
+
+
+class KubeWatch:
+    """One run's watch: the nodes it has used since its last restart, the evidence acted on."""
+
+    def __init__(self, manifest: Manifest, cluster: Cluster, registries: Registries, *, run_id: str) -> None:
+        self.manifest, self.cluster, self.registries, self.run_id = manifest, cluster, registries, run_id
+        self.train = manifest.require_train()
+        pipeline = manifest.pipeline.metadata.name
+        self.repository: Reference = records.incidents_repository(
+            registries, registry=manifest.pipeline.spec.registry, pipeline=pipeline
+        )
+        self.nodes: set[str] = set()
+        self.excluded: set[str] = set()
+        self.seen: set[str] = set()
+        self.open: list[Incident] = []
+        self.report = WatchReport(run_id, 0, None)
+
+    def state(self) -> RunState:
+        from trainops.cluster.jobs import run_states
+
+        states = run_states(
+            self.cluster, train=self.train, pipeline=self.manifest.pipeline.metadata.name, run_id=self.run_id
+        )
+        return states[-1]
+
+    def check(self, *, prune_timeout: float, interval: float) -> RunState | None:
+        """One look: the run's pods and nodes; act on new evidence; close recovered incidents.
+        The run's state, or None while its job is away (between the two restart commits)."""
+        from trainops.errors import NotFoundError
+
+        self.report = _replace(self.report, checks=self.report.checks + 1)
+        try:
+            state = self.state()
+        except NotFoundError:
+            return None
+        self.report = _replace(self.report, phase=state.phase)
+        self._recovered(state)
+        self.nodes |= {p.node for p in state.pods if p.node and p.node not in self.excluded}
+        since = _when(state.created, clock.now())
+        for node in sorted(self.nodes):
+            fresh = [
+                e
+                for e in node_evidence(self.cluster, node, now=clock.now())
+                if e.key not in self.seen and e.at >= since
+            ]
+            self.seen |= {e.key for e in fresh}
+            if fresh:
+                self._act(node, fresh, state, prune_timeout=prune_timeout, interval=interval)
+                break  # one node at a time: the restart changed the run's pods
+        return state
+
+    def _act(self, node: str, fresh: list[Evidence], state: RunState, *, prune_timeout: float, interval: float) -> None:
+        from trainops.faults.signals import most_specific
+
+        chosen = most_specific([e.signal for e in fresh])
+        assert chosen is not None
+        first = min(e.at for e in fresh if e.signal.fault == chosen.fault)
+        past = records.list_incidents(self.registries, repository=self.repository)
+        action, why = decide(
+            action_for(chosen.fault, self.train.faults),
+            node=node,
+            run_id=self.run_id,
+            past=past,
+            policy=self.train.faults,
+            max_retry=self.train.fault_tolerance.max_retry,
+        )
+        incident = Incident(
+            id=records.next_id(self.registries, repository=self.repository, run_id=self.run_id),
+            pipeline=self.manifest.pipeline.metadata.name,
+            run_id=self.run_id,
+            job_id=f"{state.namespace}/{state.name}",
+            fault=chosen.fault,
+            detail=chosen.detail or MEANINGS[chosen.fault],
+            source=chosen.source,
+            evidence=[e.signal.line for e in fresh][:20],
+            node=node,
+            action=action,
+            action_note=f"{action}{why}",
+            evidence_at=clock.iso(first),
+            detected=clock.iso(clock.now()),
+            node_flagged=action == "drain" and action_for(chosen.fault, self.train.faults) != "drain",
+        )
+        records.save(self.registries, repository=self.repository, incident=incident)
+        note = self._carry_out(incident, state, prune_timeout=prune_timeout, interval=interval)
+        incident = incident.model_copy(update={"action_note": note})
+        records.save(self.registries, repository=self.repository, incident=incident)
+        if action != "stop":
+            self.open.append(incident)
+        self.report = _replace(self.report, incidents=[*self.report.incidents, incident])
+
+    def _carry_out(self, incident: Incident, state: RunState, *, prune_timeout: float, interval: float) -> str:
+        """What the action did, in words."""
+        from trainops.cluster.nodes import cordon_node
+
+        node = str(incident.node)
+        summary = f"{incident.fault} on {node}: {incident.detail}"
+        if incident.action == "restart":
+            return f"{incident.action_note}: left to the job's own restart policy ({state.kind})"
+        if incident.action == "stop":
+            from trainops.pipeline.cancel import cancel_run
+
+            cancelled = cancel_run(self.manifest, run_id=self.run_id)
+            return f"{incident.action_note}: run cancelled through git ({str(cancelled.commit)[:12]})"
+        done = []
+        if incident.action == "drain":
+            cordon = cordon_node(self.cluster, node=node, fault=incident.fault, reason=summary)
+            self.report = _replace(self.report, cordoned=[*self.report.cordoned, cordon])
+            done.append(f"cordoned {node} and tainted it {cordon.taint} (through the API server)")
+        restart = self._restart(incident, state, summary, prune_timeout=prune_timeout, interval=interval)
+        away = ", ".join(restart.excluded)
+        done.append(f"restarted through git away from {away} ({str(restart.restored_commit)[:12]})")
+        return f"{incident.action_note}: " + "; ".join(done)
+
+    def _restart(
+        self, incident: Incident, state: RunState, summary: str, *, prune_timeout: float, interval: float
+    ) -> RestartResult:
+        from trainops.cluster.jobs import job_kind
+        from trainops.pipeline.exclude import restart_excluding
+
+        self.excluded.add(str(incident.node))
+        self.nodes -= self.excluded
+        api_version, kind = job_kind(self.train)
+
+        def gone() -> bool:
+            return _wait(
+                lambda: self.cluster.get(api_version, kind, state.name, namespace=state.namespace) is None,
+                timeout=prune_timeout,
+                interval=interval,
+            )
+
+        restart = restart_excluding(
+            self.manifest,
+            run_id=self.run_id,
+            nodes=sorted(self.excluded),
+            reason=summary,
+            trailers={"Trainops-Incident": incident.id},
+            wait_gone=gone,
+        )
+        self.report = _replace(self.report, restarts=[*self.report.restarts, restart])
+        return restart
+
+    def _recovered(self, state: RunState) -> None:
+        """Open incidents close when a pod of the run runs again, created after the incident,
+        on a node not excluded (pods left terminating on a lost node do not count)."""
+        if not self.open:
+            return
+        from trainops.render.names import LABEL_RUN_ID
+
+        pods = self.cluster.list("v1", "Pod", namespace=state.namespace, selector=f"{LABEL_RUN_ID}={self.run_id}")
+        for incident in self.open:
+            started = [
+                _when((p.get("status") or {}).get("startTime"), clock.now())
+                for p in pods
+                if (p.get("status") or {}).get("phase") == "Running"
+                and not (p.get("metadata") or {}).get("deletionTimestamp")
+                and (p.get("spec") or {}).get("nodeName") not in self.excluded
+                and _when((p.get("metadata") or {}).get("creationTimestamp"), clock.now())
+                >= clock.parse(incident.detected).replace(microsecond=0)
+            ]
+            if not started:
+                return
+            done = incident.model_copy(update={"recovered": clock.iso(min(started))})
+            records.save(self.registries, repository=self.repository, incident=done)
+            self.report = _replace(
+                self.report, incidents=[done if i.id == done.id else i for i in self.report.incidents]
+            )
+        self.open = []
+
+
+def _replace(report: WatchReport, **fields: Any) -> WatchReport:
+    import dataclasses
+
+    return dataclasses.replace(report, **fields)
+
+
+def _wait(done: Callable[[], bool], *, timeout: float, interval: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
+def watch_run(
+    manifest: Manifest,
+    *,
+    run_id: str,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    interval: float = 2.0,
+    timeout: float | None = None,
+    prune_timeout: float = 300.0,
+    once: bool = False,
+    insecure: bool = False,
+    on_nodes: Callable[[RunState, list[str]], None] | None = None,
+) -> WatchReport:
+    """Watch RUN until its job finishes (or `timeout` seconds, or one look with `once`), with
+    the user's kubeconfig; the module docstring says what is read and done. `on_nodes` hears
+    the run's state each time the set of nodes watched changes (the first look included)."""
+    from trainops.cluster.client import connect
+    from trainops.errors import UsageError
+    from trainops.registry.context import Registries
+
+    scheduler = manifest.require_train().scheduler
+    if scheduler in ("local", "slurm"):
+        raise UsageError(
+            f"train.scheduler is {scheduler}: `train watch` watches Kubernetes runs",
+            hint="on Slurm and locally `trainops train run` supervises the trainer itself; pick another --env",
+        )
+    deadline = time.monotonic() + timeout if timeout is not None else None
+    with (
+        connect(kubeconfig=kubeconfig, context=context) as cluster,
+        Registries.for_manifest(manifest, insecure=insecure) as registries,
+    ):
+        watch = KubeWatch(manifest, cluster, registries, run_id=run_id)
+        watch.state()  # the run must be on the cluster when the watch starts (NotFoundError)
+        while True:
+            before = set(watch.nodes)
+            state = watch.check(prune_timeout=prune_timeout, interval=interval)
+            if on_nodes is not None and state is not None and (watch.nodes != before or watch.report.checks == 1):
+                on_nodes(state, sorted(watch.nodes))
+            if once or (state is not None and state.finished and not watch.open):
+                return watch.report
+            if deadline is not None and time.monotonic() > deadline:
+                return watch.report
+            time.sleep(interval)
