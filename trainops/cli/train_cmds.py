@@ -156,9 +156,8 @@ def run_cmd(
     With checkpoint.resume: latest it first pulls the newest checkpoint from the registry
     unless the checkpoint directory already holds one at least as new. When the training
     command fails, trainops exits 9 and prints the command's own status. With --slurm
-    (inside a job) the command runs on every node with srun, hangs are detected and the job
-    is requeued on the time-limit signal; with --image as well, each node runs it in that
-    container (pyxis: srun --container-image, the checkpoint directory and datasets mounted).
+    (inside a job) the command runs on every node with srun (in the container of --image:
+    pyxis), hangs are detected and the job is requeued on the time-limit signal.
     """
     from trainops.pipeline.local import LocalRunOptions, run_local
 
