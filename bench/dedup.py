@@ -8,7 +8,11 @@ the tests use) and measures, for the plain push (one blob per file) and the chun
   chunker cutting at tensor boundaries first ("tensors") and for plain CDC ("whole");
 - a 1 MiB change inside one file: the share of the file sent again;
 - nothing shared (new random data): push time, chunked / plain;
-- pull of a chunked checkpoint against the plain pull of the same files: time ratio;
+- pull of a chunked checkpoint against the plain pull of the same files: time ratio (new
+  data: each file its own pack), and of the fine-tune series' last checkpoint (read from
+  the packs of the whole series);
+- peak RSS of a chunked push of a 1 MiB change against its parent and of its pull, each
+  its own process, at two sizes: flat if the size does not show;
 - `release create` from a chunked checkpoint: rebuilding per-file blobs (a verified pull of
   the files, then a plain push) against assembling a plain checkpoint's blobs in place;
 - the chunker: MB/s of pyfastcdc (Cython and its pure-Python fallback) and, when
@@ -62,6 +66,8 @@ class Results:
     chunkers: dict[str, float] = field(default_factory=dict)  # MB/s
     s3_series: dict[str, list[float]] = field(default_factory=dict)
     s3_seconds: dict[str, float] = field(default_factory=dict)
+    series_pull: dict[str, float] = field(default_factory=dict)  # seconds: a checkpoint read from packs
+    memory: list[dict[str, float]] = field(default_factory=list)  # peak RSS (MB) of a second push and its pull
     sizes_mib: dict[str, int] = field(default_factory=dict)
 
 
@@ -75,8 +81,12 @@ def _repo(base: str) -> str:
     return f"{base}/b{uuid.uuid4().hex[:8]}"
 
 
-def series(reg: Registries, base: str, work: Path, *, total: int, steps: int) -> dict[str, list[float]]:
-    """Share of each new checkpoint sent: plain, chunked (tensors first), chunked (whole)."""
+def series(
+    reg: Registries, base: str, work: Path, *, total: int, steps: int, pulls: dict[str, float] | None = None
+) -> dict[str, list[float]]:
+    """Share of each new checkpoint sent: plain, chunked (tensors first), chunked (whole);
+    pulls, if given, gets the seconds to pull the last checkpoint, plain and chunked (its
+    files rebuilt from the packs of every checkpoint of the series)."""
     tensors = 32
     ft = FineTune(tensors=tensors, tensor_size=total // tensors)
     dirs = [ft.checkpoint(work / f"series-{i}") for i in range(steps)]
@@ -90,6 +100,11 @@ def series(reg: Registries, base: str, work: Path, *, total: int, steps: int) ->
             if i:
                 shares.append(r.bytes_sent / r.bytes_total)
         out["plain" if mode == "off" else f"chunked ({mode})"] = shares
+        if pulls is not None and mode != "whole":
+            started = time.perf_counter()
+            pulling.pull(reg, ref=reg.ref(f"{repo}:step-{steps - 1}"), dest=work / "series-pulled")
+            pulls["plain" if mode == "off" else "chunked"] = time.perf_counter() - started
+            shutil.rmtree(work / "series-pulled")
     chunker.DEFAULT_SEGMENTS = "tensors"
     for d in dirs:
         shutil.rmtree(d)
@@ -187,6 +202,31 @@ def release(reg: Registries, base: str, work: Path, *, size: int) -> dict[str, f
     return out
 
 
+def memory(dist: DistributionRegistry, work: Path, *, sizes: list[int]) -> list[dict[str, float]]:
+    """Peak RSS of `trainops push --dedup chunks` of a file with a 1 MiB change against its
+    parent (new chunks packed, the rest read from the parent's pack) and of its pull (read
+    from both packs), each its own process, at each size: flat if the size does not show."""
+    from bench.growth import run
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRAINOPS_INSECURE_REGISTRIES": dist.host}
+    cli = [sys.executable, "-m", "trainops.cli.main"]
+    out = []
+    for mib in sizes:
+        repo = f"{dist.host}/dedup/mem{mib}-{uuid.uuid4().hex[:6]}"
+        a = _random_dir(work / f"mem-a-{mib}", mib * MiB)
+        run([*cli, "push", str(a), f"oci://{repo}:step-1", "--dedup", "chunks", "-o", "json"], env)
+        with (a / "model.bin").open("r+b") as fh:
+            fh.seek(mib * MiB // 2 + 12345)
+            fh.write(os.urandom(MiB))
+        parent = ["--parent", f"oci://{repo}:step-1"]
+        push = run([*cli, "push", str(a), f"oci://{repo}:step-2", "--dedup", "chunks", *parent, "-o", "json"], env)
+        pull = run([*cli, "pull", f"oci://{repo}:step-2", str(work / f"mem-out-{mib}"), "-o", "json"], env)
+        out.append({"mib": mib, "push_s": push[0], "push_mb": push[1], "pull_s": pull[0], "pull_mb": pull[1]})
+        shutil.rmtree(a)
+        shutil.rmtree(work / f"mem-out-{mib}")
+    return out
+
+
 def chunkers(size: int) -> dict[str, float]:
     """MB/s of each chunker over random bytes in memory (cuts only, no hashing)."""
     data = os.urandom(size)
@@ -246,11 +286,12 @@ def main() -> None:
             base = f"oci://{dist.host}/dedup"
             with Registries(default_registry=base, insecure_registries=(dist.host,)) as reg:
                 res.chunkers = chunkers(16 * MiB if quick else 128 * MiB)
-                res.series = series(reg, base, work, total=sizes["series"] * MiB, steps=3)
+                res.series = series(reg, base, work, total=sizes["series"] * MiB, steps=3, pulls=res.series_pull)
                 res.change_share = change(reg, base, work, size=sizes["change"] * MiB)
                 res.push_new = push_new(reg, base, work, size=sizes["push_new"] * MiB, runs=runs)
                 res.pull = pull(reg, base, work, size=sizes["pull"] * MiB, runs=runs)
                 res.release = release(reg, base, work, size=sizes["release"] * MiB)
+            res.memory = memory(dist, work, sizes=[8, 32] if quick else [256, 1024])
             moto.start()
             for key, value in moto.env.items():
                 os.environ[key] = value
@@ -285,6 +326,13 @@ def report(res: Results) -> None:
     buf.write(f"nothing shared ({s['push_new']} MiB): push plain {p:.2f}s chunked {c:.2f}s ratio {c / p:.2f}\n")
     p, c = res.pull["plain"], res.pull["chunked"]
     buf.write(f"pull ({s['pull']} MiB): plain {p:.2f}s chunked {c:.2f}s ratio {c / p:.2f}\n")
+    p, c = res.series_pull["plain"], res.series_pull["chunked"]
+    buf.write(f"pull of the series' last checkpoint ({s['series']} MiB, from packs): plain {p:.2f}s chunked {c:.2f}s")
+    buf.write(f" ratio {c / p:.2f}\n")
+    buf.write("peak RSS, chunked push of a 1 MiB change against its parent / its pull:\n")
+    for m in res.memory:
+        buf.write(f"  {m['mib']:5.0f} MiB  push {m['push_s']:6.2f}s {m['push_mb']:5.0f} MB")
+        buf.write(f"  pull {m['pull_s']:6.2f}s {m['pull_mb']:5.0f} MB\n")
     buf.write(f"release create per-file blobs ({s['release']} MiB): ")
     buf.write(", ".join(f"{k} {v:.2f}s" for k, v in res.release.items()) + "\n")
     buf.write("chunkers (MB/s, in memory): " + ", ".join(f"{k} {v}" for k, v in res.chunkers.items()) + "\n")

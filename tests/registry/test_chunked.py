@@ -56,6 +56,25 @@ def test_a_fine_tune_series_sends_only_what_changed_and_pulls_back_whole(target:
         assert not [p for p in out.dest.parent.iterdir() if "trainops-pull" in p.name]  # staging gone
 
 
+def test_a_first_push_sends_each_file_whole_as_its_own_pack_and_the_next_reads_from_it(
+    target: Target, tmp_path: Path
+) -> None:
+    series = FineTune(tensors=4, tensor_size=MiB)
+    src = series.checkpoint(tmp_path / "s1")
+    first = _push(target, src, "step-1")
+    packs = [lay for lay in _raw(target, first.digest)["layers"] if lay["mediaType"] == media.CHUNK_PACK]  # type: ignore[index,union-attr]
+    file_digest = sha256_digest((src / "model.safetensors").read_bytes())
+    assert [(p["digest"], p["size"]) for p in packs] == [(file_digest, (src / "model.safetensors").stat().st_size)]
+    second = _push(target, series.checkpoint(tmp_path / "s2"), "step-2", parent=first.digest)
+    second_packs = {
+        lay["digest"] for lay in _raw(target, second.digest)["layers"] if lay["mediaType"] == media.CHUNK_PACK
+    }  # type: ignore[index,union-attr]
+    assert file_digest in second_packs and len(second_packs) == 2  # the frozen tensors from step-1's file
+    assert second.bytes_sent <= 0.55 * second.bytes_total, second
+    out = _pull(target, "step-1", tmp_path / "out")
+    assert (out.dest / "model.safetensors").read_bytes() == (src / "model.safetensors").read_bytes()
+
+
 def test_every_pack_an_index_names_is_a_layer_of_the_manifest(target: Target, tmp_path: Path) -> None:
     series = FineTune(tensors=4, tensor_size=MiB)
     first = _push(target, series.checkpoint(tmp_path / "s1"), "step-1")
@@ -138,6 +157,7 @@ def _write(data: bytes) -> Path:
     return Path(name)
 
 
+@pytest.mark.parametrize("which", ["first", "second"])  # a file that is its own pack; one read from packs
 @pytest.mark.parametrize(
     ("change", "says"),
     [
@@ -147,10 +167,12 @@ def _write(data: bytes) -> Path:
     ],
 )
 def test_a_bad_chunk_index_fails_the_pull_naming_the_file_with_nothing_written(
-    target: Target, tmp_path: Path, change: str, says: str
+    target: Target, tmp_path: Path, change: str, says: str, which: str
 ) -> None:
     series = FineTune(tensors=4, tensor_size=MiB)
     pushed = _push(target, series.checkpoint(tmp_path / "s1"), "step-1")
+    if which == "second":
+        pushed = _push(target, series.checkpoint(tmp_path / "s2"), "step-2", parent=pushed.digest)
     _tamper(target, pushed.digest, change)
     dest = tmp_path / "dest"
     with pytest.raises(IntegrityError) as caught:

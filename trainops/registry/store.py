@@ -160,12 +160,20 @@ def _push_chunked(
     lineage: Lineage | PlainLineage | None,
     progress: ProgressSink,
     cache: DigestCache,
+    uploader: _Uploader,
 ) -> ChunkedResult:
-    """The large files in the chunked form, deduplicated against the lineage parents."""
+    """The large files in the chunked form, deduplicated against the lineage parents (a
+    file with nothing to dedup against goes as the uploader sends plain files)."""
     from trainops.registry.chunks.pushing import push_files
 
+    def whole(entry: FileEntry) -> tuple[str, int, bool]:
+        outcome = uploader.transfer(entry)
+        return outcome.digest, outcome.size, outcome.sent > 0
+
     parents = [p.digest for p in PlainLineage.of(lineage or PlainLineage()).parents]
-    return push_files(backend, ref.repository, chunked, parents=parents, tag=ref.tag, progress=progress, cache=cache)
+    return push_files(
+        backend, ref.repository, chunked, parents=parents, tag=ref.tag, progress=progress, cache=cache, whole=whole
+    )
 
 
 def push(
@@ -211,7 +219,9 @@ def push(
         ]
         packs: list[Descriptor] = []
         if chunked:
-            done = _push_chunked(backend, ref, chunked, lineage=lineage, progress=progress, cache=cache)
+            done = _push_chunked(
+                backend, ref, chunked, lineage=lineage, progress=progress, cache=cache, uploader=uploader
+            )
             layers += [layer for _, layer in done.indexes]
             digests += done.digests
             sent, skipped, shared = sent + done.bytes_sent, skipped + done.packs_skipped, done.bytes_shared

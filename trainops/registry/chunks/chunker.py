@@ -13,6 +13,7 @@ segment. Each chunk's sha256 is computed on a small thread pool (hashlib release
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from trainops.errors import InputError
+from trainops.registry.chunks.table import ChunkTable
 
 if TYPE_CHECKING:
     from pyfastcdc.cy import FastCDC
@@ -115,6 +117,17 @@ class Chunker:
                 yield Chunk(position + o, view, digest)
             consumed = sum(n for _, n in cuts)
             position += consumed
+
+    def table(self, path: Path, size: int, stop: threading.Event) -> ChunkTable:
+        """The chunks of a file as a table (file offsets, lengths, sha256; pack 0), for a
+        file sent whole; stops early, returning what it has, once stop is set."""
+        table = ChunkTable()
+        with path.open("rb") as fh:
+            for chunk in self.chunks(fh, path, size):
+                if stop.is_set():
+                    break
+                table.append(0, chunk.offset, len(chunk.data), chunk.digest)
+        return table
 
 
 def _sha256(data: memoryview) -> bytes:

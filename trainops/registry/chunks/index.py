@@ -7,7 +7,8 @@ A chunk index is canonical JSON (registry/SPEC.md, "Chunked checkpoints"):
      "packs": ["sha256:…", …], "chunks": [[0, 0, 65536, "<sha256 hex>"], …]}
 
 `chunks` lists the file's chunks in order, each as [index into packs, offset in the pack,
-length, sha256 of the chunk]; the file's bytes are the chunks' bytes concatenated.
+length, sha256 of the chunk]; the file's bytes are the chunks' bytes concatenated. In
+memory the list is a ChunkTable (flat arrays, table.py): no object per chunk.
 """
 
 from __future__ import annotations
@@ -22,19 +23,14 @@ from trainops.errors import IntegrityError
 from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest, canonical_json
 from trainops.registry.backends.base import Descriptor
+from trainops.registry.chunks.table import ChunkTable
 
 MAX_INDEX = 256 * 1024 * 1024  # bytes of one chunk index (about 2 TiB of file at 64 KiB chunks)
 MAX_CHUNK_LENGTH = 16 * 1024 * 1024  # the longest chunk a reader accepts (memory stays bounded)
 _HEX = re.compile(r"[0-9a-f]{64}\Z")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkRef:
-    pack: int  # index into ChunkIndex.packs
-    offset: int
-    length: int
-    digest: bytes  # sha256 of the chunk, 32 bytes
+_CHUNKS_KEY = b'"chunks":['
+_ITEM = re.compile(rb'\[(\d{1,10}),(\d{1,20}),(\d{1,10}),"([0-9a-f]{64})"\]')
 
 
 @dataclass(frozen=True)
@@ -44,10 +40,12 @@ class ChunkIndex:
     digest: str  # sha256:… of the whole file
     chunking: str
     packs: tuple[str, ...]
-    chunks: tuple[ChunkRef, ...]
+    chunks: ChunkTable  # rows: (index into packs, offset in the pack, length, sha256)
 
     def encode(self) -> bytes:
-        return canonical_json(
+        """Canonical JSON (sorted keys, no spaces), the chunk list written row by row so no
+        object per chunk is made: the same bytes as canonical_json of the whole document."""
+        head = canonical_json(
             {
                 "schemaVersion": 1,
                 "path": self.path,
@@ -55,21 +53,41 @@ class ChunkIndex:
                 "digest": self.digest,
                 "chunking": self.chunking,
                 "packs": list(self.packs),
-                "chunks": [[c.pack, c.offset, c.length, c.digest.hex()] for c in self.chunks],
+                "chunks": [],
             }
         )
+        at = head.index(_CHUNKS_KEY) + len(_CHUNKS_KEY)  # "chunking" (ours) is the only key before
+        out = bytearray(head[:at])
+        table = self.chunks
+        for row in range(len(table)):
+            if row:
+                out += b","
+            out += b'[%d,%d,%d,"%s"]' % (
+                table.packs[row],
+                table.offsets[row],
+                table.lengths[row],
+                table.digest(row).hex().encode(),
+            )
+        out += head[at:]
+        return bytes(out)
 
 
 def decode(data: bytes, where: str) -> ChunkIndex:
-    """A chunk index from its bytes; IntegrityError naming `where` (ref: file) if malformed."""
+    """A chunk index from its bytes; IntegrityError naming `where` (ref: file) if malformed.
+    The canonical chunk list is parsed row by row into flat arrays (no object per chunk);
+    anything else falls back to a full JSON parse, which accepts the same documents."""
     try:
-        body = json.loads(data)
+        fast = _scan_chunks(data)
+        body = json.loads(fast[0]) if fast is not None else None
+        if not isinstance(body, dict) or body.get("chunks") != []:  # not canonical: parse it all
+            body, fast = json.loads(data), None
         if not isinstance(body, dict) or body.get("schemaVersion") != 1:
             raise ValueError("not a version 1 chunk index")
         packs = body["packs"]
         if not isinstance(packs, list) or not all(isinstance(p, str) and _DIGEST.match(p) for p in packs):
             raise ValueError("packs must be a list of sha256 digests")
-        chunks = tuple(_chunk(item, len(packs)) for item in body["chunks"])
+        chunks = fast[1] if fast is not None else _table(body["chunks"])
+        _check_rows(chunks, len(packs))
         path, size, digest = body["path"], body["size"], body["digest"]
         if not isinstance(path, str) or not isinstance(digest, str) or not _DIGEST.match(digest):
             raise ValueError("path and digest must be strings, the digest sha256:<hex>")
@@ -78,27 +96,60 @@ def decode(data: bytes, where: str) -> ChunkIndex:
         chunking = body.get("chunking", "")
         if not isinstance(chunking, str):
             raise ValueError("chunking must be a string")
-    except (ValueError, KeyError, TypeError, RecursionError) as err:
+    except (ValueError, KeyError, TypeError, RecursionError, OverflowError) as err:
         raise IntegrityError(
             f"{where}: the chunk index is malformed: {err}", hint="the artifact is damaged; nothing was written"
         ) from None
     return ChunkIndex(path, size, digest, chunking, tuple(packs), chunks)
 
 
-def _chunk(item: Any, packs: int) -> ChunkRef:
-    if not isinstance(item, list) or len(item) != 4:
-        raise ValueError("each chunk must be [pack, offset, length, sha256 hex]")
-    pack, offset, length, digest = item
-    for value in (pack, offset, length):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"chunk field {value!r} is not a non-negative integer")
-    if pack >= packs:
-        raise ValueError(f"a chunk names pack {pack}, but the index lists {packs}")
-    if not 0 < length <= MAX_CHUNK_LENGTH:
-        raise ValueError(f"a chunk of {length} bytes is outside 1..{MAX_CHUNK_LENGTH}")
-    if not isinstance(digest, str) or not _HEX.match(digest):
-        raise ValueError(f"chunk digest {str(digest)[:70]!r} is not 64 lowercase hex digits")
-    return ChunkRef(pack, offset, length, bytes.fromhex(digest))
+def _scan_chunks(data: bytes) -> tuple[bytes, ChunkTable] | None:
+    """The canonical chunk list read into a table, and the document with that list emptied;
+    None where the list is not in the canonical form. (A quote inside a JSON string is
+    escaped, so the key's bytes cannot be found inside a string value.)"""
+    start = data.find(_CHUNKS_KEY)
+    if start < 0:
+        return None
+    pos = start + len(_CHUNKS_KEY)
+    table = ChunkTable()
+    if data[pos : pos + 1] != b"]":
+        while (item := _ITEM.match(data, pos)) is not None:
+            table.append(int(item[1]), int(item[2]), int(item[3]), bytes.fromhex(item[4].decode()))
+            pos = item.end() + 1
+            if data[pos - 1 : pos] != b",":
+                break
+        else:
+            return None
+        if data[pos - 1 : pos] != b"]":
+            return None
+        pos -= 1
+    return data[:start] + b'"chunks":[]' + data[pos + 1 :], table
+
+
+def _table(items: Any) -> ChunkTable:
+    if not isinstance(items, list):
+        raise ValueError("chunks must be a list")
+    table = ChunkTable()
+    for item in items:
+        if not isinstance(item, list) or len(item) != 4:
+            raise ValueError("each chunk must be [pack, offset, length, sha256 hex]")
+        pack, offset, length, digest = item
+        for value in (pack, offset, length):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"chunk field {value!r} is not a non-negative integer")
+        if not isinstance(digest, str) or not _HEX.match(digest):
+            raise ValueError(f"chunk digest {str(digest)[:70]!r} is not 64 lowercase hex digits")
+        if not 0 < length <= MAX_CHUNK_LENGTH:  # before it goes into a 32-bit array
+            raise ValueError(f"a chunk of {length} bytes is outside 1..{MAX_CHUNK_LENGTH}")
+        table.append(pack, offset, length, bytes.fromhex(digest))
+    return table
+
+
+def _check_rows(table: ChunkTable, packs: int) -> None:
+    if table.packs and max(table.packs) >= packs:
+        raise ValueError(f"a chunk names pack {max(table.packs)}, but the index lists {packs}")
+    if table.lengths and not (min(table.lengths) > 0 and max(table.lengths) <= MAX_CHUNK_LENGTH):
+        raise ValueError(f"a chunk's length is outside 1..{MAX_CHUNK_LENGTH}")
 
 
 def check_against(index: ChunkIndex, layer: Descriptor, packs: dict[str, Descriptor], where: str) -> None:
@@ -115,15 +166,14 @@ def check_against(index: ChunkIndex, layer: Descriptor, packs: dict[str, Descrip
     for digest in index.packs:
         if digest not in packs:
             raise bad(f"the chunk index names pack {digest[:19]}, which is not a layer of the manifest")
-    total = 0
-    for chunk in index.chunks:
-        pack = packs[index.packs[chunk.pack]]
-        if chunk.offset + chunk.length > pack.size:
+    table = index.chunks
+    sizes = [packs[name].size for name in index.packs]
+    for pack, offset, length in zip(table.packs, table.offsets, table.lengths, strict=True):
+        if offset + length > sizes[pack]:
             raise bad(
-                f"a chunk at {chunk.offset}+{chunk.length} runs past the end of pack "
-                f"{pack.digest[:19]} ({pack.size} bytes)"
+                f"a chunk at {offset}+{length} runs past the end of pack {index.packs[pack][:19]} ({sizes[pack]} bytes)"
             )
-        total += chunk.length
+    total = table.total()
     if total != index.size:
         raise bad(f"the chunks add up to {total} bytes, not the file's {index.size}")
 

@@ -21,6 +21,7 @@ from trainops.errors import IntegrityError, NotFoundError, TrainopsError
 from trainops.registry.artifact import parse_manifest
 from trainops.registry.backends.base import Backend, Descriptor
 from trainops.registry.chunks.index import MAX_INDEX, ChunkIndex, check_against, decode, files_of, packs_of
+from trainops.registry.chunks.table import DigestTable
 from trainops.registry.digestcache import cache_dir
 
 logger = logging.getLogger(__name__)
@@ -70,11 +71,14 @@ def _cache(path: Path, data: bytes) -> None:
 
 
 class KnownChunks:
-    """chunk sha256 → where it is in a pack of the repository."""
+    """chunk sha256 → where it is in a pack of the repository (a DigestTable: flat arrays,
+    about 56 bytes a chunk), and the indexes of whole files by digest."""
 
     def __init__(self, backend: Backend, repo: str) -> None:
         self.backend, self.repo = backend, repo
-        self.chunks: dict[bytes, Location] = {}
+        self.chunks = DigestTable()  # rows name packs by their number in pack_names
+        self.pack_names: list[str] = []
+        self._pack_numbers: dict[str, int] = {}
         self.pack_sizes: dict[str, int] = {}
         self._confirmed: dict[str, bool] = {}
         self.manifests: list[str] = []
@@ -94,17 +98,30 @@ class KnownChunks:
             index = read_index(self.backend, self.repo, view.layer, where)
             check_against(index, view.layer, packs, where)
             self.files.setdefault(index.digest, index)
-            for chunk in index.chunks:
-                pack = index.packs[chunk.pack]
-                self.chunks.setdefault(chunk.digest, Location(pack, chunk.offset, chunk.length))
-                self.pack_sizes[pack] = packs[pack].size
+            self.add_index(index, {name: packs[name].size for name in index.packs})
+
+    def add_index(self, index: ChunkIndex, sizes: dict[str, int]) -> None:
+        """Learn where the chunks of one (checked) index are; sizes: of its packs."""
+        numbers = [self.pack_number(name, sizes[name]) for name in index.packs]
+        table = index.chunks
+        for row in range(len(table)):
+            self.chunks.add(table.digest(row), numbers[table.packs[row]], table.offsets[row], table.lengths[row])
+
+    def pack_number(self, name: str, size: int) -> int:
+        number = self._pack_numbers.get(name)
+        if number is None:
+            number = self._pack_numbers[name] = len(self.pack_names)
+            self.pack_names.append(name)
+            self.pack_sizes[name] = size
+        return number
 
     def find(self, digest: bytes) -> Location | None:
         """Where a chunk already is, if its pack is still in the repository (one HEAD per pack)."""
         found = self.chunks.get(digest)
         if found is None:
             return None
-        return found if self.present(found.pack) else None
+        pack = self.pack_names[found.pack]
+        return Location(pack, found.offset, found.length) if self.present(pack) else None
 
     def present(self, pack: str) -> bool:
         ok = self._confirmed.get(pack)

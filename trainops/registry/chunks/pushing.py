@@ -1,10 +1,14 @@
 """A push's chunked files: chunks cut, new ones packed and uploaded, an index per file.
 
-Files are chunked one after another on the calling thread (the chunker hashes on its own
-small pool), so packs come out the same whatever the timing: a push interrupted and run
-again builds the very same packs, finds the ones already sent (one HEAD each) and sends
-only the rest. A pack is sealed at PACK_SIZE bytes (16 MiB; the format allows 64), hashed and uploaded on
-a background thread while chunking goes on; at most IN_FLIGHT + 1 sealed packs wait, so
+A file pushed while nothing is known to dedup against (a repository's first checkpoint,
+new data) is sent whole, as a plain push sends it, and is its own pack: its chunks are cut
+on another thread meanwhile, so later pushes dedup against them. Other files are chunked
+one after another on the calling thread (the chunker hashes on its own small pool), so
+packs come out the same whatever the timing: a push interrupted and run again builds the
+very same packs, finds the ones already sent (one HEAD each) and sends only the rest. The
+chunk lists are flat arrays (table.py), not an object per chunk. A pack is sealed at
+PACK_SIZE bytes (16 MiB; the format allows 64), hashed and uploaded on a background
+thread while chunking goes on; at most IN_FLIGHT + 1 sealed packs wait, so
 memory stays flat whatever the size of the files (about (IN_FLIGHT + 3) × PACK_SIZE at worst).
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -21,8 +26,9 @@ from trainops.registry import media
 from trainops.registry.artifact import FileEntry
 from trainops.registry.backends.base import Backend, BackgroundHash, BlobSource, Descriptor
 from trainops.registry.chunks.chunker import CHUNKING, Chunker
-from trainops.registry.chunks.index import ChunkIndex, ChunkRef, index_layer
+from trainops.registry.chunks.index import ChunkIndex, index_layer
 from trainops.registry.chunks.known import KnownChunks, gather
+from trainops.registry.chunks.table import ChunkTable, DigestTable
 from trainops.registry.context import ProgressSink
 from trainops.registry.digestcache import DigestCache
 
@@ -36,14 +42,10 @@ CHUNKED_MIN = 1024 * 1024  # smaller files stay one plain layer each (file-level
 class _Pack:
     """A pack being filled, then sealed: its bytes go to an upload thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, number: int) -> None:
+        self.number = number  # in the push's pack list
         self.buf = bytearray()
         self.future: Future[tuple[str, int, bool]] | None = None
-
-    @property
-    def digest(self) -> str:
-        assert self.future is not None, "a pack's digest is known once it is sealed"
-        return self.future.result()[0]
 
 
 @dataclass
@@ -59,70 +61,124 @@ class ChunkedResult:
     packs_skipped: int = 0
 
 
-class ChunkedPush:
-    """Chunk files into packs of one repository; finish() uploads the indexes."""
+WholeUpload = Callable[[FileEntry], tuple[str, int, bool]]  # a file as one blob: (digest, size, sent)
 
-    def __init__(self, backend: Backend, repo: str, known: KnownChunks, progress: ProgressSink) -> None:
-        self.backend, self.repo, self.known, self.progress = backend, repo, known, progress
-        self._new: dict[bytes, tuple[_Pack, int, int]] = {}
-        self._pack = _Pack()
-        self._sealed: list[_Pack] = []
+
+class ChunkedPush:
+    """Chunk files into packs of one repository; finish() uploads the indexes.
+
+    Packs are numbered push-wide (`_packs`: a pack of this push being built, or the digest
+    of a blob already in the repository); each file's ChunkTable names packs by that number
+    until finish() writes its index."""
+
+    def __init__(
+        self, backend: Backend, repo: str, known: KnownChunks, progress: ProgressSink, whole: WholeUpload
+    ) -> None:
+        self.backend, self.repo, self.known, self.progress, self.whole = backend, repo, known, progress, whole
+        self._new = DigestTable()  # chunks this push placed, rows naming push-wide pack numbers
+        self._packs: list[_Pack | str] = []
+        self._numbers: dict[str, int] = {}
+        self._sizes: dict[str, int] = {}  # of the packs named by digest
+        self._pack = self._open_pack()
         self._uploads = ThreadPoolExecutor(max_workers=IN_FLIGHT, thread_name_prefix="pack-upload")
         self._slots = threading.Semaphore(IN_FLIGHT + 1)
-        self._files: list[tuple[FileEntry, str, list[tuple[_Pack | str, int, int, bytes]]]] = []
+        self._files: list[tuple[FileEntry, str, ChunkTable]] = []
         self.result = ChunkedResult()
+
+    def _open_pack(self) -> _Pack:
+        pack = _Pack(len(self._packs))
+        self._packs.append(pack)
+        return pack
+
+    def _named(self, digest: str, size: int) -> int:
+        number = self._numbers.get(digest)
+        if number is None:
+            number = self._numbers[digest] = len(self._packs)
+            self._packs.append(digest)
+            self._sizes[digest] = size
+        return number
 
     def add_file(self, entry: FileEntry, chunker: Chunker, cache: DigestCache) -> None:
         """Chunk one file into the push; a file the digest cache knows unchanged, whose
-        index the repository already has (its packs present), is not read at all."""
+        index the repository already has (its packs present), is not read at all. With
+        nothing to dedup against yet, the file goes whole (add_whole)."""
         cached = cache.lookup(entry.path)
         same = self.known.whole_file(cached[0]) if cached is not None and cached[1] == entry.size else None
         if same is not None:
             cache.hits += 1
             self.result.bytes_shared += entry.size
-            refs = [(same.packs[c.pack], c.offset, c.length, c.digest) for c in same.chunks]
-            self._files.append((entry, same.digest, list(refs)))
+            numbers = [self._named(name, self.known.pack_sizes[name]) for name in same.packs]
+            table = ChunkTable()
+            for ref in same.chunks:
+                table.append(numbers[ref.pack], ref.offset, ref.length, ref.digest)
+            self._files.append((entry, same.digest, table))
             return
-        refs_new: list[tuple[_Pack | str, int, int, bytes]] = []
+        if not len(self.known.chunks) and not len(self._new):
+            self.add_whole(entry, chunker)
+            return
+        table = ChunkTable()
         advance = self.progress.add(entry.relpath, entry.size)
         file_hash = BackgroundHash()
         before = entry.path.stat()
         with entry.path.open("rb") as fh:
             for chunk in chunker.chunks(fh, entry.path, entry.size):
                 file_hash.update(chunk.data)
-                refs_new.append(self._place(chunk.digest, chunk.data))
+                self._place(chunk.digest, chunk.data, table)
                 advance(len(chunk.data))
         digest = "sha256:" + file_hash.hexdigest()
         cache.misses += 1
         cache.remember(entry.path, digest, before)
-        self._files.append((entry, digest, refs_new))
+        self._files.append((entry, digest, table))
 
-    def _place(self, digest: bytes, data: memoryview) -> tuple[_Pack | str, int, int, bytes]:
+    def add_whole(self, entry: FileEntry, chunker: Chunker) -> None:
+        """The file as one blob (sent as a plain push sends it: hashed while it is sent,
+        no copy) that is its own pack, its chunks cut meanwhile on another thread: new
+        data costs about what a plain push costs, and later pushes dedup against it."""
+        stop = threading.Event()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunk-cut") as cutter:
+            cut = cutter.submit(chunker.table, entry.path, entry.size, stop)
+            try:
+                digest, size, sent = self.whole(entry)
+            except BaseException:
+                stop.set()
+                raise
+            table = cut.result()
+        number = self._named(digest, size)
+        for row in range(len(table)):
+            table.packs[row] = number
+            self._new.add(table.digest(row), number, table.offsets[row], table.lengths[row])
+        self.result.bytes_sent += size if sent else 0
+        self.result.packs_sent += int(sent)
+        self.result.packs_skipped += int(not sent)
+        self._files.append((entry, digest, table))
+
+    def _place(self, digest: bytes, data: memoryview, table: ChunkTable) -> None:
         found = self.known.find(digest)
         if found is not None and found.length == len(data):
             self.result.bytes_shared += len(data)
-            return found.pack, found.offset, found.length, digest
+            table.append(self._named(found.pack, self.known.pack_sizes[found.pack]), found.offset, found.length, digest)
+            return
         mine = self._new.get(digest)
-        if mine is not None:
+        if mine is not None and mine.length == len(data):
             self.result.bytes_shared += len(data)
-            return mine[0], mine[1], mine[2], digest
+            table.append(mine.pack, mine.offset, mine.length, digest)
+            return
         if len(self._pack.buf) + len(data) > PACK_SIZE:
             self._seal()
         pack = self._pack
         offset = len(pack.buf)
         pack.buf += data
-        self._new[digest] = (pack, offset, len(data))
-        return pack, offset, len(data), digest
+        self._new.add(digest, pack.number, offset, len(data))
+        table.append(pack.number, offset, len(data), digest)
 
     def _seal(self) -> None:
-        pack, self._pack = self._pack, _Pack()
+        pack, self._pack = self._pack, self._open_pack()
         if not pack.buf:
             return
         data = bytes(pack.buf)
         pack.buf = bytearray()
         self._slots.acquire()  # at most IN_FLIGHT packs wait for their upload
         pack.future = self._uploads.submit(self._upload, data)
-        self._sealed.append(pack)
 
     def _upload(self, data: bytes) -> tuple[str, int, bool]:
         try:
@@ -139,16 +195,22 @@ class ChunkedPush:
         """Seal the last pack, wait for every upload, then write each file's index."""
         self._seal()
         self._uploads.shutdown(wait=True)
-        packs: dict[str, int] = {}
+        names: list[str] = []
+        for pack in self._packs:
+            if isinstance(pack, str):
+                names.append(pack)
+            elif pack.future is None:
+                names.append("")  # opened, never filled: no chunk names it
+            else:
+                digest, size, sent = pack.future.result()
+                self._sizes[digest] = size
+                names.append(digest)
+                self.result.bytes_sent += size if sent else 0
+                self.result.packs_sent += int(sent)
+                self.result.packs_skipped += int(not sent)
         used: set[str] = set()
-        for pack in self._sealed:
-            digest, size, sent = pack.future.result() if pack.future else ("", 0, False)
-            packs[digest] = size
-            self.result.bytes_sent += size if sent else 0
-            self.result.packs_sent += int(sent)
-            self.result.packs_skipped += int(not sent)
-        for entry, digest, refs in self._files:
-            index = _index(entry, digest, refs)
+        for entry, digest, table in self._files:
+            index = _index(entry, digest, table, names)
             data = index.encode()
             layer = index_layer(index, data, executable=entry.executable)
             if self.backend.blob_size(self.repo, layer.digest) != layer.size:
@@ -158,23 +220,23 @@ class ChunkedPush:
             self.result.indexes.append((entry, layer))
             self.result.digests.append((digest, entry.size))
             used.update(index.packs)
-            for name in index.packs:
-                packs.setdefault(name, self.known.pack_sizes.get(name, 0))
-        self.result.packs = [Descriptor(media.CHUNK_PACK, d, packs[d]) for d in sorted(used)]
+        self.result.packs = [Descriptor(media.CHUNK_PACK, d, self._sizes[d]) for d in sorted(used)]
         return self.result
 
     def close(self) -> None:
         self._uploads.shutdown(wait=True, cancel_futures=True)
 
 
-def _index(entry: FileEntry, digest: str, refs: list[tuple[_Pack | str, int, int, bytes]]) -> ChunkIndex:
-    order: dict[str, int] = {}
-    chunks = []
-    for ref, offset, length, chunk_digest in refs:
-        name = ref if isinstance(ref, str) else ref.digest
-        position = order.setdefault(name, len(order))
-        chunks.append(ChunkRef(position, offset, length, chunk_digest))
-    return ChunkIndex(entry.relpath, entry.size, digest, CHUNKING, tuple(order), tuple(chunks))
+def _index(entry: FileEntry, digest: str, table: ChunkTable, names: list[str]) -> ChunkIndex:
+    """The file's index: its table's push-wide pack numbers renumbered in order of use."""
+    order: dict[int, int] = {}
+    for number in table.packs:
+        if number not in order:
+            order[number] = len(order)
+    for row in range(len(table)):
+        table.packs[row] = order[table.packs[row]]
+    packs = tuple(names[number] for number in order)
+    return ChunkIndex(entry.relpath, entry.size, digest, CHUNKING, packs, table)
 
 
 def push_files(
@@ -186,12 +248,14 @@ def push_files(
     tag: str | None,
     progress: ProgressSink,
     cache: DigestCache,
+    whole: WholeUpload,
 ) -> ChunkedResult:
     """Push files in the chunked form, deduplicated against what the repository holds
     (the parents' chunks, the tag's and the newest checkpoints'): packs and indexes are
-    in the repository when this returns; the caller writes the manifest."""
+    in the repository when this returns; the caller writes the manifest. whole: how the
+    caller sends a file as one blob (a file with nothing to dedup against is its own pack)."""
     known = gather(backend, repo, parents=parents, tag=tag)
-    job = ChunkedPush(backend, repo, known, progress)
+    job = ChunkedPush(backend, repo, known, progress, whole)
     try:
         with Chunker() as chunker:
             for entry in files:

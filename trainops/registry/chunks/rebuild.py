@@ -6,7 +6,9 @@ each chunk must lie within its pack, the chunks must add up to the file's size (
 check_against). Then each file is written to a part file in the caller's staging directory
 from ranged reads — consecutive chunks of one pack are read as one span of at most
 SPAN_MAX bytes, WINDOW spans of a file in flight — each chunk checked against its sha256,
-the whole file against its own. A registry that ignores Range requests is said so once (by
+the whole file against its own. A file that is one pack of its own (pushed whole, its
+pack's digest the file's) is downloaded as a plain pull downloads a blob, verified, and
+its chunks then checked from the part file. A registry that ignores Range requests is said so once (by
 the backend) and the rest of the pull reads whole packs, each downloaded once, verified,
 into the staging directory.
 """
@@ -25,11 +27,13 @@ from typing import BinaryIO
 from trainops.errors import IntegrityError
 from trainops.registry.artifact import ParsedManifest
 from trainops.registry.backends.base import Backend, BackgroundHash, Descriptor
-from trainops.registry.chunks.index import ChunkIndex, ChunkRef, FileView, check_against, packs_of
+from trainops.registry.chunks.index import ChunkIndex, FileView, check_against, packs_of
 from trainops.registry.chunks.known import read_index
+from trainops.registry.chunks.table import ChunkRef, ChunkTable
 
 SPAN_MAX = 4 * 1024 * 1024
-WINDOW = 4
+WINDOW = 8  # spans of a file in flight: measured 1.45 s → 1.03 s for a 64 MiB series pull (4 → 8)
+VERIFY_ROWS = 128  # chunks checked per read of a whole-pack file (about 8 MiB)
 
 
 @dataclass(frozen=True)
@@ -116,28 +120,82 @@ class PackReader:
 def rebuild(reader: PackReader, recipe: Recipe, part: Path, advance: Callable[[int], None]) -> None:
     """Write the file recipe describes to part, every chunk and then the file verified;
     on IntegrityError part is removed."""
-    file_hash = BackgroundHash(depth=2)  # spans are up to SPAN_MAX: two wait at most
-    written = 0
     try:
-        with part.open("wb") as out, ThreadPoolExecutor(max_workers=WINDOW, thread_name_prefix="span") as pool:
-            pending: list[Future[bytes]] = []
-            spans = _spans(recipe)
-            for span in spans:
-                pending.append(pool.submit(_fetch, reader, recipe, span))
-                if len(pending) >= WINDOW:
-                    written += _write(pending.pop(0).result(), out, file_hash, advance)
-            for future in pending:
-                written += _write(future.result(), out, file_hash, advance)
-        digest = "sha256:" + file_hash.hexdigest()
-        if written != recipe.index.size or digest != recipe.index.digest:
-            raise IntegrityError(
-                f"{recipe.where}: the rebuilt file has digest {digest[:19]} ({written} bytes), "
-                f"expected {recipe.index.digest[:19]} ({recipe.index.size} bytes)",
-                hint="the chunk index does not describe this file; nothing was written",
-            )
+        if whole_pack(recipe):
+            _download_whole(reader, recipe, part, advance)
+        else:
+            _rebuild_spans(reader, recipe, part, advance)
     except BaseException:
         part.unlink(missing_ok=True)
         raise
+
+
+def whole_pack(recipe: Recipe) -> bool:
+    """The file is one pack, read from its start in order: a blob whose digest is the file's."""
+    index = recipe.index
+    if index.packs != (index.digest,) or recipe.packs[index.digest].size != index.size:
+        return False
+    position = 0
+    for offset, length in zip(index.chunks.offsets, index.chunks.lengths, strict=True):
+        if offset != position:
+            return False
+        position += length
+    return True
+
+
+def _download_whole(reader: PackReader, recipe: Recipe, part: Path, advance: Callable[[int], None]) -> None:
+    """The pack is the file: downloaded as a plain pull downloads a blob (verified against
+    its digest, the file's), then every chunk checked against its sha256 on two threads."""
+    try:
+        reader.backend.download_blob(reader.repo, recipe.index.digest, part, advance)
+    except IntegrityError as err:
+        raise IntegrityError(f"{recipe.where}: {err.message}", hint=err.hint) from None
+    table = recipe.index.chunks
+    with part.open("rb") as fh, ThreadPoolExecutor(max_workers=2, thread_name_prefix="chunk-check") as pool:
+        fd = fh.fileno()
+        pieces = range(0, len(table), VERIFY_ROWS)
+        for bad in pool.map(lambda first: _bad_row(fd, table, first), pieces):
+            if bad is not None:
+                raise IntegrityError(
+                    f"{recipe.where}: the chunk at {table.offsets[bad]} of pack {recipe.index.digest[:19]} "
+                    f"does not match its digest {table.digest(bad).hex()[:12]}",
+                    hint="the pack is corrupt or the index is wrong; nothing was written",
+                )
+
+
+def _bad_row(fd: int, table: ChunkTable, first: int) -> int | None:
+    """The first of VERIFY_ROWS rows from `first` whose bytes (at their offsets in the open
+    file fd) do not hash to their digest, or None."""
+    last = min(first + VERIFY_ROWS, len(table))
+    start = table.offsets[first]
+    data = os.pread(fd, table.offsets[last - 1] + table.lengths[last - 1] - start, start)
+    view = memoryview(data)
+    for row in range(first, last):
+        at = table.offsets[row] - start
+        if hashlib.sha256(view[at : at + table.lengths[row]]).digest() != table.digest(row):
+            return row
+    return None
+
+
+def _rebuild_spans(reader: PackReader, recipe: Recipe, part: Path, advance: Callable[[int], None]) -> None:
+    file_hash = BackgroundHash(depth=2)  # spans are up to SPAN_MAX: two wait at most
+    written = 0
+    with part.open("wb") as out, ThreadPoolExecutor(max_workers=WINDOW, thread_name_prefix="span") as pool:
+        pending: list[Future[bytes]] = []
+        spans = _spans(recipe)
+        for span in spans:
+            pending.append(pool.submit(_fetch, reader, recipe, span))
+            if len(pending) >= WINDOW:
+                written += _write(pending.pop(0).result(), out, file_hash, advance)
+        for future in pending:
+            written += _write(future.result(), out, file_hash, advance)
+    digest = "sha256:" + file_hash.hexdigest()
+    if written != recipe.index.size or digest != recipe.index.digest:
+        raise IntegrityError(
+            f"{recipe.where}: the rebuilt file has digest {digest[:19]} ({written} bytes), "
+            f"expected {recipe.index.digest[:19]} ({recipe.index.size} bytes)",
+            hint="the chunk index does not describe this file; nothing was written",
+        )
 
 
 def _write(data: bytes, out: BinaryIO, file_hash: BackgroundHash, advance: Callable[[int], None]) -> int:
