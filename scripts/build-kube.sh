@@ -17,6 +17,7 @@
 # the component as a tool (`go get -tool`) and copies its versioned replaces; replaces
 # onto local paths (Kubernetes' ./staging/src/k8s.io/X) become X at the staging version.
 set -euo pipefail
+shopt -s inherit_errexit  # a failure inside $(…) fails the function that runs it
 
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=kube-versions.env
@@ -136,42 +137,89 @@ build_kwok() {
         sigs.k8s.io/kwok/cmd/kwok
 }
 
+# source NAME URL VERSION — the tree of NAME's git repository at tag VERSION, exported into
+# src/NAME-VERSION (printed). For modules the Go module proxy does not serve (it answers 403
+# for volcano.sh/volcano's volcano.sh/apis, sigs.k8s.io/jobset, sigs.k8s.io/lws): the
+# repository is TRAINOPS_<NAME>_SRC when set (a local clone or bare mirror), else cloned from
+# URL at the tag. The tag is the pinned version, so the tree is the release's own.
+source_at_tag() {
+    local name="$1" url="$2" ver="$3"
+    local var="TRAINOPS_$(echo "$name" | tr a-z A-Z)_SRC"
+    local repo="${!var:-}"
+    local dir="$cache/src/$name-$ver"
+    if [ ! -f "$dir/go.mod" ]; then
+        if [ -z "$repo" ]; then
+            repo="$cache/src/$name.git"
+            [ -d "$repo" ] || git init -q --bare "$repo"
+            git -C "$repo" rev-parse -q --verify "refs/tags/$ver" >/dev/null \
+                || git -C "$repo" fetch -q --depth 1 "$url" "refs/tags/$ver:refs/tags/$ver" >&2
+        fi
+        git -C "$repo" rev-parse -q --verify "refs/tags/$ver^{commit}" >/dev/null \
+            || { log "$repo has no tag $ver ($var points at a clone of $url)"; return 1; }
+        rm -rf "$dir.part" && mkdir -p "$dir.part"
+        # A snapshot may lack a few blobs (LWS's lacks an image of its web site): those files
+        # are left out, by name, rather than the whole tree.
+        local absent=() path
+        git -C "$repo" ls-tree -r "$ver" --format=$'%(objectname)\t%(path)' > "$dir.list"
+        while IFS= read -r path; do
+            log "$name $ver: $path is absent from $repo (left out)"
+            absent+=(":(exclude,literal)$path")
+        done < <(cut -f1 "$dir.list" | git -C "$repo" cat-file --batch-check | paste - "$dir.list" \
+            | awk -F'\t' '$1 ~ / missing$/ { print $3 }')
+        rm -f "$dir.list"
+        git -C "$repo" archive "$ver" -- . "${absent[@]}" | tar -x -C "$dir.part"
+        mv "$dir.part" "$dir"
+        log "$name $ver: source from $repo at $(git -C "$repo" rev-parse --short "$ver^{commit}")"
+    fi
+    echo "$dir"
+}
+
+# build_tree DIR VERSION LDFLAGS NAME=PACKAGE... — build packages of the main module in DIR
+# (a source tree at its tag, with its own go.mod and go.sum) into bin/NAME-VERSION.
+build_tree() {
+    local dir="$1" ver="$2" ldflags="$3"; shift 3
+    local spec out="$dir/out"
+    mkdir -p "$out"
+    for spec in "$@"; do
+        (cd "$dir" && go build -ldflags "$ldbase $ldflags" -o "$out/${spec%%=*}" "${spec#*=}")
+    done
+    for spec in "$@"; do mv "$out/${spec%%=*}" "$bin/${spec%%=*}-$ver"; done
+}
+
+# Volcano: its go.mod takes volcano.sh/apis from its own staging/ directory, and the module
+# proxy serves no volcano.sh/apis, so it builds in its own tree at the tag.
 build_volcano() {
     version="$VOLCANO_VERSION"
-    local want=(vc-scheduler vc-controller-manager vc-webhook-manager)
-    have "${want[@]}" && return 0
-    local dir="$cache/src/volcano"
-    wrapper "$dir" volcano.sh/volcano "$version"
-    # Volcano's own go.mod takes volcano.sh/apis from its repository's staging/ directory,
-    # and the module proxy serves no volcano.sh/apis (403): point TRAINOPS_VOLCANO_APIS at
-    # that directory of a volcano-sh/volcano checkout at the same tag.
-    if [ -n "${TRAINOPS_VOLCANO_APIS:-}" ]; then
-        [ -f "$TRAINOPS_VOLCANO_APIS/go.mod" ] || { log "TRAINOPS_VOLCANO_APIS=$TRAINOPS_VOLCANO_APIS has no go.mod"; return 1; }
-        (cd "$dir" && go mod edit "-replace=volcano.sh/apis=$TRAINOPS_VOLCANO_APIS")
-    fi
-    local ld="-X volcano.sh/volcano/pkg/version.Version=$version"
-    build "$dir" "$version" "$ld" volcano.sh/volcano/cmd/scheduler \
-        volcano.sh/volcano/cmd/controller-manager volcano.sh/volcano/cmd/webhook-manager
-    mv "$bin/scheduler-$version" "$bin/vc-scheduler-$version"
-    mv "$bin/controller-manager-$version" "$bin/vc-controller-manager-$version"
-    mv "$bin/webhook-manager-$version" "$bin/vc-webhook-manager-$version"
+    have vc-scheduler vc-controller-manager vc-webhook-manager && return 0
+    local dir
+    dir="$(source_at_tag volcano https://github.com/volcano-sh/volcano.git "$version")"
+    build_tree "$dir" "$version" "-X volcano.sh/volcano/pkg/version.Version=$version" \
+        vc-scheduler=./cmd/scheduler vc-controller-manager=./cmd/controller-manager \
+        vc-webhook-manager=./cmd/webhook-manager
 }
 
-build_kueue() {
-    version="$KUEUE_VERSION"; have kueue && return 0
-    plain kueue sigs.k8s.io/kueue "$version" "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$version" \
-        sigs.k8s.io/kueue/cmd/kueue
-}
-
+# JobSet and LeaderWorkerSet: the module proxy serves neither (403), so they build in their
+# own trees at the tag. Kueue's tree vendors its dependencies (jobset, lws and volcano.sh/apis
+# among them), so it builds from vendor/ as its release does.
 build_jobset() {
     version="$JOBSET_VERSION"; have jobset && return 0
-    plain jobset sigs.k8s.io/jobset "$version" "" sigs.k8s.io/jobset
+    local dir
+    dir="$(source_at_tag jobset https://github.com/kubernetes-sigs/jobset.git "$version")"
+    build_tree "$dir" "$version" "-X sigs.k8s.io/jobset/pkg/version.GitVersion=$version" jobset=.
 }
 
 build_lws() {
     version="$LWS_VERSION"; have lws && return 0
-    plain lws sigs.k8s.io/lws "$version" "" sigs.k8s.io/lws/cmd
-    mv "$bin/cmd-$version" "$bin/lws-$version"
+    local dir
+    dir="$(source_at_tag lws https://github.com/kubernetes-sigs/lws.git "$version")"
+    build_tree "$dir" "$version" "-X sigs.k8s.io/lws/pkg/version.GitVersion=$version" lws=./cmd
+}
+
+build_kueue() {
+    version="$KUEUE_VERSION"; have kueue && return 0
+    local dir
+    dir="$(source_at_tag kueue https://github.com/kubernetes-sigs/kueue.git "$version")"
+    build_tree "$dir" "$version" "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$version" kueue=./cmd/kueue
 }
 
 # Argo CD: the multi-call `argocd` binary (ARGOCD_BINARY_NAME picks application-controller or
@@ -211,8 +259,9 @@ build_rollouts() {
 
 # Order: what the simulated cluster needs first. Required ones fail the script; the others
 # may fail without failing it (the tests that need them fail, naming this script):
-#   volcano  the module proxy serves no volcano.sh/apis (403): needs TRAINOPS_VOLCANO_APIS
-#   lws      the module proxy serves no sigs.k8s.io/lws (403)
+#   volcano  built from its git tree at the tag (TRAINOPS_VOLCANO_SRC or a clone from GitHub)
+#   jobset, lws, kueue  from their git trees at the tag too (the proxy refuses jobset and lws;
+#            Kueue vendors its dependencies): TRAINOPS_<NAME>_SRC or a clone from GitHub
 #   argocd, rollouts  the GitOps controllers of the gray-release tests (Argo CD v3.6.2 needs
 #            Go 1.27, which GOTOOLCHAIN takes from the module proxy)
 components=(etcd kubernetes kwok volcano jobset kueue lws argocd rollouts)

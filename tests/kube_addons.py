@@ -12,7 +12,14 @@ from typing import Any
 
 import yaml
 from kube_bins import binary, module_source
-from kube_config import LOOPBACK, RACK_LABEL, SPINE_LABEL, VOLCANO_SCHEDULER_CONF, hypernode, webhook_configurations
+from kube_config import (
+    LOOPBACK,
+    RACK_LABEL,
+    SPINE_LABEL,
+    VOLCANO_SCHEDULER_CONF,
+    hypernode,
+    webhook_configurations,
+)
 from services import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,7 +67,11 @@ class AddonsMixin:
         return out
 
     def _start_volcano(self) -> None:
-        self.install_crds(self._crd_files("volcano.sh/volcano", "VOLCANO_VERSION", ["config/crd/volcano/bases"]))
+        self.install_crds(
+            self._crd_files(
+                "volcano.sh/volcano", "VOLCANO_VERSION", ["config/crd/volcano/bases", "config/crd/jobflow/bases"]
+            )
+        )
         self.api.apply(
             {
                 "apiVersion": "v1",
@@ -121,6 +132,22 @@ class AddonsMixin:
                 "metadata": {"name": "default"},
                 "spec": {"weight": 1, "reclaimable": True},
             }
+        )
+
+    def reconfigure_volcano(self, conf: str) -> None:
+        """Give the running Volcano scheduler another configuration: it reloads its file when it
+        changes; returns once its log says it loaded these actions."""
+        actions = [a.strip() for a in conf.split("\n", 1)[0].split('"')[1].split(",")]
+        line = f"Final state: actions=[{' '.join(actions)}]"
+        log = self.logs / "vc-scheduler.log"
+        before = log.read_text(errors="replace").count(line)
+        (self.directory / "volcano-scheduler.conf").write_text(conf)
+        wait_for(
+            lambda: log.read_text(errors="replace").count(line) > before,
+            timeout=30,
+            what=f"volcano scheduler reloaded with actions {actions}",
+            log_path=log,
+            interval=0.2,
         )
 
     def hypernode_objects(self) -> list[dict[str, Any]]:

@@ -43,6 +43,7 @@ _BINARIES = {
     "vc-webhook-manager": ("VOLCANO_VERSION", "volcano"),
     "kueue": ("KUEUE_VERSION", "kueue"),
     "jobset": ("JOBSET_VERSION", "jobset"),
+    "lws": ("LWS_VERSION", "lws"),
 }
 
 
@@ -58,8 +59,16 @@ def binary(name: str) -> Path:
 
 
 def module_source(module: str, version_key: str) -> Path:
-    """Where the build left an upstream module's source (its CRDs and webhook manifests)."""
-    path = cache_dir() / "go" / "pkg" / "mod" / f"{module}@{versions()[version_key]}"
-    if not path.is_dir():
-        raise MissingDependency(f"{path} not found: run `{BUILD}` as root")
-    return path
+    """Where the build left an upstream project's source at its pinned version (its CRDs and
+    webhook manifests): the tree build-kube.sh exported from its git tag (``src/NAME-VERSION``,
+    for the modules the proxy does not serve), else the module cache's copy."""
+    version = versions()[version_key]
+    candidates = [
+        cache_dir() / "src" / f"{module.rsplit('/', 1)[-1]}-{version}",
+        cache_dir() / "go" / "pkg" / "mod" / f"{module}@{version}",
+    ]
+    for path in candidates:
+        if (path / "go.mod").is_file():
+            return path
+    component = version_key.removesuffix("_VERSION").lower()
+    raise MissingDependency(f"{candidates[0]} not found: run `{BUILD} {component}` as root")

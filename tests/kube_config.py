@@ -38,6 +38,14 @@ tiers:
 """
 
 
+# Preemption of running jobs by a pending one in a full cluster: the capacity plugin lets a
+# job into its queue (enqueue) only within the queue's capability capped at what the cluster
+# has, so in a full cluster the higher-priority job stays Pending and is never a preemptor.
+# Without the enqueue action, allocate lets jobs in and gangpreempt evicts whole lower jobs
+# for them (the queue's capability still holds at allocation; the reason given is vaguer).
+VOLCANO_PREEMPTING_CONF = VOLCANO_SCHEDULER_CONF.replace('"enqueue, allocate,', '"allocate,')
+
+
 def kwok_config() -> str:
     """kwok's configuration: our own Stages (node Ready once; pods Running, then finished on request)."""
     return yaml.safe_dump_all(_kwok_documents(), sort_keys=False)

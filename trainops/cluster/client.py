@@ -248,17 +248,26 @@ class Cluster:
         return self.get_json(self.path_of(api_version, kind, namespace=namespace, name=name))
 
     def list(
-        self, api_version: str, kind: str, *, namespace: str | None = None, selector: str | None = None
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        selector: str | None = None,
+        fields: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Objects of a kind (in a namespace, for namespaced kinds; all namespaces with namespace='*')."""
+        """Objects of a kind (in a namespace, for namespaced kinds; all namespaces with namespace='*'),
+        filtered by a label ``selector`` and a field selector ``fields``."""
         info = self.resource(api_version, kind)
         if info.namespaced and namespace == "*":
             root = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
             path = f"{root}/{info.plural}"
         else:
             path = self.path_of(api_version, kind, namespace=namespace)
-        params = {"labelSelector": selector} if selector else None
-        data = self.get_json(path, params=params) or {}
+        params = {"labelSelector": selector} if selector else {}
+        if fields:
+            params["fieldSelector"] = fields
+        data = self.get_json(path, params=params or None) or {}
         items: list[dict[str, Any]] = data.get("items", [])
         return items
 

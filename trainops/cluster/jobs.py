@@ -145,6 +145,10 @@ def scheduler_reason(cluster: Cluster, job: dict[str, Any]) -> str | None:
             held = [c for c in _conditions(group) if c.get("type") == "Unschedulable" and c.get("status") == "True"]
             if held:
                 return f"PodGroup {group['metadata']['name']} {phase or ''}: {_condition_text(held[-1])}"
+            if phase in ("Pending", "Inqueue"):
+                said = _podgroup_event(cluster, group)
+                if said:
+                    return said
     if cluster.served(*WORKLOAD):
         for workload in _owned(cluster.list(*WORKLOAD, namespace=namespace), uid):
             for kind in ("Evicted", "Preempted"):
@@ -156,6 +160,25 @@ def scheduler_reason(cluster: Cluster, job: dict[str, Any]) -> str | None:
                 if waiting:
                     return f"Workload {workload['metadata']['name']} {_condition_text(waiting[0])}"
     return None
+
+
+def _podgroup_event(cluster: Cluster, group: dict[str, Any]) -> str | None:
+    """A PodGroup the scheduler has not let in (its queue's capability is spent, say) carries
+    no condition: Volcano says why in an Unschedulable event on it. The newest one, with the queue."""
+    meta, spec = group["metadata"], group.get("spec") or {}
+    events = cluster.list(
+        "v1",
+        "Event",
+        namespace=meta.get("namespace"),
+        fields=f"involvedObject.uid={meta.get('uid')},reason=Unschedulable",
+    )
+    if not events:
+        return None
+    newest = max(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    words = " ".join(str(newest.get("message") or "").split())
+    queue = f" in queue {spec['queue']}" if spec.get("queue") else ""
+    phase = (group.get("status") or {}).get("phase")
+    return f"PodGroup {meta['name']} {phase}{queue}: Unschedulable: {words}"
 
 
 def run_states(cluster: Cluster, *, train: TrainSpec, pipeline: str, run_id: str | None = None) -> list[RunState]:

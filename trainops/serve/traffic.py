@@ -106,7 +106,11 @@ def analysis_template(ctx: ServeContext) -> dict[str, Any]:
             "name": threshold.metric.replace("_", "-").lower(),
             "interval": analysis.interval,
             "failureLimit": analysis.failure_limit,
-            "successCondition": f"len(result) > 0 && result[0] {_ARGO_OPS[threshold.op]} {threshold.value:g}",
+            # no `len(result) > 0 &&`: with it an empty result (a canary whose first samples
+            # Prometheus has not scraped yet) failed the step at once, as the real controller
+            # showed; without it the empty result is a measurement Error, measured again
+            # after `interval`, and only consecutiveErrorLimit errors in a row end the run
+            "successCondition": f"result[0] {_ARGO_OPS[threshold.op]} {threshold.value:g}",
             "provider": {"prometheus": {"address": analysis.prometheus, "query": threshold.query}},
         }
         if analysis.count is not None:
