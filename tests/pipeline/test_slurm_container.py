@@ -97,3 +97,17 @@ def test_an_image_not_pinned_by_digest_is_refused_before_anything_runs(project: 
     assert out.code == 3, out.stderr  # bad input
     assert "--image 'registry.example:5000/team/train:v1' is a mutable tag" in out.last_error_line
     assert not (tmp_path / "fake" / "srun-argv").exists()
+
+
+def test_a_secret_missing_from_the_job_stops_it_before_anything_runs(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = yaml.safe_load((project / "trainops.yaml").read_text())
+    doc["environments"]["pyxis"]["train"]["secretEnv"] = {"WANDB_API_KEY": {"secret": "wandb", "key": "api-key"}}
+    (project / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    out = _run_slurm(project, IMAGE)
+    assert out.code == 3, out.stderr
+    assert "train.secretEnv WANDB_API_KEY is not set in the job's environment" in out.last_error_line
+    assert not (tmp_path / "fake" / "srun-argv").exists()
+    assert not (project / ".trainops" / "runs" / "tiny-llm" / "r1" / "datasets").exists()

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from trainops import podenv
-from trainops.errors import CommandFailedError, UsageError
+from trainops.errors import CommandFailedError, InputError, UsageError
 from trainops.faults.hang import ProgressClock
 from trainops.pipeline.local import LocalRunResult
 from trainops.render.env import RDZV_PORT
@@ -147,6 +147,7 @@ def run_slurm(
     if not job_id:
         raise UsageError("train run --slurm runs inside a Slurm job (SLURM_JOB_ID is not set)", hint="use --local here")
     train = manifest.require_train()
+    _require_secrets(train)
     ckpt_dir = ckpt_dir.resolve()
     run_dir = ckpt_dir.parent
     ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -188,6 +189,17 @@ def run_slurm(
         result = dataclasses.replace(result, signal="SIGUSR1")
     restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
     return _conclude(supervised, job_id=job_id, restart=restart, result=result)
+
+
+def _require_secrets(train: TrainSpec) -> None:
+    """train.secretEnv comes from the environment sbatch ran in: a job without one of them
+    stops before anything runs (a local run only warns)."""
+    missing = [name for name in train.secret_env if not os.environ.get(name)]
+    if missing:
+        raise InputError(
+            f"train.secretEnv {', '.join(missing)} is not set in the job's environment",
+            hint="export it in the shell that runs `trainops train submit` (sbatch passes it on) and submit again",
+        )
 
 
 def _restarting(job_id: str, decision: Decision) -> None:
