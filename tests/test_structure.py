@@ -339,3 +339,39 @@ def test_a_package_gives_every_name_it_exports(name: str) -> None:
     package = importlib.import_module(name)
     missing = [item for item in getattr(package, "__all__", []) if not hasattr(package, item)]
     assert missing == []
+
+
+CLOCK = "trainops.clock"
+# Reading the wall clock in a form other than trainops.clock's, allowed where it names
+# something rather than records a time.
+OWN_CLOCK = {"trainops.pipeline.context": "a run id carries its start time in its name"}
+_CLOCK_CALLS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("time", "strftime"),
+                ("time", "gmtime"), ("time", "localtime"), ("time", "ctime"), ("date", "today")}  # fmt: skip
+
+
+def _reads_the_clock(tree: ast.AST) -> list[int]:
+    """The lines that read or format the wall clock themselves (`datetime.now(...)`, `time.strftime(...)`)."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and (node.func.value.id, node.func.attr) in _CLOCK_CALLS
+    )
+
+
+def test_times_come_from_the_one_clock() -> None:
+    """One UTC clock and one time format: trainops.clock (now, iso, parse, display)."""
+    found = {
+        name: lines
+        for name, path in MODULES.items()
+        if name != CLOCK and name not in OWN_CLOCK and (lines := _reads_the_clock(ast.parse(path.read_text("utf-8"))))
+    }
+    assert found == {}
+
+
+def test_the_clock_finder_finds_clock_reads() -> None:
+    tree = ast.parse("a = datetime.now(timezone.utc)\nb = time.strftime('%H')\nc = time.monotonic()\nd = clock.now()\n")
+    assert _reads_the_clock(tree) == [1, 2]
+    assert CLOCK in MODULES and set(OWN_CLOCK) <= set(MODULES)
