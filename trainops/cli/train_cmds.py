@@ -118,7 +118,7 @@ def submit_cmd(
     "--slurm",
     "mode",
     flag_value="slurm",
-    help="Supervise a Slurm job from its batch host (what the bare-metal sbatch script runs).",
+    help="Supervise a Slurm job from its batch host (what the sbatch script runs); with --image, under pyxis.",
 )
 @_run_id_option
 @click.option(
@@ -160,8 +160,8 @@ def run_cmd(
     restarts it here from the newest checkpoint, up to faultTolerance.maxRetry; one that
     retrying cannot fix (OOM, NaN loss) or that needs another node stops the run: exit 9 with
     the diagnosis, as for a failed command (its own status). With --slurm
-    (inside a job) the command runs on every node with srun, hangs are detected and the job
-    is requeued on the time-limit signal.
+    (inside a job) the command runs on every node with srun (in the container of --image:
+    pyxis), hangs are detected and the job is requeued on the time-limit signal.
     """
     from trainops.pipeline.faulted import run_local_supervised
     from trainops.pipeline.local import LocalRunOptions
@@ -170,7 +170,9 @@ def run_cmd(
         raise click.UsageError("pass --local (run here) or --slurm (inside a Slurm job)")
     manifest = options.load(file, env)
     if mode == "slurm":
-        _run_slurm(manifest, run_id=run_id, ckpt_dir=ckpt_dir, interval=interval, insecure=insecure, output=output)
+        _run_slurm(
+            manifest, run_id=run_id, ckpt_dir=ckpt_dir, image=image, interval=interval, insecure=insecure, output=output
+        )
         return
     run_options = LocalRunOptions(
         ckpt_dir=ckpt_dir,
@@ -219,7 +221,14 @@ def _say_run(result: Any, *, starts: int, incidents: list[str]) -> None:
 
 
 def _run_slurm(
-    manifest: Any, *, run_id: str | None, ckpt_dir: Path | None, interval: float, insecure: bool, output: str
+    manifest: Any,
+    *,
+    run_id: str | None,
+    ckpt_dir: Path | None,
+    image: str | None,
+    interval: float,
+    insecure: bool,
+    output: str,
 ) -> None:
     from trainops.pipeline.slurm import run_slurm
 
@@ -230,6 +239,7 @@ def _run_slurm(
         manifest,
         run_id=_run_id(run_id, "run"),
         ckpt_dir=ckpt_dir,
+        image=image,
         interval=interval,
         insecure=insecure,
         on_push=_announcer("text"),  # the job's output file keeps a line per push
