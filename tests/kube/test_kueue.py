@@ -23,7 +23,17 @@ def _tenant(name: str, *, nominal: int, capability: int | None = None, cohort: s
     gpus: dict[str, Any] = {"deserved": nominal}
     if capability is not None:
         gpus["capability"] = capability
-    tenant: dict[str, Any] = {"name": name, "namespaces": [name], "gpus": gpus, "weight": 1}
+    # Kueue admits only what a ClusterQueue covers: CPU and memory have quotas too (ample: the
+    # GPUs are what is rationed); the cluster's Kueue leaves rdma/ to the device plugin
+    plenty = {"deserved": "4096", "capability": "4096"}
+    tenant: dict[str, Any] = {
+        "name": name,
+        "namespaces": [name],
+        "gpus": gpus,
+        "cpu": plenty,
+        "memory": {"deserved": "64Ti", "capability": "64Ti"},
+        "weight": 1,
+    }
     if cohort:
         tenant["cohort"] = cohort
     return tenant
