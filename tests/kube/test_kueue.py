@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kube_cluster import KubeApi, KubeCluster, Shape
-from kube_jobs import apply, finish_pods, render_job, render_tenants
+from kube_cluster import POOL_LABEL, RACK_LABEL, SPINE_LABEL, KubeApi, KubeCluster, Shape
+from kube_jobs import apply, finish_pods, racks_of, render_job, render_tenants
 from services import wait_for
 
 SHAPE = Shape(nodes=8, racks=2, spines=1)
@@ -39,15 +39,31 @@ def _tenant(name: str, *, nominal: int, capability: int | None = None, cohort: s
     return tenant
 
 
-def _setup(sim: KubeCluster, tmp_path: Path, ns: str, tenants: list[dict[str, Any]]) -> None:
-    apply(sim.api, render_tenants(tmp_path / "t", scheduler="kueue", namespace=ns, queue=ns, tenants=tenants))
+def _setup(
+    sim: KubeCluster, tmp_path: Path, ns: str, tenants: list[dict[str, Any]], cluster: dict[str, Any] | None = None
+) -> None:
+    rendered = render_tenants(
+        tmp_path / "t", scheduler="kueue", namespace=ns, queue=ns, tenants=tenants, cluster=cluster
+    )
+    apply(sim.api, rendered)
     wpc = {"apiVersion": KUEUE, "kind": "WorkloadPriorityClass", "metadata": {"name": "research-normal"}, "value": 1000}
     apply(sim.api, [wpc])
 
 
-def _submit(sim: KubeCluster, tmp_path: Path, run_id: str, ns: str, nodes: int) -> str:
+def _submit(
+    sim: KubeCluster, tmp_path: Path, run_id: str, ns: str, nodes: int, cluster: dict[str, Any] | None = None
+) -> str:
+    # with a cluster topology, tiny-llm's own (hard, highestTierAllowed 1: the rack label)
+    topology: dict[str, Any] = {} if cluster else {"topology": None}
     objects = render_job(
-        tmp_path / run_id, run_id=run_id, scheduler="kueue", namespace=ns, queue=ns, nodes=nodes, topology=None
+        tmp_path / run_id,
+        run_id=run_id,
+        scheduler="kueue",
+        namespace=ns,
+        queue=ns,
+        nodes=nodes,
+        cluster=cluster,
+        **topology,
     )
     apply(sim.api, objects)
     (jobset,) = [o for o in objects if o["kind"] == "JobSet"]
@@ -120,3 +136,28 @@ def test_kueue_borrows_within_its_cohort_up_to_capability(sim: KubeCluster, tmp_
         what="Workload past the borrowing limit evaluated",
     )
     assert _condition(_workload(sim.api, borrower, over), "QuotaReserved")["status"] == "False"
+
+
+FABRIC: dict[str, Any] = {
+    "topology": {
+        "name": "gpu-fabric",
+        "nodeLabels": {POOL_LABEL: "gpu"},
+        "tiers": [{"name": "rack", "nodeLabel": RACK_LABEL}, {"name": "spine", "nodeLabel": SPINE_LABEL}],
+        "domains": {"spine-0": {"rack-0": {}, "rack-1": {}}},
+    }
+}
+
+
+def test_kueue_topology_aware_scheduling_keeps_a_job_inside_one_rack(sim: KubeCluster, tmp_path: Path) -> None:
+    ns = "tas"
+    _setup(sim, tmp_path, ns, [_tenant(ns, nominal=64)], cluster=FABRIC)
+    small = _submit(sim, tmp_path, "one", ns, nodes=1, cluster=FABRIC)
+    wait_for(lambda: len(_bound(sim.api, ns, small)) == 1, timeout=90, what="one-node JobSet running")
+    (taken,) = _bound(sim.api, ns, small)
+    big = _submit(sim, tmp_path, "four", ns, nodes=4, cluster=FABRIC)  # 32 GPUs: a whole rack
+    wait_for(lambda: len(_bound(sim.api, ns, big)) == 4, timeout=90, what="4-node JobSet running")
+    nodes = _bound(sim.api, ns, big)
+    assert len(set(nodes)) == 4
+    racks = racks_of(sim, nodes)
+    assert len(racks) == 1 and racks != racks_of(sim, [taken]), (nodes, taken)
+    assert _condition(_workload(sim.api, ns, big), "Admitted")["status"] == "True"
