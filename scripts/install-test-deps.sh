@@ -72,6 +72,11 @@ else
     # cores; a machine that has the binaries builds nothing). JobSet and Kueue, whose tests
     # are not in yet, build with `scripts/build-kube.sh jobset kueue`.
     bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok volcano argocd rollouts
+    # cosign, for the interop test tests/signing/test_cosign.py (cosign verify-attestation and
+    # verify-blob-attestation on what trainops signed): packaged neither for Debian nor on PyPI,
+    # built from its Go module into the same cache and Go caches (a machine that has the binary
+    # builds nothing; the cold cost is in the README's "Signed releases and provenance").
+    bash "$(dirname "$0")/build-cosign.sh" >/dev/null
 fi
 
 # The Debian package may start a registry on :5000 where an init system runs; the tests

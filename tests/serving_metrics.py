@@ -95,6 +95,7 @@ class ReplicaSetExporters:
         while not self._stop.is_set():
             try:
                 self.sync()
+                self.error = None  # only a failure that lasts matters (the Rollout may not exist yet)
             except BaseException as err:  # reported by check(): the test fails with it
                 self.error = err
             self._stop.wait(0.5)

@@ -38,6 +38,10 @@ def argo(kube_cluster_factory: Any, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture
-def gitops_http(argo: ArgoStack) -> str:
-    """The URL of a new, empty GitOps repository on the loopback git server."""
-    return argo.new_repo(f"gitops-{uuid.uuid4().hex[:8]}.git")
+def gitops_http(argo: ArgoStack) -> Iterator[str]:
+    """The URL of a new, empty GitOps repository on the loopback git server; afterwards the
+    Applications and the serving namespace go, so the next test starts from an empty cluster
+    (the tests serve the same pipeline under the same names)."""
+    yield argo.new_repo(f"gitops-{uuid.uuid4().hex[:8]}.git")
+    argo.kubectl_run("delete", "applications.argoproj.io", "--all", "-n", "argocd", "--wait=true")
+    argo.kubectl_run("delete", "namespace", "--ignore-not-found", "--wait=true", "--timeout=120s", "tiny-llm")

@@ -112,7 +112,9 @@ def test_unknown_command_exits_2() -> None:
 def test_validate_ok() -> None:
     result = run("validate", "-f", str(EXAMPLE))
     assert (result.code, result.stderr) == (0, "")
-    assert result.stdout == f"{EXAMPLE} is valid; environments checked: dev, dev-strict, dev-signed, slurm-local, prod\n"
+    assert (
+        result.stdout == f"{EXAMPLE} is valid; environments checked: dev, dev-strict, dev-signed, slurm-local, prod\n"
+    )
 
 
 def test_validate_defaults_to_trainops_yaml_in_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,7 +122,10 @@ def test_validate_defaults_to_trainops_yaml_in_cwd(tmp_path: Path, monkeypatch: 
     monkeypatch.chdir(tmp_path)
     result = run("validate")
     assert result.code == 0
-    assert result.stdout == "trainops.yaml is valid; environments checked: dev, dev-strict, dev-signed, slurm-local, prod\n"
+    assert (
+        result.stdout
+        == "trainops.yaml is valid; environments checked: dev, dev-strict, dev-signed, slurm-local, prod\n"
+    )
 
 
 def test_validate_invalid(tmp_path: Path) -> None:

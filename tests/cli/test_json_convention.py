@@ -66,6 +66,7 @@ NOT_RUN = {
     ("hub", "export"): "a writable Hugging Face Hub (tests/hub runs olah, which refuses uploads)",
     ("incidents", "show"): "an incident, which only a supervised (Slurm) run that failed records",
     ("drill",): "a trainer running under `train run --slurm` to inject the fault into",
+    ("train", "watch"): "the simulated Kubernetes cluster: tests/faults/test_kube_watch.py checks its JSON (bad_keys)",
 }
 
 

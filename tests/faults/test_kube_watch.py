@@ -31,6 +31,7 @@ from kube_cluster import Shape
 from kube_jobs import finish_pods
 from services import ServiceError, wait_for
 
+from tests.cli.test_json_convention import bad_keys
 from tests.cli.test_train_cli import IMAGE, _git
 from tests.cluster.targets import write_variant
 from trainops import clock
@@ -189,6 +190,7 @@ def _finish(cluster: Any, watcher: Watcher, run_id: str) -> dict[str, Any]:
     out = watcher.proc.stdout.read()
     assert watcher.proc.wait(timeout=120) == 0, watcher.stderr()
     report: dict[str, Any] = json.loads(out)
+    assert list(bad_keys(report)) == []  # the JSON convention (tests/cli/test_json_convention.py)
     return report
 
 

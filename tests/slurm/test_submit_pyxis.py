@@ -2,7 +2,8 @@
 
 The node here has no pyxis/enroot, so the job itself cannot run its image; what is checked
 is the submission: sbatch accepts the script, the job id is reported and recorded in the
-GitOps commit, and the committed script is executable and valid bash.
+GitOps commit, and the committed script is executable, valid bash, and hands the pinned image
+to `trainops train run --slurm --image` (tests/pipeline/test_slurm_container.py follows it).
 """
 
 from __future__ import annotations
@@ -45,4 +46,4 @@ def test_submit_of_a_slurm_job_commits_an_executable_script(
     script = _git(git_remote, "show", "main:clusters/dev/train/sbatch.sh")
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
     assert "#SBATCH --partition=debug" in script
-    assert "--container-image=" in script
+    assert script.rstrip().splitlines()[-1].endswith(f" --image {IMAGE}")

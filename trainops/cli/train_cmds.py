@@ -118,7 +118,7 @@ def submit_cmd(
     "--slurm",
     "mode",
     flag_value="slurm",
-    help="Supervise a Slurm job from its batch host (what the bare-metal sbatch script runs).",
+    help="Supervise a Slurm job from its batch host (what the sbatch script runs); with --image, under pyxis.",
 )
 @_run_id_option
 @click.option(
@@ -156,8 +156,8 @@ def run_cmd(
     With checkpoint.resume: latest it first pulls the newest checkpoint from the registry
     unless the checkpoint directory already holds one at least as new. When the training
     command fails, trainops exits 9 and prints the command's own status. With --slurm
-    (inside a job) the command runs on every node with srun, hangs are detected and the job
-    is requeued on the time-limit signal.
+    (inside a job) the command runs on every node with srun (in the container of --image:
+    pyxis), hangs are detected and the job is requeued on the time-limit signal.
     """
     from trainops.pipeline.local import LocalRunOptions, run_local
 
@@ -165,7 +165,9 @@ def run_cmd(
         raise click.UsageError("pass --local (run here) or --slurm (inside a Slurm job)")
     manifest = options.load(file, env)
     if mode == "slurm":
-        _run_slurm(manifest, run_id=run_id, ckpt_dir=ckpt_dir, interval=interval, insecure=insecure, output=output)
+        _run_slurm(
+            manifest, run_id=run_id, ckpt_dir=ckpt_dir, image=image, interval=interval, insecure=insecure, output=output
+        )
         return
     pinned = None
     if image:
@@ -210,7 +212,14 @@ def _say_run(result: Any) -> None:
 
 
 def _run_slurm(
-    manifest: Any, *, run_id: str | None, ckpt_dir: Path | None, interval: float, insecure: bool, output: str
+    manifest: Any,
+    *,
+    run_id: str | None,
+    ckpt_dir: Path | None,
+    image: str | None,
+    interval: float,
+    insecure: bool,
+    output: str,
 ) -> None:
     from trainops.pipeline.slurm import run_slurm
 
@@ -221,6 +230,7 @@ def _run_slurm(
         manifest,
         run_id=_run_id(run_id, "run"),
         ckpt_dir=ckpt_dir,
+        image=image,
         interval=interval,
         insecure=insecure,
         on_push=_announcer("text"),  # the job's output file keeps a line per push

@@ -25,6 +25,7 @@ from trainops.supervise import Supervision
 if TYPE_CHECKING:
     from trainops.checkpoint import PushedCheckpoint
     from trainops.faults.incidents import Incident
+    from trainops.registry.reference import Reference
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ def run_supervised(
     insecure: bool = False,
     on_push: Callable[[PushedCheckpoint], None] | None = None,
     env_overrides: Mapping[str, str] | None = None,
+    image: Reference | None = None,
     command_stdout: IO[Any] | None = None,
     on_decision: Callable[[Decision], None] | None = None,
 ) -> SupervisedRun:
@@ -102,6 +104,7 @@ def run_supervised(
                     interval=interval,
                     insecure=insecure,
                     env_overrides=env_overrides,
+                    image=image,
                     command_stdout=command_stdout,
                     supervision=supervision,
                 )

@@ -1,8 +1,12 @@
 """The Slurm executor, `trainops train run --slurm`: the job's supervisor on its batch host.
 
-The bare-metal sbatch script ends in it. It is `train run --local` (trainops.pipeline.local:
-restore the newest checkpoint, run the command, push every complete checkpoint, pass
-signals on) with the command started on every node by `srun`, and three things Slurm adds:
+Every sbatch script trainops renders ends in it. It is `train run --local`
+(trainops.pipeline.local: restore the newest checkpoint, run the command, push every
+complete checkpoint, pass signals on) with the command started on every node by `srun` —
+under pyxis/enroot with `--image` (the script's pinned image): `srun --container-image=…
+--container-mounts=…` with the checkpoint directory at train.checkpoint.dir, the run
+directory at its own path (the heartbeat file) and each dataset with a mountPath, pulled
+into the run directory first, read-only at its mountPath — and three things Slurm adds:
 
 - **time limit**: sbatch's `--signal=B:USR1@grace` reaches this process (the batch shell
   exec'd it); the trainer gets SIGTERM, saves, the last checkpoint is pushed, then the job
@@ -32,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from trainops.errors import CommandFailedError, UsageError
+from trainops import podenv
+from trainops.errors import CommandFailedError, InputError, UsageError
 from trainops.faults.hang import ProgressClock
 from trainops.pipeline.local import LocalRunResult
 from trainops.render.env import RDZV_PORT
@@ -45,6 +50,8 @@ from trainops.spec.stages import TrainSpec
 if TYPE_CHECKING:
     from trainops.faults.session import Decision
     from trainops.pipeline.faulted import SupervisedRun
+    from trainops.registry.reference import Reference
+    from trainops.render.image import PinnedImage
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +67,55 @@ class SlurmRunResult:
     run: LocalRunResult = field(metadata=FLATTEN)  # in JSON: the run's fields beside the job's
 
 
-def srun_argv(train: TrainSpec, *, run_id: str, head: str) -> list[str]:
-    """train.command on every node of the allocation, one task per node (torchrun for python)."""
+@dataclass(frozen=True)
+class Container:
+    """What pyxis runs the training in: the pinned image and the mounts (HOST:PATH[:ro])."""
+
+    image: PinnedImage
+    mounts: list[str]
+    workdir: str | None = None
+
+    def srun_options(self) -> list[str]:
+        image = self.image.enroot if self.image.pullable else self.image.ref
+        out = [f"--container-image={image}", f"--container-mounts={','.join(self.mounts)}"]
+        return out + ([f"--container-workdir={self.workdir}"] if self.workdir else [])
+
+
+def srun_argv(train: TrainSpec, *, run_id: str, head: str, container: Container | None = None) -> list[str]:
+    """train.command on every node of the allocation, one task per node (torchrun for python),
+    in `container` when there is one."""
     from trainops.render.env import launch_argv
 
     command = launch_argv(list(train.command), train=train, endpoint=f"{head}:{RDZV_PORT}", run_id=run_id)
-    return ["srun", f"--nodes={train.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *command]
+    inside = container.srun_options() if container is not None else []
+    return ["srun", f"--nodes={train.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *inside, *command]
+
+
+def container_for(manifest: Manifest, *, image: str, run_dir: Path, ckpt_dir: Path, insecure: bool) -> Container:
+    """The container of a pyxis job: `image` (pinned by the sbatch script), the checkpoint
+    and run directories, and each dataset with a mountPath, pulled into the run directory."""
+    from trainops.registry.context import Registries
+    from trainops.registry.pulling import pull
+    from trainops.render.image import pin_image
+
+    train = manifest.require_train()
+    pinned = pin_image(image, field="--image")
+    mounts = [f"{ckpt_dir}:{train.checkpoint.dir}", f"{run_dir}:{run_dir}"]
+    datasets = [data for data in train.datasets if data.mount_path is not None]
+    if datasets:
+        with Registries.for_manifest(manifest, insecure=insecure) as registries:
+            for data in datasets:
+                where = run_dir / "datasets" / data.name
+                pull(registries, ref=registries.ref(data.ref), dest=where)
+                mounts.append(f"{where}:{data.mount_path}:ro")
+    return Container(pinned, mounts, train.working_dir)
+
+
+def _image_ref(image: PinnedImage) -> Reference:
+    """The pinned image as the lineage of the checkpoints records it."""
+    from trainops.registry.reference import parse_reference
+
+    return parse_reference(image.ref if not image.pullable else f"oci://{image.ref}")
 
 
 def _note(job_id: str, text: str) -> None:
@@ -82,12 +132,14 @@ def run_slurm(
     *,
     run_id: str,
     ckpt_dir: Path,
+    image: str | None = None,
     interval: float = 2.0,
     insecure: bool = False,
     on_push: Any = None,
     command_stdout: IO[Any] | None = None,
 ) -> SlurmRunResult:
-    """Supervise this allocation's training (module docstring); restart, requeue, drain or fail."""
+    """Supervise this allocation's training (module docstring), in the container of `image`
+    (pyxis) when one is named; restart, requeue, drain or fail."""
     from trainops.pipeline.faulted import Watch, run_supervised
     from trainops.slurm.nodes import allocation_nodes
 
@@ -95,10 +147,16 @@ def run_slurm(
     if not job_id:
         raise UsageError("train run --slurm runs inside a Slurm job (SLURM_JOB_ID is not set)", hint="use --local here")
     train = manifest.require_train()
+    _require_secrets(train)
     ckpt_dir = ckpt_dir.resolve()
     run_dir = ckpt_dir.parent
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     heartbeat = run_dir / "heartbeat"
+    container = None
+    overrides = {HEARTBEAT_ENV: str(heartbeat)}
+    if image is not None:
+        container = container_for(manifest, image=image, run_dir=run_dir, ckpt_dir=ckpt_dir, insecure=insecure)
+        overrides[podenv.CKPT_DIR] = train.checkpoint.dir  # where the trainer sees the checkpoints
     timeout = duration_seconds(train.fault_tolerance.hang_timeout)
     head = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
     early: list[int] = []  # a SIGUSR1 before the trainer runs (during the restore) must not end us
@@ -108,7 +166,7 @@ def run_slurm(
             manifest,
             run_id=run_id,
             ckpt_dir=ckpt_dir,
-            command=srun_argv(train, run_id=run_id, head=head),
+            command=srun_argv(train, run_id=run_id, head=head, container=container),
             watch=Watch(
                 signals=(signal.SIGUSR1,),
                 hang=lambda: ProgressClock(ckpt_dir, heartbeat, timeout),
@@ -119,7 +177,8 @@ def run_slurm(
             interval=interval,
             insecure=insecure,
             on_push=on_push,
-            env_overrides={"TRAINOPS_RDZV_ENDPOINT": f"{head}:{RDZV_PORT}", HEARTBEAT_ENV: str(heartbeat)},
+            env_overrides={podenv.RDZV_ENDPOINT: f"{head}:{RDZV_PORT}", **overrides},
+            image=_image_ref(container.image) if container is not None else None,
             command_stdout=command_stdout,
             on_decision=lambda decision: _restarting(job_id, decision),
         )
@@ -130,6 +189,17 @@ def run_slurm(
         result = dataclasses.replace(result, signal="SIGUSR1")
     restart = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
     return _conclude(supervised, job_id=job_id, restart=restart, result=result)
+
+
+def _require_secrets(train: TrainSpec) -> None:
+    """train.secretEnv comes from the environment sbatch ran in: a job without one of them
+    stops before anything runs (a local run only warns)."""
+    missing = [name for name in train.secret_env if not os.environ.get(name)]
+    if missing:
+        raise InputError(
+            f"train.secretEnv {', '.join(missing)} is not set in the job's environment",
+            hint="export it in the shell that runs `trainops train submit` (sbatch passes it on) and submit again",
+        )
 
 
 def _restarting(job_id: str, decision: Decision) -> None:

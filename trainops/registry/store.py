@@ -211,9 +211,7 @@ def push(
         uploader = _Uploader(backend, ref.repository, cache, progress)
         outcomes = parallel(uploader.transfer, plain, jobs or default_jobs(ref), on_interrupt=NOTHING_PUBLISHED)
         digests = [(o.digest, o.size) for o in outcomes]
-        sent = sum(o.sent for o in outcomes)
-        skipped = sum(o.skipped for o in outcomes)
-        shared = 0
+        sent, skipped, shared = sum(o.sent for o in outcomes), sum(o.skipped for o in outcomes), 0
         layers = [
             layer_descriptor(_sized(entry, o.size), o.digest, kind) for entry, o in zip(plain, outcomes, strict=True)
         ]

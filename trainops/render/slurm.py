@@ -1,15 +1,10 @@
-"""Slurm: an sbatch script (templates/slurm/sbatch.sh.j2) that runs the job under pyxis/enroot,
-or, with train.slurm.runtime bare-metal, one (sbatch-bare-metal.sh.j2) that runs no container:
-its setup lines, then `trainops train run --slurm`, the supervisor of trainops.pipeline.slurm.
-
-One task per node (`srun --container-image=<image by digest>`), each starting torchrun with
-c10d rendezvous on the first node of the allocation; the same environment contract and
-NCCL settings as the pods. On the batch host, before training, the checkpoint restore step
-runs in the agent image; the checkpoint watcher runs beside training in the background and
-gets SIGTERM (then the script waits for its final push) when training ends. `--signal`
-sends the script SIGUSR1 checkpoint.gracePeriod before the time limit: it passes SIGTERM to
-the training and then, with `--requeue`, puts the job back in the queue so the next start
-resumes from the newest checkpoint (a SIGTERM from scancel is passed on without a requeue).
+"""Slurm: an sbatch script (templates/slurm/sbatch.sh.j2) whose setup lines (train.slurm.setup)
+prepare the batch host, then `exec trainops train run --slurm`, the supervisor of
+trainops.pipeline.slurm: it restores the newest checkpoint, starts the training on every node
+with srun, pushes each complete checkpoint, detects hangs and faults, and requeues on the
+time-limit signal. Under pyxis/enroot (train.slurm.runtime pyxis, the default) the script
+passes `--image` (the image pinned by digest) and the supervisor puts the container options
+on that srun; with runtime bare-metal no container is run.
 
 Every value from the manifest that reaches the shell is quoted with shlex.quote, and
 `#SBATCH` values (which sbatch reads itself) are limited to characters that cannot end the
@@ -20,21 +15,17 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
 
 from trainops.errors import InputError
-from trainops.render.checkpoint import pull_argv, qualify, restore_steps, watch_argv
 from trainops.render.context import RunContext
-from trainops.render.env import RDZV_PORT, check_names, launch_argv
+from trainops.render.env import check_names
 from trainops.render.names import object_name
 from trainops.render.quantity import mebibytes, whole_cpus
 from trainops.spec.common import duration_seconds
 
 TEMPLATE = "slurm/sbatch.sh.j2"
-BARE_METAL_TEMPLATE = "slurm/sbatch-bare-metal.sh.j2"
 _DIRECTIVE_SAFE = re.compile(r"^[A-Za-z0-9_.,:@%+=/\[\]|&*()!-]+$")
 _MOUNT_UNSAFE = re.compile(r"[,:\s]")
-_ENDPOINT = "\x00endpoint\x00"  # stands for "${TRAINOPS_RDZV_ENDPOINT}" until quoting
 MAX_SIGNAL_SECONDS = 65535
 
 
@@ -45,15 +36,6 @@ def _directive(field_name: str, value: str) -> str:
             hint="use letters, digits and . , : @ % + = / [ ] | & * ( ) ! - only (no spaces, quotes or newlines)",
         )
     return value
-
-
-def _words(argv: list[str]) -> str:
-    """argv as shell words; the rendezvous placeholder becomes a double-quoted variable."""
-    out = []
-    for arg in argv:
-        parts = arg.split(_ENDPOINT)
-        out.append('"${TRAINOPS_RDZV_ENDPOINT}"'.join(shlex.quote(p) if p else "" for p in parts))
-    return " ".join(out)
 
 
 def _mount_path(field_name: str, value: str) -> str:
@@ -106,87 +88,47 @@ def _run_dir(ctx: RunContext) -> str:
     return '"${SLURM_SUBMIT_DIR}"/' + shlex.quote(f".trainops/runs/{ctx.pipeline}/{ctx.run_id}")
 
 
-def bare_metal_script(ctx: RunContext) -> str:
-    """No container: setup lines, then `trainops train run --slurm` supervises the job (see the template)."""
-    from trainops.templating import render_template
-
+def _check_pyxis(ctx: RunContext) -> None:
+    """What a container job cannot do, or cannot do here: warned, or refused when a mount
+    path would break the srun option it goes into."""
     train = ctx.train
-    check_names(train)
-    opts = train.slurm
-    assert opts is not None
-    if train.datasets:
-        ctx.warn("train.datasets are not pulled in bare-metal mode: the trainer reads them from the shared filesystem")
-    if train.checkpoint.registry_secret:
-        ctx.warn("train.checkpoint.registrySecret is a Kubernetes Secret: under Slurm trainops uses your DOCKER_CONFIG")
-    return render_template(
-        BARE_METAL_TEMPLATE,
-        header=ctx.header.splitlines(),
-        directives=_directives(ctx, object_name(ctx.pipeline, ctx.run_id)),
-        submit_dir=shlex.quote(opts.submit_dir) if opts.submit_dir else '"${SLURM_SUBMIT_DIR}"',
-        setup=list(opts.setup),
-        run_dir=_run_dir(ctx),
-        manifest=shlex.quote(ctx.manifest_name),
-        env=shlex.quote(ctx.env) if ctx.env else None,
-        run_id=shlex.quote(ctx.run_id),
-    )
-
-
-def sbatch_script(ctx: RunContext) -> str:
-    from trainops.templating import render_template
-
-    train = ctx.train
-    if train.slurm is not None and train.slurm.runtime == "bare-metal":
-        return bare_metal_script(ctx)
-    check_names(train)
-    name = object_name(ctx.pipeline, ctx.run_id)
-    ckpt_dir = _mount_path("train.checkpoint.dir", train.checkpoint.dir)
+    _mount_path("train.checkpoint.dir", train.checkpoint.dir)
+    for i, data in enumerate(train.datasets):
+        if data.mount_path is not None:
+            _mount_path(f"train.datasets[{i}].mountPath", data.mount_path)
+        if data.claim:
+            ctx.warn(f"train.datasets[{i}].claim is a Kubernetes volume: under Slurm the dataset is pulled instead")
     if train.topology is not None:
         ctx.warn("train.topology has no effect with scheduler slurm (use train.slurm.constraint for placement)")
     if train.node_selector or train.tolerations:
         ctx.warn("train.nodeSelector and train.tolerations have no effect with scheduler slurm")
     if not ctx.image.pullable:
         ctx.warn("enroot pulls from OCI registries only: the sbatch script's image cannot be imported")
+
+
+def sbatch_script(ctx: RunContext) -> str:
+    """The sbatch script: setup lines, then `trainops train run --slurm` (see the module doc)."""
+    from trainops.templating import render_template
+
+    train = ctx.train
+    check_names(train)
+    opts = train.slurm
+    bare_metal = opts is not None and opts.runtime == "bare-metal"
+    if bare_metal and train.datasets:
+        ctx.warn("train.datasets are not pulled in bare-metal mode: the trainer reads them from the shared filesystem")
+    if not bare_metal:
+        _check_pyxis(ctx)
     if train.checkpoint.registry_secret:
-        ctx.warn(
-            "train.checkpoint.registrySecret is a Kubernetes Secret: under Slurm the agent uses your DOCKER_CONFIG"
-        )
-
-    run_dir = _run_dir(ctx)
-
-    exports = ctx.process_env(endpoint=None)  # the endpoint is known once the allocation is: the script exports it
-    datasets: list[dict[str, Any]] = []
-    for i, data in enumerate(train.datasets):
-        if data.mount_path is None:
-            continue
-        if data.claim:
-            ctx.warn(f"train.datasets[{i}].claim is a Kubernetes volume: under Slurm the dataset is pulled instead")
-        datasets.append(
-            {
-                "host": shlex.quote(f"datasets/{data.name}"),
-                "mount": shlex.quote(_mount_path(f"train.datasets[{i}].mountPath", data.mount_path)),
-                "pull": _words(pull_argv(qualify(data.ref, ctx.spec.registry), data.mount_path, insecure=ctx.insecure)),
-            }
-        )
-    restore = [
-        _words(argv)
-        for _, argv in restore_steps(train, ctx.repository, registry=ctx.spec.registry, insecure=ctx.insecure)
-    ]
-    command = launch_argv(list(train.command), train=train, endpoint=_ENDPOINT, run_id=ctx.run_id)
+        ctx.warn("train.checkpoint.registrySecret is a Kubernetes Secret: under Slurm trainops uses your DOCKER_CONFIG")
     return render_template(
         TEMPLATE,
         header=ctx.header.splitlines(),
-        directives=_directives(ctx, name),
-        image=shlex.quote(ctx.image.enroot if ctx.image.pullable else ctx.image.ref),
-        agent_image=shlex.quote(ctx.agent_image.enroot if ctx.agent_image.pullable else ctx.agent_image.ref),
-        ckpt_dir=shlex.quote(ckpt_dir),
-        run_dir=run_dir,
-        exports=[(key, shlex.quote(value)) for key, value in exports],
-        secrets=list(train.secret_env),
-        port=RDZV_PORT,
-        datasets=datasets,
-        restore=restore,
-        watch=_words(watch_argv(train, ctx.repository, ctx.run_id, insecure=ctx.insecure)),
-        nodes=train.nodes,
-        workdir=shlex.quote(train.working_dir) if train.working_dir else None,
-        train=_words(command),
+        directives=_directives(ctx, object_name(ctx.pipeline, ctx.run_id)),
+        submit_dir=shlex.quote(opts.submit_dir) if opts and opts.submit_dir else '"${SLURM_SUBMIT_DIR}"',
+        setup=list(opts.setup) if opts else [],
+        run_dir=_run_dir(ctx),
+        manifest=shlex.quote(ctx.manifest_name),
+        env=shlex.quote(ctx.env) if ctx.env else None,
+        run_id=shlex.quote(ctx.run_id),
+        image=None if bare_metal else shlex.quote(ctx.image.ref),
     )

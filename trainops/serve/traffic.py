@@ -24,12 +24,14 @@ kserve — an InferenceService whose predictor is the newest release, with
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from trainops.errors import InputError
 from trainops.serve.context import ServeContext
 from trainops.serve.state import RolloutState, Served
 from trainops.serve.workload import metrics_objects, pod_template, service, workload
+from trainops.spec.common import duration_seconds
 
 PLUGIN = "argoproj-labs/gatewayAPI"
 AB_ROUTE = "ab-test"
@@ -106,7 +108,11 @@ def analysis_template(ctx: ServeContext) -> dict[str, Any]:
             "name": threshold.metric.replace("_", "-").lower(),
             "interval": analysis.interval,
             "failureLimit": analysis.failure_limit,
-            "successCondition": f"len(result) > 0 && result[0] {_ARGO_OPS[threshold.op]} {threshold.value:g}",
+            # no `len(result) > 0 &&`: with it an empty result (a canary whose first samples
+            # Prometheus has not scraped yet) failed the step at once, as the real controller
+            # showed; without it the empty result is a measurement Error, measured again
+            # after `interval`, and only consecutiveErrorLimit errors in a row end the run
+            "successCondition": f"result[0] {_ARGO_OPS[threshold.op]} {threshold.value:g}",
             "provider": {"prometheus": {"address": analysis.prometheus, "query": threshold.query}},
         }
         if analysis.count is not None:
@@ -160,6 +166,9 @@ def argo_rollouts(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]
         "spec": {
             "replicas": ctx.rollout.replicas,
             "revisionHistoryLimit": 5,
+            # the controller calls a rollout stuck when no new pod became Ready for this long
+            # (default 600 s): an engine may take its whole startupBudget to load the weights
+            "progressDeadlineSeconds": max(1, math.ceil(duration_seconds(ctx.rollout.startup_budget))),
             "selector": {"matchLabels": ctx.selector()},
             "template": pod_template(ctx, served, track=None),
             "strategy": {"canary": _argo_canary(ctx, state)},

@@ -273,8 +273,9 @@ class SlurmOptions(StrictModel):
     )
     setup: list[SetupLine] = Field(
         default_factory=list,
-        description="bare-metal: shell lines the sbatch script runs first (`source venv/bin/activate`, "
-        "`module load cuda`); they are commands by design and are written into the script as given.",
+        description="Shell lines the sbatch script runs first on the batch host (`source venv/bin/activate`, "
+        "`module load cuda`: the environment of trainops, and on bare metal of the trainer); they are "
+        "commands by design and are written into the script as given.",
     )
     login_host: LoginHost | None = Field(
         None,
@@ -286,12 +287,6 @@ class SlurmOptions(StrictModel):
         description="Directory sbatch runs in on the login host (the checkout of this project on the shared "
         "filesystem, for bare-metal); default: the manifest's directory here, the home directory over ssh.",
     )
-
-    @model_validator(mode="after")
-    def _setup_is_bare_metal(self) -> SlurmOptions:
-        if self.setup and self.runtime != "bare-metal":
-            raise ValueError("setup lines run only with runtime: bare-metal (pyxis runs the image as built)")
-        return self
 
 
 class KueueOptions(StrictModel):

@@ -15,11 +15,12 @@
 #SBATCH --output=tiny-llm-run-20250101-000000-abc123-%j.out
 #
 # Bare metal: no container. The setup lines prepare the environment on the batch host, then
-# `trainops train run --slurm` supervises the job there, as `train run --local` does on a
-# laptop: it restores the newest checkpoint from the registry, starts the training on every
-# node with srun, pushes each complete checkpoint, kills a trainer that makes no progress for
-# faultTolerance.hangTimeout and requeues the job (at most faultTolerance.maxRetry times), and
-# on the time-limit signal (SIGUSR1, #SBATCH --signal) stops the training, pushes its last
+# `trainops train run --slurm` supervises the job there and starts the training on every node
+# with srun.
+# As `train run --local` does on a laptop, it restores the newest checkpoint from the
+# registry, pushes each complete checkpoint, kills a trainer that makes no progress for
+# faultTolerance.hangTimeout and requeues the job (at most faultTolerance.maxRetry times),
+# and on the time-limit signal (SIGUSR1, #SBATCH --signal) stops the training, pushes its last
 # checkpoint and requeues. Submit with `trainops train submit` (or sbatch from the manifest's
 # directory on the shared filesystem).
 set -eo pipefail

@@ -1,0 +1,104 @@
+"""Canary analysis carried out by Argo Rollouts against a real Prometheus.
+
+The AnalysisTemplate trainops renders from rollout.analysis.thresholds runs as an
+AnalysisRun; Prometheus scrapes one exporter per serving ReplicaSet with vLLM's metric names
+(tests/serving_metrics.py: kwok pods serve nothing, so the series are labelled
+`source="kwok-stand-in"`). The canary's time to first token is over the threshold: the
+AnalysisRun fails, the controller aborts, and trainops reports it and refuses to promote.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from argo_cluster import ArgoStack
+from serving_metrics import FileSdPrometheus, ReplicaSetExporters
+
+from tests.argo.helpers import NAME, NAMESPACE, Live, app_synced, healthy_stable, serving_project, start_args, wait
+from tests.cli.runner import run
+
+SYNC = 90.0
+SLOW, FAST = 2.0, 0.05  # seconds to the first token: the canary's, the stable's
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[FileSdPrometheus]:
+    prom = FileSdPrometheus(tmp_path / "prometheus")
+    prom.start()
+    yield prom
+    prom.stop()
+
+
+def _status(project: Any, argo: ArgoStack) -> dict[str, Any]:
+    outcome = run(*project.cli("rollout", "status", "--kubeconfig", str(argo.kubeconfig), "-o", "json"))
+    assert outcome.code == 0, outcome.stderr
+    data: dict[str, Any] = json.loads(outcome.stdout)
+    return data
+
+
+def test_slow_canary_fails_the_analysis_and_the_controller_aborts(
+    argo: ArgoStack, gitops_http: str, prometheus: FileSdPrometheus, tmp_path: Path
+) -> None:
+    project = serving_project(tmp_path / "project", gitops_http, prometheus=prometheus.url)
+    live = Live(argo)
+    exporters = ReplicaSetExporters(
+        get=live.get,
+        prometheus=prometheus,
+        rollout=NAME,
+        namespace=NAMESPACE,
+        latency_for=lambda release: SLOW if "model:v2@" in release else FAST,
+    ).start()
+    try:
+        assert run(*project.cli(*start_args("v1"))).code == 0
+        live.bootstrap(project)
+        wait(lambda: app_synced(live), timeout=SYNC, what="Argo CD to sync the serving path", argo=argo)
+        v1 = wait(lambda: healthy_stable(live), timeout=SYNC, what="v1 Healthy and stable", argo=argo)
+
+        assert run(*project.cli(*start_args("v2"))).code == 0
+        ro = wait(lambda: _aborted(live), timeout=SYNC, what="the controller to abort the canary", argo=argo)
+        exporters.check()
+        assert ro["status"]["stableRS"] == v1
+        run_ = _last_analysis_run(live)
+        assert run_["status"]["phase"] == "Failed"
+        measured = float(run_["status"]["metricResults"][0]["measurements"][-1]["value"].strip("[]"))
+        assert measured > 500  # the stand-in's 2 s to first token, as Prometheus computed its p95
+        # the controller's abort alone (nothing committed yet) takes the A/B route off too
+        wait(lambda: live.weights().get(f"{NAME}-canary") == 0 and live.header_routes() == [], timeout=SYNC,
+             what="all traffic back on stable, the header route gone", argo=argo)  # fmt: skip
+
+        # trainops reads the abort and the value measured, beside the repo's state
+        status = _status(project, argo)
+        rollout = status["live"]["rollout"]
+        assert rollout["aborted"] is True and rollout["analysis"]["phase"] == "Failed"
+        value = rollout["analysis"]["measurements"][0]["value"]
+        assert float(value.strip("[]")) == pytest.approx(measured)
+        assert status["canary"] is not None  # git still names the canary: the abort is not committed
+
+        # promote would clear the abort (a new step hash): refused, naming the measurement
+        refused = run(*project.cli("rollout", "promote", "--kubeconfig", str(argo.kubeconfig)))
+        assert refused.code == 8, refused.stderr
+        assert "aborted" in refused.stderr and f"ttft-p95-ms={value} (Failed)" in refused.stderr
+
+        # the abort committed: git agrees with the controller; the header route is gone
+        assert run(*project.cli("rollout", "abort")).code == 0
+        wait(lambda: healthy_stable(live) == v1 and live.header_routes() == [], timeout=SYNC,
+             what="v1 Healthy with no header route", argo=argo)  # fmt: skip
+        assert live.weights() == {f"{NAME}-stable": 100, f"{NAME}-canary": 0}
+    finally:
+        exporters.stop()
+
+
+def _aborted(live: Live) -> dict[str, Any] | None:
+    ro = live.rollout()
+    return ro if (ro.get("status") or {}).get("abort") else None
+
+
+def _last_analysis_run(live: Live) -> dict[str, Any]:
+    runs = live.get("analysisruns")["items"]
+    assert runs, "no AnalysisRun was created"
+    latest: dict[str, Any] = max(runs, key=lambda r: r["metadata"]["creationTimestamp"])
+    return latest
