@@ -18,7 +18,7 @@ Inside one layer, packages may import each other as long as no two do both ways.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -250,6 +250,12 @@ def test_a_type_only_import_counts(tmp_path: Path) -> None:
     assert _imports(module) == {"trainops.ui.views"}
 
 
+def _offenders(finder: Callable[[ast.AST], list[int]], allowed: set[str]) -> dict[str, list[int]]:
+    """The modules (other than `allowed`) where `finder` finds lines, with those lines."""
+    found = {name: finder(ast.parse(path.read_text(encoding="utf-8"))) for name, path in MODULES.items()}
+    return {name: lines for name, lines in found.items() if lines and name not in allowed}
+
+
 # The homes of references: the registry's parser (`Reference`) and the pinned-image parser
 # (`PinnedImage`). Everything else asks them for a digest, tag or name instead of cutting text
 # at its "@". The other "@"s in the package are not references and say what they cut.
@@ -278,13 +284,7 @@ def _cuts_at(tree: ast.AST) -> list[int]:
 
 def test_references_are_not_split_by_hand() -> None:
     """Pinned references travel as `Reference` / `PinnedImage`, not strings re-split at "@"."""
-    allowed = REFERENCE_HOMES | set(NOT_REFERENCES)
-    found = {
-        name: lines
-        for name, path in MODULES.items()
-        if name not in allowed and (lines := _cuts_at(ast.parse(path.read_text(encoding="utf-8"))))
-    }
-    assert found == {}
+    assert _offenders(_cuts_at, REFERENCE_HOMES | set(NOT_REFERENCES)) == {}
 
 
 def test_the_reference_cut_finder_finds_cuts() -> None:
@@ -314,12 +314,7 @@ def _runs_git(tree: ast.AST) -> list[int]:
 def test_git_runs_through_one_runner() -> None:
     """git is run one way, `trainops.gitinfo.git` (C locale, the caller's repository-locating
     variables dropped, a timeout): no GitPython, no subprocess of its own."""
-    found = {
-        name: lines
-        for name, path in MODULES.items()
-        if name != GIT_RUNNER and (lines := _runs_git(ast.parse(path.read_text(encoding="utf-8"))))
-    }
-    assert found == {}
+    assert _offenders(_runs_git, {GIT_RUNNER}) == {}
 
 
 def test_the_git_runner_finder_finds_runners() -> None:
@@ -339,3 +334,34 @@ def test_a_package_gives_every_name_it_exports(name: str) -> None:
     package = importlib.import_module(name)
     missing = [item for item in getattr(package, "__all__", []) if not hasattr(package, item)]
     assert missing == []
+
+
+CLOCK = "trainops.clock"
+# Reading the wall clock in a form other than trainops.clock's, allowed where it names
+# something rather than records a time.
+OWN_CLOCK = {"trainops.pipeline.context": "a run id carries its start time in its name"}
+_CLOCK_CALLS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("time", "strftime"),
+                ("time", "gmtime"), ("time", "localtime"), ("time", "ctime"), ("date", "today")}  # fmt: skip
+
+
+def _reads_the_clock(tree: ast.AST) -> list[int]:
+    """The lines that read or format the wall clock themselves (`datetime.now(...)`, `time.strftime(...)`)."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and (node.func.value.id, node.func.attr) in _CLOCK_CALLS
+    )
+
+
+def test_times_come_from_the_one_clock() -> None:
+    """One UTC clock and one time format: trainops.clock (now, iso, parse, display)."""
+    assert _offenders(_reads_the_clock, {CLOCK, *OWN_CLOCK}) == {}
+
+
+def test_the_clock_finder_finds_clock_reads() -> None:
+    tree = ast.parse("a = datetime.now(timezone.utc)\nb = time.strftime('%H')\nc = time.monotonic()\nd = clock.now()\n")
+    assert _reads_the_clock(tree) == [1, 2]
+    assert CLOCK in MODULES and set(OWN_CLOCK) <= set(MODULES)

@@ -166,3 +166,33 @@ def healthy_stable(live: Live) -> str | None:
 def replicas_are(live: Live, pod_hash: str, want: tuple[int, int]) -> dict[str, tuple[int, int]] | None:
     sets = live.replica_sets()
     return sets if sets.get(pod_hash) == want else None
+
+
+def rollout_page(project: Project, *, kubeconfig: Path | None, index: Path) -> str:
+    """The registry browser's /rollout page (served over HTTP on loopback), started with the
+    project's manifest and, when given, the kubeconfig."""
+    import requests
+    from services import free_port
+    from ui.conftest import ServerThread
+
+    from trainops.registry.context import open_registries
+    from trainops.ui.app import create_app
+    from trainops.ui.index import Index, refresh
+    from trainops.ui.views import Browser
+
+    opened = open_registries(file=str(project.manifest), env=None, insecure=False)
+    with opened.registries as registries:
+        url = registries.default_registry
+        assert url is not None
+        db = Index(index)
+        assert not refresh(db, registries, urls=[url]).errors
+        browser = Browser(index=db, registries=registries, urls=[url], manifest=opened.manifest,
+                          kubeconfig=str(kubeconfig) if kubeconfig else None, live=kubeconfig is not None)  # fmt: skip
+        server = ServerThread(create_app(browser), free_port())
+        server.start()
+        try:
+            response = requests.get(f"http://127.0.0.1:{server.port}/rollout", timeout=30)
+        finally:
+            server.stop()
+    assert response.status_code == 200, response.text
+    return response.text

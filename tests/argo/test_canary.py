@@ -19,6 +19,7 @@ from tests.argo.helpers import (
     healthy_stable,
     replicas_are,
     rollout_at,
+    rollout_page,
     serving_project,
     start_args,
     wait,
@@ -56,6 +57,13 @@ def test_canary_walked_to_stable_and_rolled_back(argo: ArgoStack, gitops_http: s
     assert live.header_routes() == ["ab-test"]
     sets = wait(lambda: replicas_are(live, v2, (1, 1)), timeout=SYNC, what="one canary pod Ready", argo=argo)
     assert sets[v1] == (4, 4)  # with traffic routing the stable keeps its replicas
+
+    # the registry browser's rollout page: git's state, and the cluster's with a kubeconfig
+    page = rollout_page(project, kubeconfig=argo.kubeconfig, index=tmp_path / "ui.sqlite")
+    assert f"{stable} 75, {canary} 25; header routes: ab-test" in page
+    assert '<td id="phase">Paused</td>' in page and f"tiny-llm-{v2}" in page
+    assert "application tiny-llm-serve-default" not in page and ">tiny-llm-serve-default</td>" in page
+    assert 'id="live-none"' in rollout_page(project, kubeconfig=None, index=tmp_path / "ui2.sqlite")
 
     # promote: the next weight.
     _ok(*project.cli("rollout", "promote"))

@@ -95,3 +95,18 @@ def test_a_missing_key_and_a_pin_in_the_manifest_are_refused(
     assert inline.code == 3 and "pin-value would put the PIN in git" in inline.stderr, inline.stderr
     assert "trainops.yaml" in inline.stderr and "release.signing" in inline.stderr  # where, as every spec error
     assert PIN not in inline.stderr, inline.stderr
+
+
+def test_verify_without_a_public_key_says_to_export_the_tokens(
+    local_project: Project, token: Token, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PIN_ENV, PIN)
+    _project_with(local_project, token, token.uri())
+    made = local_project.trainops("release", "create", "step-2", "-o", "json")
+    assert made.code == 0, made.stderr
+    doc = yaml.safe_load(local_project.manifest.read_text())
+    del doc["spec"]["release"]["signing"]["publicKey"]
+    local_project.manifest.write_text(yaml.safe_dump(doc))
+    out = local_project.trainops("release", "verify", json.loads(made.stdout)["ref"])
+    assert out.code == 3 and "PKCS#11 token and names no publicKey" in out.stderr, out.stderr
+    assert "--export-pubkey" in out.stderr

@@ -38,6 +38,10 @@ from trainops.cli import options
     default=None,
     help="The SQLite index file (default: in trainops' cache).",
 )
+@click.option(
+    "--cluster", is_flag=True, help="The rollout page reads the cluster too ($KUBECONFIG, else ~/.kube/config)."
+)
+@options.kubeconfig_options
 @options.registry_options
 def ui(
     registries_: tuple[str, ...],
@@ -47,6 +51,9 @@ def ui(
     open_browser: bool,
     refresh_seconds: float,
     index_path: Path | None,
+    cluster: bool,
+    kubeconfig: str | None,
+    context: str | None,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -58,7 +65,15 @@ def ui(
     registries = opened.registries
     urls = list(registries_) or ([registries.default_registry] if registries.default_registry else [])
     prepared = prepare(
-        registries=registries, urls=urls, host=host, token=token, index_path=index_path, manifest=opened.manifest
+        registries=registries,
+        urls=urls,
+        host=host,
+        token=token,
+        index_path=index_path,
+        manifest=opened.manifest,
+        kubeconfig=kubeconfig,
+        context=context,
+        live=cluster,
     )
     first = prepared.first_refresh
     shown = f"[{host}]" if ":" in host else host

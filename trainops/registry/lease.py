@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING
 
+from trainops import clock
 from trainops.errors import RemoteError, TrainopsError
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class GcLockLost(RemoteError):
 
 def owner_token(what: str) -> str:
     """Who holds a lease or lock: pid, host, start time, and a token no one else has."""
-    return f"{what} pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%H:%M:%S')} {uuid.uuid4().hex}"
+    return f"{what} pid {os.getpid()} on {socket.gethostname()} since {clock.iso()} {uuid.uuid4().hex}"
 
 
 class Heartbeat:

@@ -162,6 +162,12 @@ def verification_key(spec: SigningSpec | None, *, root: Path, source: str = "rel
         return load_public_key(root / spec.public_key)
     if spec is not None and spec.key is not None:
         return load_private_key(root / spec.key).public
+    if spec is not None and spec.pkcs11 is not None:
+        raise InputError(
+            f"no public key to verify with: {source} signs with a PKCS#11 token and names no publicKey",
+            hint="export the token's public key as PEM (p11tool --export-pubkey, or pkcs11-tool "
+            "--read-object --type pubkey then openssl) and set publicKey, or pass --key",
+        )
     raise InputError(
         f"no public key to verify with: {source} names neither publicKey nor key",
         hint="pass --key PUBLIC.pem, or set release.signing.publicKey",

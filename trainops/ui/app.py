@@ -85,6 +85,18 @@ class Pages(Views):
         )
         return self.render("incidents.html", result=found)
 
+    def rollout(self, request: Request, db: Any) -> Response:
+        """The release served by the manifest's spec.rollout, as the GitOps repo says and,
+        started with a kubeconfig, as Argo CD and Argo Rollouts report it (read-only)."""
+        from trainops.errors import NotFoundError
+        from trainops.serve import rollout_status
+
+        b = self.browser
+        if b.manifest is None or b.manifest.pipeline.spec.rollout is None:
+            raise NotFoundError("no rollout to show: the browser was started without a manifest that sets spec.rollout")
+        status = rollout_status(b.manifest, cluster=b.live, kubeconfig=b.kubeconfig, context=b.context)
+        return self.render("rollout.html", s=status, live=status.live)
+
     def search(self, request: Request, db: Any) -> Response:
         q = request.query_params.get("q", "")
         found = queries.search(db, query=q) if q.strip(queries.SEARCH_BLANKS) else None
@@ -120,6 +132,7 @@ def create_app(browser: Browser) -> Starlette:
         Route("/diff", pages.guarded(pages.diff), name="diff"),
         Route("/search", pages.guarded(pages.search), name="search"),
         Route("/incidents", pages.guarded(pages.incidents), name="incidents"),
+        Route("/rollout", pages.guarded(pages.rollout), name="rollout"),
         Route("/blobs/{digest}", download_route(browser, pages), name="blob"),
         Route("/openapi.json", lambda request: JSONResponse(document), name="openapi"),
         *[Route(e.path, _api_handler(browser, e), name=f"api-{e.name}") for e in api.ENDPOINTS],

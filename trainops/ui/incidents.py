@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
+from trainops import clock
 from trainops.registry import media
 from trainops.ui.models import IncidentList, IncidentRow, NodeIncidents
 
@@ -41,7 +42,7 @@ def _rows(db: sqlite3.Connection) -> list[IncidentRow]:
 
 def _moment(text: str | None) -> datetime | None:
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+        return clock.parse(text) if text else None
     except ValueError:
         return None
 
@@ -50,7 +51,7 @@ def _nodes(rows: list[IncidentRow], *, threshold: int, window: timedelta) -> lis
     out = []
     for node in sorted({r.node for r in rows if r.node}):
         mine = [r for r in rows if r.node == node]
-        since = datetime.now(timezone.utc) - window
+        since = clock.now() - window
         recent = sum(1 for t in (_moment(r.detected) for r in mine) if t is not None and t >= since)
         faults = sorted({r.fault for r in mine})
         out.append(

@@ -45,6 +45,9 @@ def prepare(
     token: str | None,
     index_path: Path | None = None,
     manifest: Manifest | None = None,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    live: bool = False,
 ) -> Prepared:
     """Check the address and token and open the index; an empty one is built now (pages
     would have nothing to show), one with data is served at once and refreshed meanwhile.
@@ -64,7 +67,15 @@ def prepare(
     index = Index(path)
     first = refresh(index, registries, urls=urls) if index.is_empty() else None
     browser = Browser(
-        index=index, registries=registries, urls=urls, token=token or None, loopback_only=loopback, manifest=manifest
+        index=index,
+        registries=registries,
+        urls=urls,
+        token=token or None,
+        loopback_only=loopback,
+        manifest=manifest,
+        kubeconfig=kubeconfig,
+        context=context,
+        live=live or kubeconfig is not None or context is not None,
     )
     return Prepared(browser, first, path)
 

@@ -34,6 +34,10 @@ class Browser:
     token: str | None = None
     loopback_only: bool = True
     manifest: Manifest | None = None
+    # started with --kubeconfig/--context: the rollout page adds what the cluster reports
+    kubeconfig: str | None = None
+    context: str | None = None
+    live: bool = False
 
     def drain_after(self) -> tuple[int, float]:
         """train.faults.drainAfter of the manifest it was started with (else 3 in 24 h)."""
