@@ -155,9 +155,8 @@ def uncovered(spec: PipelineSpec, requested: list[str]) -> list[str]:
     """Warnings for resources the training requests that a tenant's ClusterQueue does not cover.
 
     Kueue does not admit a workload that requests a resource its ClusterQueue does not list
-    (checked on Kueue v0.19.2: the workload stays pending, its QuotaReserved condition naming
-    the resource), unless Kueue's configuration excludes it (resources.excludeResourcePrefixes)
-    or checks only the declared ones (resources.quotaCheckStrategy: IgnoreUndeclared).
+    unless Kueue's configuration excludes it (resources.excludeResourcePrefixes) or checks only
+    the declared ones (resources.quotaCheckStrategy: IgnoreUndeclared, Kueue v0.19).
     """
     gpu = spec.train.resources.gpu_resource if spec.train else "nvidia.com/gpu"
     out = []
