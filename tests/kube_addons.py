@@ -241,6 +241,8 @@ class AddonsMixin:
             # the on-demand visibility API server would listen on 0.0.0.0:8082: not needed here
             "featureGates": {"VisibilityOnDemand": False},
             "clientConnection": {"qps": 300, "burst": 500},
+            # tenants' quotas ration GPUs, CPU and memory; RDMA devices are the device plugin's
+            "resources": {"excludeResourcePrefixes": ["rdma/"]},
         }
         groups = {"kueue.x-k8s.io", "batch"} | ({"jobset.x-k8s.io"} if "jobset" in self.components else set())
         self._controller_runtime(

@@ -46,6 +46,7 @@ from services import LOOPBACK, ServiceError, free_port, wait_for
 __all__ = [
     "EXIT_ANNOTATION",
     "FIELD_MANAGER",
+    "POOL_LABEL",
     "RACK_LABEL",
     "SPINE_LABEL",
     "ApiError",

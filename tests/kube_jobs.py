@@ -24,12 +24,15 @@ IMAGE = "registry.invalid/tiny-llm/train@sha256:" + "0" * 64
 JOB_NAME_LABEL = "volcano.sh/job-name"
 
 
-def manifest_with(directory: Path, *, env: str = "sim", **train: Any) -> Path:
+def manifest_with(directory: Path, *, env: str = "sim", cluster: dict[str, Any] | None = None, **train: Any) -> Path:
     """examples/tiny-llm's manifest in ``directory`` with an environment ``env`` overriding
-    ``train`` fields (camelCase keys, as in the YAML); returns the manifest's path. Off
-    Volcano, the example's patch of its Volcano Job is dropped (it would match nothing)."""
+    ``train`` fields (camelCase keys, as in the YAML) and, when given, spec.cluster; returns
+    the manifest's path. Off Volcano, the example's patch of its Volcano Job is dropped (it
+    would match nothing)."""
     data = yaml.safe_load(TINY_LLM.read_text())
     overlay: dict[str, Any] = {"train": train}
+    if cluster is not None:
+        overlay["cluster"] = cluster
     if train.get("scheduler", "volcano") != "volcano":
         overlay["patches"] = []
     data.setdefault("environments", {})[env] = overlay
@@ -39,23 +42,31 @@ def manifest_with(directory: Path, *, env: str = "sim", **train: Any) -> Path:
     return path
 
 
-def render_job(directory: Path, *, run_id: str, env: str = "sim", **train: Any) -> list[dict[str, Any]]:
+def render_job(
+    directory: Path, *, run_id: str, env: str = "sim", cluster: dict[str, Any] | None = None, **train: Any
+) -> list[dict[str, Any]]:
     """The training job's objects, rendered by trainops for tiny-llm with ``train`` overrides."""
     from trainops.render.api import render_train
     from trainops.spec.load import load_manifest
 
-    manifest = load_manifest(manifest_with(directory, env=env, **train), env=env)
+    manifest = load_manifest(manifest_with(directory, env=env, cluster=cluster, **train), env=env)
     return list(render_train(manifest, image=IMAGE, run_id=run_id).objects)
 
 
 def render_tenants(
-    directory: Path, *, env: str = "sim", tenants: list[dict[str, Any]] | None = None, **train: Any
+    directory: Path,
+    *,
+    env: str = "sim",
+    tenants: list[dict[str, Any]] | None = None,
+    cluster: dict[str, Any] | None = None,
+    **train: Any,
 ) -> list[dict[str, Any]]:
-    """spec.tenants rendered by trainops (Volcano Queues, or Kueue flavors and queues)."""
+    """spec.tenants rendered by trainops (Volcano Queues, or Kueue flavors and queues), with
+    spec.cluster.topology's objects when ``cluster`` declares one."""
     from trainops.render.api import render_tenants as render
     from trainops.spec.load import load_manifest
 
-    path = manifest_with(directory, env=env, **train)
+    path = manifest_with(directory, env=env, cluster=cluster, **train)
     if tenants is not None:
         data = yaml.safe_load(path.read_text())
         data["environments"][env]["tenants"] = tenants

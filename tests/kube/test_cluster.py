@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kube_bins import versions
 from kube_cluster import EXIT_ANNOTATION, GPU, RACK_LABEL, SPINE_LABEL, KubeCluster, Shape, _alive, listening
 from kube_jobs import ensure_namespace
-from services import wait_for
+from services import MissingDependency, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CORE = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
@@ -94,3 +95,19 @@ def test_kube_sim_up_prints_a_kubeconfig_and_down_stops_every_process(tmp_path: 
     finally:
         if cluster is not None:
             cluster.stop()
+
+
+def test_a_missing_binary_fails_naming_the_command_that_builds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    (cache / "bin").mkdir(parents=True)
+    monkeypatch.setenv("TRAINOPS_KUBE_CACHE", str(cache))
+    cluster = KubeCluster(tmp_path / "c", components=("etcd", "apiserver", "kwok", "volcano"))
+    with pytest.raises(MissingDependency) as err:
+        cluster.start()
+    assert str(err.value) == (
+        f"{cache}/bin/etcd-{versions()['ETCD_VERSION']} not found: run `scripts/build-kube.sh etcd` as root "
+        "(needs Go; or set TRAINOPS_SKIP_KUBE=1 to skip cluster tests)"
+    )
+    assert cluster.procs == []  # nothing started

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -75,9 +76,19 @@ def ui(
         context=context,
         live=cluster,
     )
-    first = prepared.first_refresh
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
+    _say_serving(prepared, url=url, token=token)
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(url)
+    serve(prepared, host=host, port=port, refresh_seconds=refresh_seconds)
+
+
+def _say_serving(prepared: Any, *, url: str, token: str | None) -> None:
+    """On stderr: what the first index refresh found (or that it runs in the background), and where."""
+    first = prepared.first_refresh
     if first is None:
         click.echo(f"serving the index {prepared.index_path}; refreshing it in the background", err=True)
     else:
@@ -88,11 +99,6 @@ def ui(
     click.echo(
         f"serving {url} (read-only; Ctrl-C stops)" + (" — open it with ?token=YOUR_TOKEN" if token else ""), err=True
     )
-    if open_browser:
-        import webbrowser
-
-        webbrowser.open(url)
-    serve(prepared, host=host, port=port, refresh_seconds=refresh_seconds)
 
 
 COMMANDS = [ui]

@@ -155,7 +155,8 @@ def uncovered(spec: PipelineSpec, requested: list[str]) -> list[str]:
     """Warnings for resources the training requests that a tenant's ClusterQueue does not cover.
 
     Kueue does not admit a workload that requests a resource its ClusterQueue does not list
-    (unless Kueue's configuration excludes it, e.g. resources.excludeResourcePrefixes).
+    unless Kueue's configuration excludes it (resources.excludeResourcePrefixes) or checks only
+    the declared ones (resources.quotaCheckStrategy: IgnoreUndeclared, Kueue v0.19).
     """
     gpu = spec.train.resources.gpu_resource if spec.train else "nvidia.com/gpu"
     out = []
@@ -169,6 +170,6 @@ def uncovered(spec: PipelineSpec, requested: list[str]) -> list[str]:
             out.append(
                 f"tenants[{i}] ({tenant.name}): the training requests {', '.join(missing)}, which its ClusterQueue "
                 "does not cover, and Kueue will not admit it; give the tenant a quota for them, or exclude them "
-                "in Kueue's configuration (resources.excludeResourcePrefixes)"
+                "in Kueue's configuration (resources.excludeResourcePrefixes, or quotaCheckStrategy: IgnoreUndeclared)"
             )
     return out
