@@ -7,7 +7,8 @@
 # registry, eval gates, release, a canary rollout commit — and a second `trainops run`
 # finds every stage cached. A release is signed and verified, a tightened gate fails, the
 # canary is promoted, the cluster side is rendered and committed, and `trainops lineage
-# git:HEAD` walks from the commit of the training code to the rollout commits.
+# git:HEAD` walks from the commit of the training code to the rollout commits. Last, a fault
+# drill against a supervised local training: diagnosed, recorded, restarted, its ETTR shown.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${TRAINOPS_VENV:-.venv}"
@@ -101,3 +102,24 @@ grep -E '^kind:|^  name:' .trainops/eval-job.yaml
 echo "== lineage from the commit of the training code down to the rollout commits"
 "$trainops" lineage git:HEAD
 echo "main job: the flow took $(( $(date +%s) - started )) s from the node replacement to here"
+
+echo "== a fault drill: \`train run --local\` supervises its trainer; an NCCL watchdog timeout"
+echo "   written to the trainer's stderr is diagnosed, recorded and restarted from a checkpoint"
+"$trainops" train run --local --env dev --run-id drill-1 -e TRAINOPS_MAX_STEPS=6000 -o json \
+    > .trainops/drill-run.json &
+trainer=$!
+drilled=
+for _ in $(seq 1 120); do  # until the trainer is up (the drill names no process before that)
+    if "$trainops" drill nccl-timeout drill-1 --env dev 2> /dev/null; then drilled=1; break; fi
+    kill -0 "$trainer" 2> /dev/null || break
+    sleep 0.5
+done
+wait "$trainer"
+[ -n "$drilled" ] || { echo "the drill found no trainer of run drill-1" >&2; exit 1; }
+"$python" - .trainops/drill-run.json <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+assert run["starts"] == 2 and len(run["incidents"]) == 1, f"expected one restart, got {run}"
+PY
+"$trainops" incidents ls
+"$trainops" train status drill-1 --env dev
