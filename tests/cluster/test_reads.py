@@ -30,6 +30,14 @@ IMAGE = "registry.example.com/llm/tiny-llm/image@sha256:" + "ab" * 32
 PATH = "clusters/dev"
 
 
+@pytest.fixture(scope="module")
+def kube_cluster(kube_cluster_factory: Any) -> Iterator[Any]:
+    """What these reads need: the control plane, kwok nodes and Volcano (no Kueue, JobSet)."""
+    cluster = kube_cluster_factory(components=("etcd", "apiserver", "controller-manager", "kwok", "volcano"))
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_remote: Path, kube_cluster: Any) -> Iterator[Path]:
     """tiny-llm on Volcano in a namespace and queue of its own, its GitOps repo a bare repo."""
