@@ -161,3 +161,20 @@ def test_kueue_topology_aware_scheduling_keeps_a_job_inside_one_rack(sim: KubeCl
     racks = racks_of(sim, nodes)
     assert len(racks) == 1 and racks != racks_of(sim, [taken]), (nodes, taken)
     assert _condition(_workload(sim.api, ns, big), "Admitted")["status"] == "True"
+
+
+def test_a_tenant_without_a_cpu_quota_holds_the_job_as_trainops_warns(sim: KubeCluster, tmp_path: Path) -> None:
+    """What tenants.uncovered warns of: a ClusterQueue covering only GPUs never admits a job
+    that also requests CPU and memory (Kueue's default quotaCheckStrategy, BlockUndeclared)."""
+    ns = "gpuonly"
+    tenant = {"name": ns, "namespaces": [ns], "gpus": {"deserved": 64}, "weight": 1}
+    _setup(sim, tmp_path, ns, [tenant])
+    job = _submit(sim, tmp_path, "held", ns, nodes=1)
+    wait_for(
+        lambda: bool(_condition(_workload(sim.api, ns, job), "QuotaReserved")),
+        timeout=60,
+        what="the Workload evaluated",
+    )
+    held = _condition(_workload(sim.api, ns, job), "QuotaReserved")
+    assert held["status"] == "False" and "cpu" in held["message"], held
+    assert _suspended(sim.api, ns, job) and not _bound(sim.api, ns, job)
