@@ -6,9 +6,11 @@ The cluster (tests/kube/conftest.py) has 8 kwok nodes × 8 GPUs in 2 racks of 4.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kube_cluster import POOL_LABEL, RACK_LABEL, SPINE_LABEL, KubeApi, KubeCluster, Shape
 from kube_jobs import apply, finish_pods, racks_of, render_job, render_tenants
 from services import wait_for
@@ -17,6 +19,20 @@ SHAPE = Shape(nodes=8, racks=2, spines=1)
 COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "jobset", "kueue")
 JOBSET = "jobset.x-k8s.io/v1alpha2"
 KUEUE = "kueue.x-k8s.io/v1beta2"
+
+
+@pytest.fixture(autouse=True)
+def _no_jobsets_left(sim: KubeCluster) -> Iterator[None]:
+    """The module's cluster is shared: each test's JobSets go, with their pods, after it."""
+    yield
+    for jobset in sim.api.list(JOBSET, "JobSet"):
+        meta = jobset["metadata"]
+        sim.api.delete(JOBSET, "JobSet", meta["name"], meta["namespace"])
+    wait_for(
+        lambda: not sim.api.list("v1", "Pod", selector="jobset.sigs.k8s.io/jobset-name"),
+        timeout=60,
+        what="the JobSets' pods deleted",
+    )
 
 
 def _tenant(name: str, *, nominal: int, capability: int | None = None, cohort: str | None = None) -> dict[str, Any]:
