@@ -105,6 +105,7 @@ def test_validate_kubeconfig_asks_the_cluster_for_every_environment(
         "cluster (base)",
         "cluster (env dev)",
         "cluster (env dev-strict)",
+        "cluster (env dev-signed)",
         "cluster (env slurm-local)",
         "cluster (env prod)",
     ]
