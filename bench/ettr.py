@@ -18,6 +18,7 @@ when faults were injected and measured. The 1-minute load average before and aft
     python bench/ettr.py                 # ~20 minutes of training, a fault every 2 minutes
     python bench/ettr.py --quick         # ~1 minute, a fault every 20 s (CI)
     python bench/ettr.py --write-doc docs/reliability.md
+    python bench/ettr.py --side-by-side  # both runs at once, under the same load (shared machines)
 """
 
 from __future__ import annotations
@@ -157,25 +158,34 @@ def _faulted(
     return job, run_id, faults
 
 
-def measure(*, steps: int, every: float, ckpt_every: int, baseline: float | None = None) -> Result:
+def measure(
+    *, steps: int, every: float, ckpt_every: int, baseline: float | None = None, side_by_side: bool = False
+) -> Result:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="trainops-ettr-") as tmp:
         base = Path(tmp)
-        with SlurmCluster(base / "slurm") as cluster:
+        with SlurmCluster(base / "slurm", nodes=2 if side_by_side else 1) as cluster:
             env = {**os.environ, **cluster.env, "TRAINOPS_VENV": sys.prefix}
             expected = steps / STEPS_PER_SECOND_GUESS
-            if baseline is None:
-                plain = _project(base / "plain", steps=steps, ckpt_every=ckpt_every)
-                job, _ = _submit(plain, env)
-                _wait(cluster, job, timeout=expected * 6 + 120)
-                t0 = _wall(cluster, job)
-            else:
-                t0 = baseline
-            # a fault every `every` seconds, or every third of the undisturbed run when that is
-            # shorter (a quiet machine trains the quick run's steps in seconds): faults always land
-            every = min(every, max(2.0, t0 / 3))
             faulted = _project(base / "faulted", steps=steps, ckpt_every=ckpt_every)
-            job, run_id, faults = _faulted(cluster, faulted, env, every=every, timeout=t0 * 3 + 120)
+            if side_by_side:
+                # both runs at once, one per node, on the same shared machine: they see the same load
+                plain_job, _ = _submit(_project(base / "plain", steps=steps, ckpt_every=ckpt_every), env)
+                job, run_id, faults = _faulted(cluster, faulted, env, every=every, timeout=expected * 8 + 120)
+                _wait(cluster, plain_job, timeout=expected * 6 + 120)
+                t0 = _wall(cluster, plain_job)
+            else:
+                if baseline is None:
+                    plain = _project(base / "plain", steps=steps, ckpt_every=ckpt_every)
+                    plain_job, _ = _submit(plain, env)
+                    _wait(cluster, plain_job, timeout=expected * 6 + 120)
+                    t0 = _wall(cluster, plain_job)
+                else:
+                    t0 = baseline
+                # a fault every `every` seconds, or every third of the undisturbed run when that is
+                # shorter (a quiet machine trains the quick run's steps in seconds): faults always land
+                every = min(every, max(2.0, t0 / 3))
+                job, run_id, faults = _faulted(cluster, faulted, env, every=every, timeout=t0 * 3 + 120)
             t1 = _wall(cluster, job)
             status = json.loads(
                 _trainops(
@@ -248,12 +258,20 @@ def main() -> int:
         default=None,
         help="the undisturbed run's wall clock in seconds, measured before with the same --steps (skips that run)",
     )
+    parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="run the undisturbed and the faulted run at once, one per Slurm node, so that both see the "
+        "same machine load (a shared machine's load swings between two runs done one after the other)",
+    )
     parser.add_argument("--write-doc", type=Path, default=None, help="put the table into this markdown file")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     steps = args.steps or (2400 if args.quick else 1200 * STEPS_PER_SECOND_GUESS)
     every = args.every or (20.0 if args.quick else 120.0)
-    result = measure(steps=steps, every=every, ckpt_every=args.ckpt_every, baseline=args.baseline)
+    result = measure(
+        steps=steps, every=every, ckpt_every=args.ckpt_every, baseline=args.baseline, side_by_side=args.side_by_side
+    )
     print(json.dumps(asdict(result), indent=2) if args.json else table(result))
     if args.write_doc:
         write_doc(args.write_doc, result, " ".join(sys.argv[1:]).replace(f"--write-doc {args.write_doc}", "").strip())

@@ -204,7 +204,14 @@ spec:
             self.apply(f.read_text())
         if self.with_rollouts:
             names += " crd/rollouts.argoproj.io crd/analysisruns.argoproj.io crd/analysistemplates.argoproj.io"
-        self.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", *names.split())
+        # polled, not `kubectl wait`: that fails while a CRD just applied has no status yet
+        jsonpath = '{range .items[*]}{.status.conditions[?(@.type=="Established")].status}{"\\n"}{end}'
+
+        def established() -> bool:
+            out = self.kubectl_run("get", *names.split(), "-o", f"jsonpath={jsonpath}")
+            return out.split() == ["True"] * len(names.split())
+
+        wait_for(established, timeout=60, what="the CRDs Established", interval=0.2)
 
     def _objects(self, plugin: Path | None) -> None:
         docs = [

@@ -357,6 +357,7 @@ def test_shell_completion(shell: str) -> None:
 def test_every_option_a_hint_names_exists() -> None:
     """Hints in the library name trainops options that exist (or another tool's, in backticks)."""
     other_tools = {"--force-reinstall", "--branch", "--bare"}  # pip's and git's, quoted as commands
+    other_tools |= {"--export-pubkey", "--read-object", "--type"}  # p11tool's and pkcs11-tool's
     options: set[str] = set()
     for _, command in _walk(cli):
         options.update(opt for p in command.params for opt in getattr(p, "opts", ()))

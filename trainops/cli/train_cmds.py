@@ -154,12 +154,17 @@ def run_cmd(
     """Run train.command here with a pod's environment; push each complete checkpoint.
 
     With checkpoint.resume: latest it first pulls the newest checkpoint from the registry
-    unless the checkpoint directory already holds one at least as new. When the training
-    command fails, trainops exits 9 and prints the command's own status. With --slurm
+    unless the checkpoint directory already holds one at least as new. The trainer is
+    supervised (output, exit status, heartbeat, checkpoints, train.faults.nodeHealth): each
+    fault is an incident (`trainops incidents`); a transient one (crash, hang, NCCL timeout)
+    restarts it here from the newest checkpoint, up to faultTolerance.maxRetry; one that
+    retrying cannot fix (OOM, NaN loss) or that needs another node stops the run: exit 9 with
+    the diagnosis, as for a failed command (its own status). With --slurm
     (inside a job) the command runs on every node with srun (in the container of --image:
     pyxis), hangs are detected and the job is requeued on the time-limit signal.
     """
-    from trainops.pipeline.local import LocalRunOptions, run_local
+    from trainops.pipeline.faulted import run_local_supervised
+    from trainops.pipeline.local import LocalRunOptions
 
     if mode is None:
         raise click.UsageError("pass --local (run here) or --slurm (inside a Slurm job)")
@@ -169,32 +174,36 @@ def run_cmd(
             manifest, run_id=run_id, ckpt_dir=ckpt_dir, image=image, interval=interval, insecure=insecure, output=output
         )
         return
-    pinned = None
-    if image:
-        from trainops.build.pinned import training_image
-        from trainops.registry.context import Registries
-
-        with Registries.for_manifest(manifest, insecure=insecure) as registries:
-            pinned = training_image(manifest, registries, image=image)
-
     run_options = LocalRunOptions(
         ckpt_dir=ckpt_dir,
-        image=pinned,
+        image=_pinned_image(manifest, image=image, insecure=insecure) if image else None,
         interval=interval,
         insecure=insecure,
         env_overrides=key_values(setenv, "-e"),
         command_stdout=sys.stderr if output == "json" else None,
     )
-    result = run_local(manifest, run_id=_run_id(run_id, "local"), options=run_options, on_push=_announcer(output))
+    result = run_local_supervised(
+        manifest, run_id=_run_id(run_id, "local"), options=run_options, on_push=_announcer(output)
+    )
     if output == "json":
         echo_json(result)
     else:
-        _say_run(result)
+        _say_run(result.run, starts=result.starts, incidents=result.incidents)
     result.raise_for_failure(hint="its output above says why; run again to resume from the newest checkpoint")
 
 
-def _say_run(result: Any) -> None:
+def _pinned_image(manifest: Any, *, image: str, insecure: bool) -> Any:
+    from trainops.build.pinned import training_image
+    from trainops.registry.context import Registries
+
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        return training_image(manifest, registries, image=image)
+
+
+def _say_run(result: Any, *, starts: int, incidents: list[str]) -> None:
     """What a local run did, for people, on stderr."""
+    if incidents:
+        click.echo(f"trainops: {starts} start(s); incidents {', '.join(incidents)} (trainops incidents)", err=True)
     where = f"restored {result.restored}" if result.restored else f"nothing restored ({result.restore_note})"
     click.echo(f"trainops: run {result.run_id}: {where}", err=True)
     if result.resumed_from:
@@ -274,11 +283,15 @@ def status_cmd(
 ) -> None:
     """The job of RUN (default: of every run): state, the scheduler's reason, restarts, pods and nodes.
 
-    Slurm targets: the Slurm job of each run submitted from here. Kubernetes targets: the job
+    Slurm targets: the Slurm job of each run submitted from here. Local runs (`train run
+    --local`): RUN's ETTR and its parts from its records. Kubernetes targets: the job
     the GitOps controller applied, read from the API server with the kubeconfig (phase, pods,
     nodes, restarts; the PodGroup's or Workload's conditions while it waits).
     """
     manifest = options.load(file, env)
+    if manifest.require_train().scheduler == "local":
+        _local_status(manifest, run_id=run_id, output=output)
+        return
     if not _on_slurm(manifest, run_id=run_id, kubeconfig=kubeconfig or context):
         _kube_status(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context, output=output)
         return
@@ -301,6 +314,20 @@ def status_cmd(
         if item.ettr is not None and item.ettr.ettr is not None:
             for key, value in _ettr_lines(item.ettr):
                 click.echo(f"  {key:<6}{value}")
+
+
+def _local_status(manifest: Any, *, run_id: str | None, output: str) -> None:
+    from trainops.faults.query import local_status
+
+    if run_id is None:
+        raise click.UsageError("a local run has no scheduler to list runs from: name the RUN (`train run` printed it)")
+    status = local_status(manifest, run_id=run_id)
+    if output == "json":
+        echo_json(status)
+        return
+    click.echo(f"{status.run_id}  local")
+    for key, value in _ettr_lines(status.ettr):
+        click.echo(f"  {key:<6}{value}")
 
 
 def _ettr_lines(ettr: Any) -> list[tuple[str, str]]:

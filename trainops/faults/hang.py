@@ -5,6 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+# The file a trainer may touch to show it is alive (set by the supervisor in its environment).
+HEARTBEAT_ENV = "TRAINOPS_HEARTBEAT_FILE"
+
 
 class ProgressClock:
     """When the trainer last showed progress: a change in the checkpoint directory (a new

@@ -54,3 +54,24 @@ def run_ettr(manifest: Manifest, *, run_id: str, insecure: bool = False) -> Ettr
         )
         found = records.list_incidents(registries, repository=repository, run_id=run_id)
     return compute(line, found)
+
+
+@dataclass(frozen=True)
+class LocalRunStatus:
+    """A `train run --local` run as its records say: ETTR and its parts."""
+
+    run_id: str
+    ettr: Ettr
+
+
+def local_status(manifest: Manifest, *, run_id: str, insecure: bool = False) -> LocalRunStatus:
+    """The ETTR of a local run (NotFoundError when no start of it was recorded)."""
+    from trainops.errors import NotFoundError
+
+    ettr = run_ettr(manifest, run_id=run_id, insecure=insecure)
+    if ettr.starts == 0:
+        raise NotFoundError(
+            f"no start of run {run_id} is recorded in {manifest.pipeline.spec.registry}",
+            hint="`trainops incidents ls` lists the runs that failed; a run's id is in `train run`'s output",
+        )
+    return LocalRunStatus(run_id, ettr)

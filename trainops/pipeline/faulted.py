@@ -9,15 +9,17 @@ them out; a local run stops with the diagnosis).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from trainops.faults.hang import ProgressClock
+from trainops.faults.hang import HEARTBEAT_ENV, ProgressClock
 from trainops.faults.session import Decision, FaultSession
 from trainops.pipeline.local import LocalRunOptions, LocalRunResult, run_local
+from trainops.serialize import FLATTEN
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
 from trainops.supervise import Supervision
@@ -25,7 +27,6 @@ from trainops.supervise import Supervision
 if TYPE_CHECKING:
     from trainops.checkpoint import PushedCheckpoint
     from trainops.faults.incidents import Incident
-    from trainops.registry.reference import Reference
 
 log = logging.getLogger(__name__)
 
@@ -65,22 +66,19 @@ def run_supervised(
     manifest: Manifest,
     *,
     run_id: str,
-    ckpt_dir: Path,
-    command: list[str] | None = None,
+    options: LocalRunOptions,
     watch: Watch,
-    interval: float = 2.0,
-    insecure: bool = False,
     on_push: Callable[[PushedCheckpoint], None] | None = None,
-    env_overrides: Mapping[str, str] | None = None,
-    image: Reference | None = None,
-    command_stdout: IO[Any] | None = None,
     on_decision: Callable[[Decision], None] | None = None,
 ) -> SupervisedRun:
-    """Start the trainer until it completes or a fault needs more than a restart in place."""
+    """Start the trainer until it completes or a fault needs more than a restart in place.
+    Every start is `run_local` with `options` (whose ckpt_dir is set) and the supervision."""
     from trainops.registry.context import Registries
 
+    assert options.ckpt_dir is not None
+    ckpt_dir = options.ckpt_dir
     kill_after = duration_seconds(manifest.require_train().faults.kill_after)
-    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+    with Registries.for_manifest(manifest, insecure=options.insecure) as registries:
         session = FaultSession(manifest, registries, run_id=run_id, job_id=watch.job_id, nodes=watch.nodes)
         recorded: list[Incident] = []
         starts = 0
@@ -98,16 +96,7 @@ def run_supervised(
                 supervision = Supervision(
                     signals=watch.signals, watchdog=session.watchdog, kill_after=kill_after, on_line=monitor.on_line
                 )
-                run_options = LocalRunOptions(
-                    ckpt_dir=ckpt_dir,
-                    command=command,
-                    interval=interval,
-                    insecure=insecure,
-                    env_overrides=env_overrides,
-                    image=image,
-                    command_stdout=command_stdout,
-                    supervision=supervision,
-                )
+                run_options = dataclasses.replace(options, supervision=supervision)
                 result = run_local(
                     manifest, run_id=run_id, options=run_options, on_push=pushed, on_start=session.resumed
                 )
@@ -125,3 +114,70 @@ def run_supervised(
                 log.warning("trainops: run %s: %s; restarting in place", run_id, decision.note)
         finally:
             session.close()
+
+
+@dataclass(frozen=True)
+class LocalSupervisedRun:
+    """What `train run --local` did: its starts, how it ended, the incidents it recorded."""
+
+    starts: int
+    action: str | None  # requeue, drain or stop: the run ended on a fault; None: it ended by itself
+    fault: str | None  # the class of that fault
+    note: str  # the last decision in one line (the diagnosis and the action, or how it ended)
+    incidents: list[str]  # the ids of the incidents recorded (`trainops incidents show ID`)
+    warnings: list[str]
+    run: LocalRunResult = field(metadata=FLATTEN)  # the last start's; in JSON beside these
+
+    def raise_for_failure(self, *, hint: str) -> None:
+        """A fault ended the run: exit 9 with the diagnosis; else the last start's verdict."""
+        from trainops.errors import CommandFailedError
+
+        if self.action is not None and self.fault != "code-error":  # a plain failure: the command's status says it
+            elsewhere = " (it needs another node: run it there)" if self.action != "stop" else ""
+            raise CommandFailedError(
+                f"run {self.run.run_id} stopped after {self.starts} start(s): {self.note}{elsewhere}",
+                status=self.run.exit_code or 1,
+                hint="`trainops incidents show ID` has the evidence",
+            )
+        self.run.raise_for_failure(hint=hint)
+
+
+def run_local_supervised(
+    manifest: Manifest,
+    *,
+    run_id: str,
+    options: LocalRunOptions,
+    on_push: Callable[[PushedCheckpoint], None] | None = None,
+) -> LocalSupervisedRun:
+    """`train run --local` under fault supervision: the trainer's output, exit status,
+    heartbeat ($TRAINOPS_HEARTBEAT_FILE, beside the checkpoint directory) and checkpoints, and
+    train.faults.nodeHealth, watched as on Slurm; a transient fault restarts it here from the
+    newest complete checkpoint, within faultTolerance.maxRetry; a fault that needs another
+    node (requeue, drain) or no retry (stop) ends the run with the diagnosis (the result's
+    decision). Each fault is an incident in the registry; the timeline gives `train status` ETTR."""
+    from trainops.faults.session import this_node
+    from trainops.pipeline.local import default_checkpoint_dir
+
+    train = manifest.require_train()
+    ckpt_dir = (options.ckpt_dir or default_checkpoint_dir(manifest)).resolve()
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    heartbeat = ckpt_dir.parent / "heartbeat"
+    timeout = duration_seconds(train.fault_tolerance.hang_timeout)
+    env = {**(options.env_overrides or {}), HEARTBEAT_ENV: str(heartbeat)}
+    supervised = run_supervised(
+        manifest,
+        run_id=run_id,
+        options=dataclasses.replace(options, ckpt_dir=ckpt_dir, env_overrides=env),
+        watch=Watch(hang=lambda: ProgressClock(ckpt_dir, heartbeat, timeout), nodes=[this_node()]),
+        on_push=on_push,
+    )
+    decision = supervised.decision
+    return LocalSupervisedRun(
+        starts=supervised.starts,
+        action=decision.action,
+        fault=decision.diagnosis.fault if decision.diagnosis else None,
+        note=decision.note,
+        incidents=[i.id for i in supervised.incidents],
+        warnings=supervised.warnings,
+        run=supervised.run,
+    )

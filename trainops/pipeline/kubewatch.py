@@ -115,6 +115,7 @@ class KubeWatch:
         self.excluded: set[str] = set()
         self.seen: set[str] = set()
         self.open: list[Incident] = []
+        self.stopped = False  # the run was cancelled (a stop): nothing more to watch
         self.report = WatchReport(run_id, 0, None)
 
     def state(self) -> RunState:
@@ -186,7 +187,7 @@ class KubeWatch:
         note = self._carry_out(incident, state, prune_timeout=prune_timeout, interval=interval)
         incident = incident.model_copy(update={"action_note": note})
         records.save(self.registries, repository=self.repository, incident=incident)
-        if action != "stop":
+        if action in ("requeue", "drain"):  # closed when the run runs again elsewhere
             self.open.append(incident)
         self.report = _replace(self.report, incidents=[*self.report.incidents, incident])
 
@@ -202,6 +203,7 @@ class KubeWatch:
             from trainops.pipeline.cancel import cancel_run
 
             cancelled = cancel_run(self.manifest, run_id=self.run_id)
+            self.stopped = True
             return f"{incident.action_note}: run cancelled through git ({str(cancelled.commit)[:12]})"
         done = []
         if incident.action == "drain":
@@ -322,7 +324,7 @@ def watch_run(
             state = watch.check(prune_timeout=prune_timeout, interval=interval)
             if on_nodes is not None and state is not None and (watch.nodes != before or watch.report.checks == 1):
                 on_nodes(state, sorted(watch.nodes))
-            if once or (state is not None and state.finished and not watch.open):
+            if once or watch.stopped or (state is not None and state.finished):
                 return watch.report
             if deadline is not None and time.monotonic() > deadline:
                 return watch.report

@@ -38,8 +38,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from trainops import podenv
 from trainops.errors import CommandFailedError, InputError, UsageError
-from trainops.faults.hang import ProgressClock
-from trainops.pipeline.local import LocalRunResult
+from trainops.faults.hang import HEARTBEAT_ENV, ProgressClock
+from trainops.pipeline.local import LocalRunOptions, LocalRunResult
 from trainops.render.env import RDZV_PORT
 from trainops.serialize import FLATTEN
 from trainops.slurm.client import SlurmHost, control
@@ -54,8 +54,6 @@ if TYPE_CHECKING:
     from trainops.render.image import PinnedImage
 
 log = logging.getLogger(__name__)
-
-HEARTBEAT_ENV = "TRAINOPS_HEARTBEAT_FILE"
 
 
 @dataclass(frozen=True)
@@ -165,8 +163,15 @@ def run_slurm(
         supervised = run_supervised(
             manifest,
             run_id=run_id,
-            ckpt_dir=ckpt_dir,
-            command=srun_argv(train, run_id=run_id, head=head, container=container),
+            options=LocalRunOptions(
+                ckpt_dir=ckpt_dir,
+                command=srun_argv(train, run_id=run_id, head=head, container=container),
+                interval=interval,
+                insecure=insecure,
+                env_overrides={podenv.RDZV_ENDPOINT: f"{head}:{RDZV_PORT}", **overrides},
+                image=_image_ref(container.image) if container is not None else None,
+                command_stdout=command_stdout,
+            ),
             watch=Watch(
                 signals=(signal.SIGUSR1,),
                 hang=lambda: ProgressClock(ckpt_dir, heartbeat, timeout),
@@ -174,12 +179,7 @@ def run_slurm(
                 nodes=allocation_nodes(SlurmHost()),
                 act=lambda decision: _requeue(job_id, decision),
             ),
-            interval=interval,
-            insecure=insecure,
             on_push=on_push,
-            env_overrides={podenv.RDZV_ENDPOINT: f"{head}:{RDZV_PORT}", **overrides},
-            image=_image_ref(container.image) if container is not None else None,
-            command_stdout=command_stdout,
             on_decision=lambda decision: _restarting(job_id, decision),
         )
     finally:
