@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,9 @@ def test_a_crash_restarts_the_trainer_from_the_newest_checkpoint(project: Path) 
     ettr = json.loads(status.stdout)["ettr"]
     assert ettr["starts"] == 2 and [i["id"] for i in ettr["incidents"]] == [incident.id]
     assert 0 < ettr["ettr"] <= 1 and ettr["productiveSeconds"] <= ettr["wallSeconds"]
+    text = _trainops(project, "train", "status", "crash").stdout.splitlines()
+    assert text[0] == "crash  local" and text[1] == f"  ettr    {ettr['ettr']:.3f}: " + text[1].split(": ", 1)[1]
+    assert all(re.match(r"^  [a-z]+ +\S", line) for line in text[1:]), text  # each label apart from its value
 
 
 def test_a_hang_is_detected_after_hang_timeout_and_restarted(project: Path) -> None:

@@ -108,7 +108,7 @@ def test_nccl_timeout_restarts_in_place_and_resumes(project: Path, slurm_nodes: 
     )
     assert status["ettr"]["starts"] == 2 and 0 < status["ettr"]["ettr"] <= 1, status
     text = run("train", "status", run_id, "-f", str(project / "trainops.yaml"), "--env", "faults").stdout
-    assert f"ettr  {status['ettr']['ettr']:.3f}" in text and "mttr" in text and "advice" in text, text
+    assert f"  ettr    {status['ettr']['ettr']:.3f}" in text and "  mttr    " in text and "  advice  " in text, text
 
 
 def test_cuda_oom_stops_with_the_diagnosis(project: Path, slurm_nodes: SlurmCluster) -> None:

@@ -310,10 +310,10 @@ def status_cmd(
         details = [("nodes", item.nodes), ("exit", item.exit_code), ("note", item.comment), ("log", item.stdout)]
         for key, value in details:
             if value:
-                click.echo(f"  {key:<6}{value}")
+                click.echo(f"  {key:<8}{value}")
         if item.ettr is not None and item.ettr.ettr is not None:
             for key, value in _ettr_lines(item.ettr):
-                click.echo(f"  {key:<6}{value}")
+                click.echo(f"  {key:<8}{value}")
 
 
 def _local_status(manifest: Any, *, run_id: str | None, output: str) -> None:
@@ -327,7 +327,7 @@ def _local_status(manifest: Any, *, run_id: str | None, output: str) -> None:
         return
     click.echo(f"{status.run_id}  local")
     for key, value in _ettr_lines(status.ettr):
-        click.echo(f"  {key:<6}{value}")
+        click.echo(f"  {key:<8}{value}")
 
 
 def _ettr_lines(ettr: Any) -> list[tuple[str, str]]:
