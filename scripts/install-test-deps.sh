@@ -66,17 +66,11 @@ apt-get install -y --no-install-recommends "${packages[@]}"
 if [ "${TRAINOPS_SKIP_KUBE:-}" = 1 ]; then
     echo "install-test-deps.sh: TRAINOPS_SKIP_KUBE=1: not building the Kubernetes components" >&2
 else
-    # What the cluster tests on main start: Volcano (from its git tag: the module proxy does
-    # not serve it whole); Argo CD and Argo Rollouts, which the gray-release tests (tests/argo/)
-    # start — Argo CD is the heaviest build of all (a cold build took 71 min on two loaded
-    # cores; a machine that has the binaries builds nothing). JobSet and Kueue, whose tests
-    # are not in yet, build with `scripts/build-kube.sh jobset kueue`.
-    bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok volcano argocd rollouts
-    # cosign, for the interop test tests/signing/test_cosign.py (cosign verify-attestation and
-    # verify-blob-attestation on what trainops signed): packaged neither for Debian nor on PyPI,
-    # built from its Go module into the same cache and Go caches (a machine that has the binary
-    # builds nothing; the cold cost is in the README's "Signed releases and provenance").
-    bash "$(dirname "$0")/build-cosign.sh" >/dev/null
+    # What the cluster tests on main start: Volcano, JobSet and Kueue (from their git tags:
+    # the module proxy does not serve them whole); Argo CD and Argo Rollouts, which the
+    # gray-release tests (tests/argo/) start — Argo CD is the heaviest build of all (a cold
+    # build took 71 min on two loaded cores; a machine that has the binaries builds nothing).
+    bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok volcano jobset kueue argocd rollouts
 fi
 
 # The Debian package may start a registry on :5000 where an init system runs; the tests

@@ -20,7 +20,7 @@ from kube_config import (
     hypernode,
     webhook_configurations,
 )
-from services import wait_for
+from services import ServiceError, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 VENDORED_CRDS = REPO / "trainops" / "render" / "crds"
@@ -229,6 +229,18 @@ class AddonsMixin:
         )
 
     def _start_kueue(self) -> None:
+        # Kueue v0.19.2 without its internal certificate management (which would issue
+        # certificates for an in-cluster Service, not 127.0.0.1) reads its metrics server's
+        # certificate from a fixed path: our webhook certificate goes there (loopback metrics).
+        metrics_certs = Path("/etc/kueue/metrics/certs")
+        try:
+            metrics_certs.mkdir(parents=True, exist_ok=True)
+            for name, source in (("tls.crt", "webhook.crt"), ("tls.key", "webhook.key")):
+                shutil.copy(self.pki / source, metrics_certs / name)
+        except OSError as exc:
+            raise ServiceError(
+                f"kueue: cannot write its metrics certificate to {metrics_certs} ({exc}): run the tests as root"
+            ) from None
         crds = self._crd_files("sigs.k8s.io/kueue", "KUEUE_VERSION", ["config/components/crd/bases"])
         self.install_crds(crds)
         src = module_source("sigs.k8s.io/kueue", "KUEUE_VERSION")

@@ -1,0 +1,198 @@
+"""What trainops renders for Kueue (JobSet + ClusterQueue/LocalQueue), run by the real Kueue,
+JobSet and Job controllers and placed by the default scheduler on kwok nodes.
+
+The cluster (tests/kube/conftest.py) has 8 kwok nodes × 8 GPUs in 2 racks of 4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_cluster import POOL_LABEL, RACK_LABEL, SPINE_LABEL, KubeApi, KubeCluster, Shape
+from kube_jobs import apply, finish_pods, racks_of, render_job, render_tenants
+from services import wait_for
+
+SHAPE = Shape(nodes=8, racks=2, spines=1)
+COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "jobset", "kueue")
+JOBSET = "jobset.x-k8s.io/v1alpha2"
+KUEUE = "kueue.x-k8s.io/v1beta2"
+
+
+@pytest.fixture(autouse=True)
+def _no_jobsets_left(sim: KubeCluster) -> Iterator[None]:
+    """The module's cluster is shared: each test's JobSets go, with their pods, after it."""
+    yield
+    for jobset in sim.api.list(JOBSET, "JobSet"):
+        meta = jobset["metadata"]
+        sim.api.delete(JOBSET, "JobSet", meta["name"], meta["namespace"])
+    wait_for(
+        lambda: not sim.api.list("v1", "Pod", selector="jobset.sigs.k8s.io/jobset-name"),
+        timeout=60,
+        what="the JobSets' pods deleted",
+    )
+
+
+def _tenant(name: str, *, nominal: int, capability: int | None = None, cohort: str | None = None) -> dict[str, Any]:
+    gpus: dict[str, Any] = {"deserved": nominal}
+    if capability is not None:
+        gpus["capability"] = capability
+    # Kueue admits only what a ClusterQueue covers: CPU and memory have quotas too (ample: the
+    # GPUs are what is rationed); the cluster's Kueue leaves rdma/ to the device plugin
+    plenty = {"deserved": "4096", "capability": "4096"}
+    tenant: dict[str, Any] = {
+        "name": name,
+        "namespaces": [name],
+        "gpus": gpus,
+        "cpu": plenty,
+        "memory": {"deserved": "64Ti", "capability": "64Ti"},
+        "weight": 1,
+    }
+    if cohort:
+        tenant["cohort"] = cohort
+    return tenant
+
+
+def _setup(
+    sim: KubeCluster, tmp_path: Path, ns: str, tenants: list[dict[str, Any]], cluster: dict[str, Any] | None = None
+) -> None:
+    rendered = render_tenants(
+        tmp_path / "t", scheduler="kueue", namespace=ns, queue=ns, tenants=tenants, cluster=cluster
+    )
+    apply(sim.api, rendered)
+    wpc = {"apiVersion": KUEUE, "kind": "WorkloadPriorityClass", "metadata": {"name": "research-normal"}, "value": 1000}
+    apply(sim.api, [wpc])
+
+
+def _submit(
+    sim: KubeCluster, tmp_path: Path, run_id: str, ns: str, nodes: int, cluster: dict[str, Any] | None = None
+) -> str:
+    # with a cluster topology, tiny-llm's own (hard, highestTierAllowed 1: the rack label)
+    topology: dict[str, Any] = {} if cluster else {"topology": None}
+    objects = render_job(
+        tmp_path / run_id,
+        run_id=run_id,
+        scheduler="kueue",
+        namespace=ns,
+        queue=ns,
+        nodes=nodes,
+        cluster=cluster,
+        **topology,
+    )
+    apply(sim.api, objects)
+    (jobset,) = [o for o in objects if o["kind"] == "JobSet"]
+    return str(jobset["metadata"]["name"])
+
+
+def _workload(api: KubeApi, ns: str, jobset: str) -> dict[str, Any]:
+    for wl in api.list(KUEUE, "Workload", ns):
+        if any(o.get("name") == jobset for o in wl["metadata"].get("ownerReferences", [])):
+            return wl
+    raise AssertionError(f"no Workload for JobSet {ns}/{jobset}")
+
+
+def _condition(wl: dict[str, Any], kind: str) -> dict[str, Any]:
+    for cond in wl.get("status", {}).get("conditions", []):
+        if cond["type"] == kind:
+            return dict(cond)
+    return {}
+
+
+def _admitted(api: KubeApi, ns: str, jobset: str) -> bool:
+    return _condition(_workload(api, ns, jobset), "Admitted").get("status") == "True"
+
+
+def _suspended(api: KubeApi, ns: str, jobset: str) -> bool:
+    return bool(api.get(JOBSET, "JobSet", jobset, ns)["spec"].get("suspend"))
+
+
+def _bound(api: KubeApi, ns: str, jobset: str) -> list[str]:
+    pods = api.list("v1", "Pod", ns, selector=f"jobset.sigs.k8s.io/jobset-name={jobset}")
+    return [p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName") and p["status"].get("phase") == "Running"]
+
+
+def test_kueue_admits_within_nominal_quota_and_holds_the_next_until_the_first_finishes(
+    sim: KubeCluster, tmp_path: Path
+) -> None:
+    ns = "kq"
+    _setup(sim, tmp_path, ns, [_tenant(ns, nominal=16)])
+    first = _submit(sim, tmp_path, "first", ns, nodes=2)  # 16 GPUs: the whole nominal quota
+    wait_for(lambda: _admitted(sim.api, ns, first), timeout=60, what="first JobSet admitted")
+    wait_for(lambda: len(_bound(sim.api, ns, first)) == 2, timeout=60, what="first JobSet's 2 pods running")
+    second = _submit(sim, tmp_path, "second", ns, nodes=2)
+    wait_for(
+        lambda: bool(_condition(_workload(sim.api, ns, second), "QuotaReserved")),
+        timeout=60,
+        what="second Workload evaluated",
+    )
+    held = _condition(_workload(sim.api, ns, second), "QuotaReserved")
+    assert held["status"] == "False", held
+    assert "quota" in held["message"].lower(), held
+    assert _suspended(sim.api, ns, second)
+    assert not _bound(sim.api, ns, second)
+    # kwok ends the first job's pods (exit 0): the JobSet completes, Kueue admits the second
+    assert finish_pods(sim.api, ns, f"jobset.sigs.k8s.io/jobset-name={first}") == 2
+    wait_for(lambda: _admitted(sim.api, ns, second), timeout=90, what="second JobSet admitted after the first")
+    wait_for(lambda: len(_bound(sim.api, ns, second)) == 2, timeout=60, what="second JobSet's pods running")
+
+
+def test_kueue_borrows_within_its_cohort_up_to_capability(sim: KubeCluster, tmp_path: Path) -> None:
+    lender, borrower = "lend", "borrow"
+    tenants = [_tenant(borrower, nominal=16, capability=32, cohort="pool"), _tenant(lender, nominal=32, cohort="pool")]
+    _setup(sim, tmp_path, borrower, tenants)
+    big = _submit(sim, tmp_path, "big", borrower, nodes=4)  # 32 GPUs: 16 nominal + 16 borrowed
+    wait_for(lambda: _admitted(sim.api, borrower, big), timeout=60, what="borrowing JobSet admitted")
+    wait_for(lambda: len(_bound(sim.api, borrower, big)) == 4, timeout=60, what="borrowing JobSet's pods running")
+    over = _submit(sim, tmp_path, "over", borrower, nodes=1)  # past capability: held
+    wait_for(
+        lambda: bool(_condition(_workload(sim.api, borrower, over), "QuotaReserved")),
+        timeout=60,
+        what="Workload past the borrowing limit evaluated",
+    )
+    assert _condition(_workload(sim.api, borrower, over), "QuotaReserved")["status"] == "False"
+
+
+FABRIC: dict[str, Any] = {
+    "topology": {
+        "name": "gpu-fabric",
+        "nodeLabels": {POOL_LABEL: "gpu"},
+        "tiers": [{"name": "rack", "nodeLabel": RACK_LABEL}, {"name": "spine", "nodeLabel": SPINE_LABEL}],
+        "domains": {"spine-0": {"rack-0": {}, "rack-1": {}}},
+    }
+}
+
+
+def test_kueue_topology_aware_scheduling_keeps_a_job_inside_one_rack(sim: KubeCluster, tmp_path: Path) -> None:
+    ns = "tas"
+    _setup(sim, tmp_path, ns, [_tenant(ns, nominal=64)], cluster=FABRIC)
+    small = _submit(sim, tmp_path, "one", ns, nodes=1, cluster=FABRIC)
+    wait_for(lambda: len(_bound(sim.api, ns, small)) == 1, timeout=90, what="one-node JobSet running")
+    (taken,) = _bound(sim.api, ns, small)
+    big = _submit(sim, tmp_path, "four", ns, nodes=4, cluster=FABRIC)  # 32 GPUs: a whole rack
+    wait_for(lambda: len(_bound(sim.api, ns, big)) == 4, timeout=90, what="4-node JobSet running")
+    nodes = _bound(sim.api, ns, big)
+    assert len(set(nodes)) == 4
+    racks = racks_of(sim, nodes)
+    assert len(racks) == 1 and racks != racks_of(sim, [taken]), (nodes, taken)
+    assert _condition(_workload(sim.api, ns, big), "Admitted")["status"] == "True"
+
+
+def test_a_tenant_without_a_cpu_quota_holds_the_job_as_trainops_warns(sim: KubeCluster, tmp_path: Path) -> None:
+    """What tenants.uncovered warns of: a ClusterQueue covering only GPUs never admits a job
+    that also requests CPU and memory (Kueue's default quotaCheckStrategy, BlockUndeclared)."""
+    ns = "gpuonly"
+    tenant = {"name": ns, "namespaces": [ns], "gpus": {"deserved": 64}, "weight": 1}
+    _setup(sim, tmp_path, ns, [tenant])
+    job = _submit(sim, tmp_path, "held", ns, nodes=1)
+    wait_for(
+        lambda: bool(_condition(_workload(sim.api, ns, job), "QuotaReserved")),
+        timeout=60,
+        what="the Workload evaluated",
+    )
+    held = _condition(_workload(sim.api, ns, job), "QuotaReserved")
+    # Kueue names the first resource it cannot place (memory here; cpu is uncovered too)
+    assert held["status"] == "False", held
+    assert held["message"] == "couldn't assign flavors to pod set leader: resource memory unavailable in ClusterQueue"
+    assert _suspended(sim.api, ns, job) and not _bound(sim.api, ns, job)
