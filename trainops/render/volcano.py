@@ -5,7 +5,8 @@ pod, rank 0, with the checkpoint watcher) and `worker` (nodes-1 pods; no task wh
 has one node). The `pytorch` plugin gives every pod MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK
 and opens the port, `svc` creates the headless Service (publishing not-ready addresses, so
 the rendezvous host resolves while pods are still starting) and `env` the task indexes.
-faultTolerance.restartOn events trigger faultTolerance.action up to maxRetry times; the
+faultTolerance.restartOn events trigger faultTolerance.action up to maxRetry times (Volcano's
+maxRetry is one more: it counts the attempt that fails the job); the
 master finishing completes the job. train.topology becomes `networkTopology` (HyperNode
 tiers).
 """
@@ -37,7 +38,11 @@ def volcano_job(ctx: RunContext) -> dict[str, Any]:
         spec["queue"] = train.queue
     if train.priority_class:
         spec["priorityClassName"] = train.priority_class
-    spec["maxRetry"] = train.fault_tolerance.max_retry
+    # Volcano fails the job once its retryCount reaches maxRetry, counting the failure that
+    # would start the next attempt: maxRetry N restarts N-1 times (measured on Volcano v1.15.1,
+    # tests/kube/test_volcano_faults.py). trainops' maxRetry counts restarts, as on Slurm,
+    # JobSet (maxRestarts) and PyTorchJob (backoffLimit).
+    spec["maxRetry"] = train.fault_tolerance.max_retry + 1
     if train.ttl_after_finished:
         spec["ttlSecondsAfterFinished"] = int(duration_seconds(train.ttl_after_finished))
     if train.topology is not None:
