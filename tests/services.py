@@ -22,6 +22,7 @@ import io
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -719,3 +720,11 @@ def git_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
 def sha256_digest(data: bytes) -> str:
     """``sha256:<hex>`` of ``data``, as OCI digests are written."""
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def sigint_default() -> None:
+    """``preexec_fn`` of a process a test interrupts with SIGINT: the signal back to its default
+    action. A suite started as a background job of a shell without job control (`cmd &` in a
+    script, `nohup`) inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored, so
+    without this the child would never see the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

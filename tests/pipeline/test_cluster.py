@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from tests.pipeline.flow import TRAINOPS, Project, base_manifest, make_project
-from tests.services import require
+from tests.services import require, sigint_default
 
 
 def _gitops_runs(project: Project) -> list[str]:
@@ -39,6 +39,7 @@ def _start(project: Project) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*TRAINOPS, "run", "--to", "train", "--settle", "2", "--timeout", "150", "-o", "json"],
         cwd=project.root,
+        preexec_fn=sigint_default,  # Ctrl-C reaches it however the suite was started
         env=project.env(),
         stdout=subprocess.PIPE,
         stderr=log,

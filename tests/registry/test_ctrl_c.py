@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.services import DistributionRegistry
+from tests.services import DistributionRegistry, sigint_default
 from trainops.errors import NotFoundError
 from trainops.registry import store
 from trainops.registry.context import Registries
@@ -45,6 +45,7 @@ def test_sigint_during_a_push_stops_within_a_second(registry: DistributionRegist
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainops.cli.main", "push", str(src), ref, "--kind", "checkpoint", "-j", "2"],
         env=env,
+        preexec_fn=sigint_default,  # Ctrl-C reaches it however the suite was started
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
