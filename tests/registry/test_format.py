@@ -116,6 +116,24 @@ def test_pull_refuses_paths_that_escape(local: Registries, tmp_path: Path, path:
     assert not Path("/etc/passwd-trainops").exists()
 
 
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("x" * 5000, r"'xxx.*… \(5000 characters\) has a name of 5000 bytes; no filesystem holds more than 255"),
+        ("dir/" + "é" * 128, "has a name of 256 bytes"),
+        ("a\ud800b", "not valid Unicode"),
+    ],
+)
+def test_pull_refuses_names_no_filesystem_holds(local: Registries, tmp_path: Path, path: str, said: str) -> None:
+    # found by the fuzz test: a 5000-byte name reached the filesystem (OSError, File name too long)
+    name = _hostile(local, tmp_path, path)
+    dest = tmp_path / "dest"
+    with pytest.raises(IntegrityError, match=said) as refused:
+        pulling.pull(local, ref=local.ref(name), dest=dest)
+    assert "x" * 100 not in str(refused.value) and "\n" not in str(refused.value)  # one readable line
+    assert not dest.exists()
+
+
 def test_pull_refuses_to_write_through_a_symlink(local: Registries, tmp_path: Path) -> None:
     name = _hostile(local, tmp_path, "sub/file")
     outside = tmp_path / "outside"

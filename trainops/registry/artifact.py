@@ -87,6 +87,9 @@ def scan_tree(source: Path) -> list[FileEntry]:
     return sorted(entries, key=lambda e: e.relpath)
 
 
+NAME_MAX = 255  # bytes in one path component on Linux filesystems (ext4, XFS, btrfs, overlayfs)
+
+
 def safe_relpath(relpath: str, where: str) -> str:
     """Refuse a file path from an artifact that could escape the destination."""
     bad = (
@@ -98,9 +101,22 @@ def safe_relpath(relpath: str, where: str) -> str:
         or any(part in ("", ".", "..") for part in relpath.split("/"))
         or posixpath.normpath(relpath) != relpath
     )
+    shown = repr(relpath) if len(relpath) <= 80 else f"{relpath[:60]!r}… ({len(relpath)} characters)"
     if bad:
         raise IntegrityError(
-            f"{where}: file path {relpath!r} would escape the destination",
+            f"{where}: file path {shown} would escape the destination",
+            hint="the artifact is malformed or hostile; nothing was written",
+        )
+    try:
+        longest = max(len(part.encode("utf-8")) for part in relpath.split("/"))
+    except UnicodeEncodeError:
+        raise IntegrityError(
+            f"{where}: file path {shown} is not valid Unicode (a lone surrogate)",
+            hint="the artifact is malformed or hostile; nothing was written",
+        ) from None
+    if longest > NAME_MAX:
+        raise IntegrityError(
+            f"{where}: file path {shown} has a name of {longest} bytes; no filesystem holds more than {NAME_MAX}",
             hint="the artifact is malformed or hostile; nothing was written",
         )
     return relpath
