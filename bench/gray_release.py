@@ -110,6 +110,23 @@ def _promotes(project: Any, live: Live, rounds: int) -> list[float]:
 
 def _peer(live: Live, rounds: int) -> list[float]:
     """The same step change applied straight to the API server (no git, no Argo CD)."""
+    # Argo CD's automated sync (selfHeal) would put git's Rollout back over a direct change:
+    # the peer is measured with it off, as a user applying with kubectl would run, then on again.
+    app = live.app()
+    name, automated = app["metadata"]["name"], (app["spec"].get("syncPolicy") or {}).get("automated")
+    _sync_policy(live, name, None)
+    try:
+        return _patched_weights(live, rounds)
+    finally:
+        _sync_policy(live, name, automated)
+
+
+def _sync_policy(live: Live, app: str, automated: Any) -> None:
+    patch = json.dumps({"spec": {"syncPolicy": {"automated": automated}}})
+    live.argo.kubectl_run("patch", "-n", "argocd", f"application/{app}", "--type=merge", "-p", patch)
+
+
+def _patched_weights(live: Live, rounds: int) -> list[float]:
     times = []
     for weight in [30, 40, 30, 40, 30][:rounds] if rounds > 1 else [30]:
         ro = live.rollout()
