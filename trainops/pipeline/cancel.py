@@ -11,6 +11,7 @@ and if the path changes between the read and the push nothing is committed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from trainops.errors import NotFoundError, RemoteError
 from trainops.render.names import LABEL_RUN_ID
@@ -29,66 +30,91 @@ class CancelResult:
     removed: list[str]
 
 
-def run_files(files: dict[str, bytes], run_id: str) -> list[str]:
-    """The train/ files of the tree whose objects carry RUN's run-id label."""
+def _run_ids(files: dict[str, bytes]) -> dict[str, set[str]]:
+    """Each train/ YAML file of the tree → the run-id labels of the objects in it."""
     import yaml
 
-    out = []
+    out: dict[str, set[str]] = {}
     for name, data in sorted(files.items()):
-        if not name.startswith("train/") or not name.endswith((".yaml", ".yml")):
-            continue
-        docs = [d for d in yaml.safe_load_all(data.decode("utf-8")) if isinstance(d, dict)]
-        if any(((d.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN_ID) == run_id for d in docs):
-            out.append(name)
+        if name.startswith("train/") and name.endswith((".yaml", ".yml")):
+            docs = [d for d in yaml.safe_load_all(data.decode("utf-8")) if isinstance(d, dict)]
+            labels = (((d.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN_ID) for d in docs)
+            out[name] = {str(label) for label in labels if label}
     return out
 
 
+def run_files(files: dict[str, bytes], run_id: str) -> list[str]:
+    """The train/ files of the tree whose objects carry RUN's run-id label."""
+    return [name for name, runs in _run_ids(files).items() if run_id in runs]
+
+
 def runs_in(files: dict[str, bytes]) -> list[str]:
-    import yaml
-
-    runs = set()
-    for name, data in files.items():
-        if name.startswith("train/") and name.endswith((".yaml", ".yml")):
-            for doc in yaml.safe_load_all(data.decode("utf-8")):
-                label = ((doc or {}).get("metadata") or {}).get("labels", {}).get(LABEL_RUN_ID)
-                if label:
-                    runs.add(str(label))
-    return sorted(runs)
+    return sorted(set().union(*_run_ids(files).values()))
 
 
-def cancel_run(manifest: Manifest, *, run_id: str) -> CancelResult:
-    """Commit the GitOps path without RUN's job files (see the module docstring)."""
-    from trainops.gitops import read_tree, write_tree
+@dataclass(frozen=True)
+class RunTree:
+    """The GitOps path as read, and the files of RUN's job in it."""
+
+    repo: str
+    branch: str
+    path: str
+    files: dict[str, bytes]
+    names: list[str]
+
+
+def read_run(manifest: Manifest, *, run_id: str) -> RunTree:
+    """The GitOps path and RUN's job files in it; NotFoundError naming the runs it holds."""
+    from trainops.gitops import read_tree
     from trainops.gitops.target import gitops_url
 
     gitops = manifest.pipeline.spec.gitops
     repo, _ = gitops_url(manifest)
     snapshot = read_tree(repo=repo, branch=gitops.branch, path=gitops.path)
-    doomed = run_files(snapshot.files, run_id)
-    if not doomed:
+    names = run_files(snapshot.files, run_id)
+    if not names:
         held = ", ".join(runs_in(snapshot.files)) or "none"
         raise NotFoundError(
             f"run {run_id} is not in {gitops.branch}:{gitops.path} of {repo} (runs there: {held})",
             hint="`trainops train status` lists the runs the cluster has",
         )
-    keep = {name: data for name, data in snapshot.files.items() if name not in doomed}
-    result = write_tree(
-        repo=repo,
-        branch=gitops.branch,
-        path=gitops.path,
+    return RunTree(repo, gitops.branch, gitops.path, dict(snapshot.files), names)
+
+
+def commit_files(
+    tree: RunTree, *, files: dict[str, bytes], message: str, trailers: dict[str, str], expected: dict[str, bytes]
+) -> Any:
+    """Commit `files` as the path's whole content, only if the path still holds `expected`
+    (the write's result says `stale` otherwise: nothing committed)."""
+    from trainops.gitops import write_tree
+
+    return write_tree(
+        repo=tree.repo,
+        branch=tree.branch,
+        path=tree.path,
+        files=files,
+        message=message,
+        trailers=trailers,
+        executable=[name for name in files if name.endswith(".sh")],
+        guard=lambda tip: dict(tip) == expected,
+    )
+
+
+def cancel_run(manifest: Manifest, *, run_id: str) -> CancelResult:
+    """Commit the GitOps path without RUN's job files (see the module docstring)."""
+    tree = read_run(manifest, run_id=run_id)
+    keep = {name: data for name, data in tree.files.items() if name not in tree.names}
+    pipeline = manifest.pipeline.metadata.name
+    result = commit_files(
+        tree,
         files=keep,
-        message=f"cancel {manifest.pipeline.metadata.name}: run {run_id}",
-        trailers={
-            "Trainops-Pipeline": manifest.pipeline.metadata.name,
-            "Trainops-Run": run_id,
-            ACTION_TRAILER: "cancel",
-        },
-        executable=[name for name in keep if name.endswith(".sh")],
-        guard=lambda tip: dict(tip) == snapshot.files,
+        message=f"cancel {pipeline}: run {run_id}",
+        trailers={"Trainops-Pipeline": pipeline, "Trainops-Run": run_id, ACTION_TRAILER: "cancel"},
+        expected=tree.files,
     )
     if result.stale:
         raise RemoteError(
-            f"{gitops.branch}:{gitops.path} changed while run {run_id} was being cancelled; nothing committed",
+            f"{tree.branch}:{tree.path} changed while run {run_id} was being cancelled; nothing committed",
             hint="run `trainops train cancel` again",
         )
     return CancelResult(run_id, result.repo, result.branch, result.path, result.commit, result.removed)

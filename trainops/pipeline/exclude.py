@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainops.errors import NotFoundError, RemoteError
-from trainops.pipeline.cancel import ACTION_TRAILER, run_files, runs_in
+from trainops.pipeline.cancel import ACTION_TRAILER, commit_files, read_run
 from trainops.spec import Manifest
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -94,34 +94,18 @@ def restart_excluding(
 ) -> RestartResult:
     """The two commits of the module docstring; `wait_gone` waits for the job to leave the
     cluster and says whether it did."""
-    from trainops.gitops import read_tree, write_tree
-    from trainops.gitops.target import gitops_url
-
-    gitops = manifest.pipeline.spec.gitops
-    repo, _ = gitops_url(manifest)
-    snapshot = read_tree(repo=repo, branch=gitops.branch, path=gitops.path)
-    names = run_files(snapshot.files, run_id)
-    if not names:
-        held = ", ".join(runs_in(snapshot.files)) or "none"
-        raise NotFoundError(f"run {run_id} is not in {gitops.branch}:{gitops.path} of {repo} (runs there: {held})")
-    restored = {**snapshot.files, **_excluded_files(snapshot.files, names, nodes)}
+    tree = read_run(manifest, run_id=run_id)
+    restored = {**tree.files, **_excluded_files(tree.files, tree.names, nodes)}
+    stopped = {k: v for k, v in tree.files.items() if k not in tree.names}
     pipeline = manifest.pipeline.metadata.name
     common = {"Trainops-Pipeline": pipeline, "Trainops-Run": run_id, ACTION_TRAILER: "restart", **trailers}
-    executable = [name for name in snapshot.files if name.endswith(".sh")]
-    stopped = {k: v for k, v in snapshot.files.items() if k not in names}
-    removed = write_tree(
-        repo=repo,
-        branch=gitops.branch,
-        path=gitops.path,
-        files=stopped,
-        message=f"restart {pipeline} run {run_id} away from {', '.join(nodes)} (1/2: stop the job)\n\n{reason}",
-        trailers=common,
-        executable=executable,
-        guard=lambda tip: dict(tip) == snapshot.files,
+    away = f"restart {pipeline} run {run_id} away from {', '.join(nodes)}"
+    removed = commit_files(
+        tree, files=stopped, message=f"{away} (1/2: stop the job)\n\n{reason}", trailers=common, expected=tree.files
     )
     if removed.stale:
         raise RemoteError(
-            f"{gitops.branch}:{gitops.path} changed while run {run_id} was being restarted; nothing committed",
+            f"{tree.branch}:{tree.path} changed while run {run_id} was being restarted; nothing committed",
             hint="run `trainops train watch` again",
         )
     if not wait_gone():
@@ -129,22 +113,15 @@ def restart_excluding(
             f"run {run_id}'s job was removed from git ({str(removed.commit)[:12]}) but is still on the cluster",
             hint=f"once the GitOps controller has pruned it, resubmit: trainops train submit --run-id {run_id}",
         )
-    back = write_tree(
-        repo=repo,
-        branch=gitops.branch,
-        path=gitops.path,
-        files=restored,
-        message=f"restart {pipeline} run {run_id} away from {', '.join(nodes)} (2/2: the job again)\n\n{reason}",
-        trailers=common,
-        executable=executable,
-        guard=lambda tip: dict(tip) == stopped,
+    back = commit_files(
+        tree, files=restored, message=f"{away} (2/2: the job again)\n\n{reason}", trailers=common, expected=stopped
     )
     if back.stale:
         raise RemoteError(
-            f"{gitops.branch}:{gitops.path} changed while run {run_id}'s job was stopped for a restart "
+            f"{tree.branch}:{tree.path} changed while run {run_id}'s job was stopped for a restart "
             f"({str(removed.commit)[:12]}); its job was not put back",
             hint=f"resubmit it: trainops train submit --run-id {run_id} (it resumes from the newest checkpoint)",
         )
     return RestartResult(
-        run_id, back.repo, back.branch, back.path, sorted(nodes), removed.commit, back.commit, sorted(names)
+        run_id, back.repo, back.branch, back.path, sorted(nodes), removed.commit, back.commit, sorted(tree.names)
     )
