@@ -59,18 +59,20 @@ fi
 apt-get install -y --no-install-recommends "${packages[@]}"
 
 # The simulated Kubernetes cluster of the cluster tests (tests/kube_cluster.py): etcd, the
-# Kubernetes control plane, kwok, Volcano, JobSet, Kueue, built from their upstream Go modules
-# at pinned versions and cached by version under ${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}
+# Kubernetes control plane, kwok, Volcano, JobSet, Kueue, LeaderWorkerSet, built from their
+# upstream Go modules at pinned versions and cached by version under
+# ${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}
 # (see the README's "Kubernetes" section for the cold and warm cost). A machine without Go
 # sets TRAINOPS_SKIP_KUBE=1: the build is skipped and the cluster tests skip, saying so.
 if [ "${TRAINOPS_SKIP_KUBE:-}" = 1 ]; then
     echo "install-test-deps.sh: TRAINOPS_SKIP_KUBE=1: not building the Kubernetes components" >&2
 else
-    # What the cluster tests on main start: Volcano, JobSet and Kueue (from their git tags:
-    # the module proxy does not serve them whole); Argo CD and Argo Rollouts, which the
+    # What the cluster tests on main start: Volcano, JobSet, Kueue and LeaderWorkerSet (from
+    # their git tags: the module proxy does not serve them whole; LWS for tests/kube/test_lws.py,
+    # under a minute on a build cache that holds the others); Argo CD and Argo Rollouts, which the
     # gray-release tests (tests/argo/) start — Argo CD is the heaviest build of all (a cold
     # build took 71 min on two loaded cores; a machine that has the binaries builds nothing).
-    bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok volcano jobset kueue argocd rollouts
+    bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok volcano jobset kueue lws argocd rollouts
 fi
 
 # The Debian package may start a registry on :5000 where an init system runs; the tests

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A simulated Kubernetes cluster on this machine (loopback only): the upstream control plane,
-# Volcano, Kueue and JobSet, and kwok GPU nodes in racks under spines.
+# Volcano, Kueue and JobSet (and the LeaderWorkerSet controller with --components …,lws),
+# and kwok GPU nodes in racks under spines.
 #
 #   scripts/kube-sim.sh up [--nodes N] [--gpus-per-node G] [--racks R] [--spines S] [--dir DIR]
 #                          [--components etcd,apiserver,...]

@@ -1,11 +1,12 @@
-"""Volcano, JobSet and Kueue on the simulated cluster: their CRDs (the vendored ones where
-trainops has them, else the upstream module's own, same version), configuration and
-processes. A mixin of ``KubeCluster`` (tests/kube_cluster.py), kept apart for size.
+"""Volcano, JobSet, Kueue and LeaderWorkerSet on the simulated cluster: their CRDs (the
+vendored ones where trainops has them, else the upstream module's own, same version),
+configuration and processes. A mixin of ``KubeCluster`` (tests/kube_cluster.py), kept apart for size.
 """
 
 from __future__ import annotations
 
 import shutil
+import socket
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -184,8 +185,9 @@ class AddonsMixin:
         keep_groups: frozenset[str],
         args: Sequence[str] = (),
     ) -> None:
-        """A controller-runtime manager (Kueue, JobSet): loopback ports, our webhook certificate,
-        and its webhook configurations pointed at 127.0.0.1 (no Service: no pod network here)."""
+        """A controller-runtime manager (Kueue, JobSet, LeaderWorkerSet): loopback ports, our
+        webhook certificate, and the webhook configurations its kustomization directory
+        ``webhooks`` builds, pointed at 127.0.0.1 (no Service: no pod network here)."""
         self.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
         certs = self.directory / f"{name}-certs"
         certs.mkdir(exist_ok=True)
@@ -202,17 +204,19 @@ class AddonsMixin:
         }
         path = self.directory / f"{name}-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
+        readyz = self._healthz(f"http://{LOOPBACK}:{health}/readyz")
         self._spawn(
             name,
             exe,
             [f"--config={path}", *args],
-            what=name,
-            ready=self._healthz(f"http://{LOOPBACK}:{health}/readyz"),
+            what=f"{name} (ready, its webhook server listening)",
+            # readyz answers before the webhook server listens: a request the API server sends
+            # it in between would be refused (failurePolicy Fail)
+            ready=lambda: readyz() and _accepts(webhook),
             env={"KUBECONFIG": str(self.kubeconfig)},
         )
-        for obj in webhook_configurations(
-            webhooks, prefix=name, port=webhook, ca=self.pki / "ca.crt", keep=keep_groups
-        ):
+        built = self.kubectl("kustomize", str(webhooks)).stdout
+        for obj in webhook_configurations(built, prefix=name, port=webhook, ca=self.pki / "ca.crt", keep=keep_groups):
             self.api.apply(obj)
 
     def _start_jobset(self) -> None:
@@ -224,8 +228,21 @@ class AddonsMixin:
             exe=binary("jobset"),
             namespace="jobset-system",
             config=config,
-            webhooks=src / "config/components/webhook/manifests.yaml",
+            webhooks=src / "config/components/webhook",
             keep_groups=frozenset({"jobset.x-k8s.io", ""}),
+        )
+
+    def _start_lws(self) -> None:
+        # the vendored LeaderWorkerSet CRD; DisaggregatedSet's too: the manager runs its controller
+        self.install_crds(self._crd_files("sigs.k8s.io/lws", "LWS_VERSION", ["config/crd/bases"]))
+        src = module_source("sigs.k8s.io/lws", "LWS_VERSION")
+        self._controller_runtime(
+            name="lws",
+            exe=binary("lws"),
+            namespace="lws-system",
+            config={"apiVersion": "config.lws.x-k8s.io/v1alpha1", "kind": "Configuration"},
+            webhooks=src / "config/webhook",
+            keep_groups=frozenset({"leaderworkerset.x-k8s.io", "disaggregatedset.x-k8s.io", ""}),
         )
 
     def _start_kueue(self) -> None:
@@ -262,6 +279,15 @@ class AddonsMixin:
             exe=binary("kueue"),
             namespace="kueue-system",
             config=config,
-            webhooks=src / "config/components/webhook/manifests.yaml",
+            webhooks=src / "config/components/webhook",
             keep_groups=frozenset(groups),
         )
+
+
+def _accepts(port: int) -> bool:
+    """Does something accept TCP connections on 127.0.0.1:port?"""
+    try:
+        socket.create_connection((LOOPBACK, port), timeout=2).close()
+    except OSError:
+        return False
+    return True

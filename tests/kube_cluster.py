@@ -3,8 +3,9 @@
 etcd, kube-apiserver, kube-controller-manager and kube-scheduler (the default scheduler:
 it places what Kueue admits), kwok (fake nodes with ``nvidia.com/gpu`` and rack/spine
 labels; pods become Running without kubelets), the Volcano scheduler and controllers, and
-the Kueue and JobSet controllers. Every binary is built by ``scripts/build-kube.sh`` at the
-versions of ``scripts/kube-versions.env``; everything listens on 127.0.0.1 only (every
+the Kueue and JobSet controllers; the LeaderWorkerSet controller when asked for (``lws``).
+Every binary is built by ``scripts/build-kube.sh`` at the versions of
+``scripts/kube-versions.env``; everything listens on 127.0.0.1 only (every
 component's serving, metrics and health flags are set here), with a CA, serving and client
 certificates and service-account keys made with openssl at start.
 
@@ -62,8 +63,11 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 POOL_LABEL = "node.trainops.dev/pool"
 
-# Components in start order; each needs the ones before it that it names.
+# Components in start order; each needs the ones before it that it names. ALL_COMPONENTS is
+# what starts by default; an EXTRA one only when named (`--components …,lws`).
 ALL_COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "volcano", "jobset", "kueue")
+EXTRA_COMPONENTS = ("lws",)  # the LeaderWorkerSet controller of multi-node serving
+KNOWN_COMPONENTS = ALL_COMPONENTS + EXTRA_COMPONENTS
 CORE = ("etcd", "apiserver")
 
 
@@ -161,10 +165,10 @@ class KubeCluster(AddonsMixin):
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory).resolve()
-        unknown = set(self.components) - set(ALL_COMPONENTS)
+        unknown = set(self.components) - set(KNOWN_COMPONENTS)
         if unknown:
-            raise ValueError(f"unknown components {sorted(unknown)} (known: {', '.join(ALL_COMPONENTS)})")
-        self.components = tuple(c for c in ALL_COMPONENTS if c in set(self.components) | set(CORE))
+            raise ValueError(f"unknown components {sorted(unknown)} (known: {', '.join(KNOWN_COMPONENTS)})")
+        self.components = tuple(c for c in KNOWN_COMPONENTS if c in set(self.components) | set(CORE))
         self.pki = self.directory / "pki"
         self.logs = self.directory / "logs"
         self.kubeconfig = self.directory / "kubeconfig"
@@ -243,8 +247,9 @@ class KubeCluster(AddonsMixin):
             "scheduler": ["kube-scheduler"],
             "kwok": ["kwok"],
             "volcano": ["vc-scheduler", "vc-controller-manager"],
-            "kueue": ["kueue"],
-            "jobset": ["jobset"],
+            "kueue": ["kueue", "kubectl"],
+            "jobset": ["jobset", "kubectl"],
+            "lws": ["lws", "kubectl"],  # kubectl builds its webhook configurations (kustomize)
         }[component]
         return [binary(n) for n in names]
 
@@ -529,7 +534,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     up.add_argument("--gpus-per-node", type=int, default=8)
     up.add_argument("--racks", type=int, default=2)
     up.add_argument("--spines", type=int, default=1)
-    up.add_argument("--components", default=",".join(ALL_COMPONENTS), help="comma-separated subset to start")
+    up.add_argument(
+        "--components",
+        default=",".join(ALL_COMPONENTS),
+        help=f"comma-separated components to start (default: {','.join(ALL_COMPONENTS)}; "
+        f"also: {','.join(EXTRA_COMPONENTS)})",
+    )
     down = sub.add_parser("down", help="stop the cluster started in --dir, by its PIDs")
     down.add_argument("--dir", type=Path, default=Path(".kube-sim"))
     args = parser.parse_args(argv)

@@ -175,17 +175,20 @@ def _kwok_documents() -> list[dict[str, Any]]:
 
 
 def webhook_configurations(
-    manifests: Path, *, prefix: str, port: int, ca: Path, keep: frozenset[str]
+    manifests: str, *, prefix: str, port: int, ca: Path, keep: frozenset[str]
 ) -> list[dict[str, Any]]:
     """A project's kubebuilder webhook configurations, served at https://127.0.0.1:PORT.
 
-    Only webhooks on API groups in ``keep`` are registered: the others belong to
-    integrations not enabled here, whose paths the manager does not serve (with
-    failurePolicy Fail, every matching request would be refused).
+    ``manifests`` is what the project's webhook kustomization builds (``kubectl kustomize``):
+    the release's own patches included, such as the object selectors that limit JobSet's and
+    LeaderWorkerSet's pod webhooks to their own pods (without them every pod the cluster
+    creates would pass through them). Only webhooks on API groups in ``keep`` are registered:
+    the others belong to integrations not enabled here, whose paths the manager does not
+    serve (with failurePolicy Fail, every matching request would be refused).
     """
     bundle = base64.b64encode(ca.read_bytes()).decode()
     out = []
-    for doc in yaml.safe_load_all(manifests.read_text()):
+    for doc in yaml.safe_load_all(manifests):
         if not doc or not doc.get("webhooks"):
             continue
         hooks = []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -187,7 +188,7 @@ class Cluster:
                 f"the API server at {self.server} refused the credentials of context {self.context} (401 Unauthorized)",
                 hint=f"renew them in {self.path} (an expired token or client certificate?)",
             )
-        if status == 403:
+        if status == 403 and _authorization_denied(response):
             raise RemoteError(
                 f"forbidden (403): {_status_message(response)}",
                 hint=f"the user of context {self.context} needs RBAC permission for {method} {path}",
@@ -353,6 +354,13 @@ def _status(response: Any) -> dict[str, Any]:
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _authorization_denied(response: Any) -> bool:
+    """A 403 from the authorizer (RBAC: `… is forbidden: User "u" cannot patch resource …`), not
+    a refusal of the object that the server also answers 403 (an admission webhook's denial,
+    an exceeded ResourceQuota, a namespace being deleted): those are the object's errors."""
+    return bool(re.search(r'is forbidden: User ".*" cannot ', _status_message(response)))
 
 
 def _status_message(response: Any) -> str:

@@ -30,6 +30,10 @@ from trainops.serve.state import Served
 from trainops.spec.common import duration_seconds
 
 PROBE_PERIOD = 10
+# labels the LeaderWorkerSet controller gives its pods: the set's name, and a value unique to
+# each group (one replica)
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
 SIGNING_DIR = "/etc/trainops/signing"  # where the init container reads rollout.verifySignature's key
 SIGNING_VOLUME = "signing-key"
 
@@ -170,8 +174,29 @@ def deployment(ctx: ServeContext, served: Served, *, name: str, track: str) -> d
     }
 
 
+def _one_pod_per_node(name: str) -> dict[str, Any]:
+    """No two pods of one group on the same node: each pod is one of the replica's nodes
+    (gpusPerNode GPUs, the engine's parallelism sized for that). GPU requests alone keep them
+    apart only where a node has exactly gpusPerNode GPUs; on bigger nodes the scheduler would
+    pack a group onto one. The selector names the set; matchLabelKeys narrows it to the pod's
+    own group (the API server refuses a key in both)."""
+    term = {
+        "labelSelector": {"matchLabels": {LWS_NAME_LABEL: name}},
+        "matchLabelKeys": [LWS_GROUP_KEY],
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def _group_template(ctx: ServeContext, served: Served, *, name: str, track: str, worker: bool) -> dict[str, Any]:
+    template = pod_template(ctx, served, track=track, worker=worker)
+    template["spec"]["affinity"] = _one_pod_per_node(name)
+    return template
+
+
 def leader_worker_set(ctx: ServeContext, served: Served, *, name: str, track: str) -> dict[str, Any]:
-    """A LeaderWorkerSet: each replica a group of nodes_per_replica pods, created and restarted together."""
+    """A LeaderWorkerSet: each replica a group of nodes_per_replica pods on as many nodes,
+    created and restarted together."""
     return {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
@@ -181,8 +206,8 @@ def leader_worker_set(ctx: ServeContext, served: Served, *, name: str, track: st
             "leaderWorkerTemplate": {
                 "size": nodes_per_replica(ctx.rollout),
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": pod_template(ctx, served, track=track),
-                "workerTemplate": pod_template(ctx, served, track=track, worker=True),
+                "leaderTemplate": _group_template(ctx, served, name=name, track=track, worker=False),
+                "workerTemplate": _group_template(ctx, served, name=name, track=track, worker=True),
             },
             "startupPolicy": "LeaderReady",
         },
