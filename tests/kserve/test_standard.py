@@ -16,6 +16,7 @@ from typing import Any
 from services import wait_for
 
 from tests.serve.helpers import CANARY, NO_AB, STABLE, V1, V2, rollout, tree
+from trainops.serve.state import RolloutState
 from trainops.serve.traffic import DEPLOYMENT_MODE
 
 ISVC = ("serving.kserve.io/v1beta1", "InferenceService")
@@ -130,3 +131,42 @@ def test_the_rendered_mode_wins_over_the_clusters_default(kserve: Any, tmp_path:
         return any(e["reason"] == "ServerlessModeRejected" and e["involvedObject"]["name"] == name for e in events)
 
     wait_for(rejected, timeout=60, what=f"KServe's ServerlessModeRejected event on {name}", interval=0.5)
+
+
+def test_standard_canary_list_sizes_replicas_and_routes_nothing(kserve: Any, tmp_path: Path) -> None:
+    """KServe v0.20's own Standard-mode canary, `spec.canary[]`, is why trainops does not render
+    it either: trafficPercent sizes a second Deployment (ceil(replicas × percent)) and takes
+    that many pods from the stable one, but the InferenceService's predictor Service selects
+    the stable pods only — the canary is reachable through its own Service, not a share of
+    the InferenceService's traffic."""
+    ns = namespace(kserve, "kserve-canary-list")
+    stable = inference_service(tmp_path / "stable", STANDARD, STABLE, ns)
+    candidate = inference_service(tmp_path / "candidate", STANDARD, RolloutState(stable=V2), ns)
+    canary_predictor = {**candidate["spec"]["predictor"], "name": "candidate"}
+    for key in ("minReplicas", "maxReplicas"):  # the canary takes its replicas from trafficPercent
+        del canary_predictor[key]
+    stable["spec"]["canary"] = [{"predictor": canary_predictor, "trafficPercent": 10}]
+    kserve.api.apply(stable)
+    name = stable["metadata"]["name"]
+
+    def deployed() -> bool:
+        deployments = {d["metadata"]["name"]: d for d in kserve.api.list("apps/v1", "Deployment", ns)}
+        return {n: d.get("status", {}).get("readyReplicas") for n, d in deployments.items()} == {
+            f"{name}-predictor": 1,
+            f"{name}-candidate-predictor": 1,
+        }
+
+    wait_for(deployed, timeout=120, what="stable and canary Deployments of one Ready pod each", interval=0.5)
+    (stable_pod,) = predictor_pods(kserve, ns, name)
+    (canary_pod,) = predictor_pods(kserve, ns, f"{name}-candidate")
+    assert releases([stable_pod, canary_pod]) == [V1.release, V2.release]
+    service = kserve.api.get("v1", "Service", f"{name}-predictor", ns)
+    assert service["spec"]["selector"] == {"app": f"isvc.{name}-predictor"}
+
+    def targets() -> set[str]:
+        selector = f"kubernetes.io/service-name={name}-predictor"
+        slices = kserve.api.list("discovery.k8s.io/v1", "EndpointSlice", ns, selector=selector)
+        return {e["targetRef"]["name"] for s in slices for e in s.get("endpoints") or []}
+
+    wait_for(lambda: bool(targets()), timeout=60, what=f"endpoints of Service {name}-predictor", interval=0.5)
+    assert targets() == {stable_pod["metadata"]["name"]}
