@@ -1,6 +1,7 @@
 """Volcano, JobSet, Kueue and LeaderWorkerSet on the simulated cluster: their CRDs (the
 vendored ones where trainops has them, else the upstream module's own, same version),
-configuration and processes. A mixin of ``KubeCluster`` (tests/kube_cluster.py), kept apart for size.
+configuration and processes. A mixin of ``KubeCluster`` (tests/kube_cluster.py), kept apart
+for size.
 """
 
 from __future__ import annotations
