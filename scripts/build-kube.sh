@@ -257,6 +257,24 @@ build_rollouts() {
     (cd "$plugin" && go build -ldflags "$ldbase" -o "$bin/gatewayapi-plugin-$version" .)
 }
 
+# KServe's controller manager. Its go.mod's replaces are versioned (the wrapper copies them);
+# its `exclude` of grpc/stats/opentelemetry's placeholder version is copied too, since only the
+# main module's excludes count and without it that package's import is ambiguous.
+build_kserve() {
+    version="$KSERVE_VERSION"; have kserve-manager && return 0
+    local dir="$cache/src/kserve"
+    wrapper "$dir" github.com/kserve/kserve "$version"
+    local gomod
+    gomod="$(cd "$dir" && go mod download -json "github.com/kserve/kserve@$version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')"
+    go mod edit -json "$gomod" | python3 -c '
+import json, sys
+for e in json.load(sys.stdin).get("Exclude") or []:
+    print("-exclude=%s@%s" % (e["Path"], e["Version"]))
+' | (cd "$dir" && xargs -r go mod edit)
+    build "$dir" "$version" "" github.com/kserve/kserve/cmd/manager
+    mv "$bin/manager-$version" "$bin/kserve-manager-$version"
+}
+
 # Order: what the simulated cluster needs first. Required ones fail the script; the others
 # may fail without failing it (the tests that need them fail, naming this script):
 #   volcano  built from its git tree at the tag (TRAINOPS_VOLCANO_SRC or a clone from GitHub)
@@ -264,8 +282,8 @@ build_rollouts() {
 #            Kueue vendors its dependencies): TRAINOPS_<NAME>_SRC or a clone from GitHub
 #   argocd, rollouts  the GitOps controllers of the gray-release tests (Argo CD v3.6.2 needs
 #            Go 1.27, which GOTOOLCHAIN takes from the module proxy)
-components=(etcd kubernetes kwok volcano jobset kueue lws argocd rollouts)
-optional=" volcano jobset kueue lws argocd rollouts "
+components=(etcd kubernetes kwok volcano jobset kueue lws argocd rollouts kserve)
+optional=" volcano jobset kueue lws argocd rollouts kserve "
 
 selected=("$@")
 [ "${#selected[@]}" -gt 0 ] || selected=("${components[@]}")

@@ -69,8 +69,10 @@ else
     # What the cluster tests on main start: Volcano, JobSet and Kueue (from their git tags:
     # the module proxy does not serve them whole); Argo CD and Argo Rollouts, which the
     # gray-release tests (tests/argo/) start — Argo CD is the heaviest build of all (a cold
-    # build took 71 min on two loaded cores; a machine that has the binaries builds nothing).
-    bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok volcano jobset kueue argocd rollouts
+    # build took 71 min on two loaded cores; a machine that has the binaries builds nothing);
+    # KServe's controller manager, which tests/kserve/ starts in Standard mode (617 s cold
+    # on two loaded cores, most of its dependencies shared with the others' cache).
+    bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok volcano jobset kueue argocd rollouts kserve
 fi
 
 # The Debian package may start a registry on :5000 where an init system runs; the tests

@@ -44,6 +44,7 @@ _BINARIES = {
     "kueue": ("KUEUE_VERSION", "kueue"),
     "jobset": ("JOBSET_VERSION", "jobset"),
     "lws": ("LWS_VERSION", "lws"),
+    "kserve-manager": ("KSERVE_VERSION", "kserve"),
 }
 
 

@@ -127,3 +127,50 @@ def test_the_lookup_holds_tens_of_bytes_an_entry() -> None:
     finally:
         tracemalloc.stop()
     assert held / len(digests) < 80, held / len(digests)  # 48 in the rows, 4–16 in the slots
+
+
+def _table_of(data: bytes, length: int) -> ChunkTable:
+    import hashlib
+
+    table = ChunkTable()
+    for offset in range(0, len(data), length):
+        piece = data[offset : offset + length]
+        table.append(0, offset, len(piece), hashlib.sha256(piece).digest())
+    return table
+
+
+def test_chunks_counted_before_they_reach_the_file_are_checked_again_once_it_is_whole(tmp_path: object) -> None:
+    """The check that follows a whole-pack download reads behind the download's progress; a
+    backend may count bytes it still buffers. Rows read short then are read again after the
+    download, so only the finished file decides."""
+    from pathlib import Path
+
+    from trainops.registry.chunks.rebuild import VERIFY_ROWS, _Follower
+
+    data = os.urandom(3 * VERIFY_ROWS * 1024 + 100)
+    path = Path(str(tmp_path)) / "part"
+    follower = _Follower(path, _table_of(data, 1024))
+    with path.open("wb") as out:
+        follower.start()
+        out.write(data[: len(data) // 3])
+        out.flush()
+        follower.advance(len(data))  # counted ahead of what the file holds
+        assert follower.deferred.wait(timeout=30)  # the row it read short waits for the whole file
+        out.write(data[len(data) // 3 :])
+    assert follower.finish() is None
+
+
+def test_a_chunk_that_does_not_match_in_the_finished_file_is_named_by_its_row(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from trainops.registry.chunks.rebuild import VERIFY_ROWS, _Follower
+
+    data = bytearray(os.urandom(2 * VERIFY_ROWS * 1024))
+    table = _table_of(bytes(data), 1024)
+    data[VERIFY_ROWS * 1024 + 5 * 1024 + 7] ^= 1  # one bit of row VERIFY_ROWS + 5
+    path = Path(str(tmp_path)) / "part"
+    path.write_bytes(bytes(data))
+    follower = _Follower(path, table)
+    follower.start()
+    follower.advance(len(data))
+    assert follower.finish() == VERIFY_ROWS + 5

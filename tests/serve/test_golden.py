@@ -2,7 +2,8 @@
 golden files, and every object in them passes strict validation.
 
 Golden trees live in tests/golden/serve/<case>/; each is the tree of a canary at its first
-step (stable v1, canary v2), which holds every object the combination renders. After an
+step (stable v1, canary v2), which holds every object the combination renders; STABLE_CASES
+trees hold the stable release alone. After an
 intended change, regenerate with TRAINOPS_UPDATE_GOLDEN=1 and review the diff.
 """
 
@@ -16,7 +17,7 @@ import pytest
 
 from tests.render.helpers import REPO
 from tests.serve.helpers import NO_AB, STABLE, rollout, tree
-from trainops.serve.render import check_tree
+from trainops.serve.render import ServingTree, check_tree
 
 GOLDEN = REPO / "tests" / "golden" / "serve"
 UPDATE = os.environ.get("TRAINOPS_UPDATE_GOLDEN") == "1"
@@ -50,9 +51,26 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
+# Trees with no canary under way: KServe's Standard mode takes no canary steps (the manifest
+# refuses them), so its tree is the stable one, with the mode rendered explicitly.
+STABLE_CASES: dict[str, dict[str, Any]] = {
+    "vllm-kserve-standard": rollout(
+        {"traffic": "kserve", "kserveDeploymentMode": "Standard", "canary": None, "analysis": None, **NO_AB}
+    ),
+}
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_tree_matches_golden_and_validates(case: str, tmp_path: Path) -> None:
-    rendered = tree(tmp_path, CASES[case])
+    assert_golden(case, tree(tmp_path, CASES[case]))
+
+
+@pytest.mark.parametrize("case", sorted(STABLE_CASES))
+def test_stable_tree_matches_golden_and_validates(case: str, tmp_path: Path) -> None:
+    assert_golden(case, tree(tmp_path, STABLE_CASES[case], STABLE))
+
+
+def assert_golden(case: str, rendered: ServingTree) -> None:
     assert check_tree(rendered) == []
     golden = GOLDEN / case
     if UPDATE:

@@ -245,6 +245,15 @@ CASES = [
         ("6:3: spec.rollout: kserve splits traffic by weight only: abTest needs argo-rollouts or gateway-api",),
     ),
     Case(
+        "kserve-standard-with-canary",
+        "spec:\n  rollout:\n    model: m:1\n    traffic: kserve\n    kserveDeploymentMode: Standard\n"
+        "    canary:\n      steps: [{weight: 10}]\n",
+        (
+            "10:5: spec.rollout.canary: kserveDeploymentMode Standard ignores canaryTrafficPercent (each release "
+            "would take 100% at once): use kserveDeploymentMode Knative or traffic gateway-api, or remove canary",
+        ),
+    ),
+    Case(
         "gateway-api-without-gateway",
         "spec:\n  rollout:\n    model: m:1\n    traffic: gateway-api\n",
         ("6:3: spec.rollout: traffic gateway-api needs gateway: the parent Gateway of the route",),

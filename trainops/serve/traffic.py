@@ -19,7 +19,10 @@ gateway-api — stable and canary Deployments (or LeaderWorkerSets), a Service e
   HTTPRoute on rollout.gateway whose rule sends (100 - w)% to stable and w% to canary; A/B
   header matches go to the canary whole. trainops moves the weights itself, by commits.
 kserve — an InferenceService whose predictor is the newest release, with
-  canaryTrafficPercent w; KServe keeps the previous revision serving the rest.
+  canaryTrafficPercent w; KServe keeps the previous revision serving the rest. Only KServe's
+  Knative mode reads canaryTrafficPercent (its Standard mode rolls the Deployment over to the
+  new release whole), so the mode is rendered explicitly as the annotation
+  serving.kserve.io/deploymentMode, and the manifest refuses canary steps with Standard.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from trainops.spec.common import duration_seconds
 
 PLUGIN = "argoproj-labs/gatewayAPI"
 AB_ROUTE = "ab-test"
+DEPLOYMENT_MODE = "serving.kserve.io/deploymentMode"
 _ARGO_OPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 
 
@@ -231,10 +235,12 @@ def kserve(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
         predictor["initContainers"] = spec["initContainers"]
     predictor["containers"] = [container]
     predictor["volumes"] = spec["volumes"]
+    metadata = ctx.metadata(ctx.name)
+    metadata["annotations"] = {DEPLOYMENT_MODE: ctx.rollout.kserve_deployment_mode}
     isvc = {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
-        "metadata": ctx.metadata(ctx.name),
+        "metadata": metadata,
         "spec": {"predictor": predictor},
     }
     return [isvc, *metrics_objects(ctx, {"serving.kserve.io/inferenceservice": ctx.name})]

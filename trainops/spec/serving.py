@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from trainops.spec.common import (
     CompareOp,
@@ -94,6 +94,12 @@ class RolloutSpec(StrictModel):
 
     engine: Literal["vllm", "sglang"] = "vllm"
     traffic: Literal["argo-rollouts", "gateway-api", "kserve"] = "argo-rollouts"
+    kserve_deployment_mode: Literal["Knative", "Standard"] = Field(
+        "Knative",
+        description="traffic kserve: the InferenceService's serving.kserve.io/deploymentMode, rendered explicitly "
+        "(the cluster's default is not relied on). Knative (Serverless) is the mode whose controller splits "
+        "traffic by canaryTrafficPercent; Standard (RawDeployment) ignores it, so it takes no canary steps.",
+    )
     model: str | None = Field(None, description="A model reference; default: what release publishes.")
     image: ImageSpec | None = Field(None, description="Serving image; default template: serve-<engine>.")
     pinned_image: ImageRef | None = Field(
@@ -153,6 +159,18 @@ class RolloutSpec(StrictModel):
     def _by_digest(cls, value: str | None) -> str | None:
         if value is not None and "@sha256:" not in value:
             raise ValueError(f"{value!r} must be pinned by digest: NAME@sha256:<64 hex>")
+        return value
+
+    @field_validator("canary")
+    @classmethod
+    def _canary_is_split(cls, value: Canary | None, info: ValidationInfo) -> Canary | None:
+        """KServe's Standard mode never reads canaryTrafficPercent: a canary there would be 100% at once."""
+        standard = info.data.get("traffic") == "kserve" and info.data.get("kserve_deployment_mode") == "Standard"
+        if value is not None and standard:
+            raise ValueError(
+                "kserveDeploymentMode Standard ignores canaryTrafficPercent (each release would take 100% at once): "
+                "use kserveDeploymentMode Knative or traffic gateway-api, or remove canary"
+            )
         return value
 
     @model_validator(mode="after")

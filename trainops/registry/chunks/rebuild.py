@@ -145,31 +145,123 @@ def whole_pack(recipe: Recipe) -> bool:
 
 def _download_whole(reader: PackReader, recipe: Recipe, part: Path, advance: Callable[[int], None]) -> None:
     """The pack is the file: downloaded as a plain pull downloads a blob (verified against
-    its digest, the file's), then every chunk checked against its sha256 on two threads."""
+    its digest, the file's) while a second thread checks every chunk against its sha256
+    behind the download's in-order progress, so the two hashes overlap instead of adding up."""
+    checker = _Follower(part, recipe.index.chunks)
+    checker.start()
+
+    def progress(n: int) -> None:
+        advance(n)
+        checker.advance(n)
+
     try:
-        reader.backend.download_blob(reader.repo, recipe.index.digest, part, advance)
+        reader.backend.download_blob(reader.repo, recipe.index.digest, part, progress)
     except IntegrityError as err:
+        checker.cancel()
         raise IntegrityError(f"{recipe.where}: {err.message}", hint=err.hint) from None
-    table = recipe.index.chunks
-    with part.open("rb") as fh, ThreadPoolExecutor(max_workers=2, thread_name_prefix="chunk-check") as pool:
-        fd = fh.fileno()
-        pieces = range(0, len(table), VERIFY_ROWS)
-        for bad in pool.map(lambda first: _bad_row(fd, table, first), pieces):
-            if bad is not None:
-                raise IntegrityError(
-                    f"{recipe.where}: the chunk at {table.offsets[bad]} of pack {recipe.index.digest[:19]} "
-                    f"does not match its digest {table.digest(bad).hex()[:12]}",
-                    hint="the pack is corrupt or the index is wrong; nothing was written",
-                )
+    except BaseException:
+        checker.cancel()
+        raise
+    bad = checker.finish()
+    if bad is not None:
+        table = recipe.index.chunks
+        raise IntegrityError(
+            f"{recipe.where}: the chunk at {table.offsets[bad]} of pack {recipe.index.digest[:19]} "
+            f"does not match its digest {table.digest(bad).hex()[:12]}",
+            hint="the pack is corrupt or the index is wrong; nothing was written",
+        )
 
 
-def _bad_row(fd: int, table: ChunkTable, first: int) -> int | None:
+class _Follower(threading.Thread):
+    """Checks a table's chunks in the file being downloaded, VERIFY_ROWS at a time, once the
+    download's progress has passed them. A row that reads short or does not match before
+    the download ends is read again after it (a backend that buffers its writes, a download
+    that started over), so only the finished file can fail a chunk."""
+
+    def __init__(self, path: Path, table: ChunkTable) -> None:
+        super().__init__(name="chunk-check", daemon=True)
+        self.path, self.table = path, table
+        self.cond = threading.Condition()
+        self.ready = 0  # bytes the download has counted
+        self.done = False  # the download returned: the file is whole
+        self.stopped = False
+        self.bad: int | None = None
+        self.error: BaseException | None = None
+        self.deferred = threading.Event()  # set once a row had to wait for the whole file
+
+    def advance(self, n: int) -> None:
+        with self.cond:
+            self.ready += n
+            self.cond.notify()
+
+    def cancel(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify()
+        self.join()
+
+    def finish(self) -> int | None:
+        """The first chunk of the finished file that does not match, or None."""
+        with self.cond:
+            self.done = True
+            self.cond.notify()
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.bad
+
+    def run(self) -> None:
+        try:
+            self._check()
+        except BaseException as err:  # raised again by finish()
+            self.error = err
+
+    def _wait_for(self, end: int) -> bool | None:
+        """Wait until `end` bytes are counted or the download is over: whether the file is
+        whole now, or None when the check was cancelled."""
+        with self.cond:
+            while not (self.stopped or self.done or self.ready >= end):
+                self.cond.wait()
+            return None if self.stopped else self.done
+
+    def _check(self) -> None:
+        table, first, fd = self.table, 0, -1
+        buffer = bytearray()
+        try:
+            while first < len(table):
+                last = min(first + VERIFY_ROWS, len(table))
+                final = self._wait_for(table.offsets[last - 1] + table.lengths[last - 1])
+                if final is None:
+                    return
+                if fd < 0:
+                    fd = os.open(self.path, os.O_RDONLY)
+                bad = _bad_row(fd, table, first, buffer)
+                if bad is not None and not final:
+                    self.deferred.set()
+                    with self.cond:  # not yet what the file will hold: look again once it is whole
+                        while not (self.stopped or self.done):
+                            self.cond.wait()
+                    continue
+                if bad is not None:
+                    self.bad = bad
+                    return
+                first = last
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+
+def _bad_row(fd: int, table: ChunkTable, first: int, buffer: bytearray) -> int | None:
     """The first of VERIFY_ROWS rows from `first` whose bytes (at their offsets in the open
-    file fd) do not hash to their digest, or None."""
+    file fd, read into buffer, grown as needed) do not hash to their digest, or None."""
     last = min(first + VERIFY_ROWS, len(table))
     start = table.offsets[first]
-    data = os.pread(fd, table.offsets[last - 1] + table.lengths[last - 1] - start, start)
-    view = memoryview(data)
+    want = table.offsets[last - 1] + table.lengths[last - 1] - start
+    if len(buffer) < want:
+        buffer.extend(bytes(want - len(buffer)))
+    view = memoryview(buffer)[:want]
+    if os.preadv(fd, [view], start) < want:
+        return first  # the file ends before these rows do
     for row in range(first, last):
         at = table.offsets[row] - start
         if hashlib.sha256(view[at : at + table.lengths[row]]).digest() != table.digest(row):
