@@ -10,6 +10,7 @@ AnalysisRun fails, the controller aborts, and trainops reports it and refuses to
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,10 +79,21 @@ def test_slow_canary_fails_the_analysis_and_the_controller_aborts(
         assert float(value.strip("[]")) == pytest.approx(measured)
         assert status["canary"] is not None  # git still names the canary: the abort is not committed
 
-        # promote would clear the abort (a new step hash): refused, naming the measurement
-        refused = run(*project.cli("rollout", "promote", "--kubeconfig", str(argo.kubeconfig)))
-        assert refused.code == 8, refused.stderr
-        assert "aborted" in refused.stderr and f"ttft-p95-ms={value} (Failed)" in refused.stderr
+        # promote would clear the abort (a new step hash): refused, naming the measurement —
+        # with --kubeconfig, and without it from $KUBECONFIG or ~/.kube/config (the manifest
+        # declares Argo CD and Argo Rollouts, so plain promote reads the cluster first)
+        home = tmp_path / "home"
+        (home / ".kube").mkdir(parents=True)
+        shutil.copy(argo.kubeconfig, home / ".kube" / "config")
+        for how, args, env in (
+            ("--kubeconfig", ("--kubeconfig", str(argo.kubeconfig)), {}),
+            ("$KUBECONFIG", (), {"KUBECONFIG": str(argo.kubeconfig)}),
+            ("~/.kube/config", (), {"KUBECONFIG": None, "HOME": str(home)}),
+        ):
+            refused = run(*project.cli("rollout", "promote", *args), env=env)
+            assert refused.code == 8, (how, refused.stderr)
+            assert "aborted" in refused.stderr and f"ttft-p95-ms={value} (Failed)" in refused.stderr, how
+        assert _status(project, argo)["canary"] is not None  # nothing was committed
 
         # the abort committed: git agrees with the controller; the header route is gone
         assert run(*project.cli("rollout", "abort")).code == 0
