@@ -119,7 +119,7 @@ def promote_cmd(
     The Rollout is read first, from --kubeconfig/--context, else (when the manifest declares
     Argo CD or Argo Rollouts) from $KUBECONFIG or ~/.kube/config: a canary Argo Rollouts
     aborted is not promoted (a promote would clear the abort); with no kubeconfig at all it
-    warns that the cluster was not checked. With --cluster (or --kubeconfig/--context),
+    warns that the cluster was not checked. With a cluster so read and traffic argo-rollouts,
     --auto waits for each committed step's AnalysisRun in the cluster instead of measuring
     Prometheus itself."""
     from trainops.errors import UsageError
