@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The serving half of trainops' flow on the simulated Kubernetes cluster with the real
-# controllers (not one of the README's two commands): Argo CD syncs the GitOps repo, served
-# over git's HTTP transport on loopback, and Argo Rollouts walks v2's canary to stable, each
-# step a trainops commit; `trainops rollout status --kubeconfig` after each. Needs the
-# binaries of `scripts/build-kube.sh etcd kubernetes kwok argocd rollouts` and Debian's
-# redis-server (scripts/install-test-deps.sh installs both).
-#
-# Not here yet: a push to a local remote whose hook runs `trainops ci`, and the training
-# job placed by Volcano (the simulated cluster's Volcano is not built on this machine).
+# trainops' whole flow on the simulated Kubernetes cluster with the real controllers (a second
+# main job, not one of the README's two commands): a `git push` to the project's local remote,
+# whose post-receive hook runs `trainops ci` for the pushed range; Argo CD syncing the training
+# path from the GitOps repo (served over git's HTTP transport on loopback) and the Volcano
+# scheduler placing the job's gang on distinct nodes; then v2's canary walked to stable by
+# Argo Rollouts, each step a trainops commit. It prints each step, exits non-zero on any
+# failure and stops every process it started. Needs the binaries of `scripts/build-kube.sh
+# etcd kubernetes kwok volcano argocd rollouts` and Debian's redis-server
+# (scripts/install-test-deps.sh installs both). scripts/cluster_job.py does the work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${TRAINOPS_VENV:-.venv}"

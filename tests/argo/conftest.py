@@ -15,14 +15,14 @@ from argo_cluster import ArgoStack
 from kube_bins import binary
 from services import ServiceError
 
-# what serving needs: the control plane, the default scheduler and kwok's Ready pods (the
-# batch schedulers, Volcano and Kueue, place training jobs, not the Rollout's pods)
-SERVING = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
+# what serving needs: the control plane, the default scheduler and kwok's Ready pods; and
+# Volcano, which places the training job Argo CD syncs from a push (test_push_train)
+COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "volcano")
 
 
 @pytest.fixture(scope="session")
 def argo(kube_cluster_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArgoStack]:
-    kube_cluster = kube_cluster_factory(components=SERVING)
+    kube_cluster = kube_cluster_factory(components=COMPONENTS)
     stack = ArgoStack(work=tmp_path_factory.mktemp("argo"), kubeconfig=kube_cluster.kubeconfig,
                       kubectl=str(binary("kubectl")))  # fmt: skip
     try:

@@ -10,6 +10,7 @@ AnalysisRun fails, the controller aborts, and trainops reports it and refuses to
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,10 +79,21 @@ def test_slow_canary_fails_the_analysis_and_the_controller_aborts(
         assert float(value.strip("[]")) == pytest.approx(measured)
         assert status["canary"] is not None  # git still names the canary: the abort is not committed
 
-        # promote would clear the abort (a new step hash): refused, naming the measurement
-        refused = run(*project.cli("rollout", "promote", "--kubeconfig", str(argo.kubeconfig)))
-        assert refused.code == 8, refused.stderr
-        assert "aborted" in refused.stderr and f"ttft-p95-ms={value} (Failed)" in refused.stderr
+        # promote would clear the abort (a new step hash): refused, naming the measurement —
+        # with --kubeconfig, and without it from $KUBECONFIG or ~/.kube/config (the manifest
+        # declares Argo CD and Argo Rollouts, so plain promote reads the cluster first)
+        home = tmp_path / "home"
+        (home / ".kube").mkdir(parents=True)
+        shutil.copy(argo.kubeconfig, home / ".kube" / "config")
+        for how, args, env in (
+            ("--kubeconfig", ("--kubeconfig", str(argo.kubeconfig)), {}),
+            ("$KUBECONFIG", (), {"KUBECONFIG": str(argo.kubeconfig)}),
+            ("~/.kube/config", (), {"KUBECONFIG": None, "HOME": str(home)}),
+        ):
+            refused = run(*project.cli("rollout", "promote", *args), env=env)
+            assert refused.code == 8, (how, refused.stderr)
+            assert "aborted" in refused.stderr and f"ttft-p95-ms={value} (Failed)" in refused.stderr, how
+        assert _status(project, argo)["canary"] is not None  # nothing was committed
 
         # the abort committed: git agrees with the controller; the header route is gone
         assert run(*project.cli("rollout", "abort")).code == 0
@@ -102,3 +114,34 @@ def _last_analysis_run(live: Live) -> dict[str, Any]:
     assert runs, "no AnalysisRun was created"
     latest: dict[str, Any] = max(runs, key=lambda r: r["metadata"]["creationTimestamp"])
     return latest
+
+
+def test_auto_promote_reads_the_users_kubeconfig_and_follows_the_controllers_verdicts(
+    argo: ArgoStack, gitops_http: str, prometheus: FileSdPrometheus, tmp_path: Path
+) -> None:
+    """Plain `promote --auto` with $KUBECONFIG set (no flag): the manifest declares Argo CD and
+    Argo Rollouts, so it waits for each committed step's AnalysisRun instead of measuring
+    Prometheus itself, and commits the next step on the controller's Successful verdict."""
+    project = serving_project(tmp_path / "project", gitops_http, prometheus=prometheus.url)
+    live = Live(argo)
+    exporters = ReplicaSetExporters(get=live.get, prometheus=prometheus, rollout=NAME, namespace=NAMESPACE,
+                                    latency_for=lambda release: FAST).start()  # fmt: skip
+    try:
+        assert run(*project.cli(*start_args("v1"))).code == 0
+        live.bootstrap(project)
+        wait(lambda: app_synced(live), timeout=SYNC, what="Argo CD to sync the serving path", argo=argo)
+        wait(lambda: healthy_stable(live), timeout=SYNC, what="v1 Healthy and stable", argo=argo)
+        assert run(*project.cli(*start_args("v2"))).code == 0
+        done = run(*project.cli("rollout", "promote", "--auto", "-o", "json"), env={"KUBECONFIG": str(argo.kubeconfig)})
+        assert done.code == 0, done.stderr
+        exporters.check()
+        result = json.loads(done.stdout)
+        assert result["canary"] is None and result["stable"]["version"] == "v2"
+        verdicts = [line for line in result["analysis"] if line.startswith("analysis: AnalysisRun")]
+        assert len(verdicts) == 3 and all(" Successful" in line for line in verdicts), result["analysis"]
+        runs = [r for r in live.get("analysisruns")["items"] if r["status"]["phase"] == "Successful"]
+        assert {r["metadata"]["name"] for r in runs} >= {line.split()[2] for line in verdicts}  # the runs it read
+        assert "could not check the cluster" not in done.stderr
+        wait(lambda: healthy_stable(live), timeout=SYNC, what="v2 Healthy and stable", argo=argo)
+    finally:
+        exporters.stop()

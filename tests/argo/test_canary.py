@@ -8,7 +8,9 @@ the API server, not from the GitOps repo.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from argo_cluster import ArgoStack
 
@@ -35,6 +37,22 @@ def _ok(*args: str) -> str:
     return outcome.stdout
 
 
+def _step_reported(project: Any, argo: ArgoStack, ro: dict[str, Any], *, step: str) -> None:
+    """`rollout status` names trainops' step (git's), with the controller's raw index beside
+    it: the Rollout's steps of a commit from the second step on start with the previous
+    weight, so the controller's index runs ahead of the step a user counts."""
+    args = project.cli("rollout", "status", "--kubeconfig", str(argo.kubeconfig))
+    data = json.loads(_ok(*args, "-o", "json"))
+    rollout = data["live"]["rollout"]
+    index, steps = ro["status"]["currentStepIndex"], len(ro["spec"]["strategy"]["canary"]["steps"])
+    assert data["step"] == step  # git's
+    assert (rollout["step"], rollout["doing"]) == (step, "paused until the next promote")
+    assert (rollout["controllerStep"], rollout["controllerSteps"]) == (index, steps)
+    text = _ok(*args)
+    assert f"step {step} (paused until the next promote)" in text
+    assert f"controller: step index {index} of its {steps} steps" in text
+
+
 def test_canary_walked_to_stable_and_rolled_back(argo: ArgoStack, gitops_http: str, tmp_path: Path) -> None:
     project = serving_project(tmp_path / "project", gitops_http)
     live = Live(argo)
@@ -55,6 +73,7 @@ def test_canary_walked_to_stable_and_rolled_back(argo: ArgoStack, gitops_http: s
     assert v2 != v1
     assert live.weights() == {stable: 75, canary: 25}
     assert live.header_routes() == ["ab-test"]
+    _step_reported(project, argo, ro, step="1/3 25%")
     sets = wait(lambda: replicas_are(live, v2, (1, 1)), timeout=SYNC, what="one canary pod Ready", argo=argo)
     assert sets[v1] == (4, 4)  # with traffic routing the stable keeps its replicas
 
@@ -67,7 +86,9 @@ def test_canary_walked_to_stable_and_rolled_back(argo: ArgoStack, gitops_http: s
 
     # promote: the next weight.
     _ok(*project.cli("rollout", "promote"))
-    wait(lambda: rollout_at(live, canary_weight=50), timeout=SYNC, what="the second canary step", argo=argo)
+    ro = wait(lambda: rollout_at(live, canary_weight=50), timeout=SYNC, what="the second canary step", argo=argo)
+    _step_reported(project, argo, ro, step="2/3 50%")
+    assert ro["status"]["currentStepIndex"] == 3  # one past trainops' count: the held 25% comes first
     assert live.weights() == {stable: 50, canary: 50}
     assert live.header_routes() == ["ab-test"]  # kept across the restart of the steps
     wait(lambda: replicas_are(live, v2, (2, 2)), timeout=SYNC, what="two canary pods Ready", argo=argo)

@@ -48,7 +48,7 @@ def test_render_writes_a_tree_that_validates_and_replaces_it_whole(project: Path
     out = run("train", "render", "--image", IMAGE, "--run-id", "r1", "--out", "rendered")
     assert out.code == 0, out.stderr
     files = sorted(str(p.relative_to(project / "rendered")) for p in (project / "rendered").rglob("*.yaml"))
-    assert files == ["tenants/volcano-queues.yaml", "train/volcano-job.yaml"]
+    assert files == ["argocd/application.yaml", "tenants/volcano-queues.yaml", "train/volcano-job.yaml"]
     objects = [doc for path in files for doc in yaml.safe_load_all((project / "rendered" / path).read_text()) if doc]
     assert validate_objects(objects) == []
     job = next(o for o in objects if o["kind"] == "Job")
@@ -122,7 +122,11 @@ def test_submit_commits_with_trailers_then_is_a_no_op_then_replaces(project: Pat
     assert out.code == 0, out.stderr
     assert "committed" in out.stdout
     tree = _git(git_remote, "ls-tree", "-r", "--name-only", "main").split()
-    assert tree == ["clusters/dev/tenants/volcano-queues.yaml", "clusters/dev/train/volcano-job.yaml"]
+    assert tree == [
+        "clusters/dev/argocd/application.yaml",
+        "clusters/dev/tenants/volcano-queues.yaml",
+        "clusters/dev/train/volcano-job.yaml",
+    ]
     message = _git(git_remote, "log", "-1", "--format=%B", "main")
     trailers = subprocess.run(
         ["git", "interpret-trailers", "--parse"], input=message, capture_output=True, text=True, check=True

@@ -17,11 +17,11 @@ def test_validate_render_passes_on_the_example() -> None:
     assert out.code == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == f"{EXAMPLE} is valid; environments checked: dev, dev-strict, dev-signed, slurm-local, prod"
-    assert "render (base): volcano: 2 objects checked against the CRDs (Job 1, Queue 1)" in lines
+    assert "render (base): volcano: 3 objects checked against the CRDs (Application 1, Job 1, Queue 1)" in lines
     local = "train.scheduler is local: the job runs as a subprocess, there is nothing to render for a cluster"
     assert f"render (env dev): {local}" in lines
     assert "render (env slurm-local): slurm: train/sbatch.sh rendered (not Kubernetes objects)" in lines
-    assert "render (env prod): volcano: 2 objects checked against the CRDs (Job 1, Queue 1)" in lines
+    assert "render (env prod): volcano: 3 objects checked against the CRDs (Application 1, Job 1, Queue 1)" in lines
     serving = (
         "serving (vllm, argo-rollouts): 8 objects checked against the CRDs "
         "(AnalysisTemplate 1, Application 1, Rollout 1, HTTPRoute 1, ServiceMonitor 1, Service 3)"
@@ -40,8 +40,16 @@ def test_validate_render_json() -> None:
     assert [(r["env"], r["scheduler"].split(" ")[0]) for r in data["render"]] == [
         (env, what) for env, train in trained.items() for what in (train, "serving")
     ]
-    assert data["render"][0]["counts"] == {"batch.volcano.sh/v1alpha1 Job": 1, "scheduling.volcano.sh/v1beta1 Queue": 1}
-    assert data["render"][0]["files"] == ["train/volcano-job.yaml", "tenants/volcano-queues.yaml"]
+    assert data["render"][0]["counts"] == {
+        "argoproj.io/v1alpha1 Application": 1,
+        "batch.volcano.sh/v1alpha1 Job": 1,
+        "scheduling.volcano.sh/v1beta1 Queue": 1,
+    }
+    assert data["render"][0]["files"] == [
+        "train/volcano-job.yaml",
+        "tenants/volcano-queues.yaml",
+        "argocd/application.yaml",
+    ]
     serving = data["render"][1]
     assert serving["counts"]["argoproj.io/v1alpha1 Rollout"] == 1 and serving["objects"] == 8
     assert "clusters/dev-serve/rollout.yaml" in serving["files"]
@@ -86,13 +94,17 @@ def test_a_patch_matching_nothing_fails(tmp_path: Path) -> None:
     assert f"spec.patches[0]: no rendered Deployment to patch; serving renders {serving}" in out.last_error_line
     without_rollout = write_variant(tmp_path, {**overlay, "spec": {**overlay["spec"], "rollout": None}})
     out = run("validate", "-f", str(without_rollout), "--render")
-    assert "spec.patches[0]: no rendered Deployment to patch; rendered kinds: Job, Queue" in out.last_error_line
+    assert (
+        "spec.patches[0]: no rendered Deployment to patch; rendered kinds: Application, Job, Queue"
+        in out.last_error_line
+    )
 
 
 def test_crds_dir_replaces_the_vendored_crds(tmp_path: Path) -> None:
     crds = tmp_path / "crds"
     crds.mkdir()
     shutil.copy(VENDORED / "volcano-batch-job.yaml", crds)
+    shutil.copy(VENDORED / "argocd-application.yaml", crds)
     out = run("validate", "-f", str(write_variant(tmp_path, {"spec": {"rollout": None}})), "--crds", str(crds))
     assert out.code == InputError.exit_code
     assert "Queue/research: no schema for scheduling.volcano.sh/v1beta1 Queue" in out.last_error_line

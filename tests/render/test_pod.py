@@ -372,7 +372,11 @@ def test_commands_are_launched_with_torchrun_unless_they_are_something_else(tmp_
 
 def test_check_render_uses_a_placeholder_and_notes_the_local_scheduler(tmp_path: Path) -> None:
     check = check_render(variant(tmp_path))
-    assert check.ok and check.counts == {"batch.volcano.sh/v1alpha1 Job": 1, "scheduling.volcano.sh/v1beta1 Queue": 1}
+    assert check.ok and check.counts == {
+        "argoproj.io/v1alpha1 Application": 1,
+        "batch.volcano.sh/v1alpha1 Job": 1,
+        "scheduling.volcano.sh/v1beta1 Queue": 1,
+    }
     assert any("cannot reach" in w for w in check.warnings)  # file:// registry
     local = check_render(variant(tmp_path / "l", train({"scheduler": "local", "nodes": 1, "topology": None})))
     assert local.ok and local.objects == 0 and "nothing to render" in local.note

@@ -177,12 +177,12 @@ def test_crds_dir_replaces_the_vendored_crds(tmp_path: Path) -> None:
     crds.mkdir()
     shutil.copy(VENDORED / "volcano-batch-job.yaml", crds)
     rendered = render(variant(tmp_path))
-    job, queue = rendered.objects
+    job, queue, _application = rendered.objects
     assert validate_objects([job], crds_dir=crds) == []
     problems = validate_objects([queue], crds_dir=crds)
     assert "no schema for scheduling.volcano.sh/v1beta1 Queue" in problems[0].message
     check = check_render(variant(tmp_path), crds_dir=crds)
-    assert [p.kind for p in check.problems] == ["Queue"]
+    assert [p.kind for p in check.problems] == ["Queue", "Application"]
 
 
 def test_a_crd_in_crds_dir_is_used_for_a_kind_trainops_has_a_schema_for(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ def _git_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in git_env({}).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)  # no cluster here: promote must not read the caller's
 
 
 def push_model(project: Path, manifest: Path, name: str, content: str, kind: str = "model") -> None:

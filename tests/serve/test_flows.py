@@ -214,3 +214,54 @@ def test_without_image_the_serve_image_built_for_head_is_used(project: Project) 
     started = rollout(project, "start", "tiny-llm/model:v1")
     assert started["stable"]["image"].startswith("file://")  # type: ignore[index]
     assert "tiny-llm/serve-vllm@sha256:" in started["stable"]["image"]  # type: ignore[index]
+
+
+def test_promote_says_once_that_it_could_not_check_the_cluster(project: Project) -> None:
+    """The example declares Argo CD and Argo Rollouts, and there is no kubeconfig at all (no
+    --kubeconfig, $KUBECONFIG unset, no ~/.kube/config): promote commits, and says on stderr,
+    once, that an abort by the controller could not be seen."""
+    rollout(project, "start", "tiny-llm/model:v1", "--image", IMAGE)
+    rollout(project, "start", "tiny-llm/model:v2", "--image", IMAGE)
+    for output in ("text", "json"):
+        outcome = run("rollout", *project.cli("promote", "-o", output))
+        assert outcome.code == 0, outcome.stderr
+        assert outcome.stderr.count("could not check the cluster") == 1, outcome.stderr
+        assert "~/.kube/config" in outcome.stderr
+    # a manifest that declares neither controller has none to ask: no warning
+    gitops = {"repo": "file://gitops.git", "branch": "main", "path": "clusters/dev", "argocd": None}
+    plain = make_project(
+        project.root.parent / "plain", {"spec": {"gitops": gitops, "rollout": {"traffic": "gateway-api"}}}
+    )
+    rollout(plain, "start", "tiny-llm/model:v1", "--image", IMAGE)
+    rollout(plain, "start", "tiny-llm/model:v2", "--image", IMAGE)
+    outcome = run("rollout", *plain.cli("promote"))
+    assert outcome.code == 0 and "could not check" not in outcome.stderr, outcome.stderr
+
+
+def test_the_controllers_step_index_maps_to_trainops_step(project: Project) -> None:
+    """Each index Argo Rollouts can report over the steps of a commit, in trainops' terms: the
+    commit of step 2 starts with step 1's weight (index 0 is still step 1)."""
+    from trainops.serve.context import serve_context
+    from trainops.serve.traffic import step_position
+    from trainops.spec.load import load_manifest
+
+    rollout(project, "start", "tiny-llm/model:v1", "--image", IMAGE)
+    rollout(project, "start", "tiny-llm/model:v2", "--image", IMAGE)
+    first = yaml.safe_load(git("--git-dir", str(project.gitops), "show", f"main:{SERVE}/rollout.yaml"))
+    assert rollout(project, "promote")["step"] == "2/3 50%"
+    second = yaml.safe_load(git("--git-dir", str(project.gitops), "show", f"main:{SERVE}/rollout.yaml"))
+    ctx = serve_context(load_manifest(project.manifest))
+    steps = second["spec"]["strategy"]["canary"]["steps"]
+    mapped = [step_position(ctx, steps, i) for i in [None, *range(len(steps) + 1)]]
+    assert mapped == [
+        ("2/3 50%", "not started"),
+        ("1/3 10%", "holding the previous weight, then 2/3 50%"),
+        ("2/3 50%", "setting the weight"),
+        ("2/3 50%", "setting the A/B header route"),
+        ("2/3 50%", "running the analysis"),
+        ("2/3 50%", "paused until the next promote"),
+        ("2/3 50%", "steps done"),
+    ]
+    first_steps = first["spec"]["strategy"]["canary"]["steps"]
+    assert step_position(ctx, first_steps, 0) == ("1/3 10%", "setting the weight")  # no held weight before step 1
+    assert step_position(ctx, [], None) == (None, None)  # stable: no canary steps

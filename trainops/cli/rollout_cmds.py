@@ -20,6 +20,8 @@ _image_option = options.image_option(
 def _print_action(result: Any, output: str) -> None:
     if output == "json":
         echo_json(result)
+        for warning in result.warnings:
+            click.echo(f"warning: {warning}", err=True)
         return
     for line in result.analysis:
         click.echo(line)
@@ -98,7 +100,7 @@ def start_cmd(release: str, file: str | None, env: str | None, image: str | None
 @click.option(
     "--cluster",
     is_flag=True,
-    help="Read the cluster first ($KUBECONFIG, else ~/.kube/config); see below.",
+    help="Read the cluster ($KUBECONFIG, else ~/.kube/config) whatever the manifest declares; see below.",
 )
 @kubeconfig_options
 @output_option
@@ -114,9 +116,12 @@ def promote_cmd(
 ) -> None:
     """Advance the canary one step (a commit).
 
-    With --cluster (or --kubeconfig/--context) the Rollout is read first: a canary Argo
-    Rollouts aborted is not promoted (a promote would clear the abort); --auto then waits for
-    each committed step's AnalysisRun in the cluster instead of measuring Prometheus itself."""
+    The Rollout is read first, from --kubeconfig/--context, else (when the manifest declares
+    Argo CD or Argo Rollouts) from $KUBECONFIG or ~/.kube/config: a canary Argo Rollouts
+    aborted is not promoted (a promote would clear the abort); with no kubeconfig at all it
+    warns that the cluster was not checked. With a cluster so read and traffic argo-rollouts,
+    --auto waits for each committed step's AnalysisRun in the cluster instead of measuring
+    Prometheus itself."""
     from trainops.errors import UsageError
     from trainops.serve import auto_promote, promote
     from trainops.serve.flows import ClusterRead
@@ -200,8 +205,10 @@ def _live_lines(live: Any) -> list[str]:
         if not live.missing:
             lines.append("  rollout: not in the cluster (yet)")
         return lines
-    step = f"step {ro.step}/{ro.steps}" if ro.step is not None else "no step"
+    step = f"step {ro.step} ({ro.doing})" if ro.step is not None else "no canary step"
     lines.append(f"  rollout {ro.namespace}/{ro.name}: {ro.phase}, {step}" + (", ABORTED" if ro.aborted else ""))
+    if ro.controller_step is not None and ro.step is not None:
+        lines.append(f"    controller: step index {ro.controller_step} of its {ro.controller_steps} steps")
     if ro.stuck:
         lines.append(f"    stuck: {ro.message}")
     elif ro.message:

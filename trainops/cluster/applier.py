@@ -5,7 +5,8 @@ commits. Until one runs beside the simulated cluster, the tests (and `scripts/ku
 users trying trainops out) use this function in its place. It does what an Argo CD sync
 with `prune: true` and `CreateNamespace=true` does, and nothing more:
 
-- every object under the GitOps path at the commit is server-side applied
+- every object under the GitOps path at the commit but its `argocd/` (the Application that
+  syncs the path, which Argo CD leaves out too) is server-side applied
   (fieldValidation=Strict, field manager `trainops-standin-argocd`), namespaces first, then
   cluster-scoped objects (flavors, topologies, queues), then the rest; a missing namespace
   is created; each object gets the tracking label `trainops.dev/gitops-tracking` (a digest
@@ -46,9 +47,12 @@ def tracking_id(repo: str, branch: str, path: str) -> str:
 def _objects(files: dict[str, bytes]) -> list[dict[str, Any]]:
     import yaml
 
+    from trainops.render.argocd import APPLICATION_FILE
+
+    own = APPLICATION_FILE.split("/", 1)[0] + "/"
     out = []
     for name in sorted(files):
-        if name.endswith((".yaml", ".yml")):
+        if name.endswith((".yaml", ".yml")) and not name.startswith(own):
             out += [doc for doc in yaml.safe_load_all(files[name].decode("utf-8")) if isinstance(doc, dict)]
     return out
 

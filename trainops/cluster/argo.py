@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.cluster.client import Cluster
+from trainops.serialize import HIDDEN
 
 ARGO_API = "argoproj.io/v1alpha1"
 ROUTE_API = "gateway.networking.k8s.io/v1"
@@ -75,8 +76,8 @@ class RolloutLive:
     namespace: str
     phase: str  # Healthy, Progressing, Paused, Degraded
     message: str | None
-    step: int | None  # status.currentStepIndex
-    steps: int
+    controller_step: int | None  # status.currentStepIndex: an index into the Rollout's own steps
+    controller_steps: int  # how many steps the Rollout has (those of the commit synced)
     aborted: bool
     paused: bool
     stuck: bool  # the Progressing condition says the deadline passed
@@ -85,6 +86,11 @@ class RolloutLive:
     weights: list[RouteWeight] = field(default_factory=list)  # the HTTPRoute's weighted rule, read live
     header_routes: list[str] = field(default_factory=list)  # named rules matching headers
     analysis: AnalysisState | None = None
+    # the step in trainops' terms ("2/3 50%") and what the controller does in it, mapped from
+    # controller_step over canary_steps by trainops.serve.live.read_live
+    step: str | None = None
+    doing: str | None = None
+    canary_steps: list[dict[str, Any]] = field(default_factory=list, metadata=HIDDEN)  # spec.strategy.canary.steps
 
 
 @dataclass(frozen=True)
@@ -209,8 +215,8 @@ def rollout_live(cluster: Cluster, *, name: str, namespace: str, route: str | No
         namespace=namespace,
         phase=str(status.get("phase") or "Unknown"),
         message=message,
-        step=step if isinstance(step, int) else None,
-        steps=len(canary.get("steps") or []),
+        controller_step=step if isinstance(step, int) else None,
+        controller_steps=len(canary.get("steps") or []),
         aborted=bool(status.get("abort")),
         paused=bool(status.get("pauseConditions")) or bool(spec.get("paused")),
         stuck=stuck,
@@ -219,6 +225,7 @@ def rollout_live(cluster: Cluster, *, name: str, namespace: str, route: str | No
         weights=weights,
         header_routes=headers,
         analysis=_analysis(cluster, rollout, namespace),
+        canary_steps=[s for s in canary.get("steps") or [] if isinstance(s, dict)],
     )
 
 

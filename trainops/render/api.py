@@ -11,6 +11,8 @@ Files of the rendered tree (relative to the GitOps path):
     tenants/kueue-queues.yaml     spec.tenants for kueue (ResourceFlavor, ClusterQueues, LocalQueues)
     cluster/volcano-hypernodes.yaml  spec.cluster.topology for volcano and pytorchjob (HyperNodes)
     cluster/kueue-topology.yaml      spec.cluster.topology for kueue (Topology, its ResourceFlavor)
+    argocd/application.yaml   spec.gitops.argocd, Kubernetes targets: the Argo CD Application
+                              that syncs the path (render_all only; trainops.render.argocd)
 
 The local scheduler renders nothing. spec.patches are applied last, over everything a call
 renders; a patch that matches nothing is an error (render_train and render_tenants leave
@@ -236,9 +238,37 @@ def render_tenants(manifest: Manifest) -> Rendered:
 
 
 def render_all(manifest: Manifest, *, image: str, run_id: str, commit: str | None = None) -> Rendered:
-    """render_train and render_tenants together; every patch must match one of their objects."""
-    trees = [_train_tree(manifest, image=image, run_id=run_id, commit=commit), _tenant_tree(manifest)]
+    """render_train and render_tenants together, and the path's Argo CD Application; every
+    patch must match one of their objects."""
+    trees = [
+        _train_tree(manifest, image=image, run_id=run_id, commit=commit),
+        _tenant_tree(manifest),
+        _application_tree(manifest),
+    ]
     return _finish(trees, manifest, skip_kinds=_serving(manifest))
+
+
+def _application_tree(manifest: Manifest) -> _Tree:
+    """The Argo CD Application of the training path (with spec.gitops.argocd, for the
+    Kubernetes targets): it syncs every directory of the path but its own `argocd/`."""
+    from trainops.render.argocd import APPLICATION_FILE, application
+    from trainops.render.names import common_labels
+
+    pipeline = manifest.pipeline
+    train = pipeline.spec.train
+    if train is None or train.scheduler in ("local", "slurm"):
+        return _Tree()
+    warnings: list[str] = []
+    labels = common_labels(
+        pipeline.metadata.name, run_id=None, component="gitops", extra=dict(pipeline.metadata.labels)
+    )
+    app = application(
+        manifest, role="train", path=pipeline.spec.gitops.path, labels=labels, namespace=train.namespace,
+        warnings=warnings, recurse=True,
+    )  # fmt: skip
+    if app is None:
+        return _Tree()
+    return _Tree([_Part(APPLICATION_FILE, [app])], warnings, _header(manifest, "spec.gitops.argocd"))
 
 
 def _serving(manifest: Manifest) -> frozenset[str]:

@@ -6,8 +6,9 @@ failure limit the canary is aborted — a commit that returns all traffic to sta
 measured values — and GateFailedError says so. Prometheus unreachable or no data: nothing
 is committed and the error says why.
 
-With a cluster to read (`cluster`) and rollout.traffic argo-rollouts, trainops does not measure
-twice: each committed step carries the AnalysisTemplate, Argo Rollouts runs it as an
+With a cluster to read (`cluster`, else the user's kubeconfig when the manifest declares Argo
+CD or Argo Rollouts: trainops.serve.flows.promote_check) and rollout.traffic argo-rollouts,
+trainops does not measure twice: each committed step carries the AnalysisTemplate, Argo Rollouts runs it as an
 AnalysisRun, and trainops waits for Argo CD to sync the commit and for that run's verdict
 (trainops.serve.live.wait_step_verdict). Successful: the next step is committed with the
 values the run measured. Failed: the controller has already aborted (traffic on stable);
@@ -23,7 +24,15 @@ from dataclasses import dataclass
 from trainops.errors import ExistsError, GateFailedError, InputError
 from trainops.serve.analysis import measurements_per_step, run_analysis
 from trainops.serve.context import ServeContext, serve_context
-from trainops.serve.flows import ActionResult, ClusterRead, abort, commit_state, next_state, read_state
+from trainops.serve.flows import (
+    ActionResult,
+    ClusterRead,
+    abort,
+    commit_state,
+    next_state,
+    promote_check,
+    read_state,
+)
 from trainops.serve.state import RolloutState
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
@@ -46,8 +55,9 @@ def auto_promote(
             "promote --auto moves traffic on measurements: rollout.analysis has no thresholds",
             hint="add rollout.analysis (prometheus, thresholds), or promote by hand",
         )
-    if cluster is not None and ctx.rollout.traffic == "argo-rollouts":
-        judge = _controller_judge(manifest, cluster, analysis=analysis, sleep=sleep)
+    read, warnings = promote_check(manifest, cluster)
+    if read is not None and ctx.rollout.traffic == "argo-rollouts":
+        judge = _controller_judge(manifest, read, analysis=analysis, sleep=sleep)
         return _promote_steps(manifest, ctx, judge, max_attempts=max_attempts)
 
     def measure(before: RolloutState, commit: str) -> _Verdict:
@@ -60,7 +70,9 @@ def auto_promote(
         bad = next(m for m in reversed(outcome.measurements) if not m.ok)
         return _Verdict(lines, f"analysis failed: {bad.metric} past failureLimit {analysis.failure_limit}", bad.text())
 
-    return _promote_steps(manifest, ctx, measure, max_attempts=max_attempts)
+    result = _promote_steps(manifest, ctx, measure, max_attempts=max_attempts)
+    result.warnings[:0] = warnings
+    return result
 
 
 @dataclass(frozen=True)

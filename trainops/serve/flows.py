@@ -14,6 +14,7 @@ release as stable, so the cluster gets exactly what served it before.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -241,6 +242,28 @@ class ClusterRead:
     context: str | None = None
 
 
+def promote_check(manifest: Manifest, cluster: ClusterRead | None) -> tuple[ClusterRead | None, list[str]]:
+    """The cluster `promote` reads before it commits, and a warning when it can read none.
+
+    The one given (--cluster, --kubeconfig, --context); else, when the manifest declares Argo
+    CD or Argo Rollouts (spec.gitops.argocd, rollout.traffic argo-rollouts), the user's own:
+    $KUBECONFIG when set, else ~/.kube/config when it exists. A manifest that declares
+    neither has no controller to ask."""
+    from trainops.cluster.client import DEFAULT_KUBECONFIG, kubeconfig_path
+
+    if cluster is not None:
+        return cluster, []
+    spec = manifest.pipeline.spec
+    if spec.gitops.argocd is None and (spec.rollout is None or spec.rollout.traffic != "argo-rollouts"):
+        return None, []
+    if os.environ.get("KUBECONFIG") or kubeconfig_path(None).is_file():
+        return ClusterRead(), []
+    return None, [
+        f"could not check the cluster (no --kubeconfig, $KUBECONFIG unset, no {DEFAULT_KUBECONFIG}): "
+        "a canary Argo Rollouts aborted would not be seen, and this promote clears such an abort"
+    ]
+
+
 def promote(
     manifest: Manifest,
     *,
@@ -251,17 +274,22 @@ def promote(
     """Advance the canary one step (with `full`, make it stable). Step by step while
     rollout.analysis holds is trainops.serve.auto.auto_promote.
 
-    With `cluster`, the Rollout is read first: a canary Argo Rollouts aborted is not promoted
-    (trainops.serve.live.check_promotable)."""
+    The Rollout is read first from `cluster`, else from the user's kubeconfig when the
+    manifest declares Argo CD or Argo Rollouts (promote_check): a canary Argo Rollouts
+    aborted is not promoted (trainops.serve.live.check_promotable). Without a kubeconfig the
+    result warns that the cluster was not checked."""
     ctx = serve_context(manifest)
     before, _ = read_state(manifest)
     after = next_state(ctx, before, full=full)
-    if cluster is not None:
+    read, warnings = promote_check(manifest, cluster)
+    if read is not None:
         from trainops.serve.live import check_promotable, read_live
 
-        check_promotable(read_live(manifest, kubeconfig=cluster.kubeconfig, context=cluster.context))
+        check_promotable(read_live(manifest, kubeconfig=read.kubeconfig, context=read.context))
     action = "promote-full" if full else "promote"
-    return commit_state(manifest, ctx, action=action, before=before, after=after, max_attempts=max_attempts)
+    result = commit_state(manifest, ctx, action=action, before=before, after=after, max_attempts=max_attempts)
+    result.warnings[:0] = warnings
+    return result
 
 
 def abort(manifest: Manifest, *, reason: list[str] | None = None, max_attempts: int = 5) -> ActionResult:

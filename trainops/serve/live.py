@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from trainops.errors import GateFailedError, InputError, RemoteError
@@ -29,12 +29,13 @@ def read_live(manifest: Manifest, *, kubeconfig: str | None = None, context: str
     """The pipeline's Applications, Rollout, HTTPRoute weights and last AnalysisRun, read live."""
     from trainops.cluster.argo import live_state
     from trainops.cluster.client import connect
+    from trainops.serve.traffic import step_position
 
     ctx = serve_context(manifest)
     argocd = manifest.pipeline.spec.gitops.argocd
     with connect(kubeconfig=kubeconfig, context=context) as cluster:
         namespace = ctx.namespace or (argocd.destination_namespace if argocd else None) or cluster.namespace
-        return live_state(
+        live = live_state(
             cluster,
             pipeline=ctx.pipeline,
             argocd_namespace=argocd.namespace if argocd else "argocd",
@@ -42,6 +43,10 @@ def read_live(manifest: Manifest, *, kubeconfig: str | None = None, context: str
             namespace=namespace,
             route=ctx.name if ctx.rollout.gateway is not None else None,
         )
+    if live.rollout is None:
+        return live
+    step, doing = step_position(ctx, live.rollout.canary_steps, live.rollout.controller_step)
+    return replace(live, rollout=replace(live.rollout, step=step, doing=doing))
 
 
 def analysis_text(analysis: AnalysisState) -> str:

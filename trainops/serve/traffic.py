@@ -62,6 +62,42 @@ def _held_weight(ctx: ServeContext, state: RolloutState) -> int:
     return canary.steps[state.step - 1].weight
 
 
+_DOING = {
+    "setWeight": "setting the weight",
+    "setHeaderRoute": "setting the A/B header route",
+    "analysis": "running the analysis",
+    "pause": "paused until the next promote",
+}
+
+
+def step_position(ctx: ServeContext, steps: list[dict[str, Any]], index: int | None) -> tuple[str | None, str | None]:
+    """The controller's raw step index over a Rollout's steps as _argo_steps commits them, in
+    trainops' terms: the canary step ("2/3 50%") and what the controller does in it.
+
+    From the second canary step on a commit starts with the previous step's `setWeight`, so
+    the controller's index runs one ahead of the steps a user counts, and at index 0 the
+    traffic is still at the previous step. (None, None) without canary steps (stable)."""
+    canary = ctx.rollout.canary
+    weights = [int(s["setWeight"]) for s in steps if isinstance(s.get("setWeight"), int)]
+    if not weights or canary is None:
+        return None, None
+    total = len(canary.steps)
+
+    def label(weight: int) -> str:
+        n = next((i + 1 for i, step in enumerate(canary.steps) if step.weight == weight), None)
+        return f"{n if n is not None else '?'}/{total} {weight}%"
+
+    current = label(weights[-1])
+    if index is None:
+        return current, "not started"
+    if index >= len(steps):
+        return current, "steps done"
+    if len(weights) > 1 and index == 0:
+        return label(weights[0]), f"holding the previous weight, then {current}"
+    kind = next(iter(steps[index]), "")
+    return current, _DOING.get(kind, kind)
+
+
 def _served_now(state: RolloutState) -> Served:
     served = state.canary or state.stable
     if served is None:

@@ -1,0 +1,65 @@
+"""A push to the project's git remote trains on the cluster: the remote's post-receive hook
+runs `trainops ci` for the pushed range, ci commits the Volcano job and the training path's
+Application to the GitOps repo, Argo CD syncs the path and the Volcano scheduler binds the
+whole gang on distinct nodes (all read from the API server). tests/argo/pushflow.py says how
+the hook stands in for a CI server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from argo_cluster import ArgoStack
+
+from tests.argo.helpers import NAMESPACE, wait
+from tests.argo.pushflow import (
+    TRAIN_APP,
+    PushProject,
+    all_bound,
+    app_status,
+    bootstrap_train,
+    change_training,
+    gitops_commit,
+    gitops_file,
+    podgroup_queues,
+    priority_class,
+    push_project,
+    volcano_jobs,
+)
+
+
+@pytest.fixture
+def pushed(argo: ArgoStack, gitops_http: str, tmp_path: Path) -> Iterator[PushProject]:
+    priority_class(argo)
+    project = push_project(tmp_path, gitops=gitops_http)
+    yield project
+    project.stop_ci()
+    argo.kubectl_run("delete", "queues.scheduling.volcano.sh", "research", "--ignore-not-found", "--wait=false")
+
+
+def test_a_push_runs_ci_argo_cd_syncs_the_job_and_volcano_binds_it(
+    argo: ArgoStack, gitops_http: str, pushed: PushProject, tmp_path: Path
+) -> None:
+    new = change_training(pushed, steps=400)
+    said = pushed.push()
+    assert f"--until {new} started" in said, said
+    scratch = tmp_path / "gitops"
+    application = wait(lambda: gitops_file(gitops_http, TRAIN_APP, scratch=scratch), timeout=180,
+                       what=f"ci's GitOps commit (ci's log: {pushed.runs})")  # fmt: skip
+    commit, trailers = gitops_commit(scratch)
+    assert trailers["Trainops-Commit"] == new  # ci committed the job of the pushed commit
+    run_id = trailers["Trainops-Run"]
+    assert f"[train] note: submitted run {run_id}" in pushed.ci_log(new)
+    assert "before train" in pushed.ci_log(new)  # ci started at train: the push changed spec.train
+
+    app = bootstrap_train(argo, application)  # once; from now on git alone drives the cluster
+    status = wait(lambda: (s := app_status(argo, app)).get("sync", {}).get("status") == "Synced" and s,
+                  timeout=180, what=f"Application {app} Synced", argo=argo)  # fmt: skip
+    assert status["sync"]["revision"] == commit
+    jobs = wait(lambda: volcano_jobs(argo), timeout=60, what=f"the Volcano job in {NAMESPACE}", argo=argo)
+    ((job, labels),) = jobs.items()
+    assert labels["trainops.dev/run-id"] == run_id
+    pods = wait(lambda: all_bound(argo, job, 2), timeout=120, what=f"{job}'s 2 pods bound by Volcano", argo=argo)
+    assert len(set(pods.values())) == 2, pods  # the gang, one pod per node
+    assert podgroup_queues(argo) == ["research"]  # in the tenant's Queue, which Argo CD synced from the path too
