@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_cluster import KubeCluster, Shape, listening
+from kube_cluster import GPU, KubeCluster, Shape, listening
 from kube_jobs import apply, ensure_namespace
 from services import wait_for
 
@@ -170,3 +170,25 @@ def test_a_set_the_lws_webhook_refuses_is_one_line_at_its_manifest_field(sim: Ku
     assert 'rollingUpdateConfiguration.maxSurge: Invalid value: "two"' in text
     assert "RBAC" not in text  # the webhook's 403 is the object's error, not a permission
     assert sim.api.list(LWS, "LeaderWorkerSet", NAMESPACE) == []  # a dry run: nothing stored
+
+
+def test_the_dry_run_sends_the_sets_pod_templates_as_pods(sim: KubeCluster, tmp_path: Path) -> None:
+    """The API server checks a LeaderWorkerSet's pod templates against the CRD's schema only: a
+    bad one is found when the StatefulSet cannot create the pods. The dry run sends each template
+    as a Pod: trainops' render passes; a leader asking for fewer GPUs than its limit (which the
+    schema allows and a Pod may not) is refused at spec.rollout, naming the template."""
+    manifest = _manifest(tmp_path / "v")
+    ensure_namespace(sim.api, NAMESPACE)
+    with connect(kubeconfig=sim.kubeconfig) as cluster:
+        assert dry_run(cluster, manifest, [i for i in sent(manifest) if i.obj["kind"] == "LeaderWorkerSet"]) == []
+        item = _stable_set(manifest)
+        (engine,) = item.obj["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"]
+        engine["resources"]["requests"][GPU] = "4"
+        (problem,) = dry_run(cluster, manifest, [item])
+    text = str(problem)
+    assert "\n" not in text
+    name = item.obj["metadata"]["name"]
+    assert f"spec.rollout: the cluster refuses the pods of LeaderWorkerSet {NAMESPACE}/{name} (" in text
+    assert ") from its spec.leaderWorkerTemplate.leaderTemplate: " in text
+    assert f"must be equal to {GPU} limit of 8" in text
+    assert sim.api.list("v1", "Pod", NAMESPACE) == [] and sim.api.list(LWS, "LeaderWorkerSet", NAMESPACE) == []

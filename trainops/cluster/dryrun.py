@@ -4,7 +4,8 @@
 and tenants with a placeholder image, the cluster topology, the eval Job for a placeholder
 checkpoint, and with spec.rollout the serving objects as stable and as a canary);
 `dry_run` sends each object to the
-API server with `dryRun=All&fieldValidation=Strict` (nothing is stored). Every refusal
+API server with `dryRun=All&fieldValidation=Strict` (nothing is stored), and the pod templates
+inside custom resources (a LeaderWorkerSet's) as Pods, which the server validates in full. Every refusal
 becomes a Problem at the line of the manifest field the object came from (spec.train,
 spec.tenants[i], spec.cluster.topology, spec.rollout; narrowed by the field the server
 names, such as resources or nodeSelector), its message naming the object and the server's
@@ -161,7 +162,8 @@ def missing_namespaces(cluster: Cluster, manifest: Manifest, items: Sequence[Sen
 
 def dry_run(cluster: Cluster, manifest: Manifest, items: Sequence[Sent]) -> list[Problem]:
     """Server-side apply of every object with dryRun=All; a Problem per refusal (nothing stored),
-    and one per missing namespace instead of one per object in it."""
+    and one per missing namespace instead of one per object in it. The pod templates of custom
+    resources the server admitted are sent too, as Pods (see _POD_TEMPLATES)."""
     problems, missing = missing_namespaces(cluster, manifest, items)
     for item in items:
         if item.obj["metadata"].get("namespace") in missing:
@@ -170,6 +172,49 @@ def dry_run(cluster: Cluster, manifest: Manifest, items: Sequence[Sent]) -> list
             cluster.apply(item.obj, dry_run=True)
         except (ObjectRefused, NotFoundError) as err:
             problems.append(refusal_problem(manifest, item, err))
+            continue
+        problems += _template_refusals(cluster, manifest, item)
+    return problems
+
+
+# Pod templates inside custom resources: the API server checks them against the CRD's schema
+# only, and the pods are validated when the controller creates them (GPU requests unequal to
+# their limits show up later as a StatefulSet that cannot create its pods). A dry-run Pod of
+# each template asks now.
+_POD_TEMPLATES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "LeaderWorkerSet": (
+        ("spec", "leaderWorkerTemplate", "leaderTemplate"),
+        ("spec", "leaderWorkerTemplate", "workerTemplate"),
+    ),
+}
+
+
+def _template_pods(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(the template's field, a Pod made of it) for each pod template of a custom resource."""
+    meta = obj["metadata"]
+    out = []
+    for path in _POD_TEMPLATES.get(str(obj.get("kind")), ()):
+        template: Any = obj
+        for key in path:
+            template = template.get(key) if isinstance(template, dict) else None
+        if not isinstance(template, dict):
+            continue
+        pod_meta = {**(template.get("metadata") or {}), "name": f"{meta['name']}-{path[-1].lower()}"}
+        if meta.get("namespace"):
+            pod_meta["namespace"] = meta["namespace"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": template.get("spec") or {}}
+        out.append((".".join(path), pod))
+    return out
+
+
+def _template_refusals(cluster: Cluster, manifest: Manifest, item: Sent) -> list[Problem]:
+    problems = []
+    for field, pod in _template_pods(item.obj):
+        try:
+            cluster.apply(pod, dry_run=True)
+        except (ObjectRefused, NotFoundError) as err:
+            message = f"the cluster refuses the pods of {describe(item.obj)} ({item.source}) from its {field}: {err}"
+            problems.append(field_problem(manifest.path, env=manifest.env, loc=item.loc, message=message))
     return problems
 
 
