@@ -1,7 +1,7 @@
 """Volcano, JobSet, Kueue and LeaderWorkerSet on the simulated cluster: their CRDs (the
 vendored ones where trainops has them, else the upstream module's own, same version),
-configuration and processes. A mixin of ``KubeCluster`` (tests/kube_cluster.py), kept apart
-for size.
+configuration, admission webhooks and processes. A mixin of ``KubeCluster``
+(tests/kube_cluster.py), kept apart for size.
 """
 
 from __future__ import annotations
@@ -19,13 +19,16 @@ from kube_config import (
     RACK_LABEL,
     SPINE_LABEL,
     VOLCANO_SCHEDULER_CONF,
+    VOLCANO_WEBHOOKS,
     hypernode,
+    volcano_webhook_configurations,
     webhook_configurations,
 )
 from services import ServiceError, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 VENDORED_CRDS = REPO / "trainops" / "render" / "crds"
+VOLCANO_NAMESPACE = "volcano-system"
 
 
 class AddonsMixin:
@@ -78,9 +81,10 @@ class AddonsMixin:
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": "volcano-system"},
+                "metadata": {"name": VOLCANO_NAMESPACE},
             }
         )
+        self._step("volcano-webhook", self._start_volcano_webhook)
         conf = self.directory / "volcano-scheduler.conf"
         conf.write_text(self.volcano_config or VOLCANO_SCHEDULER_CONF)
         metrics, health = self._port("volcano-scheduler-metrics"), self._port("volcano-scheduler")
@@ -134,6 +138,42 @@ class AddonsMixin:
                 "metadata": {"name": "default"},
                 "spec": {"weight": 1, "reclaimable": True},
             }
+        )
+
+    def _start_volcano_webhook(self) -> None:
+        """Volcano's admission webhook (job defaulting and validation, queues, pod groups,
+        HyperNodes) on 127.0.0.1 with a serving certificate of the cluster's CA. Its webhook
+        configurations go in first: the manager waits for them by name and only sets their
+        caBundle. Ready when the API server gets an answer from it (a Queue, dry run)."""
+        port = self._port("volcano-webhook")
+        for obj in volcano_webhook_configurations(port=port, ca=self.pki / "ca.crt", namespace=VOLCANO_NAMESPACE):
+            self.api.apply(obj)
+        args = [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--listen-address={LOOPBACK}",
+            f"--port={port}",
+            f"--tls-cert-file={self.pki / 'webhook.crt'}",
+            f"--tls-private-key-file={self.pki / 'webhook.key'}",
+            f"--ca-cert-file={self.pki / 'ca.crt'}",
+            f"--webhook-url=https://{LOOPBACK}:{port}",
+            "--enabled-admission=" + ",".join(path for path, *_ in VOLCANO_WEBHOOKS),
+            "--enable-healthz=false",  # it answers before the webhooks are served: the probe below is the truth
+            "--kube-api-qps=500",
+            "--kube-api-burst=1000",
+            "-v=2",
+        ]
+        probe = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "kubesim-webhook-probe"},
+            "spec": {"weight": 1},
+        }
+        self._spawn(
+            "vc-webhook-manager",
+            binary("vc-webhook-manager"),
+            args,
+            what="volcano webhook-manager",
+            ready=lambda: bool(self.api.apply(probe, dry_run=True)),
         )
 
     def reconfigure_volcano(self, conf: str) -> None:

@@ -246,7 +246,7 @@ class KubeCluster(AddonsMixin):
             "controller-manager": ["kube-controller-manager"],
             "scheduler": ["kube-scheduler"],
             "kwok": ["kwok"],
-            "volcano": ["vc-scheduler", "vc-controller-manager"],
+            "volcano": ["vc-webhook-manager", "vc-scheduler", "vc-controller-manager"],
             "kueue": ["kueue", "kubectl"],
             "jobset": ["jobset", "kubectl"],
             "lws": ["lws", "kubectl"],  # kubectl builds its webhook configurations (kustomize)

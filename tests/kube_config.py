@@ -1,6 +1,6 @@
 """Configuration the simulated cluster writes for its components: kwok's Stages, the Volcano
-scheduler's plugins, HyperNodes for the racks and spines, and controller-runtime webhook
-configurations pointed at 127.0.0.1."""
+scheduler's plugins, HyperNodes for the racks and spines, and the admission webhook
+configurations (Volcano's, controller-runtime's) pointed at 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -213,3 +213,65 @@ def hypernode(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str, 
         "metadata": {"name": name},
         "spec": {"tier": tier, "members": members},
     }
+
+
+# Volcano's admission webhooks as its Helm chart enables them by default (v1.15.1): path,
+# mutating?, API group/version, resource, operations. The pods webhooks are off there too.
+VOLCANO_WEBHOOKS: tuple[tuple[str, bool, str, str, tuple[str, ...]], ...] = (
+    ("/jobs/mutate", True, "batch.volcano.sh/v1alpha1", "jobs", ("CREATE",)),
+    ("/jobs/validate", False, "batch.volcano.sh/v1alpha1", "jobs", ("CREATE", "UPDATE")),
+    ("/podgroups/validate", False, "scheduling.volcano.sh/v1beta1", "podgroups", ("CREATE",)),
+    ("/queues/mutate", True, "scheduling.volcano.sh/v1beta1", "queues", ("CREATE",)),
+    ("/queues/validate", False, "scheduling.volcano.sh/v1beta1", "queues", ("CREATE", "UPDATE", "DELETE")),
+    ("/hypernodes/validate", False, "topology.volcano.sh/v1alpha1", "hypernodes", ("CREATE", "UPDATE")),
+    ("/cronjobs/validate", False, "batch.volcano.sh/v1alpha1", "cronjobs", ("CREATE", "UPDATE")),
+)
+
+
+def volcano_webhook_configurations(*, port: int, ca: Path, namespace: str) -> list[dict[str, Any]]:
+    """One webhook configuration per Volcano admission path, served at https://127.0.0.1:PORT.
+
+    The names are the ones vc-webhook-manager looks up at start (``volcano-admission-service``
+    and the path with dashes; it waits for each and sets its caBundle): it registers no
+    configuration itself. Objects in Volcano's own namespace and kube-system are not sent
+    to it (as the chart has it); a refusal or an unreachable webhook refuses the request.
+    """
+    bundle = base64.b64encode(ca.read_bytes()).decode()
+    out = []
+    for path, mutating, api_version, resource, operations in VOLCANO_WEBHOOKS:
+        group, version = api_version.split("/")
+        noun, verb = path.strip("/").split("/")
+        hook: dict[str, Any] = {
+            "name": f"{verb}{noun.removesuffix('s')}.volcano.sh",
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": {"url": f"https://{LOOPBACK}:{port}{path}", "caBundle": bundle},
+            "failurePolicy": "Fail",
+            "matchPolicy": "Equivalent",
+            "sideEffects": "NoneOnDryRun",
+            "timeoutSeconds": 10,
+            "namespaceSelector": {
+                "matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [namespace, "kube-system"]}
+                ]
+            },
+            "rules": [
+                {
+                    "apiGroups": [group],
+                    "apiVersions": [version],
+                    "resources": [resource],
+                    "operations": list(operations),
+                }
+            ],
+        }
+        if mutating:
+            hook["reinvocationPolicy"] = "Never"
+        kind = "MutatingWebhookConfiguration" if mutating else "ValidatingWebhookConfiguration"
+        out.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": kind,
+                "metadata": {"name": "volcano-admission-service" + path.replace("/", "-")},
+                "webhooks": [hook],
+            }
+        )
+    return out

@@ -80,7 +80,29 @@ def apply(api: KubeApi, objects: Iterable[dict[str, Any]]) -> None:
         ns = obj["metadata"].get("namespace")
         if ns:
             ensure_namespace(api, ns)
-        api.apply(obj)
+        _apply_retrying(api, obj)
+
+
+def _apply_retrying(api: KubeApi, obj: dict[str, Any]) -> None:
+    """A Volcano Job that Volcano's webhook refuses only because its Queue is not yet there or
+    not yet open (trainops.cluster.dryrun.queue_pending) is applied again, as Argo CD
+    retries a sync; any other refusal is raised at once."""
+    from trainops.cluster.dryrun import queue_pending
+
+    refused: list[ApiError] = []
+
+    def admitted() -> bool:
+        try:
+            api.apply(obj)
+        except ApiError as exc:
+            if queue_pending(obj, str(exc), {(obj.get("spec") or {}).get("queue")}):
+                return False
+            refused.append(exc)
+        return True
+
+    wait_for(admitted, timeout=30, what=f"{obj['kind']} {obj['metadata']['name']} admitted")
+    if refused:
+        raise refused[0]
 
 
 def ensure_namespace(api: KubeApi, name: str) -> None:

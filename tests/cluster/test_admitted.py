@@ -5,8 +5,10 @@ Volcano and Kueue, each serving traffic mode) in every environment of the exampl
 training job, the tenants, the eval Job and the serving objects, sent with server-side
 apply and fieldValidation=Strict, first as a dry run (what `trainops validate --kubeconfig`
 asks) and then for real, into the simulated cluster of tests/kube_cluster.py with the
-vendored CRDs of the serving kinds installed. Then the same through the CLI, and refusals
-only a server knows (an immutable Topology, a label no node has) located in the manifest.
+vendored CRDs of the serving kinds installed, Volcano's admission webhook among the
+admission steps (every Volcano Job stored as rendered, nothing left for it to default). Then the same through the CLI,
+and refusals only a server knows (an immutable Topology, a label no node has, a Volcano Job
+its webhook refuses) located in the manifest.
 """
 
 from __future__ import annotations
@@ -20,11 +22,23 @@ import yaml
 
 from tests.cli.runner import run
 from tests.cluster.targets import FABRIC, manifests, sent, write_variant
+from trainops.cluster.applier import apply_object
 from trainops.cluster.client import Cluster, ObjectRefused, connect
-from trainops.cluster.dryrun import describe
+from trainops.cluster.dryrun import Sent, describe, queue_pending
+from trainops.errors import InputError
 from trainops.spec import load_manifest
 
 CRDS = Path(__file__).resolve().parents[2] / "trainops" / "render" / "crds"
+VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
+VOLCANO_QUEUE = ("scheduling.volcano.sh/v1beta1", "Queue")
+# the example's prod environment submits to the prod cluster's queue `pretrain`, which its
+# platform team owns (not one of the pipeline's tenants): the cluster here has it too
+PLATFORM_QUEUE = {
+    "apiVersion": "scheduling.volcano.sh/v1beta1",
+    "kind": "Queue",
+    "metadata": {"name": "pretrain"},
+    "spec": {"weight": 1, "reclaimable": True},
+}
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +54,9 @@ def cluster(kube_cluster: Any) -> Iterator[Cluster]:
                 missing.append(path)
         kube_cluster.install_crds(missing)
         client.rediscover()  # with the new CRDs
+        client.apply(PLATFORM_QUEUE, dry_run=False)
         yield client
+        client.delete(PLATFORM_QUEUE["apiVersion"], "Queue", "pretrain")
 
 
 def _namespaces(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
@@ -48,15 +64,34 @@ def _namespaces(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
         cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, dry_run=False)
 
 
+def _kind(obj: dict[str, Any]) -> tuple[str, str]:
+    return obj["apiVersion"], obj["kind"]
+
+
+def _kept_by_volcano(item: Sent, answer: dict[str, Any]) -> bool:
+    """Volcano's mutating webhook fills in what a job leaves unset (its maxRetry when 0, each
+    task's minAvailable and maxRetry), and its validating webhook refuses any later change to
+    them: trainops renders them, so what the cluster stores is what git holds."""
+    rendered, stored = item.obj["spec"], answer["spec"]
+    keys = ("minAvailable", "maxRetry", "queue", "schedulerName", "plugins")
+    if any(stored.get(key) != rendered.get(key) for key in keys):
+        return False
+    pairs = zip(rendered["tasks"], stored["tasks"], strict=True)
+    return all(s[key] == r[key] for r, s in pairs for key in ("minAvailable", "maxRetry", "replicas"))
+
+
 def test_every_target_in_every_environment_is_admitted_dry_run_then_for_real(cluster: Cluster, tmp_path: Path) -> None:
     refused: list[str] = []
     kinds: set[str] = set()
     stored: dict[tuple[str, str, str | None, str], None] = {}
     kept: set[tuple[str, str, str | None, str]] = set()
-    checked = 0
+    checked = volcano_jobs = volcano_sent = 0
     try:
         for manifest in manifests(tmp_path):
-            items = sent(manifest)
+            # the tenants' Queues first, as Argo CD's stand-in (trainops.cluster.applier) applies them
+            items = sorted(sent(manifest), key=lambda i: _kind(i.obj) != VOLCANO_QUEUE)
+            queues = {i.obj["metadata"]["name"] for i in items if _kind(i.obj) == VOLCANO_QUEUE}
+            volcano_sent += sum(_kind(i.obj) == VOLCANO_JOB for i in items)
             _namespaces(cluster, [i.obj for i in items])
             for dry_run in (True, False):
                 for item in items:
@@ -64,13 +99,20 @@ def test_every_target_in_every_environment_is_admitted_dry_run_then_for_real(clu
                     key = (obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
                     if not dry_run and key not in stored and cluster.get(*key[:2], key[3], namespace=key[2]):
                         kept.add(key)  # the cluster's own (its HyperNodes rack-0, …): not ours to delete
-                    try:
-                        answer = cluster.apply(obj, dry_run=dry_run)
-                    except ObjectRefused as err:
+                    try:  # for real as the stand-in for Argo CD applies (a Job retried while its Queue opens)
+                        answer = (
+                            cluster.apply(obj, dry_run=True) if dry_run else apply_object(cluster, obj, queues=queues)
+                        )
+                    except (ObjectRefused, InputError) as err:
+                        if dry_run and queue_pending(item.obj, err.message, queues):
+                            continue  # a dry run stores no Queue for its Job to see: asked for real below
                         where = f"{manifest.path.parent.name} env {manifest.env or 'base'}"
                         refused.append(f"{where}: {describe(obj)} ({item.source}, dry run {dry_run}): {err}")
                         continue
                     assert answer["metadata"]["name"] == meta["name"]
+                    if _kind(obj) == VOLCANO_JOB:
+                        assert _kept_by_volcano(item, answer), describe(obj)
+                        volcano_jobs += 1
                     if not dry_run and key not in kept:
                         stored[key] = None
                     kinds.add(f"{obj['apiVersion']} {obj['kind']}")
@@ -80,6 +122,8 @@ def test_every_target_in_every_environment_is_admitted_dry_run_then_for_real(clu
             cluster.delete(api_version, kind, name, namespace=namespace)
     assert refused == []
     assert checked > 500
+    # every Volcano Job (training and eval) for real, and dry run where its queue was there, through the webhook
+    assert volcano_sent > 0 and volcano_jobs >= volcano_sent
     served = {"apps/v1 Deployment", "v1 Service", "leaderworkerset.x-k8s.io/v1 LeaderWorkerSet"}
     served |= {"argoproj.io/v1alpha1 Rollout", "argoproj.io/v1alpha1 AnalysisTemplate"}
     served |= {"gateway.networking.k8s.io/v1 HTTPRoute", "serving.kserve.io/v1beta1 InferenceService"}
@@ -99,8 +143,9 @@ def test_validate_kubeconfig_asks_the_cluster_for_every_environment(
     out = run("validate", "-f", str(path), "--kubeconfig", str(kube_cluster.kubeconfig))
     assert out.code == 0, out.stderr
     lines = [line for line in out.stdout.splitlines() if line.startswith("cluster (")]
-    # the Volcano Job and Queue, 3 HyperNodes, the eval Job and its ConfigMap, 8 serving objects
-    assert lines[0].startswith("cluster (base): 15 objects sent to https://127.0.0.1:")
+    # the Volcano Job and Queue, 3 HyperNodes, the training path's Argo CD Application, the
+    # eval Job and its ConfigMap, 8 serving objects
+    assert lines[0].startswith("cluster (base): 16 objects sent to https://127.0.0.1:")
     assert [line.split(":")[0] for line in lines] == [
         "cluster (base)",
         "cluster (env dev)",
@@ -124,7 +169,7 @@ def test_validate_kubeconfig_asks_the_cluster_for_every_environment(
         ).stdout
     )
     assert data["ok"] is True
-    assert data["cluster"] == [{"env": "prod", "server": kube_cluster.server, "objects": 15, "problems": []}]
+    assert data["cluster"] == [{"env": "prod", "server": kube_cluster.server, "objects": 16, "problems": []}]
 
 
 def test_a_tier_label_no_node_has_is_an_error_at_its_line(kube_cluster: Any, tmp_path: Path) -> None:
@@ -166,3 +211,63 @@ def test_a_refusal_only_the_server_knows_is_located_and_nothing_is_stored(
     assert "immutable" in error
     stored = cluster.get("kueue.x-k8s.io/v1beta2", "Topology", "gpu-fabric")
     assert stored is not None and len(stored["spec"]["levels"]) == 2  # the dry run stored nothing
+
+
+def _refusals(out: Any) -> list[str]:
+    """validate's lines for the objects the cluster refuses (the serving kinds whose
+    controllers this cluster lacks aside)."""
+    return [line for line in out.stderr.splitlines() if "the cluster refuses Job" in line]
+
+
+def test_a_volcano_job_its_webhook_refuses_is_one_line_at_the_patch_that_made_it(
+    cluster: Cluster, kube_cluster: Any, tmp_path: Path
+) -> None:
+    """Volcano's validating webhook refuses a job whose minAvailable is more than its pods (here
+    set by a spec.patches entry): one line naming the Job and the patch's field; nothing stored."""
+    path = write_variant(tmp_path / "v", "volcano")
+    data = yaml.safe_load(path.read_text())
+    patch = {"target": {"kind": "Job", "name": "tiny-llm-validate"}, "merge": {"spec": {"minAvailable": 9999}}}
+    data["spec"]["patches"].append(patch)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    index = len(data["spec"]["patches"]) - 1
+    line, column = next(
+        (i, row.index("minAvailable") + 1)
+        for i, row in enumerate(path.read_text().splitlines(), 1)
+        if "minAvailable: 9999" in row
+    )
+    out = run("validate", "--render", "-f", str(path), "--env", "prod", "--kubeconfig", str(kube_cluster.kubeconfig))
+    assert out.code == 3, out.stderr
+    assert _refusals(out) == [  # a single problem is validate's error line
+        f"Error: {path}:{line}:{column}: spec.patches[{index}].merge.spec.minAvailable: the cluster refuses Job "
+        'tiny-llm/tiny-llm-validate (train/volcano-job.yaml): admission webhook "validatejob.volcano.sh" denied '
+        "the request: job 'minAvailable' should not be greater than total replicas in tasks; (with --env prod)"
+    ]
+    assert cluster.get(*VOLCANO_JOB, "tiny-llm-validate", namespace="tiny-llm") is None
+
+
+def test_a_volcano_job_for_a_queue_the_cluster_lacks_is_refused_at_train_queue(
+    cluster: Cluster, kube_cluster: Any, tmp_path: Path
+) -> None:
+    """A queue that is neither in the cluster nor one of the tenants (whose Queues a dry run
+    does not store, so a Job for one of them is not refused): one line at train.queue."""
+    path = write_variant(tmp_path / "v", "volcano")
+    data = yaml.safe_load(path.read_text())
+    data["environments"]["prod"]["train"]["queue"] = "no-such-queue"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    line, column = next(
+        (i, row.index("queue") + 1) for i, row in enumerate(path.read_text().splitlines(), 1) if "no-such-queue" in row
+    )
+    out = run("validate", "--render", "-f", str(path), "--env", "prod", "--kubeconfig", str(kube_cluster.kubeconfig))
+    assert out.code == 3, out.stderr
+    denied = (
+        'admission webhook "validatejob.volcano.sh" denied the request: unable to find job queue: '
+        'queue.scheduling.volcano.sh "no-such-queue" not found; (with --env prod)'
+    )
+    assert _refusals(out) == [
+        f"{path}:{line}:{column}: spec.train.queue: the cluster refuses Job tiny-llm/{name} ({source}): {denied}"
+        for name, source in (
+            ("tiny-llm-validate", "train/volcano-job.yaml"),
+            ("tiny-llm-eval-validate", "eval/volcano-job.yaml"),
+        )
+    ]
+    assert cluster.get(*VOLCANO_JOB, "tiny-llm-validate", namespace="tiny-llm") is None

@@ -13,7 +13,10 @@ with `prune: true` and `CreateNamespace=true` does, and nothing more:
   of repo, branch and path), as Argo CD tracks its objects by a label or annotation;
 - what the path held at the previous commit that touched it and no longer holds is deleted,
   but only when the live object carries this tracking label (never an object someone else
-  made).
+  made);
+- a Volcano Job its admission webhook refuses only because its Queue, applied just before
+  it, is not yet opened by Volcano's controller (or not yet seen by the webhook) is applied
+  again with trainops.retry's backoff, as Argo CD retries a sync (`syncPolicy.retry`).
 
 No trainops command calls it.
 """
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.cluster.client import Cluster, ObjectRefused
-from trainops.cluster.dryrun import describe
+from trainops.cluster.dryrun import describe, queue_pending
 from trainops.errors import InputError
 
 FIELD_MANAGER = "trainops-standin-argocd"
@@ -72,6 +75,24 @@ def _previous_commit(repo: str, branch: str, path: str, commit: str) -> str | No
     return entries[index + 1] if index + 1 < len(entries) else None
 
 
+def apply_object(
+    cluster: Cluster, obj: dict[str, Any], *, queues: set[str], commit: str | None = None
+) -> dict[str, Any]:
+    """Apply one object as the sync does (the object as the server stored it); a Volcano Job
+    waiting for one of `queues`, the Queues applied with it (queue_pending), is retried."""
+    from trainops.retry import Backoff
+
+    backoff = Backoff(f"apply {describe(obj)}")
+    while True:
+        try:
+            return cluster.apply(obj, dry_run=False, field_manager=FIELD_MANAGER)
+        except ObjectRefused as err:
+            if queue_pending(obj, err.message, queues) and backoff.wait(err.message):
+                continue
+            at = f" at {commit}" if commit else ""
+            raise InputError(f"the cluster refuses {describe(obj)}{at}: {err}") from None
+
+
 def sync(cluster: Cluster, *, repo: str, branch: str, path: str, commit: str | None = None) -> SyncResult:
     """Apply the tree under `path` at `commit` (default: the branch tip) and prune what the
     previous commit touching `path` held and this one does not (see the module docstring)."""
@@ -88,15 +109,13 @@ def sync(cluster: Cluster, *, repo: str, branch: str, path: str, commit: str | N
                 dry_run=False,
                 field_manager=FIELD_MANAGER,
             )
+    queues = {_key(o)[3] for o in objects if o.get("kind") == "Queue"}
     for obj in objects:
         tracked = dict(obj)
         meta = dict(tracked.get("metadata") or {})
         meta["labels"] = {**(meta.get("labels") or {}), TRACKING_LABEL: tracking}
         tracked["metadata"] = meta
-        try:
-            cluster.apply(tracked, dry_run=False, field_manager=FIELD_MANAGER)
-        except ObjectRefused as err:
-            raise InputError(f"the cluster refuses {describe(obj)} at {snapshot.commit}: {err}") from None
+        apply_object(cluster, tracked, queues=queues, commit=snapshot.commit)
         applied.append(describe(obj))
     pruned = []
     before = _previous_commit(repo, branch, path, snapshot.commit) if snapshot.commit else None

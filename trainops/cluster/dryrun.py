@@ -8,14 +8,16 @@ API server with `dryRun=All&fieldValidation=Strict` (nothing is stored), and the
 inside custom resources (a LeaderWorkerSet's) as Pods, which the server validates in full. Every refusal
 becomes a Problem at the line of the manifest field the object came from (spec.train,
 spec.tenants[i], spec.cluster.topology, spec.rollout; narrowed by the field the server
-names, such as resources or nodeSelector), its message naming the object and the server's
-words. `topology_problems` checks spec.cluster.topology against the nodes: a tier label no
+names, such as resources or nodeSelector, or an admission webhook quotes, such as Volcano's
+'minAvailable'; a spec.patches entry when one set that field), its message naming the object
+and the server's words. `topology_problems` checks spec.cluster.topology against the nodes: a tier label no
 node has, a rack no node is in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,23 @@ _TRAIN_FIELDS = (
     ("command", "command"),
     ("image", "image"),
     ("queue", "queue"),
+    ("minAvailable", "nodes"),
+    ("replicas", "nodes"),
+)
+_EVAL_FROM_TRAIN = (("priorityClassName", "priorityClass"), ("queue", "queue"))
+_FIELDS_OF: dict[tuple[str | int, ...], tuple[tuple[str, str], ...]] = {
+    ("spec", "train"): _TRAIN_FIELDS,
+    ("spec", "eval"): _EVAL_FROM_TRAIN,
+}
+# Volcano's job admission webhook joins its findings with ";" and quotes the fields it names
+_DENIED = "denied the request:"
+_QUOTED_FIELD = re.compile(r"'([A-Za-z]+)'")
+_VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
+_VOLCANO_QUEUE = ("scheduling.volcano.sh/v1beta1", "Queue")
+# its findings on a queue that does not exist yet, or exists but is not yet opened
+_QUEUE_PENDING = (
+    'unable to find job queue: queue.scheduling.volcano.sh "{}" not found',
+    "can only submit job to queue with state `Open`, queue `{}` status is ``",
 )
 
 
@@ -114,23 +133,81 @@ def _eval(manifest: Manifest) -> list[Sent]:
 
 
 def _narrow(loc: tuple[str | int, ...], causes: Iterable[str]) -> tuple[str | int, ...]:
-    """spec.train → spec.train.resources when the server names a resources field."""
-    if loc != ("spec", "train"):
-        return loc
+    """spec.train → spec.train.resources when the server names a resources field; the eval
+    Job's queue and priority class are spec.train's too."""
+    fields = _FIELDS_OF.get(loc, ())
     for cause in causes:
         parts = cause.replace("[", ".").replace("]", "").split(".")
-        for rendered, field in _TRAIN_FIELDS:
+        for rendered, field in fields:
             if rendered in parts:
-                return (*loc, field)
+                return ("spec", "train", field)
     return loc
 
 
+def webhook_findings(message: str) -> list[str]:
+    """What an admission webhook's denial says, finding by finding
+    (`admission webhook "NAME" denied the request: one; two;`); [] for other refusals."""
+    _, marker, findings = message.partition(_DENIED)
+    return [part.strip() for part in findings.split(";") if part.strip()] if marker else []
+
+
+def _named_fields(err: TrainopsError) -> list[str]:
+    """The fields a refusal names: the server's causes, else the fields a webhook quotes
+    (Volcano: 'minAvailable', 'replicas') and its job queue."""
+    if isinstance(err, ObjectRefused) and err.causes:
+        return [c.field for c in err.causes]
+    names = []
+    for finding in webhook_findings(err.message):
+        names += _QUOTED_FIELD.findall(finding)
+        if "job queue" in finding or finding.startswith(("can only submit job", "can not submit job to root")):
+            names.append("queue")
+    return names
+
+
+def _keys(tree: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The key paths of a patch's merge mapping, depth first."""
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield (*path, str(key))
+            yield from _keys(value, (*path, str(key)))
+
+
+def _patched(manifest: Manifest, obj: dict[str, Any], names: Sequence[str]) -> tuple[str | int, ...] | None:
+    """spec.patches[i].merge.<path> when a patch applied to `obj` sets a field the refusal names."""
+    name = (obj.get("metadata") or {}).get("name")
+    for index, patch in enumerate(manifest.pipeline.spec.patches):
+        if patch.target.kind != obj.get("kind") or patch.target.name not in (None, name):
+            continue
+        for path in _keys(patch.merge):
+            if path[-1] in names:
+                return ("spec", "patches", index, "merge", *path)
+    return None
+
+
 def refusal_problem(manifest: Manifest, item: Sent, err: TrainopsError) -> Problem:
-    """A refusal as a Problem at the manifest line the object comes from."""
-    causes = [c.field for c in err.causes] if isinstance(err, ObjectRefused) else []
-    loc = _narrow(item.loc, causes)
+    """A refusal as a Problem at the manifest line the object comes from: a patch that set
+    the field the refusal names, else the field it is rendered from."""
+    names = _named_fields(err)
+    loc = _patched(manifest, item.obj, names) or _narrow(item.loc, names)
     message = f"the cluster refuses {describe(item.obj)} ({item.source}): {err}"
     return field_problem(manifest.path, env=manifest.env, loc=loc, message=message)
+
+
+def _kind(obj: dict[str, Any]) -> tuple[Any, Any]:
+    return obj.get("apiVersion"), obj.get("kind")
+
+
+def queue_pending(obj: dict[str, Any], message: str, queues: set[str]) -> bool:
+    """Is `message` Volcano's webhook refusing the Job `obj` only because its queue, one of
+    `queues` (committed with it), is not there yet: not found (a dry run stores nothing, so
+    the Job cannot see the Queue sent beside it), or just made and not yet opened by
+    Volcano's controller? The Job is admitted once the Queue is Open; any other finding
+    beside those is a refusal."""
+    queue = (obj.get("spec") or {}).get("queue")
+    if _kind(obj) != _VOLCANO_JOB or queue not in queues:
+        return False
+    findings = webhook_findings(message)
+    return bool(findings) and set(findings) <= {f.format(queue) for f in _QUEUE_PENDING}
 
 
 def _namespace_field(item: Sent) -> tuple[str | int, ...]:
@@ -163,17 +240,25 @@ def missing_namespaces(cluster: Cluster, manifest: Manifest, items: Sequence[Sen
 def dry_run(cluster: Cluster, manifest: Manifest, items: Sequence[Sent]) -> list[Problem]:
     """Server-side apply of every object with dryRun=All; a Problem per refusal (nothing stored),
     and one per missing namespace instead of one per object in it. The pod templates of custom
-    resources the server admitted are sent too, as Pods (see _POD_TEMPLATES)."""
+    resources the server admitted are sent too, as Pods (see _POD_TEMPLATES). A Volcano Job
+    refused only for want of a Queue sent with it (and admitted) is no problem (`queue_pending`)."""
     problems, missing = missing_namespaces(cluster, manifest, items)
+    refused: list[tuple[Sent, TrainopsError]] = []
+    queues: set[str] = set()
     for item in items:
         if item.obj["metadata"].get("namespace") in missing:
             continue
         try:
             cluster.apply(item.obj, dry_run=True)
-        except (ObjectRefused, NotFoundError) as err:
-            problems.append(refusal_problem(manifest, item, err))
+        except (ObjectRefused, NotFoundError) as refusal:
+            refused.append((item, refusal))
             continue
+        if _kind(item.obj) == _VOLCANO_QUEUE:
+            queues.add(str(item.obj["metadata"]["name"]))
         problems += _template_refusals(cluster, manifest, item)
+    for item, err in refused:
+        if not queue_pending(item.obj, err.message, queues):
+            problems.append(refusal_problem(manifest, item, err))
     return problems
 
 

@@ -10,7 +10,7 @@ app-of-apps does); from then on git alone drives the cluster.
 
 Automated sync with prune and self-heal as spec.gitops.argocd says (a cancelled training job
 is a commit that removes it: prune deletes it); `CreateNamespace=true`, since the objects
-name their namespace.
+name their namespace; the training path's sync is retried (its Job waits for its Queue).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from typing import Any
 from trainops.spec import Manifest
 
 APPLICATION_FILE = "argocd/application.yaml"
+# a failed sync of the training path is retried (Argo CD's backoff: 5 s, doubling, up to 1 min)
+_RETRY = {"limit": 5, "backoff": {"duration": "5s", "factor": 2, "maxDuration": "1m"}}
 
 
 def repo_url(manifest: Manifest, warnings: list[str]) -> str:
@@ -75,6 +77,11 @@ def application(
     if argocd.automated:
         sync["automated"] = {"prune": argocd.prune, "selfHeal": argocd.self_heal}
     sync["syncOptions"] = ["CreateNamespace=true"]
+    if role == "train":
+        # the job and its tenants' queues go in one sync: Volcano's admission webhook refuses
+        # a Job until its new Queue exists and Volcano's controller has opened it (a moment
+        # later), and an automated sync that failed is not tried again for the same commit
+        sync["retry"] = dict(_RETRY)
     app_spec["syncPolicy"] = sync
     if ignore:
         app_spec["ignoreDifferences"] = ignore

@@ -148,10 +148,12 @@ def eval_objects(job: EvalJobInput) -> list[tuple[str, dict[str, Any]]]:
         spec: dict[str, Any] = {"schedulerName": "volcano", "minAvailable": 1}
         if job.train.queue:
             spec["queue"] = job.train.queue
-        spec["maxRetry"] = 0
+        # no restart: Volcano's maxRetry counts the failing attempt, and 0 is "unset" to its
+        # webhook, which makes it 3 (and refuses git's 0 on every later apply)
+        spec["maxRetry"] = 1
         if deadline:
             template["spec"]["activeDeadlineSeconds"] = deadline
-        spec["tasks"] = [{"name": "eval", "replicas": 1, "template": template}]
+        spec["tasks"] = [{"name": "eval", "replicas": 1, "minAvailable": 1, "maxRetry": 1, "template": template}]
         volcano = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta, "spec": spec}
         return [("eval/manifest-configmap.yaml", configmap), ("eval/volcano-job.yaml", volcano)]
     batch: dict[str, Any] = {"backoffLimit": 0}

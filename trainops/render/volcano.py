@@ -8,7 +8,10 @@ the rendezvous host resolves while pods are still starting) and `env` the task i
 faultTolerance.restartOn events trigger faultTolerance.action up to maxRetry times (Volcano's
 maxRetry is one more: it counts the attempt that fails the job); the
 master finishing completes the job. train.topology becomes `networkTopology` (HyperNode
-tiers).
+tiers). Every task carries the minAvailable (its replicas) and maxRetry (the job's) that
+Volcano's mutating webhook would otherwise fill in at creation: its validating webhook
+refuses any later change to them, so a GitOps controller re-applying git's job without
+them (Argo CD's self-heal of the difference) would be refused for good.
 """
 
 from __future__ import annotations
@@ -73,5 +76,8 @@ def volcano_job(ctx: RunContext) -> dict[str, Any]:
             role="worker", endpoint=endpoint, port_name="pytorchjob-port", is_host=False, restore=not shared
         )
         tasks.append({"name": WORKER, "replicas": workers, "template": pod_template(ctx, worker_role)})
+    for task in tasks:  # what Volcano's admission webhook would default: git is what the cluster stores
+        task["minAvailable"] = task["replicas"]
+        task["maxRetry"] = spec["maxRetry"]
     spec["tasks"] = tasks
     return {"apiVersion": API_VERSION, "kind": "Job", "metadata": ctx.metadata(name), "spec": spec}
