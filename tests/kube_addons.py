@@ -6,8 +6,10 @@ configuration, admission webhooks and processes. A mixin of ``KubeCluster``
 
 from __future__ import annotations
 
+import functools
 import shutil
 import socket
+import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,17 @@ from services import ServiceError, wait_for
 REPO = Path(__file__).resolve().parent.parent
 VENDORED_CRDS = REPO / "trainops" / "render" / "crds"
 VOLCANO_NAMESPACE = "volcano-system"
+KUEUE_METRICS_CERTS = "/etc/kueue/metrics/certs"
+
+
+@functools.cache
+def _mount_namespaces() -> bool:
+    """Can this process give a child a mount namespace with a bind mount of its own?"""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return False
+    probe = [unshare, "--mount", "--propagation", "private", "--", "mount", "--bind", "/", "/mnt"]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
 
 
 class AddonsMixin:
@@ -225,6 +238,7 @@ class AddonsMixin:
         webhooks: Path,
         keep_groups: frozenset[str],
         args: Sequence[str] = (),
+        prefix: Sequence[str] = (),
     ) -> None:
         """A controller-runtime manager (Kueue, JobSet, LeaderWorkerSet): loopback ports, our
         webhook certificate, and the webhook configurations its kustomization directory
@@ -255,6 +269,7 @@ class AddonsMixin:
             # it in between would be refused (failurePolicy Fail)
             ready=lambda: readyz() and _accepts(webhook),
             env={"KUBECONFIG": str(self.kubeconfig)},
+            prefix=prefix,
         )
         built = self.kubectl("kustomize", str(webhooks)).stdout
         for obj in webhook_configurations(built, prefix=name, port=webhook, ca=self.pki / "ca.crt", keep=keep_groups):
@@ -287,18 +302,7 @@ class AddonsMixin:
         )
 
     def _start_kueue(self) -> None:
-        # Kueue v0.19.2 without its internal certificate management (which would issue
-        # certificates for an in-cluster Service, not 127.0.0.1) reads its metrics server's
-        # certificate from a fixed path: our webhook certificate goes there (loopback metrics).
-        metrics_certs = Path("/etc/kueue/metrics/certs")
-        try:
-            metrics_certs.mkdir(parents=True, exist_ok=True)
-            for name, source in (("tls.crt", "webhook.crt"), ("tls.key", "webhook.key")):
-                shutil.copy(self.pki / source, metrics_certs / name)
-        except OSError as exc:
-            raise ServiceError(
-                f"kueue: cannot write its metrics certificate to {metrics_certs} ({exc}): run the tests as root"
-            ) from None
+        prefix = self._kueue_metrics_certs()
         crds = self._crd_files("sigs.k8s.io/kueue", "KUEUE_VERSION", ["config/components/crd/bases"])
         self.install_crds(crds)
         src = module_source("sigs.k8s.io/kueue", "KUEUE_VERSION")
@@ -322,7 +326,36 @@ class AddonsMixin:
             config=config,
             webhooks=src / "config/components/webhook",
             keep_groups=frozenset(groups),
+            prefix=prefix,
         )
+
+    def _kueue_metrics_certs(self) -> list[str]:
+        """Kueue v0.19.2 without its internal certificate management (which would issue
+        certificates for an in-cluster Service, not 127.0.0.1) reads its metrics server's
+        certificate from /etc/kueue/metrics/certs: a constant of cmd/kueue/main.go, which its
+        Configuration cannot change (no metrics certDir or TLS file option; with metrics off,
+        bindAddress "0", it still reads the files at start). So the cluster's own copy is
+        bind-mounted there in a mount namespace of Kueue's own (the command prefix returned):
+        clusters side by side do not share it. Where no mount namespace can be made (no
+        CAP_SYS_ADMIN, as in an unprivileged container), the files are written to the path
+        itself, shared by every cluster of the machine."""
+        fixed = Path(KUEUE_METRICS_CERTS)
+        own = self.directory / "kueue-metrics-certs"
+        private = _mount_namespaces()
+        try:
+            fixed.mkdir(parents=True, exist_ok=True)  # the mount point (root)
+            own.mkdir(exist_ok=True)
+            for target in (own,) if private else (own, fixed):
+                for name, source in (("tls.crt", "webhook.crt"), ("tls.key", "webhook.key")):
+                    shutil.copy(self.pki / source, target / name)
+        except OSError as exc:
+            raise ServiceError(
+                f"kueue: cannot write its metrics certificate to {fixed} ({exc}): run the tests as root"
+            ) from None
+        if not private:
+            return []
+        bind = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+        return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", bind, "sh", str(own), str(fixed)]
 
 
 def _accepts(port: int) -> bool:

@@ -294,11 +294,14 @@ class KubeCluster(AddonsMixin):
         what: str,
         ready: Callable[[], bool],
         env: dict[str, str] | None = None,
+        prefix: Sequence[str] = (),
     ) -> None:
+        """Start `exe` (through `prefix`, a command that ends by exec'ing it: the PID is the
+        component's) and wait until `ready`."""
         log_path = self.logs / f"{name}.log"
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
-                [str(exe), *args],
+                [*prefix, str(exe), *args],
                 env={**os.environ, **(env or {})},
                 stdin=subprocess.DEVNULL,
                 stdout=log,

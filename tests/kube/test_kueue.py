@@ -6,6 +6,7 @@ The cluster (tests/kube/conftest.py) has 8 kwok nodes × 8 GPUs in 2 racks of 4.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -196,3 +197,23 @@ def test_a_tenant_without_a_cpu_quota_holds_the_job_as_trainops_warns(sim: KubeC
     assert held["status"] == "False", held
     assert held["message"] == "couldn't assign flavors to pod set leader: resource memory unavailable in ClusterQueue"
     assert _suspended(sim.api, ns, job) and not _bound(sim.api, ns, job)
+
+
+def test_kueue_reads_the_metrics_certificate_of_its_own_cluster(sim: KubeCluster) -> None:
+    """Kueue v0.19.2 reads its metrics certificate from the fixed /etc/kueue/metrics/certs:
+    each cluster's Kueue sees its own copy there, bind-mounted in a mount namespace of its own
+    (where the machine allows one; else the shared path holds the latest cluster's copy)."""
+    from kube_addons import KUEUE_METRICS_CERTS, _mount_namespaces
+
+    (kueue,) = [p for p in sim.procs if p.name == "kueue"]
+    own = sim.directory / "kueue-metrics-certs"
+    assert (own / "tls.crt").read_bytes() == (sim.pki / "webhook.crt").read_bytes()
+    mounts = [line.split() for line in Path(f"/proc/{kueue.pid}/mountinfo").read_text().splitlines()]
+    here = [m for m in mounts if m[4] == KUEUE_METRICS_CERTS]
+    if _mount_namespaces():
+        # the bind's root is our directory (relative to its filesystem: compare the tail)
+        assert len(here) == 1 and here[0][3].endswith("/".join(own.parts[-3:])), here
+        host = Path(f"/proc/{os.getpid()}/mountinfo").read_text()
+        assert f" {KUEUE_METRICS_CERTS} " not in host  # not mounted for anyone else
+    else:
+        assert here == [] and (Path(KUEUE_METRICS_CERTS) / "tls.crt").is_file()
