@@ -37,6 +37,7 @@ from tests.services import bare_git_repo, git_env
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_IMAGE = "tiny-llm/image:v1"
 TRAIN_APP = "clusters/dev/argocd/application.yaml"  # the training path's Application, as trainops renders it
+EVAL_APP = "clusters/dev-eval/argocd/application.yaml"  # the eval path's (eval submit)
 HOOK = """#!/bin/sh
 # post-receive: for each push of main, check the pushed commit out into the runner's
 # workspace and start `trainops ci` on git's own range, detached (a CI server queues the run).

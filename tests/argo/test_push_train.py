@@ -14,6 +14,7 @@ from argo_cluster import ArgoStack
 
 from tests.argo.helpers import NAMESPACE, wait
 from tests.argo.pushflow import (
+    EVAL_APP,
     TRAIN_APP,
     PushProject,
     all_bound,
@@ -27,6 +28,8 @@ from tests.argo.pushflow import (
     push_project,
     volcano_jobs,
 )
+from tests.cli.runner import run
+from tests.serve.conftest import push_model
 
 
 @pytest.fixture
@@ -63,3 +66,22 @@ def test_a_push_runs_ci_argo_cd_syncs_the_job_and_volcano_binds_it(
     pods = wait(lambda: all_bound(argo, job, 2), timeout=120, what=f"{job}'s 2 pods bound by Volcano", argo=argo)
     assert len(set(pods.values())) == 2, pods  # the gang, one pod per node
     assert podgroup_queues(argo) == ["research"]  # in the tenant's Queue, which Argo CD synced from the path too
+
+    # eval submit: the eval Job goes to <path>-eval with that path's own Application; once
+    # applied, Argo CD syncs the Job and Volcano binds it in the queue the training synced
+    push_model(pushed.root, pushed.manifest, "tiny-llm/checkpoints:step-1", '{"c": 1}', kind="checkpoint")
+    submitted = run("eval", "submit", "tiny-llm/checkpoints:step-1", "-f", str(pushed.manifest))
+    assert submitted.code == 0, submitted.stderr
+    eval_app = wait(lambda: gitops_file(gitops_http, EVAL_APP, scratch=scratch), timeout=60,
+                    what="the eval path's Application in the GitOps repo")  # fmt: skip
+    eval_commit, _ = gitops_commit(scratch)
+    name = bootstrap_train(argo, eval_app)
+    assert name != app
+    status = wait(lambda: (s := app_status(argo, name)).get("sync", {}).get("status") == "Synced" and s,
+                  timeout=180, what=f"Application {name} Synced", argo=argo)  # fmt: skip
+    assert status["sync"]["revision"] == eval_commit
+    evals = wait(lambda: {j: v for j, v in volcano_jobs(argo).items() if j != job}, timeout=60,
+                 what="the eval's Volcano job", argo=argo)  # fmt: skip
+    ((eval_job, eval_labels),) = evals.items()
+    assert eval_labels["app.kubernetes.io/component"] == "eval"
+    wait(lambda: all_bound(argo, eval_job, 1), timeout=120, what=f"{eval_job}'s pod bound by Volcano", argo=argo)

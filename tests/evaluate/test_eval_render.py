@@ -122,6 +122,26 @@ def test_submit_commits_the_eval_job_with_trailers(pinned: Project) -> None:
     assert json.loads(again.stdout)["changed"] is False
 
 
+def test_with_argo_cd_the_eval_path_carries_its_own_application(pinned: Project) -> None:
+    gitops = {"path": "clusters/dev", "argocd": {"project": "research", "destinationNamespace": "tiny-llm"}}
+    write(pinned, CASES["volcano"], gitops=gitops)
+    out = pinned.trainops("eval", "submit", "--image", IMAGE, "--run-id", "e8", "-o", "json")
+    assert out.code == 0, out.stderr
+    git = pinned.root / ".trainops" / "gitops.git"
+    listing = ["git", "--git-dir", str(git), "ls-tree", "-r", "--name-only", "main"]
+    files = subprocess.run(listing, capture_output=True, text=True, check=True).stdout.split()
+    assert "clusters/dev-eval/argocd/application.yaml" in files
+    show = ["git", "--git-dir", str(git), "show", "main:clusters/dev-eval/argocd/application.yaml"]
+    app = yaml.safe_load(subprocess.run(show, capture_output=True, text=True, check=True).stdout)
+    source = app["spec"]["source"]
+    # the Job and its ConfigMap at the path's top, not the Application itself
+    assert (source["path"], source["directory"]) == ("clusters/dev-eval", {"include": "*.yaml"})
+    assert app["metadata"]["name"] == "tiny-llm-eval-default" and app["spec"]["project"] == "research"
+    assert app["spec"]["destination"]["namespace"] == "tiny-llm"
+    assert app["spec"]["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
+    assert validate_objects([app]) == []
+
+
 @pytest.mark.parametrize("scheduler", ["local", "slurm"])
 def test_no_eval_job_without_kubernetes(pinned: Project, scheduler: str) -> None:
     write(pinned, {"scheduler": scheduler, "gpusPerNode": 0})

@@ -6,13 +6,14 @@ The checkpoint is resolved to its digest and the image pinned when rendering: ev
 else the training image (train.image, else the one built for HEAD, as `train render`
 finds it), else --image. Committing replaces `<path>-eval` as a whole (the previous eval Job leaves
 with it). It sits beside `<path>`, not in it, because `train submit` replaces `<path>` as a
-whole (serving lives in `<path>-serve` for the same reason).
+whole (serving lives in `<path>-serve` for the same reason). With spec.gitops.argocd the
+path also holds `argocd/application.yaml`, the Argo CD Application that syncs it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from trainops.errors import InputError
 from trainops.evaluate.run import eval_spec
@@ -120,11 +121,31 @@ def render_eval(
         RenderedFile(path.removeprefix(f"{EVAL_DIR}/"), dump_documents([obj], header=header))
         for (path, _), obj in zip(pairs, objects, strict=True)
     ]
-    warnings = []
+    warnings: list[str] = []
+    app = _application(manifest, namespace=train.namespace, warnings=warnings)
+    if app is not None:
+        from trainops.render.argocd import APPLICATION_FILE
+
+        files.append(RenderedFile(APPLICATION_FILE, dump_documents([app], header=header)))
+        objects, sources = [*objects, app], [*sources, APPLICATION_FILE]
     if found.ref.scheme == "file":
         warnings.append(f"the checkpoint {found.ref} is in a local directory a cluster cannot reach")
     rendered = Rendered(files=files, objects=objects, sources=sources, warnings=warnings)
     return EvalRender(rendered=rendered, checkpoint=found.ref, image=pinned.ref, run_id=job.run_id)
+
+
+def _application(manifest: Manifest, *, namespace: str | None, warnings: list[str]) -> dict[str, Any] | None:
+    """With spec.gitops.argocd, the Argo CD Application of `<path>-eval`: it syncs the path's
+    top-level YAML (the Job and its ConfigMap), not its own `argocd/` directory."""
+    from trainops.render.argocd import application
+    from trainops.render.names import common_labels
+
+    pipeline = manifest.pipeline
+    labels = common_labels(
+        pipeline.metadata.name, run_id=None, component="gitops", extra=dict(pipeline.metadata.labels)
+    )
+    path = f"{pipeline.spec.gitops.path.rstrip('/')}-{EVAL_DIR}"
+    return application(manifest, role="eval", path=path, labels=labels, namespace=namespace, warnings=warnings)
 
 
 def submit_eval(
