@@ -168,9 +168,10 @@ def replicas_are(live: Live, pod_hash: str, want: tuple[int, int]) -> dict[str, 
     return sets if sets.get(pod_hash) == want else None
 
 
-def rollout_page(project: Project, *, kubeconfig: Path | None, index: Path) -> str:
+def rollout_page(project: Project, *, kubeconfig: Path | None, index: Path, release: str | None = None) -> str:
     """The registry browser's /rollout page (served over HTTP on loopback), started with the
-    project's manifest and, when given, the kubeconfig."""
+    project's manifest and, when given, the kubeconfig; with `release`, that release's
+    artifact page instead."""
     import requests
     from services import free_port
     from ui.conftest import ServerThread
@@ -188,10 +189,15 @@ def rollout_page(project: Project, *, kubeconfig: Path | None, index: Path) -> s
         assert not refresh(db, registries, urls=[url]).errors
         browser = Browser(index=db, registries=registries, urls=[url], manifest=opened.manifest,
                           kubeconfig=str(kubeconfig) if kubeconfig else None, live=kubeconfig is not None)  # fmt: skip
+        page = "/rollout"
+        if release is not None:
+            from trainops.registry.store import resolve
+
+            page = f"/artifact/{resolve(registries, ref=registries.ref(release)).manifest.digest}"
         server = ServerThread(create_app(browser), free_port())
         server.start()
         try:
-            response = requests.get(f"http://127.0.0.1:{server.port}/rollout", timeout=30)
+            response = requests.get(f"http://127.0.0.1:{server.port}{page}", timeout=30)
         finally:
             server.stop()
     assert response.status_code == 200, response.text

@@ -83,6 +83,10 @@ def test_canary_walked_to_stable_and_rolled_back(argo: ArgoStack, gitops_http: s
     assert '<td id="phase">Paused</td>' in page and f"tiny-llm-{v2}" in page
     assert "application tiny-llm-serve-default" not in page and ">tiny-llm-serve-default</td>" in page
     assert 'id="live-none"' in rollout_page(project, kubeconfig=None, index=tmp_path / "ui2.sqlite")
+    release = rollout_page(project, kubeconfig=argo.kubeconfig, index=tmp_path / "ui3.sqlite",
+                           release="tiny-llm/model:v2")  # fmt: skip
+    assert "as the canary at 25% (step " in release  # the release's page, git's state and the cluster's
+    assert f"; in the cluster: Paused, {stable} 75, {canary} 25" in release
 
     # promote: the next weight.
     _ok(*project.cli("rollout", "promote"))

@@ -84,3 +84,31 @@ def test_without_a_manifest_the_graph_has_no_rollouts(project: Project, tmp_path
         graph = requests.get(f"{base}/api/lineage/{v2}", timeout=60).json()
         assert graph["root"] == v2
         assert not [n for n in graph["nodes"] if n["kind"] == "rollout"]
+
+
+def test_a_releases_page_says_how_the_rollout_serves_it(project: Project, tmp_path: Path) -> None:
+    _rollout(project, "start", "tiny-llm/model:v1", "--image", IMAGE)
+    _rollout(project, "start", "tiny-llm/model:v2", "--image", IMAGE)
+    _rollout(project, "promote")
+    status = _rollout(project, "status")
+    weight, step = status["weight"], status["step"]
+    assert isinstance(weight, int) and 0 < weight < 100
+    for base, v2 in _serve(project, tmp_path, with_manifest=True):
+        page = requests.get(f"{base}/artifact/{v2}", timeout=60).text
+        note = re.search(r'<p id="serving">(.*?)</p>', page, re.S)
+        assert note is not None, page
+        assert f"as the canary at {weight}% (step {step})" in note.group(1) and "clusters/dev-serve" in note.group(1)
+        assert "in the cluster" not in note.group(1)  # started without a kubeconfig
+        stable = requests.get(f"{base}/artifact/{_digest(project, 'tiny-llm/model:v1')}", timeout=60).text
+        assert f"as stable, {100 - weight}% while v2 is the canary" in stable
+        v3 = requests.get(f"{base}/artifact/{_digest(project, 'tiny-llm/model:v3')}", timeout=60).text
+        assert 'id="files"' in v3 and 'id="serving"' not in v3  # served by nothing
+    (tmp_path / "without").mkdir()
+    for base, v2 in _serve(project, tmp_path / "without", with_manifest=False):
+        assert 'id="serving"' not in requests.get(f"{base}/artifact/{v2}", timeout=60).text
+
+
+def _digest(project: Project, name: str) -> str:
+    opened = open_registries(file=str(project.manifest), env=None, insecure=False)
+    with opened.registries as registries:
+        return resolve(registries, ref=registries.ref(name)).manifest.digest

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from trainops.errors import TrainopsError
 from trainops.ui import api, graph, incidents, queries
 from trainops.ui.security import Guard
-from trainops.ui.views import Browser, Views, status_of
+from trainops.ui.views import Browser, Views, serving, status_of
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -60,7 +60,8 @@ class Pages(Views):
             db, digest=request.path_params["digest"], repository=request.query_params.get("repository")
         )
         config = _pretty(found.config)
-        return self.render("artifact.html", a=found, config=config)
+        note = serving(self.browser, found.digest) if found.kind == "model" else None
+        return self.render("artifact.html", a=found, config=config, serving=note)
 
     def lineage(self, request: Request, db: Any) -> Response:
         digest = request.path_params["digest"]

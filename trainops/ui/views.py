@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from trainops.serve.audit import RolloutStatus
     from trainops.spec import Manifest
 
 
@@ -55,6 +56,36 @@ class Browser:
         if isinstance(result, LineageGraph) and self.manifest is not None and self.manifest.pipeline.spec.rollout:
             return graph.add_rollouts(result, manifest=self.manifest)
         return result
+
+
+@dataclass(frozen=True)
+class Serving:
+    """How the manifest's rollout serves one release (an artifact page's note): its role
+    there, the rollout's state (git's, and the cluster's with a kubeconfig), or why that
+    state could not be read."""
+
+    role: str  # stable or canary; "" when the state could not be read
+    status: RolloutStatus | None = None
+    error: str | None = None
+
+
+def serving(browser: Browser, digest: str) -> Serving | None:
+    """The release `digest` as the browser's manifest serves it; None when the manifest sets
+    no rollout or serves other releases."""
+    if browser.manifest is None or browser.manifest.pipeline.spec.rollout is None:
+        return None
+    from trainops.serve import rollout_status
+
+    try:
+        status = rollout_status(
+            browser.manifest, cluster=browser.live, kubeconfig=browser.kubeconfig, context=browser.context
+        )
+        tracks = (("stable", status.stable), ("canary", status.canary))
+        roles = [(role, served.digest) for role, served in tracks if served is not None]
+    except TrainopsError as err:  # the page still shows the artifact
+        return Serving(role="", error=err.message)
+    role = next((role for role, served in roles if served == digest), None)
+    return Serving(role=role, status=status) if role else None
 
 
 def status_of(err: TrainopsError) -> int:
