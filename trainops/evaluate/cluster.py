@@ -138,14 +138,9 @@ def _application(manifest: Manifest, *, namespace: str | None, warnings: list[st
     """With spec.gitops.argocd, the Argo CD Application of `<path>-eval`: it syncs the path's
     top-level YAML (the Job and its ConfigMap), not its own `argocd/` directory."""
     from trainops.render.argocd import application
-    from trainops.render.names import common_labels
 
-    pipeline = manifest.pipeline
-    labels = common_labels(
-        pipeline.metadata.name, run_id=None, component="gitops", extra=dict(pipeline.metadata.labels)
-    )
-    path = f"{pipeline.spec.gitops.path.rstrip('/')}-{EVAL_DIR}"
-    return application(manifest, role="eval", path=path, labels=labels, namespace=namespace, warnings=warnings)
+    path = f"{manifest.pipeline.spec.gitops.path.rstrip('/')}-{EVAL_DIR}"
+    return application(manifest, role="eval", path=path, namespace=namespace, warnings=warnings)
 
 
 def submit_eval(

@@ -252,18 +252,13 @@ def _application_tree(manifest: Manifest) -> _Tree:
     """The Argo CD Application of the training path (with spec.gitops.argocd, for the
     Kubernetes targets): it syncs every directory of the path but its own `argocd/`."""
     from trainops.render.argocd import APPLICATION_FILE, application
-    from trainops.render.names import common_labels
 
-    pipeline = manifest.pipeline
-    train = pipeline.spec.train
+    train = manifest.pipeline.spec.train
     if train is None or train.scheduler in ("local", "slurm"):
         return _Tree()
     warnings: list[str] = []
-    labels = common_labels(
-        pipeline.metadata.name, run_id=None, component="gitops", extra=dict(pipeline.metadata.labels)
-    )
     app = application(
-        manifest, role="train", path=pipeline.spec.gitops.path, labels=labels, namespace=train.namespace,
+        manifest, role="train", path=manifest.pipeline.spec.gitops.path, namespace=train.namespace,
         warnings=warnings, recurse=True,
     )  # fmt: skip
     if app is None:

@@ -33,18 +33,27 @@ def repo_url(manifest: Manifest, warnings: list[str]) -> str:
     return url
 
 
+def gitops_labels(manifest: Manifest) -> dict[str, str]:
+    """The labels of an Application that syncs a path of the pipeline (not of a run)."""
+    from trainops.render.names import common_labels
+
+    pipeline = manifest.pipeline
+    return common_labels(pipeline.metadata.name, run_id=None, component="gitops", extra=dict(pipeline.metadata.labels))
+
+
 def application(
     manifest: Manifest,
     *,
     role: str,
     path: str,
-    labels: dict[str, str],
     namespace: str | None,
     warnings: list[str],
+    labels: dict[str, str] | None = None,
     recurse: bool = False,
     ignore: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """The Application of `path` (role: train, eval or serve); None without spec.gitops.argocd.
+    Its labels: `labels`, else the pipeline's with component `gitops` (gitops_labels).
 
     `ignore`: ignoreDifferences for fields a controller owns; they are also kept on sync
     (RespectIgnoreDifferences), or every sync would write git's value over the controller's,
@@ -58,6 +67,7 @@ def application(
     if argocd is None:
         return None
     env = manifest.env or "default"
+    labels = labels if labels is not None else gitops_labels(manifest)
     destination: dict[str, Any] = {"server": argocd.destination_server}
     namespace = namespace or argocd.destination_namespace
     if namespace:
