@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,51 @@ def test_a_re_push_of_unchanged_files_reads_none_and_sends_nothing(target: Targe
     assert cache.misses == 0 and cache.hits >= 1
     assert again.bytes_sent == 0 and again.digest == first.digest  # same tree, same manifest
     assert again.bytes_shared == (src / "model.safetensors").stat().st_size
+
+
+def _stored(target: Target, request: pytest.FixtureRequest) -> set[str]:
+    """Every blob the registry stores: its own listing (file://, s3://), or Distribution's
+    content-addressed store on disk (its API cannot list blobs)."""
+    if target.scheme == "oci":
+        data_dir: Path = request.getfixturevalue("registry").data_dir
+        blobs = data_dir / "docker" / "registry" / "v2" / "blobs" / "sha256"
+        return {f"sha256:{p.parent.name}" for p in blobs.glob("*/*/data")}
+    ref = target.registries.ref(target.ref("ft"))
+    return set(target.registries.backend(ref).list_blobs(ref.repository) or [])
+
+
+@pytest.mark.parametrize("others", [0, 5], ids=["no-step-tags", "five-newer-step-tags"])
+def test_an_unchanged_re_push_under_an_unrelated_tag_sends_only_the_manifest(
+    target: Target, tmp_path: Path, request: pytest.FixtureRequest, others: int
+) -> None:
+    """The repository holds the file's index under a tag that is neither a parent, nor the
+    tag pushed, nor among the newest step-N checkpoints (others: of unrelated data, newer).
+    The file was pushed chunked (it shares tensors with its parent), so its bytes are in
+    packs, not in a blob of the whole file."""
+    from trainops.registry.digestcache import DigestCache
+
+    series = FineTune(tensors=4, tensor_size=2 * MiB)
+    base = _push(target, series.checkpoint(tmp_path / "s0"), "base")
+    src = series.checkpoint(tmp_path / "s1")
+    first = _push(target, src, "alpha", parent=base.digest)
+    for n in range(others):
+        _push(target, FineTune(tensors=2, tensor_size=MiB).checkpoint(tmp_path / f"o{n}"), f"step-{n + 1}")
+    before = _stored(target, request)
+    cache = DigestCache()
+    lineage = PlainLineage(parents=(PlainParent(digest=base.digest, ref="x", relation="parent"),))
+    ref = target.registries.ref(target.ref("ft:beta"))
+    push = partial(store.push, target.registries, source=src, kind="checkpoint", dedup="chunks", cache=cache)
+    again = push(ref=ref, lineage=lineage)  # the same command under another tag
+    assert cache.misses == 0  # the file was not even read
+    assert again.digest == first.digest and again.bytes_sent == 0, again
+    assert again.bytes_shared == (src / "model.safetensors").stat().st_size
+    assert _stored(target, request) == before  # no blob stored: the manifest (already held) is all
+    # without the lineage: a manifest and a config of its own (it records the lineage; base,
+    # pushed without one in the same second, may have the same)
+    bare = push(ref=ref.with_tag("gamma"))
+    config = parse_manifest(target.registries.backend(ref).get_manifest(ref.repository, bare.digest)).config
+    assert config is not None and bare.bytes_sent <= config.size and cache.misses == 0, bare
+    assert _stored(target, request) - before <= {config.digest, bare.digest}
+    for tag in ("beta", "gamma"):
+        out = _pull(target, tag, tmp_path / tag)
+        assert (out.dest / "model.safetensors").read_bytes() == (src / "model.safetensors").read_bytes()

@@ -98,11 +98,10 @@ class ChunkedPush:
             self._sizes[digest] = size
         return number
 
-    def add_file(self, entry: FileEntry, chunker: Chunker, cache: DigestCache) -> None:
-        """Chunk one file into the push; a file the digest cache knows unchanged, whose
-        index the repository already has (its packs present), is not read at all. With
-        nothing to dedup against yet, the file goes whole (add_whole)."""
-        cached = cache.lookup(entry.path)
+    def add_file(self, entry: FileEntry, chunker: Chunker, cache: DigestCache, cached: tuple[str, int] | None) -> None:
+        """Chunk one file into the push; a file the digest cache knows unchanged (cached:
+        its lookup), whose index the repository already has (its packs present), is not
+        read at all. With nothing to dedup against yet, the file goes whole (add_whole)."""
         same = self.known.whole_file(cached[0]) if cached is not None and cached[1] == entry.size else None
         if same is not None:
             cache.hits += 1
@@ -251,15 +250,18 @@ def push_files(
     whole: WholeUpload,
 ) -> ChunkedResult:
     """Push files in the chunked form, deduplicated against what the repository holds
-    (the parents' chunks, the tag's and the newest checkpoints'): packs and indexes are
+    (the parents' chunks, the tag's and the newest checkpoints'; a file the digest cache
+    knows, under whatever tag the repository holds it): packs and indexes are
     in the repository when this returns; the caller writes the manifest. whole: how the
     caller sends a file as one blob (a file with nothing to dedup against is its own pack)."""
-    known = gather(backend, repo, parents=parents, tag=tag)
+    cached = [cache.lookup(entry.path) for entry in files]
+    digests = {hit[0] for entry, hit in zip(files, cached, strict=True) if hit is not None and hit[1] == entry.size}
+    known = gather(backend, repo, parents=parents, tag=tag, files=digests)
     job = ChunkedPush(backend, repo, known, progress, whole)
     try:
         with Chunker() as chunker:
-            for entry in files:
-                job.add_file(entry, chunker, cache)
+            for entry, hit in zip(files, cached, strict=True):
+                job.add_file(entry, chunker, cache, hit)
         return job.finish()
     finally:
         job.close()
