@@ -109,3 +109,30 @@ def test_clock_formats() -> None:
 def test_clock_reads_both_precisions_and_offsets(text: str) -> None:
     parsed = clock.parse(text)
     assert parsed.tzinfo is not None and clock.display(parsed) == "2026-12-04 13:18:12Z"
+
+
+@dataclass(frozen=True)
+class Stamped:
+    created: str | None
+    ended: str
+    note: str
+    annotations: dict[str, str]
+
+
+def test_json_times_have_one_precision() -> None:
+    """An artifact's `created` is stamped to the second (its digest stays reproducible); in a
+    document it reads to the millisecond, as every other time does. A mapping's values are
+    data: an annotation says what the manifest says."""
+    value = Stamped(
+        created="2026-12-04T13:18:12Z",
+        ended="2026-12-04T14:18:12.5+01:00",
+        note="2026-12-04 is a date, not a time",
+        annotations={"org.opencontainers.image.created": "2026-12-04T13:18:12Z"},
+    )
+    assert to_data(value) == {
+        "created": "2026-12-04T13:18:12.000Z",
+        "ended": "2026-12-04T13:18:12.500Z",
+        "note": "2026-12-04 is a date, not a time",
+        "annotations": {"org.opencontainers.image.created": "2026-12-04T13:18:12Z"},
+    }
+    assert to_data(Stamped(None, clock.stamp(0), "", {}))["ended"] == "1970-01-01T00:00:00.000Z"

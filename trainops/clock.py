@@ -12,7 +12,10 @@ the same content keeps the same digest across trainops versions. `parse` reads b
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
+
+_TIME_TEXT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 
 
 def now() -> datetime:
@@ -49,6 +52,12 @@ def parse(text: str) -> datetime:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc)
+
+
+def one_precision(text: str) -> str:
+    """A time as text (a stamp to the second, an offset) in the one JSON form, `iso`'s;
+    any other text as it is. Documents show every time so, stamps included."""
+    return iso(parse(text)) if _TIME_TEXT.match(text) else text
 
 
 def display(text: str | datetime | None) -> str:

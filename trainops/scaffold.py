@@ -34,6 +34,7 @@ class InitResult:
     kept: list[Path] = field(default_factory=list)  # files of the user's that init leaves as they are
     git_commit: str | None = None  # the first commit of the repository init made
     git_author: str | None = None  # its author when git had none configured
+    ci_note: str | None = None  # where the CI workflow went, when not in directory, and why
 
 
 def project_name(directory: Path) -> str:
@@ -90,15 +91,23 @@ def init_project(*, directory: Path, name: str | None = None, force: bool = Fals
         raise InputError(f"unknown CI system {ci!r}", hint=f"use {', '.join(CI_SYSTEMS)} or none")
     module = name.replace("-", "_")
     files = {MANIFEST: render_template("project/trainops.yaml.j2", name=name, module=module, version=__version__)}
+    top = _repository_top(directory)
+    new_repository = top is None
+    inner = _inside(directory, Path(top)) if top is not None else None
+    ci_note = None
     if ci in CI_SYSTEMS:
         path, template = CI_SYSTEMS[ci]
-        files[path] = render_template(template, version=__version__)
+        if inner and top is not None:  # CI reads its file only at the repository's root
+            path = Path(top) / (path.with_name(f"trainops-{name}.yml") if ci == "github" else path)
+            ci_note = (
+                f"the CI workflow is {path}: {ci} reads it only at the repository's root; its steps run in {inner}"
+            )
+        files[path] = render_template(template, version=__version__, working_directory=inner)
     trainer = _trainer_files(directory, name, module)
     existing = [rel for rel in files if (directory / rel).exists()]
     if existing and not force:
         names = ", ".join(str(p) for p in existing)
         raise ExistsError(f"refusing to overwrite {names} in {directory}", hint="pass --force to replace them")
-    new_repository = _repository_top(directory) is None
     if new_repository and not git_available():
         from trainops.errors import CommandFailedError
 
@@ -106,7 +115,7 @@ def init_project(*, directory: Path, name: str | None = None, force: bool = Fals
             f"{directory} is not in a git repository and git is not installed to make one",
             hint="install git (apt-get install git), then run trainops init again",
         )
-    result = InitResult(directory=directory)
+    result = InitResult(directory=directory, ci_note=ci_note)
     for rel, text in {**files, **trainer}.items():
         _write_atomic(directory / rel, text)
         result.written.append(rel)
@@ -119,6 +128,16 @@ def init_project(*, directory: Path, name: str | None = None, force: bool = Fals
     if new_repository:
         _first_commit(directory, result)
     return result
+
+
+def _inside(directory: Path, top: Path) -> str | None:
+    """directory relative to the repository's top (`models/llm`); None at the top itself."""
+    probe = directory.resolve()
+    try:
+        inner = probe.relative_to(top.resolve())
+    except ValueError:
+        return None
+    return inner.as_posix() if inner.parts else None
 
 
 def _repository_top(directory: Path) -> str | None:

@@ -13,8 +13,11 @@ Rules (the convention test checks the output, this module makes it so):
   through this module for its values);
 - a mapping keeps its keys as they are: they are data (metric names, labels, annotations,
   file paths), never field names — a result with named fields is a dataclass, not a dict;
-- datetimes are ISO 8601 UTC with `Z` (`trainops.clock.iso`); paths are strings; enums
-  their value; tuples, lists, sets (sorted) and frozensets become arrays.
+- datetimes are ISO 8601 UTC with `Z` (`trainops.clock.iso`), to the millisecond; so is a
+  result's field that holds a time as text (an artifact's `created`, stamped to the second
+  so its digest is reproducible, reads `…:12.000Z`): one precision in every document. A
+  mapping's values are data and stay as written (an annotation says what the manifest
+  says); paths are strings; enums their value; tuples, lists, sets (sorted) and frozensets become arrays.
 
 Nothing heavy is imported here: the hot paths (`registry ls`, `ckpt latest`) use it without
 loading pydantic; a pydantic model is recognised by its `model_dump` method.
@@ -29,6 +32,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import PurePath
 from typing import Any
+
+from trainops.clock import one_precision
 
 HIDDEN = {"data": False}
 """Metadata of a dataclass field that is not part of the result's JSON."""
@@ -55,7 +60,8 @@ def to_data(value: Any) -> Any:
             if how == "flatten":
                 out.update(to_data(getattr(value, field.name)))
             elif how:
-                out[camel(field.name)] = to_data(getattr(value, field.name))
+                item = getattr(value, field.name)
+                out[camel(field.name)] = one_precision(item) if isinstance(item, str) else to_data(item)
         for name in getattr(value, "data_properties", ()):
             out[camel(name)] = to_data(getattr(value, name))
         return out

@@ -151,7 +151,8 @@ def test_one_line_errors(project: Path, tmp_path: Path) -> None:
     alone = {"TRAINOPS_CEILING_DIRECTORIES": str(tmp_path)}  # the project's trainops.yaml is above: not searched
     nowhere = run("ckpt", "ls", env=alone)
     assert nowhere.code == 4 and "no checkpoint repository given" in nowhere.last_error_line
-    assert run("ckpt", "ls").code == 0  # found upward, as git finds .git: the project's repository
+    found = run("ckpt", "ls")  # found upward, as git finds .git: the project's repository (empty)
+    assert found.code == 4 and f"no repository {_repo_url(project)}" in found.last_error_line
     nopolicy = run("ckpt", "prune", f"file://{outside}/r", env=alone)
     assert nopolicy.code == 2 and "no retention policy" in nopolicy.last_error_line
     usage = run("ckpt", "pull", "only-one")

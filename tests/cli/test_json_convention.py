@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tiny-llm"
 COPY_IGNORE = shutil.ignore_patterns(".trainops", "checkpoints", "__pycache__", "*.egg-info")
 CAMEL = re.compile(r"^[a-z][a-zA-Z0-9]*$")
-ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z$")
+ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")  # one precision: milliseconds
 TIME_KEYS = {"created", "started", "ended", "submitted", "at", "lastPush", "refreshed", "date"}
 PLACEHOLDER = "sha256:" + "0" * 64
 SERVE_IMAGE = f"registry.example.com/tiny-llm/serve-vllm@{PLACEHOLDER}"
@@ -96,7 +96,8 @@ def test_the_checker_fails_on_what_it_must() -> None:
     assert list(bad_keys({"created": "2026-12-04 13:18"})) == [
         "$.created = '2026-12-04 13:18' (not ISO 8601 UTC with Z)"
     ]
-    assert list(bad_keys({"created": "2026-12-04T13:18:12.345Z", "at": "2026-12-04T13:18:12Z"})) == []
+    assert list(bad_keys({"created": "2026-12-04T13:18:12.345Z", "at": "2026-12-04T13:18:12.000Z"})) == []
+    assert list(bad_keys({"at": "2026-12-04T13:18:12Z"})) == ["$.at = '2026-12-04T13:18:12Z' (not ISO 8601 UTC with Z)"]
     assert list(bad_keys({"refreshed": 1764854292.5})) == []  # a number is caught below, in the browser's test
 
 

@@ -86,13 +86,18 @@ def checkpoint_repository(
     return require_repository(registries.ref(text), where=where)
 
 
-def tag_names(registries: Registries, *, repository: Reference) -> list[str]:
+def tag_names(registries: Registries, *, repository: Reference, must_exist: bool = False) -> list[str]:
     """The tags of a repository, less the records of pruned checkpoints; a missing
-    repository has none."""
+    repository has none, or, with must_exist, is NotFoundError."""
     require_repository(repository)
     try:
         names = registries.backend(repository).list_tags(repository.repository)
     except NotFoundError:
+        if must_exist:
+            raise NotFoundError(
+                f"no repository {repository.repo_url}: no checkpoint was pushed to it",
+                hint="train first (checkpoints are pushed as they land); `trainops registry ls` lists the repositories",
+            ) from None
         return []
     return [name for name in names if not name.startswith(media.PRUNED_TAG_PREFIX)]  # tombstone's record tags
 
@@ -124,9 +129,14 @@ def _order(info: CheckpointInfo) -> tuple[int, int, str]:
     return (-1 if info.step is None else info.step, 1 if STEP_TAG.match(info.tag) else 0, info.tag)
 
 
-def list_checkpoints(registries: Registries, *, repository: Reference) -> list[CheckpointInfo]:
-    """The checkpoint artifacts tagged in a repository, sorted by step (no step first)."""
-    infos = [info_of(repository, t) for t in tagged(registries, repository=repository) if t.parsed.kind == KIND]
+def list_checkpoints(
+    registries: Registries, *, repository: Reference, must_exist: bool = False
+) -> list[CheckpointInfo]:
+    """The checkpoint artifacts tagged in a repository, sorted by step (no step first). A
+    repository that does not exist has none, or, with must_exist (`ckpt ls`), is NotFoundError."""
+    names = tag_names(registries, repository=repository, must_exist=must_exist)
+    found = tagged_manifests(registries, repository=repository, tags=names)
+    infos = [info_of(repository, t) for t in found if t.parsed.kind == KIND]
     return sorted(infos, key=_order)
 
 

@@ -269,7 +269,7 @@ def ls(repo: str | None, file: str | None, env: str | None, insecure: bool, outp
 
     with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)
-        infos = list_checkpoints(ctx.registries, repository=repository)
+        infos = list_checkpoints(ctx.registries, repository=repository, must_exist=True)
     if output == "json":
         echo_json(infos)
         return

@@ -32,7 +32,19 @@ from trainops.interrupt import Interrupted
 DEBUG_ENV = "TRAINOPS_DEBUG"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _ReaderGone(Exception):
+    """stdout's reader left (`trainops init | head -1`): raised past click, which would exit 1."""
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as err:
+            raise _ReaderGone() from err
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="trainops")
 @click.option("-v", "--verbose", count=True, help="Say more (repeat for debug logs; also after a command).")
 def cli(verbose: int) -> None:
@@ -94,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; map every error to a one-line message and a documented exit code."""
     try:
         code = cli.main(args=argv, prog_name="trainops", standalone_mode=False)
+        sys.stdout.flush()  # here, where a reader gone is handled, not at the interpreter's exit
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         return 130
@@ -118,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         return 130
-    except BrokenPipeError:
-        sys.stderr.close()
+    except (BrokenPipeError, _ReaderGone):  # the reader left (`trainops init | head -1`): not an error
+        _quiet_stdout()
         return 0
     except Exception as err:  # a bug, not a user mistake
         if _debug():
@@ -131,6 +144,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     return code if isinstance(code, int) else 0
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of what the departed reader
+    never took neither fails (exit 120) nor complains."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # no real descriptor (an in-process runner)
+        pass
 
 
 def entrypoint() -> None:

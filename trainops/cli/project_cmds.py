@@ -9,6 +9,12 @@ import click
 from trainops.cli.options import output_option
 from trainops.cli.output import echo_json
 
+NEXT = (
+    "trainops train run --local --env dev; trainops eval run --env dev; "
+    "trainops release create --env dev; trainops rollout start --env dev"
+)
+"""What a new project runs next, as printed: each command takes its defaults from the manifest."""
+
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
@@ -36,13 +42,12 @@ def init(directory: Path, name: str | None, force: bool, ci: str, output: str) -
         click.echo(f"updated {directory / rel}")
     for rel in result.kept:
         click.echo(f"kept    {directory / rel} (yours: list docs and CI files in it, or they retrain)")
+    if result.ci_note:
+        click.echo(result.ci_note)
     if result.git_commit:
         by = f" as {result.git_author} (set git config user.name/user.email for yours)" if result.git_author else ""
         click.echo(f"git: a new repository, first commit {result.git_commit[:12]}{by}")
-    click.echo(
-        f"next (in {directory}): trainops train run --local --env dev; trainops eval run --env dev; "
-        "trainops release create --env dev; trainops rollout start --env dev"
-    )
+    click.echo(f"next (in {directory}): {NEXT}")
 
 
 @click.command()

@@ -115,15 +115,16 @@ def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, 
 
 
 @release_group.command("show")
-@click.argument("ref")
+@click.argument("ref", metavar="RELEASE")
 @options.registry_options
 @output_option
 def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
-    """Show a release: version, checkpoint, eval, override, model config and files."""
-    from trainops.release import show_release
+    """Show RELEASE (a reference, or a version as `release ls` prints it): version,
+    checkpoint, eval, override, model config and files."""
+    from trainops.release import show_named_release
 
-    with options.registries(file, env, insecure) as registries:
-        info = show_release(registries, ref=registries.ref(ref))
+    with options.opened(file, env, insecure) as ctx:
+        info = show_named_release(ctx, ref)
     if output == "json":
         echo_json(info)
         return

@@ -81,13 +81,16 @@ def render_cmd(
 
 
 @rollout.command("start")
-@click.argument("release")
+@click.argument("release", required=False)
 @manifest_options
 @_image_option
 @options.insecure_option
 @output_option
-def start_cmd(release: str, file: str | None, env: str | None, image: str | None, insecure: bool, output: str) -> None:
-    """Commit the first canary step of RELEASE (stable: the release served now)."""
+def start_cmd(
+    release: str | None, file: str | None, env: str | None, image: str | None, insecure: bool, output: str
+) -> None:
+    """Commit the first canary step of RELEASE (default: the newest release of
+    release.repository); stable: the release served now."""
     from trainops.serve import start_rollout
 
     _print_action(start_rollout(options.load(file, env), release=release, image=image, insecure=insecure), output)

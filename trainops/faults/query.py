@@ -30,9 +30,23 @@ def list_incidents(manifest: Manifest, *, run_id: str | None = None, insecure: b
     """The pipeline's incidents (of one run), oldest first, and the per-node counts."""
     policy = manifest.require_train().faults.drain_after
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
-        found = records.list_incidents(registries, repository=_repository(manifest, registries), run_id=run_id)
+        repository = _repository(manifest, registries)
+        found = records.list_incidents(registries, repository=repository, run_id=run_id)
+        if run_id is not None and not found:
+            _require_run(registries, repository, run_id)
     window = timedelta(seconds=duration_seconds(policy.window))
     return IncidentList(found, node_counts(found, threshold=policy.incidents, window=window))
+
+
+def _require_run(registries: Registries, repository: Reference, run_id: str) -> None:
+    """NotFoundError unless the registry knows run_id (its timeline: every supervised start)."""
+    from trainops.errors import NotFoundError
+
+    if timelines.timeline_ref(repository, run_id).tag not in records.all_tags(registries, repository):
+        raise NotFoundError(
+            f"no run {run_id} is recorded in {repository.repo_url} (no timeline, no incident)",
+            hint="`trainops incidents ls` lists every run's incidents; a run's id is in `train run`'s output",
+        )
 
 
 def show_incident(manifest: Manifest, *, incident_id: str, insecure: bool = False) -> Incident:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from trainops.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from trainops.release.catalog import ReleaseInfo, list_releases, show_release
+    from trainops.release.catalog import ReleaseInfo, list_releases, show_named_release, show_release
     from trainops.release.create import ReleaseResult, create_release, release_repository
 
 __getattr__ = lazy_exports(
@@ -20,6 +20,7 @@ __getattr__ = lazy_exports(
         "trainops.release.catalog": (
             "ReleaseInfo",
             "list_releases",
+            "show_named_release",
             "show_release",
         ),
         "trainops.release.create": (
@@ -30,4 +31,12 @@ __getattr__ = lazy_exports(
     },
 )
 
-__all__ = ["ReleaseInfo", "ReleaseResult", "create_release", "list_releases", "release_repository", "show_release"]
+__all__ = [
+    "ReleaseInfo",
+    "ReleaseResult",
+    "create_release",
+    "list_releases",
+    "release_repository",
+    "show_named_release",
+    "show_release",
+]

@@ -10,8 +10,8 @@ from trainops.checkpoint.catalog import tagged
 from trainops.errors import InputError
 from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest
-from trainops.registry.context import Registries
-from trainops.registry.reference import Reference
+from trainops.registry.context import Opened, Registries
+from trainops.registry.reference import TAG_RE, Reference
 from trainops.registry.store import resolve
 
 MAX_CONFIG = 4 * 1024 * 1024
@@ -31,8 +31,8 @@ class ReleaseInfo:
     size: int
     files: list[str] = field(default_factory=list)
     model: dict[str, Any] = field(default_factory=dict)  # ModelPack `config` (format, paramSize, …)
-    signed_by: list[str] = field(default_factory=list)  # keys its model signatures name (show only; unverified)
-    provenance: str | None = None  # its SLSA provenance record (show only)
+    signed_by: list[str] = field(default_factory=list)  # keys its model signatures name (unverified)
+    provenance: str | None = None  # its SLSA provenance record
 
 
 def _info(ref: Reference, parsed: ParsedManifest, model: dict[str, Any] | None = None) -> ReleaseInfo:
@@ -54,15 +54,26 @@ def _info(ref: Reference, parsed: ParsedManifest, model: dict[str, Any] | None =
 
 
 def list_releases(registries: Registries, *, repository: Reference) -> list[ReleaseInfo]:
-    """The model artifacts tagged in a repository, newest first."""
+    """The model artifacts tagged in a repository, newest first, each as `show_release`
+    reports it (one answer: its model config, signers and provenance too)."""
     if repository.tag or repository.digest:
         raise InputError(f"{repository} names a tag or digest", hint="pass the release repository itself")
     found = [
-        _info(repository.with_tag(t.tag), t.parsed)
+        _details(registries, repository.with_tag(t.tag).with_digest(t.parsed.digest), t.parsed)
         for t in tagged(registries, repository=repository)
         if t.parsed.kind == "model"
     ]
     return sorted(found, key=lambda r: (r.created or "", r.version or ""), reverse=True)
+
+
+def show_named_release(ctx: Opened, text: str) -> ReleaseInfo:
+    """The release `text` names: a reference, or a version as `release ls` prints it
+    (`step-30`), a tag of the manifest's release repository when there is a manifest."""
+    if ctx.manifest is not None and TAG_RE.match(text) and not any(c in text for c in ":/@"):
+        from trainops.release.create import release_repository
+
+        return show_release(ctx.registries, ref=release_repository(ctx.manifest, ctx.registries).with_tag(text))
+    return show_release(ctx.registries, ref=ctx.registries.ref(text))
 
 
 def show_release(registries: Registries, *, ref: Reference) -> ReleaseInfo:
@@ -70,18 +81,23 @@ def show_release(registries: Registries, *, ref: Reference) -> ReleaseInfo:
     found = resolve(registries, ref=ref)
     if found.parsed.kind != "model":
         raise InputError(f"{ref} is a {found.parsed.kind}, not a model release")
+    return _details(registries, found.ref, found.parsed)
+
+
+def _details(registries: Registries, ref: Reference, parsed: ParsedManifest) -> ReleaseInfo:
+    """A release's info with its ModelPack config, the keys that signed it and its provenance."""
+    from trainops.signing.records import records_of
+
     config: dict[str, Any] = {}
-    blob = found.parsed.config
+    blob = parsed.config
     if blob is not None and blob.media_type == media.MODEL_CONFIG and blob.size <= MAX_CONFIG:
-        with registries.backend(found.ref).open_blob(found.ref.repository, blob.digest) as fh:
+        with registries.backend(ref).open_blob(ref.repository, blob.digest) as fh:
             try:
                 body = json.loads(fh.read(MAX_CONFIG + 1))
             except ValueError:
                 body = {}
         config = body.get("config") or {} if isinstance(body, dict) else {}
-    from trainops.signing.records import list_records
-
-    records = list_records(registries, subject=found)
+    records = records_of(registries, repository=ref, digest=parsed.digest)
     keys = sorted({r.key or "unnamed key" for r in records if r.predicate_type == media.MODEL_SIGNING_PREDICATE})
     provenance = next((r.ref for r in reversed(records) if r.predicate_type == media.SLSA_PROVENANCE), None)
-    return replace(_info(found.ref, found.parsed, config), signed_by=keys, provenance=provenance)
+    return replace(_info(ref, parsed, config), signed_by=keys, provenance=provenance)

@@ -193,18 +193,24 @@ def commit_state(
 
 
 def start_rollout(
-    manifest: Manifest, *, release: str, image: str | None = None, insecure: bool = False, max_attempts: int = 5
+    manifest: Manifest,
+    *,
+    release: str | None,
+    image: str | None = None,
+    insecure: bool = False,
+    max_attempts: int = 5,
 ) -> ActionResult:
-    """Commit the first canary step of `release` (stable: the release served now).
+    """Commit the first canary step of `release` (stable: the release served now); None:
+    the newest release of release.repository.
 
     With nothing served yet, or no canary steps, the release becomes stable at once.
     """
     from trainops.registry.context import Registries
-    from trainops.serve.resolve import resolve_image, resolve_release
+    from trainops.serve.resolve import newest_release, resolve_image, resolve_release
 
     ctx = serve_context(manifest)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
-        pinned = resolve_release(registries, release)
+        pinned = resolve_release(registries, release) if release is not None else newest_release(manifest, registries)
         signing = manifest.pipeline.spec.release.signing if manifest.pipeline.spec.release else None
         if signing is not None and signing.required:
             from trainops.signing.verify import require_signed

@@ -34,6 +34,20 @@ def resolve_release(registries: Registries, text: str) -> str:
     return str(found.ref)
 
 
+def newest_release(manifest: Manifest, registries: Registries) -> str:
+    """The newest release of the manifest's release.repository, pinned (what `rollout start`
+    serves when it is given none, as `release create` releases release.source)."""
+    from trainops.release import list_releases, release_repository
+
+    repository = release_repository(manifest, registries)
+    found = list_releases(registries, repository=repository)
+    if not found:
+        raise NotFoundError(
+            f"no release in {repository.repo_url} to serve", hint="`trainops release create` makes one, or name RELEASE"
+        )
+    return found[0].ref
+
+
 def serving_repository(manifest: Manifest) -> str:
     """rollout.image.repository, else <registry>/<pipeline>/serve-<engine>."""
     spec = manifest.pipeline.spec

@@ -85,10 +85,15 @@ def push_record(
 
 def list_records(registries: Registries, *, subject: Resolved) -> list[Record]:
     """The signature and provenance records of an artifact, oldest first."""
-    repo = subject.ref.with_tag(None).with_digest(None)
+    return records_of(registries, repository=subject.ref, digest=subject.manifest.digest)
+
+
+def records_of(registries: Registries, *, repository: Reference, digest: str) -> list[Record]:
+    """The signature and provenance records of the manifest `digest` in repository, oldest first."""
+    repo = repository.with_tag(None).with_digest(None)
     backend = registries.backend(repo)
     records = []
-    for found in backend.referrers(repo.repository, subject.manifest.digest):
+    for found in backend.referrers(repo.repository, digest):
         if found.artifact_type not in (media.SIGSTORE_BUNDLE, media.IN_TOTO):
             continue
         records.append(_read(registries, repo.with_digest(found.digest)))

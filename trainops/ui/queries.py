@@ -65,7 +65,7 @@ def repositories(db: sqlite3.Connection) -> RepositoryList:
                 registry=r["registry"],
                 artifacts=r["artifacts"],
                 tags=r["tags"],
-                last_push=r["last_push"],
+                last_push=_time(r["last_push"]),
                 refreshed=None if r["refreshed"] is None else clock.iso(clock.at(r["refreshed"])),
             )
             for r in rows
@@ -98,7 +98,7 @@ def tags(db: sqlite3.Connection, *, repository: str, page: int = 1, per_page: in
             digest=r["digest"],
             kind=r["kind"],
             size=r["size"],
-            created=r["created"],
+            created=_time(r["created"]),
             step=r["step"],
             run_id=r["run_id"],
             metrics=json.loads(r["metrics"]),
@@ -180,7 +180,7 @@ def _referrer(row: sqlite3.Row) -> Referrer:
         repository=row["url"],
         kind=row["kind"],
         artifact_type=row["artifact_type"],
-        created=row["created"],
+        created=_time(row["created"]),
         annotations=annotations,
         metrics=json.loads(row["metrics"]),
         gates=gates,
@@ -212,7 +212,7 @@ def artifact(db: sqlite3.Connection, *, digest: str, repository: str | None = No
         kind=row["kind"],
         artifact_type=row["artifact_type"],
         media_type=row["media_type"],
-        created=row["created"],
+        created=_time(row["created"]),
         size=row["size"],
         pruned=bool(row["pruned"]),
         files=_files(row["manifest"], row["stored"]),
@@ -371,9 +371,14 @@ def search(db: sqlite3.Connection, *, query: str) -> SearchResult:
                 digest=r["digest"],
                 tag=r["tag"],
                 kind=r["kind"],
-                created=r["created"],
+                created=_time(r["created"]),
                 matched=matched,
             )
             hits.setdefault((r["url"], r["digest"], r["tag"]), hit)
     found = list(hits.values())
     return SearchResult(query=q, hits=found[:MAX_HITS], truncated=len(found) > MAX_HITS)
+
+
+def _time(text: str | None) -> str | None:
+    """An artifact's `created` (stamped to the second) as every time in the API reads."""
+    return None if text is None else clock.one_precision(text)
