@@ -179,9 +179,11 @@ def run_command(
             child.send_signal(signum)
 
     def forward(signum: int, _frame: FrameType | None) -> None:
+        again = signum == signal.SIGINT and "SIGINT" in received
         received.append(signal.Signals(signum).name)
         if child.poll() is None:  # SIGINT and the extra signals too: the trainer saves on SIGTERM
-            signal_child(signal.SIGTERM)
+            # Ctrl-C twice: the person will not wait for the save
+            signal_child(signal.SIGKILL if again else signal.SIGTERM)
 
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():

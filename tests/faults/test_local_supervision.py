@@ -104,6 +104,21 @@ def test_a_crash_restarts_the_trainer_from_the_newest_checkpoint(project: Path) 
     assert all(re.match(r"^  [a-z]+ +\S", line) for line in text[1:]), text  # each label apart from its value
 
 
+def test_a_crash_keeps_the_exception_as_evidence_and_a_stopped_run_is_not_awaiting_recovery(project: Path) -> None:
+    out = _run(project, "bug", "raise 70")
+    assert out.returncode == 9, out.stderr
+    [incident] = _incidents(project, "bug")
+    assert (incident.fault, incident.action, incident.recovered) == ("code-error", "stop", None)
+    # the line that says what went wrong, before the status that says only that it did
+    assert incident.evidence[0] == "ValueError: shapes (4, 8) and (16,) not aligned", incident.evidence
+    assert "the trainer exited 1" in incident.evidence
+    shown = _trainops(project, "incidents", "show", incident.id)
+    assert shown.returncode == 0, shown.stderr
+    recovered = [line for line in shown.stdout.splitlines() if line.strip().startswith("recovered")]
+    assert recovered == ["  recovered - (the run was stopped)"], shown.stdout
+    assert "    ValueError: shapes (4, 8) and (16,) not aligned" in shown.stdout.splitlines()
+
+
 def test_a_hang_is_detected_after_hang_timeout_and_restarted(project: Path) -> None:
     out = _run(project, "hang", "hang 80")
     assert out.returncode == 0, out.stderr

@@ -10,7 +10,8 @@ restarted trainer goes on) and then fails so:
 
 - crash: a segmentation fault (SIGSEGV sent to itself);
 - hang: it stops, writing and checkpointing nothing, until it is killed;
-- oom: PyTorch's CUDA out-of-memory line on stderr, exit 1.
+- oom: PyTorch's CUDA out-of-memory line on stderr, exit 1;
+- raise: a bug in the training code, an uncaught ValueError (its traceback on stderr, exit 1).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def _fail(kind: str) -> None:
     if kind == "oom":
         print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", file=sys.stderr, flush=True)
         sys.exit(1)
+    if kind == "raise":
+        raise ValueError("shapes (4, 8) and (16,) not aligned")
 
 
 def main() -> None:

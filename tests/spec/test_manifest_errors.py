@@ -75,6 +75,16 @@ CASES = [
         ("9:12: spec.train.nodes: should be a valid integer (got 'two')",),
     ),
     Case(
+        "number-as-string",  # strict: YAML's "8" is a string, never coerced into gpusPerNode's integer
+        'spec:\n  image: {}\n  train:\n    command: [python]\n    gpusPerNode: "8"\n',
+        ("9:18: spec.train.gpusPerNode: should be a valid integer (got '8')",),
+    ),
+    Case(
+        "empty-metadata",  # `metadata:` with nothing under it: name is what is missing
+        "apiVersion: trainops.dev/v1alpha1\nkind: Pipeline\nmetadata:\nspec: {}\n",
+        ("3:1: metadata: is empty: missing required field 'name'",),
+    ),
+    Case(
         "wrong-type-list",
         "spec:\n  image: {}\n  train:\n    command: python\n",
         ("8:14: spec.train.command: should be a list (got 'python')",),

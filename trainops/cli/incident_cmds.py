@@ -63,7 +63,10 @@ def show_cmd(file: str | None, env: str | None, incident_id: str, insecure: bool
         ("action", found.action_note),
         ("evidence", clock.display(found.evidence_at)),
         ("acted", clock.display(found.detected)),
-        ("recovered", clock.display(found.recovered) or "not yet"),
+        (
+            "recovered",
+            clock.display(found.recovered) or ("- (the run was stopped)" if found.action == "stop" else "not yet"),
+        ),
         ("resumed", f"{found.resumed_from or '-'} (step {found.resumed_step})" if found.recovered else "-"),
         ("lost", f"{found.steps_lost} steps" if found.steps_lost is not None else "-"),
         ("mttr", duration_text(found.mttr_seconds)),

@@ -90,9 +90,11 @@ class Monitor:
         self.progress = Progress()
         self.stopped_for: str | None = None
         self.stopped_at: datetime | None = None  # when the watchdog acted
+        self.exception: str | None = None  # the last exception line of a traceback the trainer wrote
+        self._in_traceback: dict[str, bool] = {}  # per stream: inside a traceback, before its last line
 
     # -- feeding ------------------------------------------------------------------------
-    def on_line(self, line: str, _stream: str = "stdout") -> None:
+    def on_line(self, line: str, stream: str = "stdout") -> None:
         """A line of the trainer's output: a metrics line (progress, NaN) or evidence."""
         point = metrics_line(line)
         if point is not None:
@@ -100,8 +102,20 @@ class Monitor:
             found = nan_signal(point, line, node=self.node)
         else:
             found = classify_line(line, source="trainer", node=self.node)
+            self._note_exception(line, stream)
         if found is not None:
             self._add(found)
+
+    def _note_exception(self, line: str, stream: str) -> None:
+        """Keep the line that names the exception of a Python traceback (`ValueError: …`):
+        the first unindented line after `Traceback (most recent call last):`."""
+        text = line.rstrip("\r\n")
+        if text.startswith("Traceback (most recent call last):"):
+            self._in_traceback[stream] = True
+        elif self._in_traceback.get(stream) and text and not text[0].isspace():
+            self._in_traceback[stream] = False
+            with self.lock:
+                self.exception = text if len(text) <= MAX_LINE else text[:MAX_LINE] + "…"
 
     def on_health(self, line: str, node: str) -> None:
         found = classify_line(line, source="node-health", node=node)
@@ -171,6 +185,10 @@ class Monitor:
         else:
             cause = exit_signal(code, node=self.node)
             seen = [Evidence(cause, clock.now())]
+            if self.exception is not None:  # what the trainer said it died of, before its status
+                seen.insert(
+                    0, Evidence(Signal(cause.fault, "trainer", self.exception, cause.node, cause.detail), seen[0].at)
+                )
         same = [e for e in seen if e.signal.fault == cause.fault]
         lines = [e.signal.line for e in same] + [e.signal.line for e in seen if e.signal.fault != cause.fault]
         return Diagnosis(

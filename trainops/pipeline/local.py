@@ -12,8 +12,10 @@ The run goes through the same three steps a cluster pod does:
    lineage (run, step, metrics, image, the checkpoint it resumed from) and applies the
    retention policy; when the command ends, one last scan pushes what it wrote last.
 
-SIGTERM or SIGINT to trainops is passed on to the command (which may checkpoint), then the
-last scan runs. A command killed outright (SIGKILL, OOM) leaves its half-written checkpoint
+SIGTERM or SIGINT to trainops is passed on to the command as SIGTERM (which may checkpoint),
+then the last scan runs; on Ctrl-C (SIGINT) trainops exits 130 saying what was pushed. The command runs in
+its own process group, as in a pod: a terminal's Ctrl-C reaches trainops only, and a second
+one kills the command. A command killed outright (SIGKILL, OOM) leaves its half-written checkpoint
 behind, and the watcher never pushes it.
 """
 
@@ -28,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from trainops import podenv
 from trainops.errors import InputError, TrainopsError
+from trainops.interrupt import Interrupted
 from trainops.registry.artifact import Environment, Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
@@ -37,6 +40,11 @@ from trainops.supervise import Supervision, run_command
 
 if TYPE_CHECKING:
     from trainops.checkpoint import PushedCheckpoint, Watcher
+
+
+# A person's Ctrl-C: exit 130 whatever the trainer's status. SIGTERM (preemption, a
+# scheduler's cancel) stays the trainer's failure (exit 9, its status), as a pod reports it.
+STOP_SIGNALS = frozenset({"SIGINT"})
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,8 @@ class LocalRunResult:
         from trainops.errors import CommandFailedError, RemoteError
         from trainops.supervise import status_text
 
+        if self.signal in STOP_SIGNALS and self.stopped is None:
+            raise self.interrupted()
         if self.exit_code:
             raise CommandFailedError(
                 f"train.command {status_text(self.exit_code)} (run {self.run_id}); "
@@ -74,6 +84,21 @@ class LocalRunResult:
                 hint=f"`trainops ckpt watch {self.checkpoint_dir} --once --run-id {self.run_id}` pushes them "
                 "(a run that resumes pushes them first too)",
             )
+
+    def interrupted(self) -> Interrupted:
+        """Ctrl-C to trainops, passed on to the trainer as SIGTERM: exit 130, saying what
+        reached the registry and how to go on, whatever status the trainer ended with."""
+        newest = f", the newest {self.pushed[-1].ref}" if self.pushed else ""
+        lost = (
+            "; its last checkpoints could not be pushed (a resumed run pushes them first)"
+            if self.final_scan_failed
+            else ""
+        )
+        return Interrupted(
+            f"train.command stopped on {self.signal} (run {self.run_id}): "
+            f"{len(self.pushed)} checkpoint(s) pushed to {self.repository}{newest}{lost}; "
+            "run the same command again to resume from the newest checkpoint"
+        )
 
 
 def _free_port() -> int:
@@ -296,6 +321,9 @@ def run_local(
             tick=scans.scan,
             stdout=options.command_stdout,
             supervision=options.supervision,
+            # as in a pod, the trainer hears SIGTERM from trainops (and saves), not the
+            # terminal's SIGINT (a KeyboardInterrupt traceback); a second Ctrl-C kills it
+            group=True,
         )
         final_ok = scans.scan(final=True)
     return LocalRunResult(

@@ -11,10 +11,12 @@ from pydantic.alias_generators import to_camel
 
 
 class StrictModel(BaseModel):
-    """Every manifest model: unknown keys are errors, YAML keys are camelCase."""
+    """Every manifest model: unknown keys are errors, YAML keys are camelCase, and values
+    have the type the field says (strict: `gpusPerNode: "8"` is a string, not a number)."""
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         alias_generator=to_camel,
         validate_by_alias=True,
         validate_by_name=False,

@@ -62,8 +62,8 @@ def _unwrap(tp: Any) -> list[Any]:
     return [tp]
 
 
-def _allowed_keys(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
-    """The keys the model at loc accepts (by YAML alias)."""
+def _models_at(model: type[BaseModel], loc: Sequence[str | int]) -> list[type[BaseModel]]:
+    """The models that may stand at loc (a union gives several)."""
     candidates: list[Any] = [model]
     for part in loc:
         stepped: list[Any] = []
@@ -79,11 +79,17 @@ def _allowed_keys(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]
                 stepped.extend(_unwrap(typing.get_args(tp)[1]))
         if stepped:
             candidates = stepped
-    keys: list[str] = []
-    for tp in candidates:
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            keys.extend(f.alias or n for n, f in tp.model_fields.items())
-    return keys
+    return [tp for tp in candidates if isinstance(tp, type) and issubclass(tp, BaseModel)]
+
+
+def _allowed_keys(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
+    """The keys the model at loc accepts (by YAML alias)."""
+    return [f.alias or n for tp in _models_at(model, loc) for n, f in tp.model_fields.items()]
+
+
+def _required_keys(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
+    """The keys the model at loc cannot do without (by YAML alias)."""
+    return [f.alias or n for tp in _models_at(model, loc) for n, f in tp.model_fields.items() if f.is_required()]
 
 
 def unknown_key_message(key: str, allowed: Iterable[str]) -> str:
@@ -153,6 +159,12 @@ def problems_from_validation(
         elif kind == "missing" and not complete:
             msg = f"missing required field {loc[-1]!r}"
             mark, path = key_mark, format_path([*found, loc[-1]])
+        elif kind == "model_type" and error.get("input") is None and complete:
+            # `metadata:` with nothing under it: say what is missing, not "should be a mapping"
+            required = _required_keys(model, loc)
+            listed = ", ".join(repr(key) for key in required)
+            msg = f"is empty: missing required field {listed}" if required else "is empty: should be a mapping"
+            mark, path = key_mark, format_path(found)
         else:
             msg, got = _message(error)
             container = isinstance(node, (YMap, YSeq))
