@@ -5,15 +5,20 @@
 #
 #   scripts/build-cosign.sh            prints the binary's path; builds it only when missing
 #
+# The version is COSIGN_VERSION of scripts/kube-versions.env; scripts/kube-sums.txt pins the
+# binary's sum, and scripts/kube_components.py runs this script when neither the cache nor a
+# prebuilt archive has it (into ${TRAINOPS_KUBE_BIN_OUT}, then checks it).
 # Cache: the one scripts/build-kube.sh uses (${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}):
 # bin/cosign-<version>, and the same GOPATH/GOMODCACHE/GOCACHE under go/ with the same build
 # flags (flags are part of Go's cache key), so modules shared with the Kubernetes builds are
 # downloaded and compiled once. Lowest CPU and I/O priority: the build takes idle time only.
 # Measured here (cold build time and disk): see the README (Signed releases and provenance).
 set -euo pipefail
-version="${COSIGN_VERSION:-v2.6.1}"
+# shellcheck source=kube-versions.env
+. "$(dirname "$0")/kube-versions.env"
+version="$COSIGN_VERSION"
 cache="${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}"
-out="$cache/bin/cosign-$version"
+out="${TRAINOPS_KUBE_BIN_OUT:-$cache/bin}/cosign-$version"
 if [ -x "$out" ]; then
     echo "$out"
     exit 0
@@ -24,7 +29,7 @@ if ! command -v go >/dev/null; then
     [ -n "$found" ] || { echo "build-cosign.sh: needs Go >= 1.24 (run scripts/build-kube.sh first, or install Go)" >&2; exit 1; }
     export PATH="$(dirname "$found"):$PATH"
 fi
-mkdir -p "$cache/bin"
+mkdir -p "$(dirname "$out")"
 export GOPATH="$cache/go" GOMODCACHE="$cache/go/pkg/mod" GOCACHE="$cache/go/build"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false -modcacherw"
 export GOPROXY="${GOPROXY:-https://proxy.golang.org,direct}"

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Build the Kubernetes components of the simulated cluster (tests/kubesim) from their upstream
-# Go modules at the versions pinned in scripts/kube-versions.env, and cache the binaries by
-# version: a second run builds nothing.
+# Build the Kubernetes components of the simulated cluster (tests/kube_cluster.py) from their
+# upstream Go modules at the versions pinned in scripts/kube-versions.env: the recipe whose
+# output scripts/kube-sums.txt pins. scripts/kube_components.py runs it when neither the cache
+# nor a prebuilt archive has a component, into a directory it then checks against those sums.
 #
 #   scripts/build-kube.sh [COMPONENT...]      (default: every component in the table below)
 #
 # Cache: ${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}
 #   go/           GOPATH, GOMODCACHE (go/pkg/mod) and GOCACHE (go/build) of these builds only
 #   src/<comp>/   the wrapper module each component is built from
-#   bin/<name>-<version>   the binaries (what the tests run)
+#   bin/<name>-<version>   the binaries (or ${TRAINOPS_KUBE_BIN_OUT}, where kube_components.py
+#                 wants them before its check)
 # One set of build flags everywhere: they are part of Go's cache key, and a second set
 # would build every package again.
 #
@@ -24,7 +26,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/kube-versions.env"
 
 cache="${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}"
-bin="$cache/bin"
+bin="${TRAINOPS_KUBE_BIN_OUT:-$cache/bin}"
 mkdir -p "$bin" "$cache/src" "$cache/go"
 export GOPATH="$cache/go" GOMODCACHE="$cache/go/pkg/mod" GOCACHE="$cache/go/build"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false -modcacherw"
@@ -152,7 +154,8 @@ source_at_tag() {
             repo="$cache/src/$name.git"
             [ -d "$repo" ] || git init -q --bare "$repo"
             git -C "$repo" rev-parse -q --verify "refs/tags/$ver" >/dev/null \
-                || git -C "$repo" fetch -q --depth 1 "$url" "refs/tags/$ver:refs/tags/$ver" >&2
+                || git -C "$repo" fetch -q --depth 1 "$url" "refs/tags/$ver:refs/tags/$ver" >&2 \
+                || { log "cannot fetch $ver from $url: set $var to a clone of it that has the tag"; return 1; }
         fi
         git -C "$repo" rev-parse -q --verify "refs/tags/$ver^{commit}" >/dev/null \
             || { log "$repo has no tag $ver ($var points at a clone of $url)"; return 1; }
@@ -230,8 +233,9 @@ build_kueue() {
 build_argocd() {
     version="$ARGOCD_VERSION"; have argocd && return 0
     local dir="$cache/src/argocd"
-    wrapper "$dir" github.com/argoproj/argo-cd/v3 "$version"
+    # before the wrapper's `go mod download`, which refuses a module needing a newer Go
     export GOTOOLCHAIN=go1.27.3  # from the module proxy, once per machine (76 MB)
+    wrapper "$dir" github.com/argoproj/argo-cd/v3 "$version"
     (cd "$dir" && go mod edit \
         "-replace=github.com/argoproj/argo-cd/gitops-engine/v3=github.com/argoproj/argo-cd/gitops-engine/v3@$version")
     local p=github.com/argoproj/argo-cd/v3/common
@@ -275,15 +279,11 @@ for e in json.load(sys.stdin).get("Exclude") or []:
     mv "$bin/manager-$version" "$bin/kserve-manager-$version"
 }
 
-# Order: what the simulated cluster needs first. Required ones fail the script; the others
-# may fail without failing it (the tests that need them fail, naming this script):
-#   volcano  built from its git tree at the tag (TRAINOPS_VOLCANO_SRC or a clone from GitHub)
-#   jobset, lws, kueue  from their git trees at the tag too (the proxy refuses jobset and lws;
-#            Kueue vendors its dependencies): TRAINOPS_<NAME>_SRC or a clone from GitHub
-#   argocd, rollouts  the GitOps controllers of the gray-release tests (Argo CD v3.6.2 needs
-#            Go 1.27, which GOTOOLCHAIN takes from the module proxy)
+# Order: what the simulated cluster needs first. Volcano, JobSet, Kueue and LeaderWorkerSet
+# build from their git trees at the tag (TRAINOPS_<NAME>_SRC or a fetch from GitHub); Argo CD
+# v3.6.2 needs Go 1.27, which GOTOOLCHAIN takes from the module proxy. Any failure fails the
+# script (scripts/kube_components.py says what the component needs).
 components=(etcd kubernetes kwok volcano jobset kueue lws argocd rollouts kserve)
-optional=" volcano jobset kueue lws argocd rollouts kserve "
 
 selected=("$@")
 [ "${#selected[@]}" -gt 0 ] || selected=("${components[@]}")
@@ -299,8 +299,6 @@ for component in "${selected[@]}"; do
     version="$(grep "^$(echo "$component" | tr a-z A-Z)_VERSION=" "$here/kube-versions.env" | cut -d= -f2)"
     if [ "$rc" -eq 0 ]; then
         log "$component $version ready ($(( $(date +%s) - start )) s)"
-    elif [[ "$optional" == *" $component "* ]]; then
-        log "$component $version did not build (optional; its tests report it missing)"
     else
         log "$component $version FAILED"
         status=1

@@ -5,7 +5,7 @@
 # path from the GitOps repo (served over git's HTTP transport on loopback) and the Volcano
 # scheduler placing the job's gang on distinct nodes; then v2's canary walked to stable by
 # Argo Rollouts, each step a trainops commit. It prints each step, exits non-zero on any
-# failure and stops every process it started. Needs the binaries of `scripts/build-kube.sh
+# failure and stops every process it started. Needs the binaries of `scripts/kube_components.py
 # etcd kubernetes kwok volcano argocd rollouts` and Debian's redis-server
 # (scripts/install-test-deps.sh installs both). scripts/cluster_job.py does the work.
 set -euo pipefail

@@ -19,6 +19,7 @@
 #                             Playwright (executable_path=/usr/bin/chromium; never `playwright install`)
 #   slurmctld slurmd slurm-client munge  a one-node Slurm cluster (tests/slurm_cluster.py)
 #   openssh-server openssh-client        sshd on loopback: the Slurm login host of the tests
+#   zstd                      reads the prebuilt cluster components' archives (scripts/kube_components.py)
 #   redis-server              Argo CD's cache (its repo-server and application-controller) in
 #                             the gray-release tests on the simulated cluster (tests/argo/)
 # Not needed: fuse-overlayfs/slirp4netns/uidmap (tests run as root with the vfs driver and
@@ -39,6 +40,7 @@ packages=(
     golang-github-containers-common golang-github-containers-image
     skopeo umoci docker-registry busybox-static git
     python3 python3-venv python3-pip curl time openssl
+    zstd
     prometheus
     chromium
     slurmctld slurmd slurm-client munge openssh-server openssh-client
@@ -58,23 +60,19 @@ fi
 
 apt-get install -y --no-install-recommends "${packages[@]}"
 
-# The simulated Kubernetes cluster of the cluster tests (tests/kube_cluster.py): etcd, the
-# Kubernetes control plane, kwok, Volcano, JobSet, Kueue, LeaderWorkerSet, built from their
-# upstream Go modules at pinned versions and cached by version under
-# ${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}
-# (see the README's "Kubernetes" section for the cold and warm cost). A machine without Go
-# sets TRAINOPS_SKIP_KUBE=1: the build is skipped and the cluster tests skip, saying so.
+# The simulated Kubernetes cluster of the cluster tests (tests/kube_cluster.py: etcd, the
+# Kubernetes control plane, kwok, Volcano, JobSet, Kueue, LeaderWorkerSet, Argo CD, Argo
+# Rollouts, KServe) and cosign (tests/signing/test_cosign.py), at the versions pinned in
+# scripts/kube-versions.env, into ${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}/bin: from
+# the cache, else the prebuilt archives of $TRAINOPS_KUBE_PREBUILT, else a source build, each
+# binary checked against scripts/kube-sums.txt (scripts/kube_components.py). A component still
+# missing fails this script; TRAINOPS_SKIP_KUBE=1 is the only way on without them (the cluster
+# tests then skip, saying so).
+kube=0
 if [ "${TRAINOPS_SKIP_KUBE:-}" = 1 ]; then
-    echo "install-test-deps.sh: TRAINOPS_SKIP_KUBE=1: not building the Kubernetes components" >&2
+    echo "install-test-deps.sh: TRAINOPS_SKIP_KUBE=1: not installing the cluster components (their tests skip)" >&2
 else
-    # What the cluster tests on main start: Volcano, JobSet, Kueue and LeaderWorkerSet (from
-    # their git tags: the module proxy does not serve them whole; LWS for tests/kube/test_lws.py,
-    # under a minute on a build cache that holds the others); Argo CD and Argo Rollouts, which the
-    # gray-release tests (tests/argo/) start — Argo CD is the heaviest build of all (a cold
-    # build took 71 min on two loaded cores; a machine that has the binaries builds nothing);
-    # KServe's controller manager, which tests/kserve/ starts in Standard mode (617 s cold
-    # on two loaded cores, most of its dependencies shared with the others' cache).
-    bash "$(dirname "$0")/build-kube.sh" etcd kubernetes kwok volcano jobset kueue lws argocd rollouts kserve
+    python3 "$(dirname "$0")/kube_components.py" || kube=1
 fi
 
 # The Debian package may start a registry on :5000 where an init system runs; the tests
@@ -90,4 +88,5 @@ if [ ! -f /etc/containers/policy.json ]; then
     echo "install-test-deps.sh: /etc/containers/policy.json missing" >&2
     missing=1
 fi
-exit "$missing"
+[ "$kube" -eq 0 ] || echo "install-test-deps.sh: cluster components missing (see above)" >&2
+exit $(( missing | kube ))

@@ -8,7 +8,7 @@
 #   scripts/kube-sim.sh down [--dir DIR]
 #
 # `up` prints `export KUBECONFIG=…` on stdout: eval "$(scripts/kube-sim.sh up)". The binaries
-# come from scripts/build-kube.sh (run it first, as root). The code is tests/kube_cluster.py,
+# come from scripts/kube_components.py (install-test-deps.sh runs it). The code is tests/kube_cluster.py,
 # the same the pytest fixtures use.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -9,11 +9,11 @@ Beside a running API server (the simulated cluster's kubeconfig) this starts
 * the Argo Rollouts controller, with the Gateway API traffic-router plugin loaded from a
   local file named in its ConfigMap (no download at start),
 
-after installing their CRDs (from the build cache, the upstream files of the built
-versions) and the objects they expect: the `argocd` and `argo-rollouts` namespaces,
+after installing their CRDs (upstream's files at the pinned versions, vendored in
+tests/upstream/) and the objects they expect: the `argocd` and `argo-rollouts` namespaces,
 `argocd-cm`, `argocd-secret`, the `default` AppProject, `argo-rollouts-config`.
 
-Binaries come from `scripts/build-kube.sh argocd rollouts` under
+Binaries come from `scripts/kube_components.py argocd rollouts` under
 ${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}; a missing one is MissingDependency with
 that command. Argo CD re-reads git every `resync` seconds (its repo-server's revision cache
 expires as fast), where a real installation waits three minutes or a webhook.
@@ -30,10 +30,10 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from kube_bins import binary as kube_binary
+from kube_bins import upstream
 from services import (
-    INSTALL_SCRIPT,
     LOOPBACK,
-    MissingDependency,
     ServiceError,
     _http_status,
     _ManagedProcess,
@@ -42,42 +42,16 @@ from services import (
     wait_for,
 )
 
-ARGOCD_VERSION = "v3.6.2"
-ROLLOUTS_VERSION = "v1.9.1"
 ARGOCD_NAMESPACE = "argocd"
 ROLLOUTS_NAMESPACE = "argo-rollouts"
 PLUGIN_NAME = "argoproj-labs/gatewayAPI"
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-BUILD = "scripts/build-kube.sh argocd rollouts"
 
 
-def kube_cache() -> Path:
-    return Path(os.environ.get("TRAINOPS_KUBE_CACHE", "/var/cache/trainops-kube"))
-
-
-def module_crds(module: str, version: str) -> list[Path]:
-    """The CRDs of an upstream module as the build downloaded it (manifests/crds/*-crd.yaml)."""
-    path = kube_cache() / "go" / "pkg" / "mod" / f"{module}@{version}" / "manifests" / "crds"
-    if not path.is_dir():
-        raise MissingDependency(f"{path} not found: run {BUILD} (or {INSTALL_SCRIPT} as root)")
-    return sorted(path.glob("*-crd.yaml"))
-
-
-def module_file(module: str, version: str, name: str) -> Path:
-    """One file of an upstream module's source as the build downloaded it."""
-    path = kube_cache() / "go" / "pkg" / "mod" / f"{module}@{version}" / name
-    if not path.is_file():
-        raise MissingDependency(f"{path} not found: run {BUILD} (or {INSTALL_SCRIPT} as root)")
-    return path
-
-
-def cached(name: str) -> Path:
-    """A file the build put under the cache (bin/NAME-VERSION, crds/…), or MissingDependency."""
-    path = kube_cache() / name
-    if not path.exists():
-        raise MissingDependency(f"{path} not found: run {BUILD} (or {INSTALL_SCRIPT} as root)")
-    return path
+def upstream_crds(component: str) -> list[Path]:
+    """The CRDs of Argo CD or Argo Rollouts at the pinned version (manifests/crds/*-crd.yaml, vendored)."""
+    return sorted((upstream(component) / "manifests" / "crds").glob("*-crd.yaml"))
 
 
 def _port_open(port: int) -> bool:
@@ -195,11 +169,11 @@ spec:
         files = [crds / "gateway-httproute.yaml", crds / "prometheus-servicemonitor.yaml"]
         names = "crd/httproutes.gateway.networking.k8s.io crd/servicemonitors.monitoring.coreos.com"
         if self.with_argocd:
-            argocd = module_crds("github.com/argoproj/argo-cd/v3", ARGOCD_VERSION)
+            argocd = upstream_crds("argocd")
             files += [f for f in argocd if "applicationset" not in f.name]
             names += " crd/applications.argoproj.io crd/appprojects.argoproj.io"
         if self.with_rollouts:
-            files += module_crds("github.com/argoproj/argo-rollouts", ROLLOUTS_VERSION)
+            files += upstream_crds("rollouts")
         for f in files:
             self.apply(f.read_text())
         if self.with_rollouts:
@@ -261,7 +235,7 @@ data:
         proc.run(cmd, env=dict(os.environ), ready=self.git_port, timeout=30)
 
     def _start_argocd(self) -> None:
-        argocd = str(cached(f"bin/argocd-{ARGOCD_VERSION}"))
+        argocd = str(kube_binary("argocd"))
         redis_bin = require("redis-server", "apt-get install -y redis-server")
         (self.work / "home").mkdir(parents=True, exist_ok=True)
         (self.work / "tmp").mkdir(parents=True, exist_ok=True)
@@ -275,12 +249,11 @@ data:
         )
         redis_addr = f"{LOOPBACK}:{redis_port}"
         # the repo-server runs Argo CD's git-verify-wrapper.sh on every revision (GPG off or
-        # not: a failure is "permission denied"); the image puts it on PATH, here the module has it
+        # not: a failure is "permission denied"); the image puts it on PATH, here tests/upstream/ has it
         tools = self.work / "argocd-bin"
         tools.mkdir(parents=True, exist_ok=True)
         wrapper = tools / "git-verify-wrapper.sh"
-        upstream = module_file("github.com/argoproj/argo-cd/v3", ARGOCD_VERSION, "hack/git-verify-wrapper.sh")
-        wrapper.write_text(f'#!/bin/sh\nexec /bin/sh {upstream} "$@"\n')  # the module cache is read-only, 0444
+        wrapper.write_text(f'#!/bin/sh\nexec /bin/sh {upstream("argocd") / "hack" / wrapper.name} "$@"\n')
         wrapper.chmod(0o755)
         repo_port, repo_metrics = free_port(), free_port()
         repo = self._proc("argocd-repo-server")
@@ -327,7 +300,7 @@ data:
         )
 
     def _start_rollouts(self) -> None:
-        binary = str(cached(f"bin/rollouts-controller-{ROLLOUTS_VERSION}"))
+        binary = str(kube_binary("rollouts-controller"))
         healthz, metrics = free_port(), free_port()
         home = self.work / "rollouts"
         home.mkdir(parents=True, exist_ok=True)
@@ -349,7 +322,7 @@ data:
         )
 
     def start(self) -> ArgoStack:
-        plugin = cached(f"bin/gatewayapi-plugin-{ROLLOUTS_VERSION}") if self.with_rollouts else None
+        plugin = kube_binary("gatewayapi-plugin") if self.with_rollouts else None
         t0 = time.monotonic()
         self._crds()
         self._objects(plugin)

@@ -1,10 +1,10 @@
-"""KServe's controller manager (v0.20.0, `scripts/build-kube.sh kserve`) beside a running
+"""KServe's controller manager (v0.20.0, `scripts/kube_components.py kserve`) beside a running
 simulated cluster (tests/kube_cluster.py), as a real process on loopback.
 
-It installs KServe's CRDs (the vendored InferenceService CRD, the others from the module's
-own config/crd/full at the same version) and its `inferenceservice-config` ConfigMap (the
-module's config/configmap/inferenceservice.yaml, with `deploy.defaultDeploymentMode` set by
-the caller), then starts the manager with its metrics and health endpoints on 127.0.0.1.
+It installs KServe's CRDs (the vendored InferenceService CRD, the others upstream's own
+config/crd/full at the same version) and its `inferenceservice-config` ConfigMap (upstream's
+config/configmap/inferenceservice.yaml, with `deploy.defaultDeploymentMode` set by the caller),
+both from tests/upstream/, then starts the manager with its metrics and health endpoints on 127.0.0.1.
 
 No admission webhooks are registered with the API server: the pod mutator would add KServe's
 storage initializer (trainops pulls the model with its own init container) and the
@@ -23,24 +23,23 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kube_bins import binary, module_source
+from kube_bins import binary, upstream
 
 NAMESPACE = "kserve"
-MODULE = "github.com/kserve/kserve"
 CONFIG_MAP = "inferenceservice-config"
 VENDORED_ISVC = Path(__file__).resolve().parent.parent / "trainops" / "render" / "crds" / "kserve-inferenceservice.yaml"
 
 
 def crd_files() -> list[Path]:
     """KServe's CRDs at the pinned version; InferenceService from trainops' vendored copy."""
-    full = module_source(MODULE, "KSERVE_VERSION") / "config" / "crd" / "full"
+    full = upstream("kserve") / "config" / "crd" / "full"
     others = sorted(p for p in full.glob("serving.kserve.io_*.yaml") if "inferenceservices" not in p.name)
     return [VENDORED_ISVC, *others]
 
 
 def config_map(default_mode: str) -> dict[str, Any]:
     """Upstream's inferenceservice-config with the cluster-wide default deployment mode."""
-    path = module_source(MODULE, "KSERVE_VERSION") / "config" / "configmap" / "inferenceservice.yaml"
+    path = upstream("kserve") / "config" / "configmap" / "inferenceservice.yaml"
     doc = next(d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "ConfigMap")
     doc["data"]["deploy"] = json.dumps({"defaultDeploymentMode": default_mode})
     doc["metadata"]["namespace"] = NAMESPACE

@@ -1,5 +1,6 @@
 """Volcano, JobSet, Kueue and LeaderWorkerSet on the simulated cluster: their CRDs (the
-vendored ones where trainops has them, else the upstream module's own, same version),
+vendored ones where trainops has them, else upstream's own at the pinned version, vendored in
+tests/upstream/),
 configuration, admission webhooks and processes. A mixin of ``KubeCluster``
 (tests/kube_cluster.py), kept apart for size.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kube_bins import binary, module_source
+from kube_bins import binary, upstream
 from kube_config import (
     LOOPBACK,
     RACK_LABEL,
@@ -79,15 +80,15 @@ class AddonsMixin:
 
         wait_for(established, timeout=60, what=f"CRDs established ({len(names)})", interval=0.2)
 
-    def _crd_files(self, module: str, key: str, subdirs: Sequence[str]) -> list[Path]:
-        """Upstream CRDs from the module source, with the vendored ones (same version) in their place."""
+    def _crd_files(self, component: str, subdirs: Sequence[str]) -> list[Path]:
+        """Upstream CRDs at the pinned version, with trainops' vendored ones in their place."""
         vendored = {}
         for path in VENDORED_CRDS.glob("*.yaml"):
             for doc in _yaml_docs(path):
                 if doc and doc.get("kind") == "CustomResourceDefinition":
                     vendored[doc["metadata"]["name"]] = path
         out: list[Path] = []
-        src = module_source(module, key)
+        src = upstream(component)
         for sub in subdirs:
             for path in sorted((src / sub).glob("*.yaml")):
                 docs = _yaml_docs(path)
@@ -96,11 +97,7 @@ class AddonsMixin:
         return out
 
     def _start_volcano(self) -> None:
-        self.install_crds(
-            self._crd_files(
-                "volcano.sh/volcano", "VOLCANO_VERSION", ["config/crd/volcano/bases", "config/crd/jobflow/bases"]
-            )
-        )
+        self.install_crds(self._crd_files("volcano", ["config/crd/volcano/bases", "config/crd/jobflow/bases"]))
         self.api.apply(
             {
                 "apiVersion": "v1",
@@ -287,7 +284,7 @@ class AddonsMixin:
             self.api.apply(obj)
 
     def _start_jobset(self) -> None:
-        src = module_source("sigs.k8s.io/jobset", "JOBSET_VERSION")
+        src = upstream("jobset")
         self.install_crds(sorted((src / "config/components/crd/bases").glob("*.yaml")))
         config = {"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration"}
         self._controller_runtime(
@@ -301,8 +298,8 @@ class AddonsMixin:
 
     def _start_lws(self) -> None:
         # the vendored LeaderWorkerSet CRD; DisaggregatedSet's too: the manager runs its controller
-        self.install_crds(self._crd_files("sigs.k8s.io/lws", "LWS_VERSION", ["config/crd/bases"]))
-        src = module_source("sigs.k8s.io/lws", "LWS_VERSION")
+        self.install_crds(self._crd_files("lws", ["config/crd/bases"]))
+        src = upstream("lws")
         self._controller_runtime(
             name="lws",
             exe=binary("lws"),
@@ -314,9 +311,9 @@ class AddonsMixin:
 
     def _start_kueue(self) -> None:
         prefix = self._kueue_metrics_certs()
-        crds = self._crd_files("sigs.k8s.io/kueue", "KUEUE_VERSION", ["config/components/crd/bases"])
+        crds = self._crd_files("kueue", ["config/components/crd/bases"])
         self.install_crds(crds)
-        src = module_source("sigs.k8s.io/kueue", "KUEUE_VERSION")
+        src = upstream("kueue")
         frameworks = ["batch/job"] + (["jobset.x-k8s.io/jobset"] if "jobset" in self.components else [])
         config = {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",

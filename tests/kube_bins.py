@@ -1,75 +1,72 @@
-"""The simulated cluster's binaries: built by scripts/build-kube.sh at the versions pinned in
-scripts/kube-versions.env, cached as ``bin/<name>-<version>`` (with the modules' sources,
-whose CRDs and webhook manifests the cluster installs)."""
+"""The simulated cluster's parts: the binaries ``bin/<name>-<version>`` that
+scripts/kube_components.py puts in the cache (from a prebuilt archive or a source build,
+checked against scripts/kube-sums.txt) at the versions pinned in scripts/kube-versions.env,
+and the upstream files the cluster installs (CRDs, webhook manifests), vendored in
+tests/upstream/<component>-<version>/ by scripts/vendor_kube_sources.py."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 from services import MissingDependency
 
 REPO = Path(__file__).resolve().parent.parent
-VERSIONS_FILE = REPO / "scripts" / "kube-versions.env"
-BUILD = "scripts/build-kube.sh"
+UPSTREAM = REPO / "tests" / "upstream"
+INSTALL = "scripts/kube_components.py"
 SKIP_ENV = "TRAINOPS_SKIP_KUBE"
 
 
+def _components() -> object:
+    """scripts/kube_components.py, the one home of the components, their versions and binaries."""
+    name = "kube_components"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "kube_components.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+COMPONENTS: dict[str, tuple[str, tuple[str, ...]]] = _components().COMPONENTS  # type: ignore[attr-defined]
+# binary name -> component
+_BINARIES = {binary: component for component, (_, binaries) in COMPONENTS.items() for binary in binaries}
+
+
 def cache_dir() -> Path:
-    return Path(os.environ.get("TRAINOPS_KUBE_CACHE", "/var/cache/trainops-kube"))
+    return Path(os.environ.get("TRAINOPS_KUBE_CACHE") or "/var/cache/trainops-kube")
 
 
 def versions() -> dict[str, str]:
     """The pins of scripts/kube-versions.env (KEY=VALUE lines)."""
-    out: dict[str, str] = {}
-    for line in VERSIONS_FILE.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            out[key.strip()] = value.strip()
-    return out
+    return _components().versions()  # type: ignore[attr-defined,no-any-return]
 
 
-# binary name -> (version key, build-kube.sh component)
-_BINARIES = {
-    "etcd": ("ETCD_VERSION", "etcd"),
-    "kube-apiserver": ("KUBERNETES_VERSION", "kubernetes"),
-    "kube-controller-manager": ("KUBERNETES_VERSION", "kubernetes"),
-    "kube-scheduler": ("KUBERNETES_VERSION", "kubernetes"),
-    "kubectl": ("KUBERNETES_VERSION", "kubernetes"),
-    "kwok": ("KWOK_VERSION", "kwok"),
-    "vc-scheduler": ("VOLCANO_VERSION", "volcano"),
-    "vc-controller-manager": ("VOLCANO_VERSION", "volcano"),
-    "vc-webhook-manager": ("VOLCANO_VERSION", "volcano"),
-    "kueue": ("KUEUE_VERSION", "kueue"),
-    "jobset": ("JOBSET_VERSION", "jobset"),
-    "lws": ("LWS_VERSION", "lws"),
-    "kserve-manager": ("KSERVE_VERSION", "kserve"),
-}
+def version(component: str) -> str:
+    return versions()[COMPONENTS[component][0]]
 
 
 def binary(name: str) -> Path:
-    """The cached binary ``bin/<name>-<version>``, or MissingDependency naming the build command."""
-    key, component = _BINARIES[name]
-    path = cache_dir() / "bin" / f"{name}-{versions()[key]}"
+    """The cached binary ``bin/<name>-<version>``, or MissingDependency naming the command that puts it there."""
+    component = _BINARIES[name]
+    path = cache_dir() / "bin" / f"{name}-{version(component)}"
     if not os.access(path, os.X_OK):
         raise MissingDependency(
-            f"{path} not found: run `{BUILD} {component}` as root (needs Go; or set {SKIP_ENV}=1 to skip cluster tests)"
+            f"{path} not found: run `{INSTALL} {component}` as root (TRAINOPS_KUBE_PREBUILT=<directory of "
+            f"prebuilt archives>, else it builds from source; or set {SKIP_ENV}=1 to skip cluster tests)"
         )
     return path
 
 
-def module_source(module: str, version_key: str) -> Path:
-    """Where the build left an upstream project's source at its pinned version (its CRDs and
-    webhook manifests): the tree build-kube.sh exported from its git tag (``src/NAME-VERSION``,
-    for the modules the proxy does not serve), else the module cache's copy."""
-    version = versions()[version_key]
-    candidates = [
-        cache_dir() / "src" / f"{module.rsplit('/', 1)[-1]}-{version}",
-        cache_dir() / "go" / "pkg" / "mod" / f"{module}@{version}",
-    ]
-    for path in candidates:
-        if (path / "go.mod").is_file():
-            return path
-    component = version_key.removesuffix("_VERSION").lower()
-    raise MissingDependency(f"{candidates[0]} not found: run `{BUILD} {component}` as root")
+def upstream(component: str) -> Path:
+    """The component's vendored upstream files at its pinned version (tests/upstream/)."""
+    path = UPSTREAM / f"{component}-{version(component)}"
+    if not path.is_dir():
+        raise MissingDependency(
+            f"{path} not found: the pinned version's upstream files are not vendored; "
+            f"run scripts/vendor_kube_sources.py {component}"
+        )
+    return path

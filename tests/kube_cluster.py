@@ -4,7 +4,7 @@ etcd, kube-apiserver, kube-controller-manager and kube-scheduler (the default sc
 it places what Kueue admits), kwok (fake nodes with ``nvidia.com/gpu`` and rack/spine
 labels; pods become Running without kubelets), the Volcano scheduler and controllers, and
 the Kueue and JobSet controllers; the LeaderWorkerSet controller when asked for (``lws``).
-Every binary is built by ``scripts/build-kube.sh`` at the versions of
+Every binary comes from ``scripts/kube_components.py`` at the versions of
 ``scripts/kube-versions.env``; everything listens on 127.0.0.1 only (every
 component's serving, metrics and health flags are set here), with a CA, serving and client
 certificates and service-account keys made with openssl at start.

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from argo_cluster import ROLLOUTS_VERSION, module_crds
+from argo_cluster import upstream_crds
 
 from tests.argo.helpers import serving_project, start_args
 from tests.cli.runner import run
@@ -30,7 +30,7 @@ def test_status_names_the_missing_controllers_and_shows_the_repo(kube_cluster_fa
         assert "missing: Argo CD (the cluster does not serve argoproj.io/v1alpha1 Application)" in text.stdout
         assert "missing: Argo Rollouts (the cluster does not serve argoproj.io/v1alpha1 Rollout)" in text.stdout
 
-        cluster.install_crds(module_crds("github.com/argoproj/argo-rollouts", ROLLOUTS_VERSION))  # waits Established
+        cluster.install_crds(upstream_crds("rollouts"))  # waits Established
         data = json.loads(run(*project.cli(*status, "-o", "json")).stdout)
         assert data["stable"]["version"] == "v1" and data["canary"] is None
         assert [m.split(" (")[0] for m in data["live"]["missing"]] == ["Argo CD"]

@@ -97,7 +97,7 @@ def test_kube_sim_up_prints_a_kubeconfig_and_down_stops_every_process(tmp_path: 
             cluster.stop()
 
 
-def test_a_missing_binary_fails_naming_the_command_that_builds_it(
+def test_a_missing_binary_fails_naming_the_command_that_installs_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache = tmp_path / "cache"
@@ -107,7 +107,8 @@ def test_a_missing_binary_fails_naming_the_command_that_builds_it(
     with pytest.raises(MissingDependency) as err:
         cluster.start()
     assert str(err.value) == (
-        f"{cache}/bin/etcd-{versions()['ETCD_VERSION']} not found: run `scripts/build-kube.sh etcd` as root "
-        "(needs Go; or set TRAINOPS_SKIP_KUBE=1 to skip cluster tests)"
+        f"{cache}/bin/etcd-{versions()['ETCD_VERSION']} not found: run `scripts/kube_components.py etcd` as root "
+        "(TRAINOPS_KUBE_PREBUILT=<directory of prebuilt archives>, else it builds from source; "
+        "or set TRAINOPS_SKIP_KUBE=1 to skip cluster tests)"
     )
     assert cluster.procs == []  # nothing started

@@ -2,8 +2,8 @@
 verify-attestation --key` finds trainops' SLSA provenance among the release's referrers in
 the Distribution registry (the referrers tag schema) and checks it against the release's
 digest; `cosign verify-blob-attestation` checks the provenance bundle against a pulled file.
-Another key is refused by both. cosign is built from its Go module by scripts/build-cosign.sh
-(scripts/install-test-deps.sh runs it)."""
+Another key is refused by both. cosign (its pinned version in scripts/kube-versions.env) is one
+of the cluster components scripts/install-test-deps.sh puts in the cache (tests/kube_bins.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from kube_bins import SKIP_ENV, binary
+from services import MissingDependency
 
 from tests.evaluate.conftest import Project, _project
 from tests.signing.conftest import ec_key, signed_release
@@ -21,15 +23,16 @@ from trainops.registry import media
 from trainops.registry.store import resolve
 from trainops.signing.records import list_records
 
-VERSION = "v2.6.1"
-
 
 def _cosign() -> str:
-    cache = Path(os.environ.get("TRAINOPS_KUBE_CACHE", "/var/cache/trainops-kube"))
-    found = Path(os.environ.get("TRAINOPS_COSIGN", cache / "bin" / f"cosign-{VERSION}"))
-    if not found.is_file():
-        pytest.fail(f"cosign is not built: run scripts/build-cosign.sh (it makes {found})")
-    return str(found)
+    if os.environ.get("TRAINOPS_COSIGN"):
+        return os.environ["TRAINOPS_COSIGN"]
+    if os.environ.get(SKIP_ENV) == "1":
+        pytest.skip(f"{SKIP_ENV}=1: the cluster components (cosign among them) are not installed here")
+    try:
+        return str(binary("cosign"))
+    except MissingDependency as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 # Sigstore's trusted root with no authority at all: with --key and no transparency log,
