@@ -19,7 +19,7 @@
 
     python bench/concurrency.py              # 8 writers x 100 tag moves, 4 pushers x 25 pushes + gc, 8 x 25 commits
     python bench/concurrency.py --quick      # 4 x 10, 2 x 5 and 4 x 5: seconds
-    python bench/concurrency.py --write-doc docs/reliability.md
+    python bench/concurrency.py --write-doc docs/operations/reliability.md
 
 Exits 1 when any update was lost or an operation failed.
 """

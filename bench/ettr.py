@@ -17,7 +17,7 @@ when faults were injected and measured. The 1-minute load average before and aft
 
     python bench/ettr.py                 # ~20 minutes of training, a fault every 2 minutes
     python bench/ettr.py --quick         # ~1 minute, a fault every 20 s (CI)
-    python bench/ettr.py --write-doc docs/reliability.md
+    python bench/ettr.py --write-doc docs/operations/reliability.md
     python bench/ettr.py --side-by-side  # both runs at once, under the same load (shared machines)
 """
 

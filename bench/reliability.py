@@ -17,7 +17,7 @@ Figures per row:
 
     python bench/reliability.py            # 8 trials per cell, 64 MiB artifacts
     python bench/reliability.py --quick    # 1 trial per cell, 2 MiB: about a minute
-    python bench/reliability.py --write-doc docs/reliability.md
+    python bench/reliability.py --write-doc docs/operations/reliability.md
 
 A row with partial artifacts or a trial that never completed makes the script exit 1.
 """

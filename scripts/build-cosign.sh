@@ -12,7 +12,7 @@
 # bin/cosign-<version>, and the same GOPATH/GOMODCACHE/GOCACHE under go/ with the same build
 # flags (flags are part of Go's cache key), so modules shared with the Kubernetes builds are
 # downloaded and compiled once. Lowest CPU and I/O priority: the build takes idle time only.
-# Measured here (cold build time and disk): see the README (Signed releases and provenance).
+# Cold build time and disk, as measured: docs/development/cluster-components.md.
 set -euo pipefail
 # shellcheck source=kube-versions.env
 . "$(dirname "$0")/kube-versions.env"
@@ -35,7 +35,7 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false -modca
 export GOPROXY="${GOPROXY:-https://proxy.golang.org,direct}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-echo "build-cosign: go install github.com/sigstore/cosign/v2/cmd/cosign@$version (cold: see README)" >&2
+echo "build-cosign: go install github.com/sigstore/cosign/v2/cmd/cosign@$version (cold: see docs/development/cluster-components.md)" >&2
 GOBIN="$tmp" nice -n 19 ionice -c3 go install -ldflags="-s -w" \
     "github.com/sigstore/cosign/v2/cmd/cosign@$version"
 mv "$tmp/cosign" "$out"

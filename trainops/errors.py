@@ -3,7 +3,7 @@
 Library code raises these; only `trainops.cli.main` turns them into an `Error: …` line on
 stderr and an exit code. Every message says what went wrong and what to do next.
 
-Exit codes (documented in the README):
+Exit codes (documented in docs/reference/exit-codes.md):
 
     0  success
     1  internal error (a bug in trainops: rerun with TRAINOPS_DEBUG=1 and report it)

@@ -121,5 +121,5 @@ def test_schema_and_trainops_agree_on_a_wrong_value(validator: Draft202012Valida
 def test_docs_manifest_reference_is_current() -> None:
     from trainops.spec.schema import manifest_reference_markdown
 
-    committed = (Path(__file__).resolve().parents[2] / "docs" / "manifest.md").read_text()
+    committed = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "manifest.md").read_text()
     assert committed == manifest_reference_markdown(), "regenerate: python -m trainops.spec.schema"

@@ -63,7 +63,7 @@ def _table(title: str, model: dict[str, Any]) -> list[str]:
 
 
 def manifest_reference_markdown() -> str:
-    """docs/manifest.md: every model of the schema as a table (generated; a test keeps it current)."""
+    """docs/reference/manifest.md: every model of the schema as a table (generated; a test keeps it current)."""
     schema = pipeline_json_schema()
     lines = [
         "# trainops.yaml reference",
@@ -83,6 +83,6 @@ def manifest_reference_markdown() -> str:
 if __name__ == "__main__":
     from pathlib import Path
 
-    target = Path(__file__).resolve().parents[2] / "docs" / "manifest.md"
+    target = Path(__file__).resolve().parents[2] / "docs" / "reference" / "manifest.md"
     target.parent.mkdir(exist_ok=True)
     target.write_text(manifest_reference_markdown())
