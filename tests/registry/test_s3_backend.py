@@ -7,13 +7,11 @@ the S3-specific ones.) Sizes are megabytes: moto is slow for big objects.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +24,7 @@ import pytest
 from services import MotoS3, free_port
 
 from tests import planted
+from tests.registry.tcp_proxy import TcpProxy
 from trainops.errors import InputError, IntegrityError, NotFoundError, RemoteError
 from trainops.registry import media
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
@@ -346,56 +345,6 @@ def test_tampered_blob_fails_download_and_dest_is_removed(
     backend.close()
 
 
-class CuttingProxy:
-    """A TCP proxy in front of the moto server that drops one connection mid-response.
-
-    The first connection whose response bytes pass cut_after is closed on both sides (a
-    dropped connection, as a load balancer or a flaky network does); later ones pass through.
-    """
-
-    def __init__(self, target: str, cut_after: int) -> None:
-        host, _, port = target.removeprefix("http://").partition(":")
-        self.target = (host, int(port))
-        self.cut_after = cut_after
-        self.cuts = 0
-        self._lock = threading.Lock()
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.endpoint = f"http://127.0.0.1:{self.server.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return  # closed
-            upstream = socket.create_connection(self.target)
-            threading.Thread(target=self._pipe, args=(client, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client, True), daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, downstream: bool) -> None:
-        sent = 0
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-                sent += len(data)
-                if downstream and sent > self.cut_after:
-                    with self._lock:
-                        cut = self.cuts == 0
-                        self.cuts += cut
-                    if cut:
-                        break
-        except OSError:
-            pass
-        for sock in (src, dst):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def close(self) -> None:
-        self.server.close()
-
-
 @pytest.mark.parametrize("download_concurrency", [1, 2], ids=["stream", "ranges"])
 def test_download_survives_a_dropped_connection(
     backend: S3Backend,
@@ -407,7 +356,7 @@ def test_download_survives_a_dropped_connection(
     data = os.urandom(3 * PART)
     src = _file(tmp_path, data)
     backend.upload_blob(REPO, src)
-    proxy = CuttingProxy(s3_server.endpoint_url, cut_after=PART // 2)
+    proxy = TcpProxy(s3_server.endpoint_url, cut_after=PART // 2)
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
     reader = S3Backend(
         RegistryRoot("s3", backend.bucket, "reg"),

@@ -28,6 +28,13 @@ def cache_dir() -> Path:
     return Path(base) / "trainops"
 
 
+def file_identity(path: Path) -> str:
+    """What names a file's bytes while its digest is not known, on the cache's key: a file
+    that changed since (size, mtime, inode, path) has another identity."""
+    st = path.stat()
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{os.path.realpath(path)}"
+
+
 def hash_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:

@@ -10,12 +10,20 @@
 Blobs are written to .trainops/tmp, verified, then renamed into blobs/ (atomic on one
 filesystem); index.json is replaced atomically under an exclusive lock, so concurrent
 writers in other processes never lose a tag or see a torn index.
+
+A partial file is named after what it will hold (the blob's digest, or for a file copied
+while it is hashed, the file's identity: device, inode, path, size, mtime), so a push that
+was interrupted (Ctrl-C, a kill) and runs again continues it: the bytes it holds are
+compared with the source (a read, no write), the rest is copied, and the whole is hashed
+and verified as a fresh copy is. A partial another process is writing (its lock) is left
+alone: that push copies into a file of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -25,11 +33,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from trainops import interrupt
 from trainops.errors import InputError, IntegrityError, NotFoundError
 from trainops.registry import media
 from trainops.registry.backends.base import (
     Backend,
-    BackgroundHash,
     BlobSource,
     Descriptor,
     DigestWriter,
@@ -45,7 +53,6 @@ from trainops.registry.reference import DIGEST_RE, RegistryRoot
 
 COPY_CHUNK = 8 * 1024 * 1024
 _LEASE_NAME = re.compile(r"^[0-9a-f]{32}\Z")
-INGEST_CHUNK = 1024 * 1024
 
 
 def _hex(digest: str) -> str:
@@ -109,6 +116,32 @@ class LocalBackend(Backend):
         tmp.mkdir(parents=True, exist_ok=True)
         return tmp / f"{uuid.uuid4().hex}.part"
 
+    @contextlib.contextmanager
+    def _partial(self, repo: str, blob: str) -> Iterator[tuple[BinaryIO, Path, bool]]:
+        """The repository's partial file of blob (a digest or a file's identity), open for
+        update and locked, and whether it can be kept for a re-run; a fresh temporary file
+        (not kept) when another process holds that one."""
+        tmp = self._ensure(repo) / ".trainops" / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        path = tmp / f"{hashlib.sha256(blob.encode()).hexdigest()[:40]}.part"
+        fh = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o644), "r+b")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            path = self._tmp(repo)
+            fh = path.open("w+b")
+            try:
+                yield fh, path, False
+            finally:
+                fh.close()
+                path.unlink(missing_ok=True)
+            return
+        try:
+            yield fh, path, True
+        finally:
+            fh.close()
+
     @staticmethod
     def _read_index(path: Path) -> list[dict[str, Any]]:
         try:
@@ -134,37 +167,35 @@ class LocalBackend(Backend):
         if final.exists() and final.stat().st_size == source.size:
             progress(source.size)
             return
-        tmp = self._tmp(repo)
-        try:
-            with source.open() as src, tmp.open("wb") as out:
-                writer = DigestWriter(out, source.digest, source.size)
-                for chunk in iter_file(src, COPY_CHUNK):
-                    writer.write(chunk)
-                    progress(len(chunk))
-                out.flush()
-                os.fsync(out.fileno())
-            writer.verify(f"blob {source.digest[:19]} for {repo}")
-            os.chmod(tmp, 0o444)
-            os.replace(tmp, final)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with self._partial(repo, source.digest) as (out, part, _):
+            writer = DigestWriter(out, source.digest, source.size)
+            with source.open() as src:
+                _continue(src, writer, progress)
+            try:
+                writer.verify(f"blob {source.digest[:19]} for {repo}")
+            except IntegrityError:
+                part.unlink(missing_ok=True)
+                raise
+            os.chmod(part, 0o444)
+            os.replace(part, final)
 
     def ingest_file(self, repo: str, path: Path, progress: Progress = no_progress) -> tuple[str, int, bool] | None:
-        """Copy and hash in one pass (hashing on a second thread), then rename into place."""
-        tmp = self._tmp(repo)
-        try:
-            with path.open("rb") as src, tmp.open("wb") as out:
-                digest, size = _copy_hashing(src, out, progress)
-                out.flush()
-                os.fsync(out.fileno())
+        """Copy and hash in one pass (hashing on a second thread), then rename into place;
+        a partial copy an interrupted push left of this very file is continued."""
+        from trainops.registry.digestcache import file_identity
+
+        with self._partial(repo, file_identity(path)) as (out, part, _):
+            writer = DigestWriter(out, "", None)
+            with path.open("rb") as src:
+                _continue(src, writer, progress)
+            digest, size = "sha256:" + writer.hash.hexdigest(), writer.written
             final = self._blob(repo, digest)
             if final.exists():
+                part.unlink(missing_ok=True)
                 return digest, size, False
-            os.chmod(tmp, 0o444)
-            os.replace(tmp, final)
+            os.chmod(part, 0o444)
+            os.replace(part, final)
             return digest, size, True
-        finally:
-            tmp.unlink(missing_ok=True)
 
     def download_blob(self, repo: str, digest: str, dest: Path, progress: Progress = no_progress) -> None:
         path = self._blob(repo, digest)
@@ -445,16 +476,36 @@ class LocalBackend(Backend):
         return [unique[k] for k in sorted(unique)]
 
 
-def _copy_hashing(src: BinaryIO, out: BinaryIO, progress: Progress) -> tuple[str, int]:
-    """Copy src to out while a helper thread hashes the same chunks (both release the GIL)."""
-    digest = BackgroundHash()
-    size = 0
-    for chunk in iter_file(src, INGEST_CHUNK):
-        digest.update(chunk)
-        out.write(chunk)
-        size += len(chunk)
+def _continue(src: BinaryIO, writer: DigestWriter, progress: Progress) -> None:
+    """Copy src into writer's file (a partial copy, or empty) while a helper thread hashes
+    every byte of src: the bytes the file holds that match src are kept unwritten (read
+    and compared), from the first difference on src is written. Stops between chunks on
+    Ctrl-C (interrupt.Cancelled), leaving what was written for the next run."""
+    out = writer.fh
+    held = os.fstat(out.fileno()).st_size
+    out.seek(0)
+    while writer.written < held:
+        interrupt.check()
+        data = src.read(min(COPY_CHUNK, held - writer.written))
+        if not data:
+            break
+        if out.read(len(data)) != data:  # not the same bytes: write from here on
+            out.seek(writer.written)
+            out.truncate()
+            writer.write(data)
+            progress(len(data))
+            break
+        writer.hash.update(data)
+        writer.written += len(data)
+        progress(len(data))
+    out.seek(writer.written)
+    out.truncate()
+    for chunk in iter_file(src, COPY_CHUNK):
+        interrupt.check()
+        writer.write(chunk)
         progress(len(chunk))
-    return "sha256:" + digest.hexdigest(), size
+    out.flush()
+    os.fsync(out.fileno())
 
 
 def _media_type(data: bytes) -> str | None:

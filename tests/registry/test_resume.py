@@ -1,0 +1,120 @@
+"""A push interrupted at half a large file resumes: the re-run sends at most 55 % of it.
+
+A real `trainops push` of one 128 MiB file gets a real SIGINT (Ctrl-C) from inside itself
+once half of the file has gone out (a hook on its progress callback: the server is not
+touched), exits 130, and the same push is run again. What the re-run sends is measured
+outside trainops: bytes through a TCP proxy in front of moto, and bytes
+the process writes (/proc/self/io) for file://. The pulled file is the file pushed.
+
+Distribution (oci://) is not among them yet: Distribution 2.8 signs the offset into the
+upload URL's `_state` and cancels a session whose data has another size, so a session cut
+in the middle of a request cannot be resumed; resuming there needs the upload to end its
+body cleanly on Ctrl-C and keep the location the registry answers with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.registry.tcp_proxy import TcpProxy
+from tests.services import sigint_default
+from trainops.registry import pulling, store
+from trainops.registry.context import Registries
+
+SIZE = 128 * 1024 * 1024
+HOOK = """
+import os, runpy, signal, sys
+from trainops.cli import progress
+limit, sent = int(os.environ["TEST_INTERRUPT_AFTER"]), [0]
+def add(self, name, total):
+    def advance(n):
+        sent[0] += n
+        if sent[0] >= limit > sent[0] - n:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, from a worker thread: the main one gets it
+    return advance
+progress._Null.add = add
+sys.argv = ["trainops", *sys.argv[1:]]
+runpy.run_module("trainops.cli.main", run_name="__main__")
+"""
+
+
+@dataclass
+class Remote:
+    url: str  # the repository, without a tag
+    registries: Registries
+    env: dict[str, str]  # for the pushing process
+    held: Callable[[], int]  # bytes of unfinished uploads the store holds now
+    sent: Callable[[], int]  # bytes sent (or written) so far, measured outside trainops
+
+
+def _written() -> int:
+    with open("/proc/self/io") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("wchar:"))
+
+
+@pytest.fixture(params=["file", "s3"])
+def remote(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Remote]:
+    env = {**os.environ}
+    if request.param == "file":
+        root = tmp_path / "registry"
+        repo = root / "resume" / "model"
+
+        def held() -> int:
+            return sum(p.stat().st_size for p in (repo / ".trainops" / "tmp").glob("*.part"))
+
+        with Registries() as registries:
+            yield Remote(f"file://{repo}", registries, env, held, _written)
+        return
+    bucket = request.getfixturevalue("s3_bucket")
+    server = request.getfixturevalue("s3_server")
+    proxy = TcpProxy(server.endpoint_url)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+    env.update({k: v for k, v in os.environ.items() if k.startswith("AWS_")})
+    raw = server.client()
+
+    def parts() -> int:
+        total = 0
+        for upload in raw.list_multipart_uploads(Bucket=bucket).get("Uploads") or []:
+            listed = raw.list_parts(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+            total += sum(int(p["Size"]) for p in listed.get("Parts") or [])
+        return total
+
+    try:
+        with Registries() as registries:
+            yield Remote(f"s3://{bucket}/reg/resume/model", registries, env, parts, lambda: proxy.sent_up)
+    finally:
+        proxy.close()
+
+
+def _interrupted_push(remote: Remote, src: Path, ref: str, after: int) -> subprocess.CompletedProcess[str]:
+    env = {**remote.env, "TEST_INTERRUPT_AFTER": str(after)}
+    cmd = [sys.executable, "-c", HOOK, "push", str(src), ref, "--kind", "checkpoint", "-j", "1"]
+    return subprocess.run(cmd, env=env, preexec_fn=sigint_default, capture_output=True, text=True, timeout=300)
+
+
+def test_a_push_interrupted_at_half_a_file_sends_at_most_55_percent_again(remote: Remote, tmp_path: Path) -> None:
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    data = os.urandom(SIZE)
+    (src / "model.safetensors").write_bytes(data)
+    ref = f"{remote.url}:v1"
+    done = _interrupted_push(remote, src, ref, SIZE // 2)
+    assert done.returncode == 130, done.stderr
+    assert "run the same command again to resume" in done.stderr
+    held = remote.held()
+    before = remote.sent()
+    result = store.push(remote.registries, source=src, ref=remote.registries.ref(ref), kind="checkpoint")
+    sent = remote.sent() - before
+    assert sent <= 0.55 * SIZE, f"the re-run sent {sent / SIZE:.0%} of the file ({held / SIZE:.0%} was held)"
+    assert held >= 0.45 * SIZE, f"interrupted with {held / SIZE:.0%} held: the test did not stop it at half"
+    pulled = pulling.pull(remote.registries, ref=result.ref, dest=tmp_path / "out")
+    got = hashlib.sha256((pulled.dest / "model.safetensors").read_bytes()).hexdigest()
+    assert got == hashlib.sha256(data).hexdigest()
