@@ -78,14 +78,14 @@ def test_apply_retention(target: Target, tmp_path: Path) -> None:
     other = make_tree(tmp_path / "other", {"notes.md": b"# not a checkpoint"})
     store.push(registries, source=other, ref=repo.with_tag("step-99"), kind="other")
     keep = Retention(last=2, best=1, metric="val_loss", mode="min")
-    assert apply_retention(registries, repository=repo, keep=keep, protect=["step-4"], dry_run=True) == [
+    assert apply_retention(registries, repository=repo, keep=keep, protect=["step-4"], dry_run=True).removed == [
         "step-1",
         "step-3",
         "step-5",
         "step-6",
     ]
     assert len(list_checkpoints(registries, repository=repo)) == 9  # dry run removed nothing
-    removed = apply_retention(registries, repository=repo, keep=keep, protect=["step-4"])
+    removed = apply_retention(registries, repository=repo, keep=keep, protect=["step-4"]).removed
     tags = {i.tag for i in list_checkpoints(registries, repository=repo)}
     if target.scheme == "oci":
         # Distribution removes a tag by deleting the manifest, which another tag (release) still names.
@@ -100,7 +100,7 @@ def test_apply_retention(target: Target, tmp_path: Path) -> None:
         with pytest.raises(NotFoundError):
             backend.get_manifest(repo.repository, digests[step])
     assert backend.get_manifest(repo.repository, digests[5]).digest == digests[5]  # release still names it
-    assert apply_retention(registries, repository=repo, keep=keep, protect=["step-4"]) == []
+    assert apply_retention(registries, repository=repo, keep=keep, protect=["step-4"]).removed == []
 
 
 def test_gc_reclaims_what_retention_removed(tmp_path: Path) -> None:
@@ -115,7 +115,11 @@ def test_gc_reclaims_what_retention_removed(tmp_path: Path) -> None:
         w.scan()
     blobs = tmp_path / "registry" / "team" / "ckpt" / "blobs" / "sha256"
     before = len(list(blobs.iterdir()))
-    assert apply_retention(registries, repository=repo, keep=Retention(last=2)) == ["step-1", "step-2", "step-3"]
+    assert apply_retention(registries, repository=repo, keep=Retention(last=2)).removed == [
+        "step-1",
+        "step-2",
+        "step-3",
+    ]
     result = collect(registries, root=registries.root())
     assert result.removed_blobs >= 3 * 3  # three files of each of three checkpoints (and their configs)
     assert len(list(blobs.iterdir())) < before
@@ -169,7 +173,7 @@ def test_lineage_walks_through_pruned_checkpoints(target: Target, tmp_path: Path
     # the newest two stay, and step-1 as the "best" by the highest val_loss
     removed = apply_retention(
         registries, repository=repo, keep=Retention(last=2, best=1, metric="val_loss", mode="max")
-    )
+    ).removed
     assert sorted(removed) == ["step-2", "step-3"]
     for step in (2, 3):  # the content is gone ...
         with pytest.raises(NotFoundError):

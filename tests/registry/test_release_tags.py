@@ -21,7 +21,25 @@ from trainops.registry import media, store
 PLACEHOLDER = "registry.example.com/serve-vllm@sha256:" + "0" * 64
 
 
-def _env(target: Target) -> dict[str, str | None]:
+def serving_manifest(target: Target, tmp_path: Path) -> Path:
+    """A project's trainops.yaml: the target as its registry, a local GitOps repo, serving proj/model."""
+    manifest = tmp_path / "project" / "trainops.yaml"
+    manifest.parent.mkdir()
+    doc = {
+        "apiVersion": "trainops.dev/v1alpha1",
+        "kind": "Pipeline",
+        "metadata": {"name": "proj"},
+        "spec": {
+            "registry": target.url,
+            "gitops": {"repo": "file://.trainops/gitops.git", "branch": "main", "path": "clusters/dev"},
+            "rollout": {"engine": "vllm", "model": "proj/model:v1", "pinnedImage": PLACEHOLDER},
+        },
+    }
+    manifest.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return manifest
+
+
+def target_env(target: Target) -> dict[str, str | None]:
     host = target.url.split("://", 1)[1].split("/", 1)[0] if target.scheme == "oci" else ""
     return {"TRAINOPS_INSECURE_REGISTRIES": host}
 
@@ -52,7 +70,7 @@ def test_release_tags_move_or_go_only_with_force_and_reason(target: Target, tmp_
     checkpoint = store.push(
         target.registries, source=ckpt, ref=target.registries.ref("proj/checkpoints:step-50"), kind="checkpoint"
     ).digest
-    env = _env(target)
+    env = target_env(target)
     before = _tags(target)
     assert before == {"v1": v1, "v2": v2}
     refusals = [
@@ -91,20 +109,8 @@ def test_release_tags_move_or_go_only_with_force_and_reason(target: Target, tmp_
 @pytest.mark.parametrize("target", ["file", "oci", "s3"], indirect=True)
 def test_a_served_release_is_never_removed(target: Target, tmp_path: Path) -> None:
     v1 = _release(target, tmp_path, "v1", b"one" * 1000)
-    manifest = tmp_path / "project" / "trainops.yaml"
-    manifest.parent.mkdir()
-    doc = {
-        "apiVersion": "trainops.dev/v1alpha1",
-        "kind": "Pipeline",
-        "metadata": {"name": "proj"},
-        "spec": {
-            "registry": target.url,
-            "gitops": {"repo": "file://.trainops/gitops.git", "branch": "main", "path": "clusters/dev"},
-            "rollout": {"engine": "vllm", "model": "proj/model:v1", "pinnedImage": PLACEHOLDER},
-        },
-    }
-    manifest.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    env = _env(target)
+    manifest = serving_manifest(target, tmp_path)
+    env = target_env(target)
     started = run("rollout", "start", "proj/model:v1", "-f", str(manifest), env=env)
     assert started.code == 0, started.stderr
     status = run("rollout", "status", "-f", str(manifest), "-o", "json", env=env)

@@ -7,6 +7,10 @@ untagged-but-present parent would pin every older checkpoint forever. Before tha
 pruned record (trainops.registry.tombstone) keeps its digest, step, metrics and parents,
 so the lineage of the kept checkpoints still walks through it; its blobs are reclaimed by
 gc (file://, s3://) or the registry's own garbage collector (oci://).
+
+Retention asks trainops.registry.keep before it removes anything: a checkpoint that a kept
+artifact needs — the one a release was made from (its lineage parent), the subject of
+what is kept — stays, and the result says why (`kept`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from trainops.checkpoint.catalog import KIND, STEP_TAG, CheckpointInfo, info_of,
 from trainops.errors import NotFoundError, RemoteError
 from trainops.registry import removal, tombstone
 from trainops.registry.context import Registries
+from trainops.registry.keep import Kept, kept_by_others, neighbourhood
+from trainops.registry.lineage import forget_manifest
 from trainops.registry.reference import Reference
 from trainops.spec.stages import Retention
 
@@ -69,24 +75,12 @@ def retention_override(
 
 @dataclass(frozen=True)
 class PruneResult:
-    """What `ckpt prune` did to a repository (or would do, with dry_run)."""
+    """What retention did to a repository (or would do, with dry_run)."""
 
     repository: str
     dry_run: bool
     removed: list[str]
-
-
-def prune(
-    registries: Registries,
-    *,
-    repository: Reference,
-    keep: Retention,
-    protect: Collection[str] = (),
-    dry_run: bool = False,
-) -> PruneResult:
-    """`apply_retention` as a result: the repository, whether it was a dry run, the tags removed."""
-    removed = apply_retention(registries, repository=repository, keep=keep, protect=protect, dry_run=dry_run)
-    return PruneResult(repository.repo_url, dry_run, removed)
+    kept: list[Kept] = field(default_factory=list)  # what the policy would have removed, and why it stays
 
 
 def apply_retention(
@@ -96,8 +90,9 @@ def apply_retention(
     keep: Retention,
     protect: Collection[str] = (),
     dry_run: bool = False,
-) -> list[str]:
-    """Remove the step-N checkpoints retention does not keep; returns the removed tags.
+) -> PruneResult:
+    """Remove the step-N checkpoints retention does not keep, unless something kept needs
+    them (trainops.registry.keep).
 
     protect: tags (or digests) never removed. With dry_run, nothing is removed and the
     tags that would be are returned.
@@ -105,14 +100,25 @@ def apply_retention(
     items = tagged(registries, repository=repository)
     infos = [info_of(repository, t) for t in items if t.parsed.kind == KIND]
     plan = plan_retention(infos, keep, protect)
+    here = repository.repo_url
+    needed: dict[tuple[str, str], str] = {}
+    if plan.remove:
+        candidates = {(here, i.digest) for i in plan.remove}
+        needed = kept_by_others(registries, neighbourhood(registries, repository), candidates)
+    kept = [
+        Kept(str(repository.with_tag(i.tag)), needed[(here, i.digest)])
+        for i in plan.remove
+        if (here, i.digest) in needed
+    ]
+    going = [i for i in plan.remove if (here, i.digest) not in needed]
     if dry_run:
-        return [i.tag for i in plan.remove]
+        return PruneResult(repository.repo_url, dry_run, [i.tag for i in going], kept)
     digest_tags: dict[str, set[str]] = {}
     for t in items:
         digest_tags.setdefault(t.parsed.digest, set()).add(t.tag)
     parsed_of = {t.parsed.digest: t.parsed for t in items}
     removed: list[str] = []
-    for info in plan.remove:
+    for info in going:
         # the record first: the kept checkpoints' lineage walks on through the pruned one
         tombstone.write_record(
             registries, repository=repository, parsed=parsed_of[info.digest], shown=str(repository.with_tag(info.tag))
@@ -128,7 +134,7 @@ def apply_retention(
         digest_tags[info.digest] = others
         if not others:
             _remove_manifest(registries, repository, info.digest)
-    return removed
+    return PruneResult(repository.repo_url, dry_run, removed, kept)
 
 
 def _remove_manifest(registries: Registries, repository: Reference, digest: str) -> None:
@@ -136,3 +142,4 @@ def _remove_manifest(registries: Registries, repository: Reference, digest: str)
     deletes the manifest with its last tag), and a registry may refuse deletes."""
     with contextlib.suppress(NotFoundError, RemoteError):
         registries.backend(repository).delete_manifest(repository.repository, digest)
+    forget_manifest(digest)

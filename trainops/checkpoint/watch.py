@@ -87,7 +87,7 @@ class WatchConfig:
     attest: Callable[[Reference], None] | None = None
 
 
-EventKind = Literal["pushed", "adopted", "removed", "skipped", "error"]
+EventKind = Literal["pushed", "adopted", "removed", "kept", "skipped", "error"]
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,7 @@ class Watcher:
         self._last_digest: str | None = None
         self._cache = DigestCache()
         self._removed: list[str] = []
+        self._kept_said: set[str] = set()  # what retention kept for another artifact, said once
         self._reported: BaseException | None = None
         self._image_parents: list[Parent] | None = None  # found on the first push
 
@@ -459,9 +460,14 @@ class Watcher:
 
     def _retain(self, keep: Retention) -> None:
         protect = [d for d in (self._last_digest,) if d]
-        for tag in apply_retention(self.registries, repository=self.config.repository, keep=keep, protect=protect):
+        result = apply_retention(self.registries, repository=self.config.repository, keep=keep, protect=protect)
+        for tag in result.removed:
             self._removed.append(tag)
             self._emit("removed", f"{self.config.repository.with_tag(tag)}")
+        for kept in result.kept:
+            if kept.artifact not in self._kept_said:
+                self._kept_said.add(kept.artifact)
+                self._emit("kept", f"{kept.artifact}: {kept.reason}")
 
     def _emit(self, kind: EventKind, message: str, checkpoint: PushedCheckpoint | None = None) -> None:
         if self._on_event is not None:

@@ -247,8 +247,8 @@ def _printer(output: str) -> Callable[[Any], None]:
             c = event.checkpoint
             parent = f", {c.parent.relation} {c.parent.ref}" if c.parent else ""
             click.echo(f"pushed {c.name} (step {c.step}{parent}) → {c.ref} ({_size(c.bytes_sent)} sent)")
-        elif event.kind in ("adopted", "removed"):
-            click.echo(f"{event.kind} {event.message}" if event.kind == "removed" else event.message)
+        elif event.kind in ("adopted", "removed", "kept"):
+            click.echo(f"{event.kind} {event.message}" if event.kind != "adopted" else event.message)
         else:
             click.echo(f"{'warning' if event.kind == 'error' else 'note'}: {event.message}", err=True)
 
@@ -379,8 +379,7 @@ def prune(
 ) -> None:
     """Apply retention to REPO: keep the newest N and the best K by a metric, remove the
     other step-N checkpoints (defaults: train.checkpoint.keep of trainops.yaml)."""
-    from trainops.checkpoint.retention import prune as prune_checkpoints
-    from trainops.checkpoint.retention import retention_override
+    from trainops.checkpoint.retention import apply_retention, retention_override
     from trainops.errors import UsageError
 
     with options.opened(file, env, insecure) as ctx:
@@ -390,13 +389,15 @@ def prune(
         keep = retention_override(base, last=keep_last, best=keep_best, metric=metric, mode=mode)
         if keep is None:
             raise UsageError("no retention policy", hint="pass --keep-last N (and --keep-best K --metric M)")
-        result = prune_checkpoints(ctx.registries, repository=repository, keep=keep, protect=protect, dry_run=dry_run)
+        result = apply_retention(ctx.registries, repository=repository, keep=keep, protect=protect, dry_run=dry_run)
     if output == "json":
         echo_json(result)
         return
     verb = "would remove" if dry_run else "removed"
     for tag in result.removed:
         click.echo(f"{verb} {repository.with_tag(tag)}")
+    for kept in result.kept:
+        click.echo(f"kept {kept.artifact}: {kept.reason}")
     click.echo(f"{verb} {len(result.removed)} checkpoint(s) from {repository.repo_url}")
 
 

@@ -546,6 +546,7 @@ def rm(ref: str, override: Override | None, file: str | None, env: str | None, i
     show_default=True,
     help="Seconds an unfinished upload or a push's lease (an interrupted push) is left alone before it is removed.",
 )
+@options.override_options
 @options.registry_options
 @output_option
 def gc(
@@ -553,6 +554,7 @@ def gc(
     keep_last: int | None,
     dry_run: bool,
     grace: float,
+    override: Override | None,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -560,17 +562,29 @@ def gc(
 ) -> None:
     """Remove artifacts and blobs that no kept artifact needs (parents are always kept).
 
-    Safe while pushes run: a repository with a push in flight is left whole this time."""
-    from trainops.registry.gc import collect
+    Never removed: what the manifest's GitOps repo serves, releases (unless --force
+    --reason), and what a kept artifact needs (lineage parents, eval reports, signatures,
+    provenance). Safe while pushes run: a repository with a push in flight is left whole."""
+    from trainops.serve.protect import collect_unless_served
 
-    with options.registries(file, env, insecure) as registries:
-        result = collect(registries, root=registries.root(url), keep_last=keep_last, dry_run=dry_run, grace=grace)
+    with options.opened(file, env, insecure) as opened:
+        result = collect_unless_served(
+            opened.registries,
+            url=url,
+            manifest=opened.manifest,
+            override=override,
+            keep_last=keep_last,
+            dry_run=dry_run,
+            grace=grace,
+        )
     if output == "json":
         echo_json(result)
         return
     verb = "would remove" if dry_run else "removed"
     for name in result.removed_manifests:
         click.echo(f"{verb} {name}")
+    for kept in result.kept_for:
+        click.echo(f"kept {kept.artifact}: {kept.reason}")
     for note in result.notes:
         click.echo(f"note: {note}")
     click.echo(

@@ -1,11 +1,15 @@
 """Garbage collection: remove what no kept artifact needs.
 
 Kept: every tagged artifact (or, with keep_last, the newest N tagged artifacts of each
-repository), and — transitively — everything a kept artifact needs: its blobs, the parents
-its lineage names (in any repository of the registry), its subject, the manifests of an
-index, and the records (eval reports, attestations) whose subject it is. Everything else
-goes: tags first, then manifests, then blobs no remaining manifest references (on backends
-that can list blobs; an OCI registry reclaims blobs with its own garbage collector).
+repository), what trainops.registry.keep keeps whatever the rule (the releases the GitOps
+repo serves, releases without an override), and — transitively — everything a kept
+artifact needs: its blobs, the parents its lineage names (in any repository of the
+registry), its subject, the manifests of an index, the eval report a release names, and
+the records (eval reports, signatures, provenance) whose subject it is. What keep_last
+alone would have removed is reported with the reason it stays (`kept_for`). Everything
+else goes: tags first, then manifests, then blobs no remaining manifest references (on
+backends that can list blobs; an OCI registry reclaims blobs with its own garbage
+collector).
 
 gc may run while pushes are in flight. A push's blobs are unreferenced until its manifest
 is written, so gc takes the gc lock of each repository, then lists its leases (a push
@@ -34,8 +38,9 @@ from trainops.errors import NotFoundError
 from trainops.registry.artifact import ParsedManifest
 from trainops.registry.backends.base import Backend
 from trainops.registry.context import Registries
+from trainops.registry.keep import Graph, Guard, Kept, Node, guarded_roots, needed
 from trainops.registry.lease import GcLocks
-from trainops.registry.lineage import scan_registry
+from trainops.registry.lineage import forget_manifest, scan_registry
 from trainops.registry.reference import Reference, RegistryRoot
 
 
@@ -43,6 +48,7 @@ from trainops.registry.reference import Reference, RegistryRoot
 class GcResult:
     dry_run: bool
     kept: int = 0
+    kept_for: list[Kept] = field(default_factory=list)  # what the rule alone would have removed, and why it stays
     removed_tags: list[str] = field(default_factory=list)
     removed_manifests: list[str] = field(default_factory=list)
     removed_blobs: int = 0
@@ -63,6 +69,7 @@ def collect(
     keep_last: int | None = None,
     dry_run: bool = False,
     grace: float = DEFAULT_GRACE,
+    guard: Guard | None = None,
 ) -> GcResult:
     """Remove what no kept artifact needs, and unfinished uploads and leases older than
     grace seconds (a push in flight keeps touching its own, so a generous grace never
@@ -78,15 +85,19 @@ def collect(
             result.skipped_repositories.append(Reference(root.scheme, root.location, repo).repo_url)
             result.notes.append(f"{Reference(root.scheme, root.location, repo).repo_url}: left whole, {why}")
         scanned = scan_registry(registries, root)  # after the leases: every finished push is in it
-        by_digest: dict[str, tuple[Reference, ParsedManifest]] = {}
-        for ref, parsed, _ in scanned:
-            by_digest.setdefault(parsed.digest, (ref, parsed))
+        graph = Graph.of(scanned)
         tags = _tags_of(registries, scanned)
         repos = sorted({ref.repository for ref, _, _ in scanned})
-        kept = _needed_manifests(scanned, by_digest, _roots(scanned, tags, repos, keep_last))
-        result.kept = len(kept & by_digest.keys())
+        kept = set(needed(graph, dict.fromkeys(_roots(scanned, tags, repos, keep_last))))
+        extra = needed(graph, guarded_roots(graph, guard or Guard()), already=kept)
+        result.kept_for = sorted(
+            (Kept(graph.name(node), why or "") for node, why in extra.items() if node in graph.nodes),
+            key=lambda k: k.artifact,
+        )
+        kept.update(extra)
+        result.kept = len(kept & graph.nodes.keys())
         for ref, parsed, _ in scanned:
-            if parsed.digest in kept or ref.repository not in locks.usable:
+            if (ref.repo_url, parsed.digest) in kept or ref.repository not in locks.usable:
                 continue
             for name in sorted(tags.get((ref.repository, parsed.digest), [])):
                 result.removed_tags.append(f"{ref.repo_url}:{name}")
@@ -94,6 +105,7 @@ def collect(
             if not dry_run:
                 locks.check()
                 registries.backend(ref).delete_manifest(ref.repository, parsed.digest)
+                forget_manifest(parsed.digest)
         for repo in sorted(locks.usable):  # with those that hold no manifest (a first push, killed)
             ref = Reference(root.scheme, root.location, repo)
             _drop_stale_leases(registries.backend(ref), repo, locks.stale.get(repo, []), result)
@@ -144,51 +156,24 @@ def _tags_of(registries: Registries, scanned: _Scanned) -> dict[tuple[str, str],
 
 def _roots(
     scanned: _Scanned, tags: dict[tuple[str, str], list[str]], repos: list[str], keep_last: int | None
-) -> set[str]:
+) -> set[Node]:
     """The tagged manifests kept: all, or the newest keep_last of each repository."""
-    roots: set[str] = set()
+    roots: set[Node] = set()
     for repo in repos:
         tagged = [
-            (p, tags[(repo, p.digest)]) for r, p, _ in scanned if r.repository == repo and (repo, p.digest) in tags
+            (r, p, tags[(repo, p.digest)]) for r, p, _ in scanned if r.repository == repo and (repo, p.digest) in tags
         ]
-        tagged.sort(key=lambda item: (item[0].created or "", max(item[1])), reverse=True)
+        tagged.sort(key=lambda item: (item[1].created or "", max(item[2])), reverse=True)
         keep = tagged if keep_last is None else tagged[:keep_last]
-        roots.update(p.digest for p, _ in keep)
+        roots.update((r.repo_url, p.digest) for r, p, _ in keep)
     return roots
-
-
-def _needed_manifests(
-    scanned: _Scanned, by_digest: dict[str, tuple[Reference, ParsedManifest]], roots: set[str]
-) -> set[str]:
-    """Everything the roots need: lineage parents, index children, subjects and referrers."""
-    referrers: dict[str, list[str]] = {}
-    for _, parsed, _ in scanned:
-        if parsed.subject is not None:
-            referrers.setdefault(parsed.subject.digest, []).append(parsed.digest)
-    kept: set[str] = set()
-    stack = list(roots)
-    while stack:
-        digest = stack.pop()
-        if digest in kept:
-            continue
-        kept.add(digest)
-        entry = by_digest.get(digest)
-        if entry is None:
-            continue  # a parent in another registry, or already gone
-        parsed = entry[1]
-        needs = [p.digest for p in parsed.lineage().parents]
-        needs += [c.digest for c in parsed.children]
-        needs += [parsed.subject.digest] if parsed.subject else []
-        needs += referrers.get(digest, [])
-        stack.extend(needs)
-    return kept
 
 
 def _sweep(
     registries: Registries,
     ref: Reference,
     scanned: _Scanned,
-    kept: set[str],
+    kept: set[Node],
     grace: float,
     result: GcResult,
     locks: GcLocks,
@@ -208,7 +193,7 @@ def _sweep(
         return
     needed: set[str] = set()
     for r, parsed, _ in scanned:
-        if r.repository == repo and parsed.digest in kept:
+        if r.repository == repo and (r.repo_url, parsed.digest) in kept:
             needed.add(parsed.digest)
             needed.update(layer.digest for layer in parsed.layers)
             if parsed.config:

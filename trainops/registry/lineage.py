@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -88,6 +89,12 @@ def _cached_manifest(registries: Registries, ref: Reference, digest: str) -> Man
     except OSError:
         pass
     return manifest
+
+
+def forget_manifest(digest: str) -> None:
+    """A manifest trainops deleted leaves the cache: a walk must not find it there as present."""
+    with suppress(OSError):
+        (cache_dir() / "manifests" / digest[7:]).unlink(missing_ok=True)
 
 
 def _parse(registries: Registries, ref: Reference, manifest: ManifestData) -> ParsedManifest:

@@ -3,9 +3,9 @@
 A release is a model artifact made by `trainops release` (artifactType ModelPack model,
 with the `dev.trainops.release.checkpoint` annotation). A tag that names one — in the
 release repository or anywhere else — is moved (push, `registry tag`, `registry copy`) or
-removed (`registry rm`) only with an override: `--force --reason TEXT`. Removing a release
-the GitOps repository serves is refused even then (trainops.release.protect, which knows
-the GitOps repository).
+removed (`registry rm`, `registry gc`) only with an override: `--force --reason TEXT`.
+Whether anything may be deleted is decided in trainops.registry.keep; a release the
+GitOps repository serves is never removed, even then (trainops.serve.protect reads it).
 """
 
 from __future__ import annotations
@@ -58,10 +58,3 @@ def check_move(
             f"tag {tag} of {where} names the release {current[:19]}; refusing to move it to {digest[:19]}",
             hint=FORCE_HINT,
         )
-
-
-def check_remove(what: str, parsed: ParsedManifest, *, override: Override | None) -> None:
-    """Before `what` (a tag or a manifest) is removed: refused when it is a release and there
-    is no override."""
-    if override is None and is_release(parsed):
-        raise ExistsError(f"{what} is a release; refusing to remove it", hint=FORCE_HINT)

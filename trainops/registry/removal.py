@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from trainops.errors import InputError
 from trainops.registry.context import Registries
-from trainops.registry.protect import Override, check_remove
+from trainops.registry.keep import Guard
+from trainops.registry.lineage import forget_manifest
 from trainops.registry.reference import Reference
 from trainops.registry.store import resolve
 
@@ -17,16 +18,17 @@ class RemoveResult:
     removed: str  # "tag" or "manifest"
 
 
-def remove(registries: Registries, *, ref: Reference, override: Override | None = None) -> RemoveResult:
-    """Remove a tag (REPO:TAG) or a manifest and its tags (REPO@DIGEST); a release only with
-    an override (trainops.registry.protect)."""
+def remove(registries: Registries, *, ref: Reference, guard: Guard | None = None) -> RemoveResult:
+    """Remove a tag (REPO:TAG) or a manifest and its tags (REPO@DIGEST), unless the guard
+    (trainops.registry.keep) keeps it: a served release never, a release only with an override."""
     backend = registries.backend(ref)
     if not ref.digest and not ref.tag:
         raise InputError(f"{ref} names neither a tag nor a digest", hint="write REPO:TAG or REPO@sha256:…")
     found = resolve(registries, ref=ref)
-    check_remove(str(ref), found.parsed, override=override)
+    (guard or Guard()).check_remove(str(ref), ref.repo_url, found.parsed)
     if ref.digest:
         backend.delete_manifest(ref.repository, ref.digest)
+        forget_manifest(ref.digest)
         return RemoveResult(ref, "manifest")
     assert ref.tag is not None
     backend.delete_tag(ref.repository, ref.tag)
