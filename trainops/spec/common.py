@@ -29,6 +29,7 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DURATION = r"^([0-9]+(ms|s|m|h))+$"
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$"
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+SLO_WINDOW = r"^[0-9]+(m|h|d|w)$"
 
 # What a pattern means, for error messages ("should be a duration such as 5m").
 PATTERN_NAMES = {
@@ -36,6 +37,7 @@ PATTERN_NAMES = {
     DURATION: "a duration such as 30s, 5m or 1h30m",
     QUANTITY: "a quantity such as 8, 500m or 64Gi",
     ENV_NAME: "an environment variable name (letters, digits, '_')",
+    SLO_WINDOW: "an SLO window such as 30d, 7d, 12h or 4w",
 }
 
 Name = Annotated[

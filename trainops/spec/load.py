@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from trainops.errors import InputError, ManifestError, NotFoundError, Problem
-from trainops.spec.locate import problems_from_validation
+from trainops.spec.locate import problem_at, problems_from_validation
 from trainops.spec.pipeline import Pipeline
 from trainops.spec.stages import TrainSpec
 from trainops.spec.yamlsafe import MAX_BYTES, YamlProblem, YMap, load_yaml_mapping
@@ -157,9 +157,18 @@ def _with_env(data: YMap, env: str, shown: str) -> YMap:
 
 def _validate(data: YMap, shown: str, env: str | None) -> tuple[Pipeline | None, list[Problem]]:
     try:
-        return Pipeline.model_validate(data), []
+        pipeline = Pipeline.model_validate(data)
     except ValidationError as err:
         return None, problems_from_validation(err, root=data, file=shown, model=Pipeline, env=env)
+    return pipeline, _cross_problems(pipeline, data, shown, env)
+
+
+def _cross_problems(pipeline: Pipeline, data: YMap, shown: str, env: str | None) -> list[Problem]:
+    """Checks across sections, each at the line of the field at fault (spec.slo: the model it
+    names, a latency threshold on the engine's histogram)."""
+    from trainops.slo.catalog import resolve
+
+    return [problem_at(data, loc, message, file=shown, env=env) for loc, message in resolve(pipeline).problems]
 
 
 def load_manifest(path: Path, *, env: str | None = None) -> Manifest:

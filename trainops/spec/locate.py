@@ -142,6 +142,16 @@ def _overlay_path(root: YMap, env: str, loc: Sequence[str | int], path: str, mar
     return format_path(["environments", env]) + path[len("spec") :]
 
 
+def problem_at(root: YMap, loc: Sequence[str | int], message: str, *, file: str, env: str | None = None) -> Problem:
+    """A Problem at the line of `loc` (the deepest part of it the data has; the overlay's line when
+    the environment's overlay set it), for checks made after validation."""
+    found, key_mark, _value_mark, _node, _complete = walk(root, loc)
+    path = format_path(found)
+    if env is not None:
+        path = _overlay_path(root, env, loc, path, key_mark)
+    return Problem(file=file, line=key_mark.line, column=key_mark.column, path=path, message=message, env=env)
+
+
 def problems_from_validation(
     err: ValidationError, *, root: YMap, file: str, model: type[BaseModel], env: str | None = None
 ) -> list[Problem]:

@@ -9,6 +9,7 @@ from pydantic import Field, StringConstraints, model_validator
 from trainops.spec.cluster import ClusterSpec
 from trainops.spec.common import GitURL, Name, Quantity, RegistryURL, RelativePath, StrictModel
 from trainops.spec.serving import RolloutSpec
+from trainops.spec.slo import SloSpec
 from trainops.spec.stages import EvalSpec, ImageSpec, ReleaseSpec, TrainSpec
 
 API_VERSION = "trainops.dev/v1alpha1"
@@ -102,6 +103,9 @@ class PipelineSpec(StrictModel):
     eval: EvalSpec | None = None
     release: ReleaseSpec | None = None
     rollout: RolloutSpec | None = None
+    slo: SloSpec | None = Field(
+        None, description="Service levels of the served models and of training: measured, alerted, gating promotion."
+    )
     tenants: list[Tenant] = Field(default_factory=list)
     cluster: ClusterSpec | None = Field(None, description="The cluster's network topology, declared once.")
     patches: list[Patch] = Field(default_factory=list)
@@ -167,6 +171,7 @@ class EnvironmentOverlay(StrictModel):
     eval: Any = None
     release: Any = None
     rollout: Any = None
+    slo: Any = None
     tenants: Any = None
     cluster: Any = None
     patches: Any = None
