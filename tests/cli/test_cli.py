@@ -405,6 +405,7 @@ def test_init_creates_a_missing_directory_and_takes_a_name(tmp_path: Path) -> No
             ["git", "-C", str(target), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip(),
         "gitAuthor": None,
+        "ciNote": None,  # the workflow is in the project: a new repository's root
     }
     document = yaml.safe_load((target / "trainops.yaml").read_text(encoding="utf-8"))
     assert document["metadata"]["name"] == "llama-ft"
