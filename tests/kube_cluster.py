@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -264,6 +265,18 @@ class KubeCluster(AddonsMixin):
         self.procs.clear()
         if self.state_file.exists():
             self._save()
+
+    def discard_state(self) -> bool:
+        """Remove what a stopped cluster keeps in its directory that a new start cannot reuse:
+        etcd's data (its nodes and objects; certificates, configuration and kubeconfig are made
+        again at start, logs are appended to). True when there was some. Never while running."""
+        if any(_alive(p.pid, p.binary) for p in self.procs):
+            raise ServiceError(f"a cluster is running in {self.directory}: stop it first")
+        data = self.directory / "etcd"
+        if not data.is_dir():
+            return False
+        shutil.rmtree(data)
+        return True
 
     def _save(self) -> None:
         state = {
@@ -551,14 +564,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not (directory / "cluster.json").exists():
             print(f"kube-sim: no cluster in {directory}", file=sys.stderr)
             return 1
-        KubeCluster.load(directory).stop()
-        print(f"kube-sim: stopped the cluster in {directory}", file=sys.stderr)
+        old = KubeCluster.load(directory)
+        total, running = len(old.procs), sum(_alive(p.pid, p.binary) for p in old.procs)
+        old.stop()
+        print(
+            f"kube-sim: stopped the cluster in {directory} ({running} of {total} processes were running); "
+            "left there: etcd's data, the certificates, kubeconfig and logs (the next `up` there starts fresh; "
+            "remove the directory to delete them)",
+            file=sys.stderr,
+        )
         return 0
-    if (directory / "cluster.json").exists() and any(
-        _alive(p.pid, p.binary) for p in KubeCluster.load(directory).procs
-    ):
-        print(f"kube-sim: a cluster is already running in {directory} (run `down` first)", file=sys.stderr)
-        return 1
+    if (directory / "cluster.json").exists():
+        old = KubeCluster.load(directory)
+        if any(_alive(p.pid, p.binary) for p in old.procs):
+            print(f"kube-sim: a cluster is already running in {directory} (run `down` first)", file=sys.stderr)
+            return 1
+        if old.discard_state():
+            note = f"kube-sim: {directory} held a stopped cluster: starting fresh (its etcd data removed)"
+            print(note, file=sys.stderr)
     try:
         shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node, racks=args.racks, spines=args.spines)
         cluster = KubeCluster(directory, shape=shape, components=args.components.split(","))

@@ -97,6 +97,38 @@ def test_kube_sim_up_prints_a_kubeconfig_and_down_stops_every_process(tmp_path: 
             cluster.stop()
 
 
+def test_kube_sim_up_after_down_in_the_same_directory_starts_fresh(tmp_path: Path) -> None:
+    """`down` keeps etcd's data (and says so); `up` in that directory again starts a fresh
+    cluster, saying so, instead of failing on the nodes the old data still holds."""
+    if os.environ.get("TRAINOPS_SKIP_KUBE") == "1":
+        pytest.skip("TRAINOPS_SKIP_KUBE=1: the simulated Kubernetes cluster is not built here")
+    env: dict[str, Any] = {**os.environ, "TRAINOPS_TEST_VENV": str(Path(sys.executable).parents[1])}
+    directory = tmp_path / "sim"
+    script = str(REPO / "scripts" / "kube-sim.sh")
+    up = [script, "up", "--dir", str(directory), "--nodes", "2", "--racks", "1", "--components", "etcd,apiserver,kwok"]
+    down = [script, "down", "--dir", str(directory)]
+    clusters = []
+    try:
+        for attempt in range(2):
+            started = subprocess.run(up, capture_output=True, text=True, env=env, check=False, timeout=300)
+            clusters.append(KubeCluster.load(directory))
+            assert started.returncode == 0, started.stderr
+            assert ("starting fresh (its etcd data removed)" in started.stderr) == (attempt == 1), started.stderr
+            api = clusters[-1].api
+            assert sorted(n["metadata"]["name"] for n in api.list("v1", "Node")) == ["gpu-0000", "gpu-0001"]
+            if attempt == 0:  # something of the first cluster's that the second must not have
+                api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "from-the-first-up"}})
+            else:
+                assert "from-the-first-up" not in {n["metadata"]["name"] for n in api.list("v1", "Namespace")}
+            stopped = subprocess.run(down, capture_output=True, text=True, env=env, check=False)
+            assert stopped.returncode == 0, stopped.stderr
+            assert "(3 of 3 processes were running); left there: etcd's data" in stopped.stderr
+            assert (directory / "etcd").is_dir()
+    finally:
+        for cluster in clusters:
+            cluster.stop()
+
+
 def test_a_missing_binary_fails_naming_the_command_that_installs_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
