@@ -314,3 +314,28 @@ def test_a_chunked_checkpoint_is_evaluated_and_released_as_one_layer_per_file(lo
     assert (out.dest / "model.safetensors").read_bytes() == (made / "model.safetensors").read_bytes()
     # 16384×32 float32 + 8 float16, read from the rebuilt file's header
     assert model_config(local_project, result["ref"])["config"]["paramSize"] == "524.3k"
+
+
+def test_a_model_modctl_made_is_released_and_served_with_its_file_names(local_project: Project) -> None:
+    from tests.registry.modctl_layout import model_dir, push_modctl
+    from trainops.serve.resolve import resolve_release
+
+    setup(local_project, steps=(), release={"tag": "imported", "requireGates": False})
+    model = model_dir(local_project.root / "modctl-model")
+    with local_project.registries() as regs:
+        ref = regs.ref("tiny-llm/checkpoints:modctl")
+        push_modctl(regs.backend(ref), ref.repository, "modctl", model)
+        assert "@sha256:" in resolve_release(regs, str(ref))  # servable as it is: a model
+    result = released(local_project, "modctl")
+    assert result["version"] == "imported"
+    with local_project.registries() as regs:
+        found = resolve(regs, ref=regs.ref(result["ref"]))
+        assert found.parsed.artifact_type == media.MODEL_ARTIFACT
+        assert {layer.media_type for layer in found.parsed.layers} <= set(media.MODELPACK_LAYER_TYPES)  # raw
+        out = pulling.pull(regs, ref=found.ref, dest=local_project.root / "released")
+        assert resolve_release(regs, result["ref"]) == str(found.ref)
+    assert "model.safetensors" in result["files"]
+    for relpath in result["files"]:
+        assert (out.dest / relpath).read_bytes() == (model / relpath).read_bytes(), relpath
+    # 64×16 float32 + 16 float16, read from the unpacked file's header
+    assert model_config(local_project, result["ref"])["config"]["paramSize"] == "1k"  # not modctl's "1.0k"

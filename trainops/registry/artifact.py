@@ -250,9 +250,11 @@ class ParsedManifest:
             return Lineage()
 
     def file_path(self, layer: Descriptor, index: int) -> str:
-        """The path of a layer's file: ModelPack's filepath, the OCI title, or a fallback."""
+        """The path of a layer's file: ModelPack's filepath (either namespace), the OCI
+        title, or a fallback."""
         return (
             layer.annotations.get(media.A_FILEPATH)
+            or layer.annotations.get(media.A_FILEPATH_CNAI)
             or layer.annotations.get(media.A_TITLE)
             or f"layer-{index:04d}-{layer.digest[7:19]}"
         )

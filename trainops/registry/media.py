@@ -24,6 +24,13 @@ DOC_RAW = "application/vnd.cncf.model.doc.v1.raw"
 CODE_RAW = "application/vnd.cncf.model.code.v1.raw"
 DATASET_RAW = "application/vnd.cncf.model.dataset.v1.raw"
 MODELPACK_LAYER_TYPES = (WEIGHT_RAW, WEIGHT_CONFIG_RAW, DOC_RAW, CODE_RAW, DATASET_RAW)
+# The ModelPack namespaces trainops reads: the CNCF one it writes, and the earlier CNAI one
+# (modctl v0.2.x: `application/vnd.cnai.model.*`, file paths in `org.cnai.model.filepath`,
+# each file in a tar layer by default). Layers of either are raw, or a tar (+gzip, +zstd).
+MODELPACK_PREFIXES = ("application/vnd.cncf.model.", "application/vnd.cnai.model.")
+MODEL_ARTIFACT_CNAI = "application/vnd.cnai.model.manifest.v1+json"
+MODEL_CONFIG_CNAI = "application/vnd.cnai.model.config.v1+json"
+MODEL_TYPES = (MODEL_ARTIFACT, MODEL_CONFIG, MODEL_ARTIFACT_CNAI, MODEL_CONFIG_CNAI)
 
 # trainops
 CONFIG = "application/vnd.trainops.config.v1+json"
@@ -39,6 +46,7 @@ ARTIFACT_TYPES: dict[str, str] = {
 
 # Annotations
 A_FILEPATH = "org.cncf.model.filepath"
+A_FILEPATH_CNAI = "org.cnai.model.filepath"  # the same, as modctl v0.2.x writes it
 A_TITLE = "org.opencontainers.image.title"
 A_CREATED = "org.opencontainers.image.created"
 A_REVISION = "org.opencontainers.image.revision"
@@ -120,6 +128,17 @@ def layer_media_type(relpath: str, kind: str) -> str:
     return WEIGHT_CONFIG_RAW
 
 
+def packing(media_type: str) -> str | None:
+    """How a ModelPack layer holds its file: None for raw (the file's bytes), else "tar",
+    "tar+gzip" or "tar+zstd" (a tar archive of the file, as modctl packs each file)."""
+    if not media_type.startswith(MODELPACK_PREFIXES):
+        return None
+    for packed in ("tar", "tar+gzip", "tar+zstd"):
+        if media_type.endswith(f".{packed}"):
+            return packed
+    return None
+
+
 def kind_of(artifact_type: str | None, annotations: dict[str, str] | None) -> str:
     """The trainops kind of a manifest, also for artifacts other tools pushed."""
     if annotations and annotations.get(A_KIND) in KINDS:
@@ -127,7 +146,7 @@ def kind_of(artifact_type: str | None, annotations: dict[str, str] | None) -> st
     for kind, atype in ARTIFACT_TYPES.items():
         if atype == artifact_type:
             return kind
-    if artifact_type == MODEL_CONFIG:  # a ModelPack model pushed without artifactType
+    if artifact_type in MODEL_TYPES:  # a ModelPack model (either namespace; or without artifactType)
         return "model"
     if artifact_type in IMAGE_CONFIGS:  # an image pushed by an engine, skopeo or podman
         return "image"

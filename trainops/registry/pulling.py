@@ -84,7 +84,7 @@ def pull(
     received = _stage_blobs(
         registries, found, plan, staging, recipes, progress=progress or NullProgress(), jobs=jobs or default_jobs(ref)
     )
-    _place(plan, staging, dest)
+    _place(plan, _unpacked(plan, staging, str(found.ref)), staging, dest)
     return PullResult(
         ref=found.ref,
         digest=found.manifest.digest,
@@ -186,21 +186,45 @@ def _stage_blobs(
         raise
 
 
-def _place(plan: list[tuple[str, Descriptor]], staging: Path, dest: Path) -> None:
-    """Move every verified blob to its path in dest (a copy where several files share it)."""
+def _unpacked(plan: list[tuple[str, Descriptor]], staging: Path, where: str) -> dict[str, Path]:
+    """relpath → the staged, verified file to place there: its blob, or the file a ModelPack
+    tar layer (modctl's) holds, taken out and checked here, before anything is placed."""
+    from trainops.registry.modelpack import unpack
+
+    sources: dict[str, Path] = {}
+    for rel, layer in plan:
+        blob = staging / layer.digest[7:]
+        if media.packing(layer.media_type) is None:
+            sources[rel] = blob
+            continue
+        file = staging / f"{layer.digest[7:]}.file"
+        if not file.is_file():
+            part = staging / f"{layer.digest[7:]}.file.part"
+            try:
+                unpack(blob, part, media_type=layer.media_type, relpath=rel, where=f"{where}: {rel}")
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)  # nothing of it is worth keeping
+                raise
+            os.replace(part, file)
+        sources[rel] = file
+    return sources
+
+
+def _place(plan: list[tuple[str, Descriptor]], sources: dict[str, Path], staging: Path, dest: Path) -> None:
+    """Move every verified file to its path in dest (a copy where several files share one)."""
     dest.mkdir(parents=True, exist_ok=True)
-    users: dict[str, int] = {}
-    for _, layer in plan:
-        users[layer.digest] = users.get(layer.digest, 0) + 1
+    users: dict[Path, int] = {}
+    for rel, _ in plan:
+        users[sources[rel]] = users.get(sources[rel], 0) + 1
     for rel, layer in plan:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        blob = staging / layer.digest[7:]
-        users[layer.digest] -= 1
-        if users[layer.digest]:
-            shutil.copyfile(blob, target)
+        source = sources[rel]
+        users[source] -= 1
+        if users[source]:
+            shutil.copyfile(source, target)
         else:
-            os.replace(blob, target)
+            os.replace(source, target)
         mode = 0o755 if layer.annotations.get(media.A_FILE_MODE) == "0755" else 0o644
         os.chmod(target, mode)
     shutil.rmtree(staging, ignore_errors=True)

@@ -10,17 +10,19 @@ which bounds and checks everything before believing it. A file whose header it r
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainops.errors import InputError
+from trainops.errors import InputError, IntegrityError
 from trainops.registry.context import Registries
 from trainops.registry.inspect import ArtifactInfo
 from trainops.registry.inspect import show as show_artifact
 from trainops.registry.reference import Reference
 
 if TYPE_CHECKING:
+    from trainops.modelfiles.safetensors import SafetensorsHeader
     from trainops.registry.artifact import ModelConfig
 
 TENSOR_KINDS = ("model", "checkpoint")
@@ -57,8 +59,6 @@ class ShowResult(ArtifactInfo):
 
 def tensor_summary(registries: Registries, *, ref: Reference, info: ArtifactInfo) -> TensorSummary | None:
     """Headers of the artifact's safetensors files, summed; None if it has none."""
-    from trainops.modelfiles.safetensors import read_header
-
     files = [f for f in info.files if f.path.endswith(".safetensors")]
     if not files:
         return None
@@ -80,8 +80,8 @@ def tensor_summary(registries: Registries, *, ref: Reference, info: ArtifactInfo
             return data
 
         try:
-            header = read_header(read_at, size=f.size, name=f.path)
-        except InputError as err:  # a hostile or damaged header: say so, show the rest
+            header = _header(read_at, f.path, f.size, f.media_type, f"{pinned}: {f.path}")
+        except (InputError, IntegrityError) as err:  # a hostile or damaged header: say so, show the rest
             unreadable[f.path] = err.message
             continue
         tensors += len(header.tensors)
@@ -103,6 +103,23 @@ def tensor_summary(registries: Registries, *, ref: Reference, info: ArtifactInfo
         metadata=metadata,
         unreadable=unreadable,
     )
+
+
+def _header(
+    read_at: Callable[[int, int], bytes], path: str, size: int, media_type: str, where: str
+) -> SafetensorsHeader:
+    """A safetensors header from its layer: the file itself, or the file inside a ModelPack
+    tar layer (modctl's), read in place after the tar's header blocks."""
+    from trainops.modelfiles.safetensors import read_header
+    from trainops.registry import media, modelpack
+
+    packed = media.packing(media_type)
+    if packed is None:
+        return read_header(read_at, size=size, name=path)
+    if packed != "tar":
+        raise InputError(f"{path} is in a compressed tar layer ({packed}): its header is not read in place")
+    offset, inner = modelpack.data_span(read_at, path, where)
+    return read_header(lambda at, length: read_at(offset + at, length), size=inner, name=path)
 
 
 def show(registries: Registries, *, ref: Reference) -> ShowResult:

@@ -138,12 +138,14 @@ def _publish(
     lineage = _lineage(manifest, chosen, forced, image_parent(manifest, registries, ckpt.parsed.lineage().image_digest))
     notes = _annotations(spec, chosen, tag, forced)
     descriptor = {"name": manifest.pipeline.metadata.name, "version": tag}
-    chunked = is_chunked(ckpt.parsed)
+    # a chunked checkpoint has no blob per file, a ModelPack model in tar layers (modctl's) no
+    # raw blob per file: their files are pulled (rebuilt, unpacked), then pushed
+    chunked = is_chunked(ckpt.parsed) or any(media.packing(layer.media_type) for layer in ckpt.parsed.layers)
     with tempfile.TemporaryDirectory(prefix="trainops-release-") as scratch:
         if spec.export:  # pulled, converted, pushed from here
             directory = exported_files(manifest, spec, registries, ckpt, Path(scratch), progress, command_stdout)
             info, files = model_info(directory), local_files(directory)
-        elif chunked:  # a chunked checkpoint has no blob per file: its files are rebuilt, then pushed
+        elif chunked:
             directory = rebuilt_files(registries, ckpt, select_files(ckpt, spec), Path(scratch), progress)
             info, files = model_info(directory), local_files(directory)
         else:  # assembled in the registry from the checkpoint's blobs: nothing is downloaded

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from trainops.errors import InputError, NotFoundError
-from trainops.registry import media
 from trainops.registry.context import Registries
 from trainops.spec import Manifest
 
@@ -11,7 +10,8 @@ from trainops.spec import Manifest
 def resolve_release(registries: Registries, text: str) -> str:
     """The release `text` names, scheme-qualified and pinned: `<repo>[:tag]@sha256:…`.
 
-    Any model artifact resolves (artifactType application/vnd.cncf.model.manifest.v1+json);
+    Any model artifact resolves (a ModelPack model of either namespace: trainops' releases,
+    modctl's models);
     a reference to something else is refused, one that does not exist is NotFoundError.
     """
     from trainops.registry.store import resolve
@@ -25,7 +25,7 @@ def resolve_release(registries: Registries, text: str) -> str:
         raise NotFoundError(
             f"release {text} does not exist ({ref})", hint="check the tag with `trainops registry ls`"
         ) from None
-    if found.parsed.artifact_type != media.MODEL_ARTIFACT:
+    if found.parsed.kind != "model":  # a ModelPack model of either namespace (modctl's too)
         kind = found.parsed.kind
         raise InputError(
             f"{text} is a {kind} artifact, not a model release (artifactType {found.parsed.artifact_type})",
