@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -65,6 +66,28 @@ def _options(**kw: Any) -> Any:
     return RunOptions(**kw)
 
 
+def _force_options(func: Any) -> Any:
+    """--force --reason TEXT: roll out a release the GitOps history shows rolled back or
+    aborted. The command gets `force_reason` (None without --force) instead."""
+
+    @functools.wraps(func)
+    def command(*args: Any, force: bool, reason: str | None, **kwargs: Any) -> Any:
+        from trainops.errors import UsageError
+
+        if force and not (reason and reason.strip()):
+            raise UsageError("--force needs --reason TEXT: say why the release is rolled out again")
+        if reason and not force:
+            raise UsageError("--reason goes with --force", hint="add --force, or drop --reason")
+        return func(*args, force_reason=reason.strip() if force and reason else None, **kwargs)
+
+    with_reason = click.option("--reason", metavar="TEXT", default=None, help="Why (required with --force).")(command)
+    return click.option(
+        "--force",
+        is_flag=True,
+        help="Roll out even a release the GitOps history shows rolled back or aborted (with --reason).",
+    )(with_reason)
+
+
 def _short(text: str) -> str:
     """References with their digest cut to 12 hex digits, for an 80-column table."""
     import re
@@ -122,6 +145,7 @@ def _print_run(result: Any) -> None:
     default=None,
     help="Rollout: the serving image (name@sha256:…, or a tag resolved now); default: the one built for HEAD.",
 )
+@_force_options
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
 @output_option
 def run_cmd(
@@ -136,11 +160,12 @@ def run_cmd(
     kubeconfig: str | None,
     context: str | None,
     serve_image: str | None,
+    force_reason: str | None,
     insecure: bool,
     output: str,
 ) -> None:
     """Run the manifest's stages as one flow; a stage whose output for its key is in the
-    registry is skipped and its output reused."""
+    registry is skipped and its output reused (a release taken off: see --force)."""
     from trainops.pipeline.run import run_pipeline
 
     manifest = options.load(file, env)
@@ -155,6 +180,7 @@ def run_cmd(
         kubeconfig=kubeconfig,
         context=context,
         serve_image=serve_image,
+        force_reason=force_reason,
         command_stdout=sys.stderr,
     )
     with _progress() as sink:
@@ -185,6 +211,7 @@ def run_cmd(
 @click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Markdown summary file.")
 @click.option("--junit", type=click.Path(dir_okay=False, path_type=Path), default=None, help="JUnit XML file.")
 @click.option("--serve-image", metavar="REF", default=None, help="Rollout: the serving image (see `trainops run`).")
+@_force_options
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
 @output_option
 def ci_cmd(
@@ -196,6 +223,7 @@ def ci_cmd(
     summary: Path | None,
     junit: Path | None,
     serve_image: str | None,
+    force_reason: str | None,
     insecure: bool,
     output: str,
 ) -> None:
@@ -215,7 +243,13 @@ def ci_cmd(
             since=since,
             until=until,
             environ=os.environ,
-            options=_options(dry_run=dry_run, insecure=insecure, serve_image=serve_image, command_stdout=sys.stderr),
+            options=_options(
+                dry_run=dry_run,
+                insecure=insecure,
+                serve_image=serve_image,
+                force_reason=force_reason,
+                command_stdout=sys.stderr,
+            ),
             on_event=sink,
         )
     target = summary or (Path(os.environ["GITHUB_STEP_SUMMARY"]) if os.environ.get("GITHUB_STEP_SUMMARY") else None)

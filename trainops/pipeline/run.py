@@ -68,6 +68,9 @@ class RunOptions:
     # A stage before `start` whose output is missing runs (as `dvc repro`) instead of
     # refusing with a --from error: what `trainops ci` wants, which picks `start` itself.
     run_missing_upstream: bool = False
+    # --force --reason: the rollout stage rolls out a release the GitOps history shows
+    # rolled back or aborted (else it is skipped, saying so).
+    force_reason: str | None = None
 
 
 def default_executor(manifest: Manifest) -> str:
@@ -259,6 +262,7 @@ class _Flow:
             poll=max(0.2, min(5.0, self.options.quiet / 5)),
             command_stdout=self.options.command_stdout,
             serve_image=self.options.serve_image,
+            force_reason=self.options.force_reason,
             kubeconfig=self.options.kubeconfig,
             context=self.options.context,
         )

@@ -7,7 +7,8 @@ rollout action is one commit to the GitOps repo, which is the only state
 Prometheus first (trainops.serve.analysis, trainops.serve.auto).
 
 The stable library API (keyword-only, each returning a result object):
-render_rollout, start_rollout, promote, abort, rollback, rollout_status, rollout_history.
+render_rollout, start_rollout, promote, abort, rollback, rollout_status, rollout_history,
+abandoned (whether the history shows a release rolled back or aborted).
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from trainops.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from trainops.serve.api import RolloutRender, render_rollout
-    from trainops.serve.audit import HistoryItem, RolloutStatus, rollback, rollout_history, rollout_status
+    from trainops.serve.audit import (
+        Abandoned,
+        HistoryItem,
+        RolloutStatus,
+        abandoned,
+        rollback,
+        rollout_history,
+        rollout_status,
+    )
     from trainops.serve.auto import auto_promote
     from trainops.serve.flows import ActionResult, abort, promote, start_rollout
 
@@ -30,8 +39,10 @@ __getattr__ = lazy_exports(
             "render_rollout",
         ),
         "trainops.serve.audit": (
+            "Abandoned",
             "HistoryItem",
             "RolloutStatus",
+            "abandoned",
             "rollback",
             "rollout_history",
             "rollout_status",
@@ -47,10 +58,12 @@ __getattr__ = lazy_exports(
 )
 
 __all__ = [
+    "Abandoned",
     "ActionResult",
     "HistoryItem",
     "RolloutRender",
     "RolloutStatus",
+    "abandoned",
     "abort",
     "auto_promote",
     "promote",

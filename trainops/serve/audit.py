@@ -114,6 +114,50 @@ def rollout_history(manifest: Manifest, *, limit: int = 50) -> list[HistoryItem]
     ]
 
 
+@dataclass(frozen=True)
+class Abandoned:
+    """A release the GitOps history shows taken off: rolled back (from stable) or aborted
+    (as the canary), and not served again since."""
+
+    version: str
+    action: str  # rollback | abort
+    commit: str
+    date: str
+
+    def refusal(self) -> str:
+        """Why `run`/`ci` leave it alone, and how to roll it out anyway."""
+        done = "rolled back" if self.action == "rollback" else "aborted"
+        return (
+            f"{self.version} was {done} at GitOps commit {self.commit[:12]} ({self.date}): not rolled out again; "
+            "pass --force --reason TEXT to roll it out anyway"
+        )
+
+    def forced(self, reason: str) -> str:
+        """The line the new rollout commit carries: what it overrides, and why."""
+        return f"Rolls out again {self.version}, taken off by {self.action} at {self.commit}: {reason}"
+
+
+def abandoned(manifest: Manifest, *, release: str, limit: int = 500) -> Abandoned | None:
+    """Whether the GitOps history shows `release` (pinned: …@sha256:…) rolled back or aborted
+    with no commit serving it since. The release a rollback or abort took off is the one
+    the commit before it served (its Trainops-Release: the canary, else the stable)."""
+    digest = Served(release, "").digest
+    items = rollout_history(manifest, limit=limit)
+    for index, item in enumerate(items):  # newest first
+        if _names(item.release, digest) or _names(item.stable, digest):
+            return None  # served again since (started, promoted, rolled back to)
+        if item.action not in ("rollback", "abort") or index + 1 >= len(items):
+            continue
+        before = items[index + 1]
+        if before.release is not None and _names(before.release, digest):
+            return Abandoned(before.version, item.action, item.commit, item.date)
+    return None
+
+
+def _names(release: str | None, digest: str) -> bool:
+    return release is not None and "@" in release and Served(release, "").digest == digest
+
+
 def _served_as_stable(items: list[HistoryItem], to: str | None, current: RolloutState) -> HistoryItem:
     stable_items = [i for i in items if i.step == STABLE_STEP and i.release and "@" in i.release]
     if to is None:

@@ -198,10 +198,11 @@ def start_rollout(
     release: str | None,
     image: str | None = None,
     insecure: bool = False,
+    body: list[str] | None = None,
     max_attempts: int = 5,
 ) -> ActionResult:
     """Commit the first canary step of `release` (stable: the release served now); None:
-    the newest release of release.repository.
+    the newest release of release.repository. body: lines for the commit message.
 
     With nothing served yet, or no canary steps, the release becomes stable at once.
     """
@@ -228,7 +229,7 @@ def start_rollout(
         after = RolloutState(stable=served)
     else:
         after = RolloutState(stable=before.stable, canary=served, step=0)
-    return commit_state(manifest, ctx, action="start", before=before, after=after, max_attempts=max_attempts)
+    return commit_state(manifest, ctx, action="start", before=before, after=after, body=body, max_attempts=max_attempts)
 
 
 def next_state(ctx: ServeContext, state: RolloutState, *, full: bool) -> RolloutState:

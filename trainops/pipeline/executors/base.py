@@ -31,6 +31,7 @@ class StageContext:
     kubeconfig: str | None = None  # cluster: the job's status decides when training finished
     context: str | None = None
     serve_image: str | None = None  # rollout: the serving image (a tag is resolved; default: built for HEAD)
+    force_reason: str | None = None  # rollout: --force --reason, to roll out a release that was taken off
     notes: list[str] = field(default_factory=list)
 
     def input(self, stage: str, name: str) -> Output:

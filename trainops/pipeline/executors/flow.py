@@ -83,14 +83,23 @@ def release_stage(ctx: StageContext) -> Outcome:
 
 def rollout_stage(ctx: StageContext) -> Outcome:
     """start_rollout of the released model (rollout.model without a release stage): the first
-    canary step as a GitOps commit. Promotion stays with `trainops rollout promote`."""
+    canary step as a GitOps commit. Promotion stays with `trainops rollout promote`. A
+    release the GitOps history shows rolled back or aborted is left alone (the stage is
+    skipped, saying why) unless the run was forced with a reason, which the commit records."""
     serve = _provider("rollout")
     model = ctx.optional("release", "model")
     rollout = ctx.manifest.pipeline.spec.rollout
     text = model.ref if model else (rollout.model if rollout else None)
     if not text:
         raise InputError("stage rollout has no model", hint="add a release stage or set rollout.model")
-    result = serve.start_rollout(ctx.manifest, release=text, image=ctx.serve_image, insecure=ctx.insecure)
+    from trainops.serve.resolve import resolve_release
+
+    pinned = resolve_release(ctx.registries, text)
+    taken_off = serve.abandoned(ctx.manifest, release=pinned)
+    if taken_off is not None and ctx.force_reason is None:
+        return Outcome(outputs=[], skipped=taken_off.refusal(), cacheable=False)
+    body = [taken_off.forced(ctx.force_reason)] if taken_off is not None and ctx.force_reason else None
+    result = serve.start_rollout(ctx.manifest, release=pinned, image=ctx.serve_image, insecure=ctx.insecure, body=body)
     commit = str(result.commit or "")
     ctx.note(f"GitOps commit {commit[:12]}: {result.step} ({result.weight}% on the canary)")
     return Outcome(
