@@ -51,23 +51,6 @@ def test_as_root_without_root_or_sudo_says_what_to_do(tmp_path: Path) -> None:
     assert out.returncode == 1 and "sudo is not installed: run it as root" in out.stderr
 
 
-def _command_rows() -> list[str]:
-    """The first cell of each row of the command table (docs/reference/cli.md), as written."""
-    text = (REPO / "docs" / "reference" / "cli.md").read_text()
-    table = text.split("| command | what it does |", 1)[1].split("\n\n", 1)[0]
-    return [line.split(" | ", 1)[0].lstrip("| ") for line in table.splitlines() if line.startswith("| `trainops")]
-
-
-def test_no_command_is_listed_twice() -> None:
-    seen: dict[str, str] = {}
-    for cell in _command_rows():
-        for usage in re.findall(r"`trainops ([^`]+)`", cell):
-            words = [w for w in usage.split() if not w.startswith(("-", "[")) and w.isascii()]
-            key = " ".join(words[:2]) + "".join(f" {w}" for w in usage.split() if w in ("--local", "--slurm"))
-            assert key not in seen, f"{cell!r} repeats {seen[key]!r}"
-            seen[key] = cell
-
-
 def test_the_dependencies_page_names_every_runtime_dependency() -> None:
     import tomllib
 

@@ -12,10 +12,10 @@ Exit codes (documented in docs/reference/exit-codes.md):
     4  something named does not exist (file, reference, tag, environment)
     5  refused: it would overwrite or conflict with something that exists
     6  a remote service failed or could not be reached (registry, S3, git, engine)
-    7  integrity failure: content does not match its digest
+    7  integrity failure: content does not match its digest, or a path would escape
     8  a quality gate failed
-    9  a command trainops ran for you (trainer, eval, export) failed, crashed or timed out
-  130  interrupted (Ctrl-C)
+    9  a command trainops ran for you (trainer, eval, export) failed, crashed or timed out; its status is printed
+  130  interrupted (Ctrl-C), as shells report it
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from trainops.cli import (
     train_cmds,
     ui_cmds,
 )
+from trainops.cli.docs import add_docs_links
 from trainops.cli.options import add_verbose
 from trainops.errors import TrainopsError
 from trainops.interrupt import Interrupted
@@ -96,6 +97,7 @@ for _command in (
 ):
     cli.add_command(_command)
 add_verbose(cli)
+add_docs_links(cli)
 
 
 def _debug() -> bool:

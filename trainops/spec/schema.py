@@ -50,7 +50,8 @@ def _default_of(name: str, prop: dict[str, Any], required: list[str]) -> str:
     return ""
 
 
-def _table(title: str, model: dict[str, Any]) -> list[str]:
+def schema_table(title: str, model: dict[str, Any]) -> list[str]:
+    """One model of a JSON Schema as a Markdown table (its fields: type, default, description)."""
     lines = [f"## {title}", ""]
     if model.get("description"):
         lines += [model["description"], ""]
@@ -69,20 +70,13 @@ def manifest_reference_markdown() -> str:
         "# trainops.yaml reference",
         "",
         f"Generated from the models in `trainops/spec/` (`{API_VERSION}`); do not edit by hand —",
-        "regenerate with `python -m trainops.spec.schema`. `trainops schema` prints the same as",
+        "regenerate with `python scripts/gen_reference.py`. `trainops schema` prints the same as",
         "JSON Schema, for editors. Keys are camelCase; unknown keys are errors.",
         "",
-        *_table("Pipeline", schema),
+        *schema_table("Pipeline", schema),
     ]
     for name, model in sorted(schema.get("$defs", {}).items()):
         if model.get("type") == "object":
-            lines += _table(name, model)
+            lines += schema_table(name, model)
     return "\n".join(lines).rstrip() + "\n"
 
-
-if __name__ == "__main__":
-    from pathlib import Path
-
-    target = Path(__file__).resolve().parents[2] / "docs" / "reference" / "manifest.md"
-    target.parent.mkdir(exist_ok=True)
-    target.write_text(manifest_reference_markdown())
