@@ -3,13 +3,9 @@
 A real `trainops push` of one 128 MiB file gets a real SIGINT (Ctrl-C) from inside itself
 once half of the file has gone out (a hook on its progress callback: the server is not
 touched), exits 130, and the same push is run again. What the re-run sends is measured
-outside trainops: bytes through a TCP proxy in front of moto, and bytes
+outside trainops: bytes through a TCP proxy in front of Distribution and moto, and bytes
 the process writes (/proc/self/io) for file://. The pulled file is the file pushed.
 
-Distribution (oci://) is not among them yet: Distribution 2.8 signs the offset into the
-upload URL's `_state` and cancels a session whose data has another size, so a session cut
-in the middle of a request cannot be resumed; resuming there needs the upload to end its
-body cleanly on Ctrl-C and keep the location the registry answers with.
 """
 
 from __future__ import annotations
@@ -60,7 +56,7 @@ def _written() -> int:
         return next(int(line.split()[1]) for line in fh if line.startswith("wchar:"))
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", "oci", "s3"])
 def remote(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Remote]:
     env = {**os.environ}
     if request.param == "file":
@@ -72,6 +68,23 @@ def remote(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.M
 
         with Registries() as registries:
             yield Remote(f"file://{repo}", registries, env, held, _written)
+        return
+    if request.param == "oci":
+        registry = request.getfixturevalue("registry")
+        proxy = TcpProxy(registry.host)
+        uploads = registry.data_dir / "docker" / "registry" / "v2" / "repositories" / "resume" / "model" / "_uploads"
+        env["TRAINOPS_INSECURE_REGISTRIES"] = proxy.host
+        try:
+            with Registries(insecure_registries=(proxy.host,)) as registries:
+                yield Remote(
+                    f"oci://{proxy.host}/resume/model",
+                    registries,
+                    env,
+                    lambda: sum(p.stat().st_size for p in uploads.glob("*/data")),
+                    lambda: proxy.sent_up,
+                )
+        finally:
+            proxy.close()
         return
     bucket = request.getfixturevalue("s3_bucket")
     server = request.getfixturevalue("s3_server")

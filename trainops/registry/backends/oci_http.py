@@ -35,6 +35,8 @@ from trainops import interrupt
 CONNECT_TIMEOUT = 30.0
 READ_TIMEOUT = 300.0
 SEND_CHUNK = 8 * 1024 * 1024  # bytes per sendfile call (and per progress report)
+FRAME = 1024 * 1024  # bytes per chunk of a chunked body: how soon such a body can end on Ctrl-C
+STOP_TIMEOUT = 5.0  # seconds to wait, after Ctrl-C, for the answer to a body that ended early
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _IDLE_PER_ORIGIN = 4
 _DRAIN = 64 * 1024  # an unread body up to this size is read to keep its connection
@@ -55,13 +57,20 @@ class TLSError(TransportError):
 @dataclass
 class Upload:
     """A request body read from a file: `length` bytes from `offset`, sent as they are read
-    (with sendfile where the connection is plain TCP); `progress` hears of every piece."""
+    (with sendfile where the connection is plain TCP); `progress` hears of every piece.
+
+    chunked: sent with Transfer-Encoding: chunked, in FRAME-sized chunks; on Ctrl-C
+    (trainops.interrupt) the body ends cleanly at a chunk's end (`stopped`) and the answer
+    is read, instead of the connection being cut: the server then holds exactly `sent`
+    bytes and says so (an OCI upload session that a later run resumes)."""
 
     fh: BinaryIO
     offset: int
     length: int
     progress: Callable[[int], None]
     sent: int = 0
+    chunked: bool = False
+    stopped: bool = False
 
 
 class Response:
@@ -200,6 +209,7 @@ class Transport:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._all: list[http.client.HTTPConnection] = []
+        self._ending: set[socket.socket] = set()  # sockets of chunked bodies: they end themselves on Ctrl-C
         self._tls: Any = None
         interrupt.on_cancel(self.abort)
 
@@ -284,9 +294,10 @@ class Transport:
 
     def abort(self) -> None:
         """Ctrl-C (trainops.interrupt): shut every socket down, from any thread, so a worker
-        blocked sending or receiving returns at once; the workers then close them."""
+        blocked sending or receiving returns at once; the workers then close them. A socket
+        sending a chunked body is left to end it (within a chunk) and read the answer."""
         with self._lock:
-            sockets = [conn.sock for conn in self._all if conn.sock is not None]
+            sockets = [conn.sock for conn in self._all if conn.sock is not None and conn.sock not in self._ending]
         for sock in sockets:
             with contextlib.suppress(OSError):  # already closed
                 sock.shutdown(socket.SHUT_RDWR)
@@ -358,6 +369,19 @@ class Transport:
         conn.putheader("Host", netloc)
         for key, value in headers.items():
             conn.putheader(key, value)
+        if isinstance(body, Upload) and body.chunked:
+            conn.putheader("Transfer-Encoding", "chunked")
+            conn.endheaders()
+            sock = conn.sock
+            assert sock is not None
+            with self._lock:
+                self._ending.add(sock)
+            try:
+                _send_chunked(sock, body)
+                return conn.getresponse()
+            finally:
+                with self._lock:
+                    self._ending.discard(sock)
         if isinstance(body, Upload):
             conn.putheader("Content-Length", str(body.length))
             conn.endheaders()
@@ -400,6 +424,37 @@ def _send_upload(conn: http.client.HTTPConnection, body: Upload) -> None:
         body.sent += n
         position += n
         body.progress(n)
+
+
+def _send_chunked(sock: socket.socket, body: Upload) -> None:
+    """Send body as chunks of FRAME bytes, then the last chunk; on Ctrl-C the body ends at
+    the end of the chunk being sent (body.stopped), and the answer is awaited STOP_TIMEOUT."""
+    body.sent = 0
+    zero_copy = type(sock) is socket.socket and _has_fileno(body.fh)
+    position = body.offset
+    while body.sent < body.length:
+        if interrupt.cancelled():
+            body.stopped = True
+            sock.settimeout(STOP_TIMEOUT)
+            break
+        count = min(FRAME, body.length - body.sent)
+        sock.sendall(b"%x\r\n" % count)
+        done = 0
+        while done < count:
+            if zero_copy:
+                n = sock.sendfile(body.fh, position + done, count - done)
+            else:
+                data = body.fh.read(count - done)
+                sock.sendall(data)
+                n = len(data)
+            if n == 0:
+                raise TransportError(f"the file ended after {body.sent + done} of {body.length} bytes")
+            done += n
+        sock.sendall(b"\r\n")
+        body.sent += count
+        position += count
+        body.progress(count)
+    sock.sendall(b"0\r\n\r\n")
 
 
 def _has_fileno(fh: BinaryIO) -> bool:

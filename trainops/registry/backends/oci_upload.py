@@ -5,6 +5,14 @@
 - A large file whose digest is not known yet (a cold digest cache) is sent in one PATCH
   while a second thread hashes it (both read the same pages of the page cache), then the
   session is closed with a PUT of the digest: one pass over the file, not two.
+- Large files (INGEST_MIN) go in a PATCH with a chunked body, and the session's location
+  is kept (trainops.registry.resume) until the blob is complete. On Ctrl-C the body ends
+  cleanly at a chunk's end instead of being cut, and the location the registry answers
+  with is kept: the re-run asks the registry what the session holds (GET → 204 with
+  Range), sends only the rest (PATCH), and closes it with the digest of the whole file,
+  which the registry checks. (Distribution signs the offset into the location and drops
+  a session whose data has another size, so a body cut mid-way cannot be resumed there:
+  after a kill the upload starts over.)
 - On plain HTTP the bytes go with sendfile (no copy through Python); on TLS, 8 MiB reads.
 """
 
@@ -13,12 +21,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from trainops.errors import IntegrityError, NotFoundError, RemoteError
+from trainops import interrupt
+from trainops.errors import IntegrityError, NotFoundError, RemoteError, TrainopsError
+from trainops.registry import resume
 from trainops.registry.backends.base import BlobSource, Progress, no_progress
 from trainops.registry.backends.oci_http import Response, TransportError, Upload
 from trainops.registry.backends.oci_session import ATTEMPTS, RegistrySession, push_scope
+from trainops.registry.digestcache import file_identity
 from trainops.retry import RETRY_STATUS, Backoff, RetryPolicy
 
 INGEST_MIN = 32 * 1024 * 1024  # files from this size are sent while they are hashed
@@ -61,6 +74,39 @@ class FileHasher:
         self._thread.join()
 
 
+T = TypeVar("T")
+
+
+def _ending(call: Callable[[], T]) -> tuple[T, bool]:
+    """call() on a helper thread, and whether Ctrl-C came meanwhile. Ctrl-C reaches the
+    main thread only: here it cancels the transfers (the chunked body being sent then ends
+    at a chunk's end, and its answer is read) instead of cutting call() short."""
+    box: dict[str, T] = {}
+    failed: list[BaseException] = []
+    done = threading.Event()  # not Thread.join: a join that Ctrl-C interrupts can say the thread ended
+
+    def run() -> None:
+        try:
+            box["result"] = call()
+        except BaseException as err:  # raised again on the calling thread
+            failed.append(err)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="oci-upload", daemon=True).start()
+    interrupted = False
+    while True:
+        try:
+            if done.wait(0.05):
+                break
+        except KeyboardInterrupt:
+            interrupted = True
+            interrupt.cancel()
+    if failed:
+        raise failed[0]
+    return box["result"], interrupted
+
+
 def _with_digest(location: str, digest: str) -> str:
     return f"{location}{'&' if '?' in location else '?'}digest={digest}"
 
@@ -72,9 +118,78 @@ class Uploads:
         self.session = session
         self.host = session.host
 
-    def start(self, repo: str) -> str:
+    def start(self, repo: str, blob: str | None = None) -> str:
+        """A new upload session; with blob (a digest or a file's identity), kept for a re-run."""
         resp = self.session.request("POST", f"/v2/{repo}/blobs/uploads/", scope=push_scope(repo), ok=(202,))
-        return self.session.url(resp.headers["Location"])
+        location = self.session.url(resp.headers["Location"])
+        if blob is not None:
+            resume.save(self._where(repo), blob, location)
+        return location
+
+    def _where(self, repo: str) -> str:
+        return f"oci://{self.host}/{repo}"
+
+    def resumable(self, repo: str, blob: str) -> tuple[str, int] | None:
+        """The session an earlier run began for blob, and the bytes it holds, if the registry
+        still has it (else its record is dropped)."""
+        location = resume.load(self._where(repo), blob)
+        if location is None:
+            return None
+        try:
+            held = self.held(repo, location)
+        except TrainopsError:  # unknown, or refused: start over
+            held = None
+        if held is None:
+            resume.forget(self._where(repo), blob)
+            return None
+        return location, held
+
+    def stream(self, repo: str, path: Path, size: int, blob: str, progress: Progress) -> str | None:
+        """Send a large file into an upload session (the one an earlier run left for blob,
+        from the offset it holds, else a new one); the session's location once it holds the
+        whole file, to close with the digest. None on a failure the caller answers with the
+        plain upload (the session is dropped). On Ctrl-C the body ends cleanly, the session
+        is kept for the next run, and Cancelled (or KeyboardInterrupt) is raised."""
+        scope, where = push_scope(repo), self._where(repo)
+        found = self.resumable(repo, blob)
+        location, offset = found if found is not None else (self.start(repo, blob), 0)
+        if offset > size:  # not this file's bytes
+            self._cancel(repo, location)
+            location, offset = self.start(repo, blob), 0
+        progress(offset)
+        if offset == size:
+            return location
+        with path.open("rb") as fh:
+            body = Upload(fh, offset, size - offset, progress, chunked=True)
+
+            def patch() -> Response:
+                return self.session.send("PATCH", location, scope=scope, headers=OCTETS, body=body)
+
+            try:
+                resp, interrupted = _ending(patch)
+                resp.close()
+            except TransportError:
+                if interrupt.cancelled():
+                    raise interrupt.Cancelled("the transfer was cancelled (Ctrl-C)") from None
+                self._cancel(repo, location)
+                resume.forget(where, blob)
+                return None
+        if resp.status_code in (202, 204) and (body.sent == size - offset or body.stopped):
+            location = self.session.url(resp.headers.get("Location", location))
+            resume.save(where, blob, location)  # the session at its new offset
+            if interrupted:
+                raise KeyboardInterrupt
+            if body.stopped:
+                raise interrupt.Cancelled("the transfer was cancelled (Ctrl-C)")
+            return location
+        refused = self.session.reauthorize(scope, resp)
+        self._cancel(repo, location)
+        resume.forget(where, blob)
+        if interrupted:
+            raise KeyboardInterrupt
+        if refused or resp.status_code in RETRY_STATUS or resp.status_code in (202, 204, 416):
+            return None
+        raise self.session.error("PATCH", location, resp)
 
     def held(self, repo: str, location: str) -> int | None:
         """Bytes the registry holds for an upload session, or None to start a new session.
@@ -93,6 +208,14 @@ class Uploads:
         return end + 1 if end > 0 else None
 
     def upload(self, repo: str, source: BlobSource, progress: Progress = no_progress) -> None:
+        if source.path is not None and source.size >= INGEST_MIN:  # resumable by a later run
+            location = self.stream(repo, source.path, source.size, source.digest, progress)
+            if location is not None:
+                try:
+                    if self._close(repo, location, source.digest, source.size) is not None:
+                        return
+                finally:
+                    resume.forget(self._where(repo), source.digest)
         location = self.start(repo)
         offset = 0
         backoff = Backoff(
@@ -167,28 +290,21 @@ class Uploads:
         size = path.stat().st_size
         if size < INGEST_MIN:
             return None
-        scope = push_scope(repo)
-        location = self.start(repo)
-        hasher = FileHasher(path)
-        with path.open("rb") as fh:
-            body = Upload(fh, 0, size, progress)
-            try:
-                resp = self.session.send("PATCH", location, scope=scope, headers=OCTETS, body=body)
-                resp.close()
-            except TransportError:
-                hasher.cancel()
-                self._cancel(repo, location)
-                return None
-        if resp.status_code not in (202, 204) or body.sent != size:
+        blob = file_identity(path)
+        hasher = FileHasher(path)  # the whole file: the digest covers what an earlier run sent too
+        try:
+            location = self.stream(repo, path, size, blob, progress)
+        except BaseException:
             hasher.cancel()
-            refused = self.session.reauthorize(scope, resp)
-            self._cancel(repo, location)
-            if refused or resp.status_code in RETRY_STATUS or resp.status_code in (202, 204):
-                return None
-            raise self.session.error("PATCH", location, resp)
-        location = self.session.url(resp.headers.get("Location", location))
+            raise
+        if location is None:
+            hasher.cancel()
+            return None
         found = "sha256:" + hasher.hexdigest()
-        return self._close(repo, location, found, size)
+        try:
+            return self._close(repo, location, found, size)
+        finally:
+            resume.forget(self._where(repo), blob)
 
     def _close(self, repo: str, location: str, found: str, size: int) -> tuple[str, int, bool] | None:
         scope = push_scope(repo)
