@@ -5,3 +5,7 @@ This module stays import-light: `trainops --help` must start fast, so nothing he
 """
 
 __version__ = "0.1.0"
+
+DOCS_URL = "https://trainops.dev/docs/"
+"""The documentation site (mkdocs.yml's site_url; a test keeps them equal): help epilogs and
+scaffolded files point into it."""

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainops import __version__
+from trainops import DOCS_URL, __version__
 from trainops.errors import ExistsError, InputError
 from trainops.gitinfo import git_available
 from trainops.templating import render_template
@@ -90,7 +90,11 @@ def init_project(*, directory: Path, name: str | None = None, force: bool = Fals
     if ci != "none" and ci not in CI_SYSTEMS:
         raise InputError(f"unknown CI system {ci!r}", hint=f"use {', '.join(CI_SYSTEMS)} or none")
     module = name.replace("-", "_")
-    files = {MANIFEST: render_template("project/trainops.yaml.j2", name=name, module=module, version=__version__)}
+    files = {
+        MANIFEST: render_template(
+            "project/trainops.yaml.j2", name=name, module=module, version=__version__, docs_url=DOCS_URL
+        )
+    }
     top = _repository_top(directory)
     new_repository = top is None
     inner = _inside(directory, Path(top)) if top is not None else None

@@ -13,7 +13,8 @@ from types import ModuleType
 import click
 import pytest
 
-from trainops.cli.docs import DOCS_URL, reference_anchor, reference_page
+from trainops import DOCS_URL
+from trainops.cli.docs import reference_anchor, reference_page
 from trainops.cli.main import cli
 
 REPO = Path(__file__).resolve().parents[2]

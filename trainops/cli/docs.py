@@ -1,6 +1,6 @@
-"""Where the documentation lives: the one docs base URL, and the page and anchor of each
-command's reference entry (scripts/gen_reference.py writes the pages at these addresses,
-and every command's --help ends with its own)."""
+"""Where each command's documentation lives: the page and anchor of its reference entry under
+trainops.DOCS_URL (scripts/gen_reference.py writes the pages at these addresses, and every
+command's --help ends with its own)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from collections.abc import Sequence
 
 import click
 
-DOCS_URL = "https://trainops.dev/docs/"
-"""The site's base URL; mkdocs.yml's site_url says the same (a test keeps them equal)."""
+from trainops import DOCS_URL
 
 
 def reference_page(path: Sequence[str]) -> str:
