@@ -295,7 +295,7 @@ def test_registry_show_is_for_people(tmp_path: Path) -> None:
     (src / "w.bin").write_text("w")
     args = ("--parent", f"{repo}:base", "--metric", "val_loss=1.5", "--step", "7", "--annotation", "team=llm")
     assert run("push", str(src), f"{repo}:child", "--kind", "checkpoint", *args).code == 0
-    out = run("registry", "show", f"{repo}:child")
+    out = run("registry", "show", f"{repo}:child", env={"COLUMNS": "200"})  # a wide screen: nothing folds
     assert out.code == 0
     text = out.stdout
     assert "{" not in text and "[" not in text, text  # no Python reprs

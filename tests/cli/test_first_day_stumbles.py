@@ -96,11 +96,10 @@ def test_plan_fits_80_columns_piped_and_folds_references_between_their_parts() -
     done = run("plan", "-f", str(manifest), env={"COLUMNS": None})  # piped, no COLUMNS: 80
     assert done.code == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert max(len(line) for line in lines) == 80, done.stdout
+    assert max(len(line) for line in lines) <= 80, done.stdout
     references = ["file://.trainops/registry/tiny-llm/checkpoints", "file://.trainops/registry/tiny-llm/image"]
-    cells = [cell.strip() for line in lines if line.startswith("│") for cell in line.split("│")[2:-1]]
-    for cell in cells:
-        for word in cell.split():
+    for line in lines[2:-3]:  # the stages' rows: the table's columns, each folded to its width
+        for word in line.split():
             for reference in references:
                 at = reference.find(word)
                 if at > 0 and "/" in word:  # a continuation line of a folded reference

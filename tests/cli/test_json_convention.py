@@ -109,6 +109,7 @@ class Flow:
         self.host = host
         self.manifest = root / "trainops.yaml"
         self.outputs: dict[tuple[str, ...], list[Any]] = {}
+        self.texts: dict[tuple[str, ...], list[str]] = {}
 
     def json(self, *args: str, env: str | None = "dev", manifest: bool = True) -> Any:
         """`trainops ARGS -o json` (with -f and --env of the project unless manifest=False): the
@@ -123,6 +124,22 @@ class Flow:
         doc = [json.loads(line) for line in lines] if args[:2] == ("ckpt", "watch") else json.loads(out.stdout)
         self.outputs.setdefault(_command_of(args), []).append(doc)
         return doc
+
+    def text(self, *args: str, env: str | None = "dev", manifest: bool = True) -> str:
+        """`trainops ARGS` for people, piped (stdout is no terminal) with no $COLUMNS: what
+        it printed, kept by command."""
+        full = list(args)
+        if manifest:
+            full += ["-f", str(self.manifest)] + (["--env", env] if env else [])
+        cwd = os.getcwd()
+        os.chdir(self.root)
+        try:
+            out = run(*full, env={"COLUMNS": None})
+        finally:
+            os.chdir(cwd)
+        assert out.code == 0, (args, out.code, out.stderr[-3000:])
+        self.texts.setdefault(_command_of(args), []).append(out.stdout)
+        return out.stdout
 
     def run(self, *args: str) -> Outcome:
         cwd = os.getcwd()
@@ -234,6 +251,7 @@ def flow(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fl
         project = Flow(_project(tmp, registry.host), registry.host)
         _base_image(registry.host)
         _run_the_flow(project, tmp)
+        _walk_the_text(project)
         yield project
     finally:
         os.environ.clear()
@@ -309,6 +327,45 @@ def _run_the_flow(f: Flow, tmp: Path) -> None:
     f.json("ci", "--since", "HEAD", "--serve-image", SERVE_IMAGE)
 
 
+def _walk_the_text(f: Flow) -> None:
+    """The commands that print what is there (a table, a record, a tree) for people, piped;
+    those that act (push, gc, prune, validate) say what they did in a sentence or two."""
+    repo = f"oci://{f.host}/{yaml.safe_load(f.manifest.read_text())['spec']['registry'].rsplit('/', 1)[1]}"
+    ckpts = f"{repo}/tiny-llm/checkpoints"
+    release = f.outputs[("release", "create")][0]["ref"]
+    step100, step200 = f"{ckpts}:step-100", f"{ckpts}:step-200"
+    f.text("plan")
+    f.text("ckpt", "ls")
+    f.text("ckpt", "latest")
+    f.text("eval", "ls")
+    f.text("release", "ls")
+    f.text("release", "show", release)
+    f.text("release", "verify", release)
+    f.text("rollout", "status")
+    f.text("rollout", "history")
+    f.text("registry", "ls")
+    f.text("registry", "ls", ckpts, "--insecure", manifest=False)
+    f.text("registry", "ls", "-l", ckpts, "--all", "--insecure", manifest=False)
+    f.text("registry", "show", step200, "--insecure", manifest=False)
+    f.text("registry", "show", release, "--insecure", manifest=False)
+    f.text("registry", "diff", step100, step200, "--insecure", manifest=False)
+    f.text("lineage", release, "--both")
+    f.text("lineage", "git:HEAD")
+    f.text("incidents", "ls")
+    f.text("incidents", "classes")
+    f.text("run", "--dry-run", "--serve-image", SERVE_IMAGE)
+
+
+# Data commands whose text is not walked at 80 columns: what they print instead of a listing.
+NOT_WALKED = {
+    ("image", "render"): "a Dockerfile, verbatim",
+    ("train", "render"): "the rendered manifests, verbatim YAML",
+    ("eval", "render"): "the rendered manifests, verbatim YAML",
+    ("rollout", "render"): "the rendered manifests, verbatim YAML",
+    ("schema",): "the JSON Schema",
+}
+
+
 def test_every_data_command_is_run(flow: Flow) -> None:
     missing = DATA_COMMANDS - set(flow.outputs) - SLURM_COMMANDS - set(NOT_RUN)
     assert not missing, f"data commands this test does not run: {sorted(missing)}"
@@ -321,6 +378,54 @@ def test_json_keys_are_camel_case_and_times_iso(flow: Flow, command: tuple[str, 
     for doc in docs:
         bad = list(bad_keys(doc))
         assert not bad, f"trainops {' '.join(command)} -o json: {bad}"
+
+
+def test_every_listing_command_is_walked_in_text(flow: Flow) -> None:
+    """Each command that reports what is there without changing it (ls, show, status, …) is
+    walked in its text form; commands that act report what they did, a line each."""
+    acting = {c for c in flow.outputs if c not in flow.texts}
+    listing = {c for c in DATA_COMMANDS if c[-1] in {"ls", "show", "status", "history", "diff", "classes", "latest"}}
+    listing |= {("plan",), ("lineage",)}
+    missing = listing - set(flow.texts) - SLURM_COMMANDS - set(NOT_RUN) - set(NOT_WALKED)
+    assert not missing, f"listing commands not walked in text: {sorted(missing)} (acting: {sorted(acting)})"
+
+
+@pytest.mark.parametrize("command", sorted(DATA_COMMANDS - SLURM_COMMANDS - set(NOT_RUN)), ids=" ".join)
+def test_text_fits_80_columns_piped(flow: Flow, command: tuple[str, ...]) -> None:
+    """Piped with no $COLUMNS, every line fits 80 columns; a longer line is one word (a
+    reference or URL on a line of its own, never cut) or the output says how to widen."""
+    for text in flow.texts.get(command, []):
+        wide = [line for line in text.splitlines() if len(line) > 80 and " " in line.strip()]
+        assert not wide or "--wide" in text, f"trainops {' '.join(command)}: {len(wide)} lines > 80:\n" + "\n".join(
+            wide[:5]
+        )
+
+
+# Commands walked in text that take no --wide, and why none is promised: nothing of theirs
+# is shortened or folded that a flag would show (-o json has every reference whole).
+WITHOUT_WIDE = {
+    ("ckpt", "latest"): "one pinned reference, whole",
+    ("registry", "diff"): "file paths and counts",
+    ("lineage",): "a tree, not a table: its references fold between their parts",
+    ("incidents", "ls"): "short cells (ids, times, classes, nodes), none shortened",
+    ("run",): "a flow's report: digests shortened to 12 hex digits, as in every report of an action",
+}
+
+
+def test_every_table_takes_wide_or_promises_nothing(flow: Flow) -> None:
+    """A listing or record command takes --wide (and with it folds nothing), or is in WITHOUT_WIDE."""
+    from trainops.cli.main import cli
+
+    for command in flow.texts:
+        node = cli
+        for part in command:
+            node = node.commands[part]  # type: ignore[attr-defined]
+        takes = any("--wide" in getattr(p, "opts", ()) for p in node.params)
+        assert takes != (command in WITHOUT_WIDE), f"trainops {' '.join(command)}: --wide {takes}"
+    for args in (("rollout", "status"), ("eval", "ls"), ("release", "ls")):
+        wide = flow.text(*args, "--wide")
+        assert any(len(line) > 80 for line in wide.splitlines()), wide  # on one line each
+        assert wide.count("sha256:") == len(re.findall(r"sha256:[0-9a-f]{64}", wide)), wide  # digests whole
 
 
 def test_the_slurm_commands(slurm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811

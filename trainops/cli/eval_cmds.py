@@ -20,23 +20,19 @@ def eval_group() -> None:
 
 
 def _gate_table(result: Any) -> None:
-    from rich.table import Table
+    from trainops.cli.output import echo_columns, echo_folded
 
-    from trainops.cli.output import console
-
-    click.echo(f"eval of {result.checkpoint}")
-    table = Table()
-    for column in ("metric", "gate", "actual", "result"):
-        table.add_column(column)
+    echo_folded(f"eval of {result.checkpoint}")
+    rows = []
     for gate in result.gates:
         actual = "missing" if gate.actual is None else f"{gate.actual:g}"
-        table.add_row(gate.metric, f"{gate.op} {gate.value:g}", actual, "pass" if gate.passed else "FAIL")
-    console().print(table)
+        rows.append((gate.metric, f"{gate.op} {gate.value:g}", actual, "pass" if gate.passed else "FAIL"))
+    echo_columns("", ("metric", "gate", "actual", "result"), rows)
     others = {k: v for k, v in result.metrics.items() if k not in {g.metric for g in result.gates}}
     if others:
-        click.echo("other metrics: " + ", ".join(f"{k}={v:g}" for k, v in sorted(others.items())))
+        echo_folded("other metrics: " + ", ".join(f"{k}={v:g}" for k, v in sorted(others.items())))
     verdict = "passed" if result.passed else "FAILED"
-    click.echo(f"{verdict}; report {result.report}")
+    echo_folded(f"{verdict}; report {result.report}")
 
 
 @eval_group.command("run")
@@ -106,7 +102,8 @@ def run_cmd(
 @manifest_options
 @options.insecure_option
 @output_option
-def ls_cmd(checkpoint: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+@options.wide_option
+def ls_cmd(checkpoint: str | None, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
     """List the evaluations of CKPT (default: eval.checkpoint), oldest first."""
     from trainops.evaluate import list_evals
     from trainops.evaluate.run import eval_spec
@@ -124,20 +121,16 @@ def ls_cmd(checkpoint: str | None, file: str | None, env: str | None, insecure: 
     if not entries:
         click.echo(f"no evaluation of {found.ref}")
         return
-    from rich import box
-    from rich.table import Table
-
-    from trainops.cli.output import console
+    from trainops.cli.output import echo_columns, echo_folded, screen_width
     from trainops.clock import display
 
-    click.echo(f"evaluations of {found.ref}")
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("ended", "verdict", "metrics", "report"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("ended", "report"))
+    echo_folded(f"evaluations of {found.ref}", wide=wide)
+    rows = []
     for e in entries:
-        metrics = ", ".join(f"{k}={v:.4g}" for k, v in sorted(e.report.metrics.items()))
-        table.add_row(display(e.report.ended), "passed" if e.report.passed else "FAILED", metrics, e.digest[:19])
-    console().print(table)
+        metrics = (", " if wide else "\n").join(f"{k}={v:.4g}" for k, v in sorted(e.report.metrics.items()))
+        verdict = "passed" if e.report.passed else "FAILED"
+        rows.append((display(e.report.ended), verdict, metrics, e.digest if wide else e.digest[:19]))
+    echo_columns("", ("ended", "verdict", "metrics", "report"), rows, width=None if wide else screen_width())
 
 
 _image_option = options.image_option(

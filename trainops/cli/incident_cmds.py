@@ -7,7 +7,7 @@ import click
 
 from trainops.cli import options
 from trainops.cli.options import manifest_options, output_option
-from trainops.cli.output import duration_text, echo_columns, echo_json
+from trainops.cli.output import duration_text, echo_columns, echo_json, screen_width
 
 
 @click.group()
@@ -82,7 +82,8 @@ def show_cmd(file: str | None, env: str | None, incident_id: str, insecure: bool
 @incidents.command("classes")
 @manifest_options
 @output_option
-def classes_cmd(file: str | None, env: str | None, output: str) -> None:
+@options.wide_option
+def classes_cmd(file: str | None, env: str | None, output: str, wide: bool) -> None:
     """The fault classes and the action each gets (train.faults.actions over the defaults)."""
     from trainops.faults.actions import action_table
 
@@ -91,7 +92,8 @@ def classes_cmd(file: str | None, env: str | None, output: str) -> None:
         echo_json(rows)
         return
     lines = [(r.fault, r.action + ("" if r.action == r.default else " *"), r.meaning) for r in rows]
-    echo_columns("fault classes (* set in the manifest)", ("class", "action", "meaning"), lines)
+    width = None if wide else screen_width()  # the meaning folds between words
+    echo_columns("fault classes (* set in the manifest)", ("class", "action", "meaning"), lines, width=width)
 
 
 @click.command("drill")

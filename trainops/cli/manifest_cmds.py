@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from trainops.cli import options
-from trainops.cli.options import kubeconfig_options, manifest_options, output_option
-from trainops.cli.output import console, echo_json
+from trainops.cli.options import kubeconfig_options, manifest_options, output_option, wide_option
+from trainops.cli.output import echo_json
 
 
 @click.command()
@@ -106,7 +106,8 @@ def _render_summary(check: Any) -> str:
 @click.command()
 @manifest_options
 @output_option
-def plan(file: str | None, env: str | None, output: str) -> None:
+@wide_option
+def plan(file: str | None, env: str | None, output: str, wide: bool) -> None:
     """Show the stages the manifest defines, what each consumes and produces, and where it runs."""
     from trainops.pipeline.plan import plan_pipeline
 
@@ -114,23 +115,21 @@ def plan(file: str | None, env: str | None, output: str) -> None:
     if output == "json":
         echo_json(result)
         return
-    from rich.table import Table
-
+    from trainops.cli.output import echo_columns, fields_text, screen_width
     from trainops.units import fold_reference
 
     title = f"{result.pipeline}" + (f" (env {result.env})" if result.env else "")
-    table = Table(title=title, show_lines=True)
-    out = console()
     first = max(len("stage"), *(len(stage.name) for stage in result.stages))
-    each = max(12, (out.width - first - 13) // 3)  # 13: the borders and padding of four columns
-    table.add_column("stage", width=first)
-    for column in ("consumes", "produces", "runs on"):
-        table.add_column(column, overflow="fold", width=each)
+    each = max(12, (screen_width() - first - 6) // 3)  # 6: the gaps between four columns
+    rows: list[tuple[str, ...]] = []
     for stage in result.stages:
         cells = ("\n".join(stage.consumes), "\n".join(stage.produces), stage.runs_on)
-        table.add_row(stage.name, *(fold_reference(cell, each) for cell in cells))
-    out.print(table)
-    out.print(f"registry: {result.registry}\ngitops:   {result.gitops}")
+        if rows:
+            rows.append(("", "", "", ""))  # a blank line between stages, whose cells fold
+        rows.append((stage.name, *(cell if wide else fold_reference(cell, each) for cell in cells)))
+    echo_columns(title, ("stage", "consumes", "produces", "runs on"), rows)
+    where = fields_text([("registry", result.registry), ("gitops", result.gitops)], indent=0, wide=wide)
+    click.echo("\n".join(["", *where]))
 
 
 @click.command()

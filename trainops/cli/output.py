@@ -64,13 +64,17 @@ def screen_width() -> int:
 def echo_columns(
     title: str, headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, width: int | None = None
 ) -> None:
-    """A plain aligned table (title, header, rows): linear in its rows, where a rich table
-    of ten thousand rows takes seconds to lay out. Listings that can be long use it.
+    """The one table style (title, UPPERCASE header, rows, two spaces between columns):
+    linear in its rows, where a rich table of ten thousand rows takes seconds to lay out.
 
     A cell with newlines folds onto as many lines as it has (a narrow column of metrics).
-    With width, a first cell too long to keep the table within it (a long tag) stands whole
-    on a line of its own, the row's other cells on the line below: folded, never cut. The
-    title (a repository) stays whole on its own line, as every listing's heading does."""
+    With width (the screen's, unless --wide): a last column of text too wide for the rest of
+    the line folds between its words; a first cell too long to keep the table within it (a
+    long tag) stands whole on a line of its own, the row's other cells on the line below:
+    folded, never cut. The title (a repository) stays whole on its own line, as every
+    listing's heading does."""
+    if width is not None and rows:
+        rows = _fold_last_column(headers, rows, width)
     cells = [[c.split("\n") for c in row] for row in rows]
     widths = [max([len(h), *(len(part) for r in cells for part in r[i])]) for i, h in enumerate(headers)]
     alone: set[int] = set()  # the rows whose first cell stands on a line of its own
@@ -78,7 +82,8 @@ def echo_columns(
         budget = max(len(headers[0]), width - sum(widths[1:]) - 2 * (len(widths) - 1))
         alone = {i for i, row in enumerate(cells) if any(len(part) > budget for part in row[0])}
         widths[0] = max([len(headers[0]), *(len(p) for i, r in enumerate(cells) if i not in alone for p in r[0])])
-    lines = [title, "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    header = "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()
+    lines = [title, header] if title else [header]  # no title: the caller printed the heading
     for i, row in enumerate(cells):
         if i in alone:
             lines.extend(row[0])
@@ -87,6 +92,66 @@ def echo_columns(
             parts = [c[n] if n < len(c) else "" for c in row]
             lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths, strict=True)).rstrip())
     click.echo("\n".join(lines))
+
+
+def _fold_last_column(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], width: int) -> list[tuple[str, ...]]:
+    """rows with their last cell (prose, references) folded between words or a reference's
+    parts to the room the other columns leave, when that is at least 20 columns."""
+    from trainops.units import fold_reference
+
+    lead = [max([len(h), *(len(p) for r in rows for p in r[i].split("\n"))]) for i, h in enumerate(headers[:-1])]
+    room = width - sum(lead) - 2 * len(lead)
+    if room < 20:
+        return list(rows)
+    return [(*row[:-1], fold_reference(row[-1], room)) for row in rows]
+
+
+def fields_text(fields: Sequence[tuple[str, str]], *, wide: bool = False, indent: int = 2, pad: int = 0) -> list[str]:
+    """The one record style (`show`, `status`): `key: value` lines, values aligned (at
+    least `pad` columns for the key); piped or on a narrow screen a value too long for the
+    line folds under its column between its parts (a reference's `/` and `:`, a sentence's
+    spaces: never mid-name; a part too long for the column, a digest, goes on a line of its
+    own with a shallower indent); --wide keeps each value on one line."""
+    import re
+
+    from trainops.units import fold_reference
+
+    if not fields:
+        return []
+    pad = max(pad, *(len(key) + 2 for key, _ in fields))
+    width = screen_width()
+    room = width - indent - pad
+    out: list[str] = []
+    for key, value in fields:
+        hang = indent + pad
+        if wide:
+            parts = [value]
+        else:
+            longest = max((len(p) for p in re.split(r"(?<=[/: ])", value)), default=0)
+            if longest > room:  # a digest: fold to a hanging indent that holds it whole
+                hang = indent + 2
+            lead = " " * (indent + pad - hang)  # the first line starts at the value column
+            parts = fold_reference(lead + value, max(20, width - hang)).split("\n")
+            parts[0] = parts[0][len(lead) :]
+        out.append(f"{' ' * indent}{key + ':':<{pad}}{parts[0]}".rstrip())
+        out += [f"{' ' * hang}{part}" for part in parts[1:]]
+    return out
+
+
+def folded(text: str, *, indent: int, hang: int = 2, wide: bool = False) -> list[str]:
+    """text indented by `indent`, folded like `echo_folded`, its further lines `hang` deeper."""
+    from trainops.units import fold_reference
+
+    parts = (text if wide else fold_reference(text, max(20, screen_width() - indent - hang))).split("\n")
+    return [" " * indent + parts[0], *(" " * (indent + hang) + part for part in parts[1:])]
+
+
+def echo_folded(text: str, *, wide: bool = False, err: bool = False) -> None:
+    """A line for people (a heading, a summary, a note) folded at the screen's width between
+    words or a reference's parts, never mid-name; --wide keeps it on one line."""
+    from trainops.units import fold_reference
+
+    click.echo(text if wide else fold_reference(text, screen_width()), err=err)
 
 
 def duration_text(value: float | None) -> str:

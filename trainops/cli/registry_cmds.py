@@ -9,7 +9,7 @@ import click
 
 from trainops.cli import options
 from trainops.cli.options import key_values, output_option, wide_option
-from trainops.cli.output import echo_json, lineage_text
+from trainops.cli.output import echo_json, fields_text, folded, lineage_text
 from trainops.clock import display
 from trainops.units import format_size as _size
 from trainops.units import natural_key
@@ -306,8 +306,8 @@ def ls(
         names = listing.repositories if listing.repository is None else [t.tag for t in listing.tags]
         if names:
             click.echo("\n".join(names))
-        if listing.pruned_records:
-            click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
+        if listing.pruned_records:  # a note: stdout is the names alone, for pipes
+            click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)", err=True)
         return
     from trainops.cli.output import echo_columns, screen_width
 
@@ -324,14 +324,15 @@ def ls(
     width = None if wide else screen_width()  # a long tag on a line of its own, within 80 piped
     echo_columns(listing.repository, ("tag", "kind", "created", "size", "digest"), rows, width=width)
     if listing.pruned_records:
-        click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)")
+        click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)", err=True)
 
 
 @registry.command("show")
 @click.argument("ref")
 @options.registry_options
 @output_option
-def show(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+@wide_option
+def show(ref: str, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
     """Show an artifact: files, sizes, digests, kind, annotations, lineage and referrers;
     for a model or checkpoint also its tensors (read from the safetensors headers only)."""
     from trainops.registry.tensors import show as show_artifact
@@ -341,7 +342,7 @@ def show(ref: str, file: str | None, env: str | None, insecure: bool, output: st
     if output == "json":
         echo_json(shown)
         return
-    lines = _show_lines(shown)
+    lines = _show_lines(shown, wide=wide)
     if shown.tensors is not None:
         lines.extend(_tensor_lines(shown.tensors))
     click.echo("\n".join(lines))
@@ -359,7 +360,7 @@ _LINEAGE_LABELS = {
 }
 
 
-def _show_lines(info: Any) -> list[str]:
+def _show_lines(info: Any, *, wide: bool) -> list[str]:
     """`registry show` for people: aligned fields, values as text, each said once."""
     fields: list[tuple[str, str]] = [
         ("digest", info.digest),
@@ -382,10 +383,12 @@ def _show_lines(info: Any) -> list[str]:
             shared = info.chunked.bytes_shared_with_parent
             share = f" ({100 * shared / info.size:.0f} %)" if info.size else ""
             fields.append(("shared", f"{_size(shared)}{share} with parent {info.chunked.parent[:19]}"))
-    out = [info.ref] + [f"  {name + ':':<10}{value}" for name, value in fields]
+    out = [info.ref, *fields_text(fields, wide=wide, pad=10)]
     if info.annotations:
         out.append("  annotations:")
-        out += [f"    {key} = {value}" for key, value in info.annotations.items()]
+        out += [
+            line for key, value in info.annotations.items() for line in folded(f"{key} = {value}", indent=4, wide=wide)
+        ]
     out.append("  files:")
     out += [f"    {f.digest[:19]}  {_size(f.size):>10}  {f.path}" for f in info.files]
     if info.referrers:

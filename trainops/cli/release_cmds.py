@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from trainops.cli import options
-from trainops.cli.options import manifest_options, output_option
-from trainops.cli.output import command_stdout, echo_json
+from trainops.cli.options import manifest_options, output_option, wide_option
+from trainops.cli.output import command_stdout, echo_columns, echo_folded, echo_json, fields_text, screen_width
 from trainops.units import format_size
 
 
@@ -85,7 +85,8 @@ def create_cmd(
 @click.argument("repo", required=False)
 @options.registry_options
 @output_option
-def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+@wide_option
+def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
     """List the releases of REPO (default: the manifest's release.repository), newest first."""
     from trainops.release import list_releases, release_repository
 
@@ -98,27 +99,24 @@ def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, 
     if not infos:
         click.echo(f"no release in {repository.repo_url}")
         return
-    from rich import box
-    from rich.table import Table
-
-    from trainops.cli.output import console
     from trainops.clock import display
 
-    click.echo(repository.repo_url)  # on a line of its own: never folded mid-name
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("version", "size", "created", "gates", "digest"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("created", "digest"))
+    rows = []
     for i in infos:
         gates = "FORCED" if i.forced else ("passed" if i.eval else "-")
-        table.add_row(i.version or "", format_size(i.size), display(i.created), gates, i.digest[:19])
-    console().print(table)
+        rows.append(
+            (i.version or "", format_size(i.size), display(i.created), gates, i.digest if wide else i.digest[:19])
+        )
+    width = None if wide else screen_width()
+    echo_columns(repository.repo_url, ("version", "size", "created", "gates", "digest"), rows, width=width)
 
 
 @release_group.command("show")
 @click.argument("ref", metavar="RELEASE")
 @options.registry_options
 @output_option
-def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+@wide_option
+def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
     """Show RELEASE (a reference, or a version as `release ls` prints it): version,
     checkpoint, eval, override, model config and files."""
     from trainops.release import show_named_release
@@ -128,18 +126,15 @@ def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output
     if output == "json":
         echo_json(info)
         return
-    click.echo(info.ref)
-    click.echo(f"  version:    {info.version}")
-    click.echo(f"  checkpoint: {info.checkpoint}")
-    click.echo(f"  eval:       {info.eval or '-'}")
+    fields = [("version", info.version or "-"), ("checkpoint", info.checkpoint or "-"), ("eval", info.eval or "-")]
     if info.forced:
-        click.echo(f"  forced by:  {info.by}: {info.reason}")
-    for key, value in info.model.items():
-        click.echo(f"  {key + ':':<11} {value}")
-    click.echo(f"  size:       {format_size(info.size)} in {len(info.files)} file(s): {', '.join(info.files)}")
+        fields.append(("forced by", f"{info.by}: {info.reason}"))
+    fields += [(key, str(value)) for key, value in info.model.items()]
+    fields.append(("size", f"{format_size(info.size)} in {len(info.files)} file(s): {', '.join(info.files)}"))
     signed = ", ".join(info.signed_by) if info.signed_by else "not signed"
-    click.echo(f"  signed by:  {signed}" + (" (as recorded; `release verify` checks it)" if info.signed_by else ""))
-    click.echo(f"  provenance: {info.provenance or '-'}")
+    fields.append(("signed by", signed + (" (as recorded; `release verify` checks it)" if info.signed_by else "")))
+    fields.append(("provenance", info.provenance or "-"))
+    click.echo("\n".join([info.ref, *fields_text(fields, wide=wide, pad=12)]))
 
 
 @release_group.command("verify")
@@ -153,7 +148,10 @@ def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output
 )
 @options.registry_options
 @output_option
-def verify_cmd(ref: str, key: Path | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
+@wide_option
+def verify_cmd(
+    ref: str, key: Path | None, file: str | None, env: str | None, insecure: bool, output: str, wide: bool
+) -> None:
     """Verify release REF: its model signature with the key, its files pulled and checked
     against their digests, and its SLSA provenance against its lineage.
 
@@ -180,16 +178,19 @@ def verify_cmd(ref: str, key: Path | None, file: str | None, env: str | None, in
     if output == "json":
         echo_json(result)
         return
-    click.echo(f"verified {result.ref}")
-    click.echo(f"  signed by:  {result.key} ({result.signature})")
-    click.echo(f"  files:      {len(result.files)} pulled, every byte checked against the signed digests")
+    echo_folded(f"verified {result.ref}", wide=wide)
+    fields = [
+        ("signed by", f"{result.key} ({result.signature})"),
+        ("files", f"{len(result.files)} pulled, every byte checked against the signed digests"),
+    ]
+    deps: list[tuple[str, str]] = []
     if result.provenance is not None:
         p = result.provenance
-        click.echo(f"  provenance: {p.build_type} by {p.builder} ({p.ref})")
+        fields.append(("provenance", f"{p.build_type} by {p.builder} ({p.ref})"))
         if p.forced:
-            click.echo(f"  FORCED:     {p.forced.get('by')}: {p.forced.get('reason')}")
-        for dep in p.dependencies:
-            click.echo(f"    {dep}")
+            fields.append(("FORCED", f"{p.forced.get('by')}: {p.forced.get('reason')}"))
+        deps = [(name, uri) for name, _, uri in (dep.partition(" ") for dep in p.dependencies)]
+    click.echo("\n".join([*fields_text(fields, wide=wide, pad=12), *fields_text(deps, wide=wide, indent=4)]))
 
 
 COMMANDS: list[click.Command] = [release_group]

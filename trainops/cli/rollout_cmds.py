@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from trainops.cli import options
-from trainops.cli.options import kubeconfig_options, manifest_options, output_option, render_out_option
-from trainops.cli.output import echo_json
+from trainops.cli.options import kubeconfig_options, manifest_options, output_option, render_out_option, wide_option
+from trainops.cli.output import echo_json, fields_text
 from trainops.clock import display
 
 _image_option = options.image_option(
@@ -168,8 +168,15 @@ def rollback_cmd(file: str | None, env: str | None, to: str | None, output: str)
 @click.option("--cluster", is_flag=True, help="Also read the cluster ($KUBECONFIG, else ~/.kube/config).")
 @kubeconfig_options
 @output_option
+@wide_option
 def status_cmd(
-    file: str | None, env: str | None, cluster: bool, kubeconfig: str | None, context: str | None, output: str
+    file: str | None,
+    env: str | None,
+    cluster: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    output: str,
+    wide: bool,
 ) -> None:
     """What the GitOps repo serves now; with a kubeconfig, also what Argo CD and Argo Rollouts did with it."""
     from trainops.serve import rollout_status
@@ -178,16 +185,14 @@ def status_cmd(
     if output == "json":
         echo_json(status)
         return
-    click.echo(f"path:    {status.path}")
-    click.echo(f"commit:  {status.commit[:12] if status.commit else '-'}")
-    click.echo(
-        f"stable:  {status.stable.version if status.stable else '-'}  {status.stable.release if status.stable else ''}"
-    )
+    fields = [("path", status.path), ("commit", status.commit[:12] if status.commit else "-")]
+    fields.append(("stable", f"{status.stable.version}  {status.stable.release}" if status.stable else "-"))
     if status.canary is not None:
-        click.echo(f"canary:  {status.canary.version}  {status.canary.release}")
-        click.echo(f"weight:  {status.weight}% (step {status.step})")
+        fields.append(("canary", f"{status.canary.version}  {status.canary.release}"))
+        fields.append(("weight", f"{status.weight}% (step {status.step})"))
     else:
-        click.echo("canary:  none")
+        fields.append(("canary", "none"))
+    click.echo("\n".join(fields_text(fields, wide=wide, indent=0, pad=9)))
     if status.live is not None:
         for line in _live_lines(status.live):
             click.echo(line)
@@ -237,7 +242,8 @@ def _live_lines(live: Any) -> list[str]:
 @manifest_options
 @click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True, help="Commits to show.")
 @output_option
-def history_cmd(file: str | None, env: str | None, limit: int, output: str) -> None:
+@wide_option
+def history_cmd(file: str | None, env: str | None, limit: int, output: str, wide: bool) -> None:
     """The rollout commits, newest first, from their trailers."""
     from trainops.serve import rollout_history
 
@@ -248,16 +254,10 @@ def history_cmd(file: str | None, env: str | None, limit: int, output: str) -> N
     if not items:
         click.echo("no rollout commits yet")
         return
-    from rich.table import Table
+    from trainops.cli.output import echo_columns
 
-    from trainops.cli.output import console
-
-    table = Table(box=None, pad_edge=False)
-    for column in ("COMMIT", "DATE", "ACTION", "VERSION", "STEP"):
-        table.add_column(column, no_wrap=True)
-    for item in items:
-        table.add_row(item.commit[:12], display(item.date), item.action, item.version, item.step)
-    console().print(table)
+    rows = [(i.commit if wide else i.commit[:12], display(i.date), i.action, i.version, i.step) for i in items]
+    echo_columns("", ("commit", "date", "action", "version", "step"), rows)
 
 
 COMMANDS = [rollout]

@@ -14,7 +14,7 @@ import click
 
 from trainops.cli import options
 from trainops.cli.options import manifest_options, output_option
-from trainops.cli.output import console, echo_json
+from trainops.cli.output import echo_json
 
 
 class _Lines:
@@ -96,19 +96,16 @@ def _short(text: str) -> str:
 
 
 def _print_run(result: Any) -> None:
-    from rich.table import Table
+    from trainops.cli.output import echo_columns, screen_width
 
-    table = Table(box=None, pad_edge=False, title=None)
-    table.add_column("STAGE")
-    table.add_column("STATUS")
-    table.add_column("OUTPUT / WHY", overflow="fold", max_width=58)
+    rows = []
     for stage in result.stages:
         status = {"runs": "runs", "cached": "cached", "ran": "ran"}.get(stage.status, stage.status)
         shown = stage.error or ", ".join(o.ref or o.digest for o in stage.outputs) or stage.why
         if stage.status in ("runs", "skipped"):
             shown = stage.why  # the STATUS column already says runs or skipped
-        table.add_row(stage.name, status, _short(shown))
-    console().print(table)
+        rows.append((stage.name, status, _short(shown)))
+    echo_columns("", ("stage", "status", "output / why"), rows, width=screen_width())
 
 
 @click.command("run")
