@@ -1,4 +1,4 @@
-"""The reference is generated from the code (scripts/gen_reference.py) and current: a stale
+"""The reference is generated from the code (scripts/gen_docs.py) and current: a stale
 page, a command or option without an entry, an environment variable trainops reads but the
 reference does not name, or a help URL that leads nowhere fails here, naming the file."""
 
@@ -18,14 +18,14 @@ from trainops.cli.docs import reference_anchor, reference_page
 from trainops.cli.main import cli
 
 REPO = Path(__file__).resolve().parents[2]
-REGENERATE = "regenerate with: python scripts/gen_reference.py"
+REGENERATE = "regenerate with: python scripts/gen_docs.py"
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_reference", REPO / "scripts" / "gen_reference.py")
+    spec = importlib.util.spec_from_file_location("gen_docs", REPO / "scripts" / "gen_docs.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    sys.modules["gen_reference"] = module
+    sys.modules["gen_docs"] = module
     spec.loader.exec_module(module)
     return module
 
@@ -83,7 +83,7 @@ def test_every_environment_variable_is_in_the_reference() -> None:
                     used.setdefault(name, str(path.relative_to(REPO)))
     page = (REPO / "docs" / "reference" / "environment.md").read_text()
     missing = {name: where for name, where in used.items() if f"`{name}`" not in page}
-    assert not missing, f"docs/reference/environment.md lacks {missing}: add them to scripts/gen_reference.py"
+    assert not missing, f"docs/reference/environment.md lacks {missing}: add them to scripts/gen_docs.py"
 
 
 def test_the_shape_of_every_data_command_is_read_from_the_code() -> None:
@@ -92,4 +92,25 @@ def test_the_shape_of_every_data_command_is_read_from_the_code() -> None:
         for path, command in COMMANDS
         if any("--output" in getattr(p, "opts", ()) for p in command.params) and GEN.json_shape(command) is None
     ]
-    assert unread == [], f"-o json shape not found for {unread}: scripts/gen_reference.py cannot read what they print"
+    assert unread == [], f"-o json shape not found for {unread}: scripts/gen_docs.py cannot read what they print"
+
+
+def test_every_results_file_is_whole_and_shown() -> None:
+    """docs/operations/results/*.json: the keys bench/harness/docresult.py writes, a cell per
+    column, and each shown by an operations page (and each page's region has its file)."""
+    import json
+
+    keys = ("benchmark", "title", "command", "machine", "load", "date", "columns", "rows")
+    results = REPO / "docs" / "operations" / "results"
+    files = sorted(results.glob("*.json"))
+    assert files
+    for path in files:
+        doc = json.loads(path.read_text())
+        where = str(path.relative_to(REPO))
+        assert tuple(doc) == keys, f"{where}: keys {tuple(doc)}, expected {keys}"
+        assert doc["benchmark"] == path.stem, where
+        assert all(isinstance(doc[k], str) and doc[k] for k in ("title", "command", "machine", "load")), where
+        assert doc["date"] is None or re.match(r"^\d{4}-\d\d-\d\d", doc["date"]), where
+        assert doc["command"].startswith(f"python bench/{path.stem}.py"), f"{where}: {doc['command']}"
+        assert all(len(row) == len(doc["columns"]) for row in doc["rows"]), f"{where}: a row without a cell per column"
+    assert GEN.results_used() == {p.stem for p in files}, "every results file is shown on an operations page"

@@ -122,4 +122,4 @@ def test_docs_manifest_reference_is_current() -> None:
     from trainops.spec.schema import manifest_reference_markdown
 
     committed = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "manifest.md").read_text()
-    assert committed == manifest_reference_markdown(), "regenerate: python scripts/gen_reference.py"
+    assert committed == manifest_reference_markdown(), "regenerate: python scripts/gen_docs.py"

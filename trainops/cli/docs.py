@@ -1,5 +1,5 @@
 """Where each command's documentation lives: the page and anchor of its reference entry under
-trainops.DOCS_URL (scripts/gen_reference.py writes the pages at these addresses, and every
+trainops.DOCS_URL (scripts/gen_docs.py writes the pages at these addresses, and every
 command's --help ends with its own)."""
 
 from __future__ import annotations

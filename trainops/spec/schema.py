@@ -70,7 +70,7 @@ def manifest_reference_markdown() -> str:
         "# trainops.yaml reference",
         "",
         f"Generated from the models in `trainops/spec/` (`{API_VERSION}`); do not edit by hand —",
-        "regenerate with `python scripts/gen_reference.py`. `trainops schema` prints the same as",
+        "regenerate with `python scripts/gen_docs.py`. `trainops schema` prints the same as",
         "JSON Schema, for editors. Keys are camelCase; unknown keys are errors.",
         "",
         *schema_table("Pipeline", schema),
