@@ -1,6 +1,6 @@
 """A real TCP proxy on loopback in front of a service (moto, Distribution): it passes bytes
 through as they come, counts those the client sends (`sent_up`: what reached the server
-through it, request bodies included), and can drop one connection mid-response.
+through it, request bodies included) and those it answers (`sent_down`), and can drop one connection mid-response.
 
 The first connection whose response bytes pass cut_after is closed on both sides (a
 dropped connection, as a load balancer or a flaky network does); later ones pass through.
@@ -20,6 +20,7 @@ class TcpProxy:
         self.cut_after = cut_after
         self.cuts = 0
         self.sent_up = 0
+        self.sent_down = 0
         self._lock = threading.Lock()
         self.server = socket.create_server(("127.0.0.1", 0))
         self.host = f"127.0.0.1:{self.server.getsockname()[1]}"
@@ -42,10 +43,12 @@ class TcpProxy:
             while data := src.recv(1024 * 1024):
                 dst.sendall(data)
                 sent += len(data)
-                if not downstream:
-                    with self._lock:
+                with self._lock:
+                    if downstream:
+                        self.sent_down += len(data)
+                    else:
                         self.sent_up += len(data)
-                elif self.cut_after is not None and sent > self.cut_after:
+                if downstream and self.cut_after is not None and sent > self.cut_after:
                     with self._lock:
                         cut = self.cuts == 0
                         self.cuts += cut

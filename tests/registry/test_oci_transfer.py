@@ -140,7 +140,7 @@ class _Stop(Exception):
     pass
 
 
-def test_an_interrupted_ranged_download_stops_its_workers_and_keeps_nothing(
+def test_an_interrupted_ranged_download_stops_its_workers_and_keeps_only_its_verified_start(
     registry: DistributionRegistry, tmp_path: Path
 ) -> None:
     import threading
@@ -154,4 +154,8 @@ def test_an_interrupted_ranged_download_stops_its_workers_and_keeps_nothing(
     with pytest.raises(_Stop):
         _backend(registry.host).download_blob(repo, src.digest, tmp_path / "out", progress)
     assert threading.active_count() == before  # every range worker has ended
-    assert not (tmp_path / "out").exists()
+    kept = (tmp_path / "out").read_bytes()  # what was hashed in order: the blob's start, for a re-run
+    assert 0 < len(kept) < src.size and kept == src.path.read_bytes()[: len(kept)]  # type: ignore[union-attr]
+    seen: list[int] = []
+    _backend(registry.host).download_blob(repo, src.digest, tmp_path / "out", seen.append)  # continues it
+    assert (tmp_path / "out").read_bytes() == src.path.read_bytes() and sum(seen) == src.size  # type: ignore[union-attr]

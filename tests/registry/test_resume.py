@@ -1,10 +1,11 @@
-"""A push interrupted at half a large file resumes: the re-run sends at most 55 % of it.
+"""A push (a pull) interrupted at half a large file resumes: the re-run sends (receives) at
+most 55 % of it.
 
-A real `trainops push` of one 128 MiB file gets a real SIGINT (Ctrl-C) from inside itself
-once half of the file has gone out (a hook on its progress callback: the server is not
-touched), exits 130, and the same push is run again. What the re-run sends is measured
-outside trainops: bytes through a TCP proxy in front of Distribution and moto, and bytes
-the process writes (/proc/self/io) for file://. The pulled file is the file pushed.
+A real `trainops push` (`pull`) of one 128 MiB file gets a real SIGINT (Ctrl-C) from
+inside itself once half of the file has gone (a hook on its progress callback: the server
+is not touched), exits 130, and the same command is run again. What the re-run moves is
+measured outside trainops: bytes through a TCP proxy in front of Distribution and moto,
+and bytes the process writes (/proc/self/io) for file://. The file pulled is the file pushed.
 
 """
 
@@ -49,6 +50,7 @@ class Remote:
     env: dict[str, str]  # for the pushing process
     held: Callable[[], int]  # bytes of unfinished uploads the store holds now
     sent: Callable[[], int]  # bytes sent (or written) so far, measured outside trainops
+    received: Callable[[], int]  # bytes received (or written) so far, measured outside trainops
 
 
 def _written() -> int:
@@ -67,7 +69,7 @@ def remote(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.M
             return sum(p.stat().st_size for p in (repo / ".trainops" / "tmp").glob("*.part"))
 
         with Registries() as registries:
-            yield Remote(f"file://{repo}", registries, env, held, _written)
+            yield Remote(f"file://{repo}", registries, env, held, _written, _written)
         return
     if request.param == "oci":
         registry = request.getfixturevalue("registry")
@@ -82,6 +84,7 @@ def remote(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.M
                     env,
                     lambda: sum(p.stat().st_size for p in uploads.glob("*/data")),
                     lambda: proxy.sent_up,
+                    lambda: proxy.sent_down,
                 )
         finally:
             proxy.close()
@@ -102,14 +105,21 @@ def remote(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.M
 
     try:
         with Registries() as registries:
-            yield Remote(f"s3://{bucket}/reg/resume/model", registries, env, parts, lambda: proxy.sent_up)
+            yield Remote(
+                f"s3://{bucket}/reg/resume/model",
+                registries,
+                env,
+                parts,
+                lambda: proxy.sent_up,
+                lambda: proxy.sent_down,
+            )
     finally:
         proxy.close()
 
 
-def _interrupted_push(remote: Remote, src: Path, ref: str, after: int) -> subprocess.CompletedProcess[str]:
+def _interrupted(remote: Remote, after: int, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**remote.env, "TEST_INTERRUPT_AFTER": str(after)}
-    cmd = [sys.executable, "-c", HOOK, "push", str(src), ref, "--kind", "checkpoint", "-j", "1"]
+    cmd = [sys.executable, "-c", HOOK, *args, "-j", "1"]
     return subprocess.run(cmd, env=env, preexec_fn=sigint_default, capture_output=True, text=True, timeout=300)
 
 
@@ -119,7 +129,7 @@ def test_a_push_interrupted_at_half_a_file_sends_at_most_55_percent_again(remote
     data = os.urandom(SIZE)
     (src / "model.safetensors").write_bytes(data)
     ref = f"{remote.url}:v1"
-    done = _interrupted_push(remote, src, ref, SIZE // 2)
+    done = _interrupted(remote, SIZE // 2, "push", str(src), ref, "--kind", "checkpoint")
     assert done.returncode == 130, done.stderr
     assert "run the same command again to resume" in done.stderr
     held = remote.held()
@@ -131,3 +141,26 @@ def test_a_push_interrupted_at_half_a_file_sends_at_most_55_percent_again(remote
     pulled = pulling.pull(remote.registries, ref=result.ref, dest=tmp_path / "out")
     got = hashlib.sha256((pulled.dest / "model.safetensors").read_bytes()).hexdigest()
     assert got == hashlib.sha256(data).hexdigest()
+
+
+def test_a_pull_interrupted_at_half_a_file_receives_at_most_55_percent_again(remote: Remote, tmp_path: Path) -> None:
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    data = os.urandom(SIZE)
+    (src / "model.safetensors").write_bytes(data)
+    pushed = store.push(remote.registries, source=src, ref=remote.registries.ref(f"{remote.url}:v1"), kind="checkpoint")
+    dest = tmp_path / "out"
+    done = _interrupted(remote, SIZE // 2, "pull", str(pushed.ref), str(dest))
+    assert done.returncode == 130, done.stderr
+    assert not dest.exists()  # nothing unverified in the destination
+    staged = sum(p.stat().st_size for p in tmp_path.glob(".out.trainops-pull-*/*"))
+    before = remote.received()
+    pulled = pulling.pull(remote.registries, ref=pushed.ref, dest=dest)
+    received = remote.received() - before
+    assert received <= 0.55 * SIZE, (
+        f"the re-run received {received / SIZE:.0%} of the file ({staged / SIZE:.0%} was kept)"
+    )
+    assert staged >= 0.45 * SIZE, f"interrupted with {staged / SIZE:.0%} kept: the test did not stop it at half"
+    got = hashlib.sha256((pulled.dest / "model.safetensors").read_bytes()).hexdigest()
+    assert got == hashlib.sha256(data).hexdigest()
+    assert not list(tmp_path.glob(".out.trainops-pull-*"))

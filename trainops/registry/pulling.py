@@ -178,8 +178,10 @@ def _stage_blobs(
         shutil.rmtree(staging, ignore_errors=True)  # damaged content: nothing worth keeping
         raise
     except BaseException:
-        # Interrupted or a service failed: keep verified blobs so a retry resumes.
-        for leftover in [*staging.glob("*.part"), *staging.glob("packs/*.part")]:
+        # Interrupted or a service failed: keep verified blobs, and the start of blobs being
+        # downloaded (a backend continues one, verified whole), so a retry resumes.
+        rebuilt = [staging / f"{digest[7:]}.part" for digest in recipes]  # a rebuild starts over
+        for leftover in [*staging.glob("packs/*.part"), *rebuilt]:
             leftover.unlink(missing_ok=True)
         if not any(staging.iterdir()):
             staging.rmdir()

@@ -79,4 +79,3 @@ def manifest_reference_markdown() -> str:
         if model.get("type") == "object":
             lines += schema_table(name, model)
     return "\n".join(lines).rstrip() + "\n"
-

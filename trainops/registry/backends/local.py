@@ -204,14 +204,17 @@ class LocalBackend(Backend):
         except FileNotFoundError:
             raise NotFoundError(f"blob {digest} is not in {repo}") from None
         try:
-            with src, dest.open("wb") as out:
+            out = os.fdopen(os.open(dest, os.O_RDWR | os.O_CREAT, 0o644), "r+b")
+            with src, out:  # an interrupted copy's start is continued
                 writer = DigestWriter(out, digest, None)
-                for chunk in iter_file(src, COPY_CHUNK):
-                    writer.write(chunk)
-                    progress(len(chunk))
+                _continue(src, writer, progress)
             writer.verify(f"blob {digest[:19]} in {repo}")
-        except BaseException:
+        except IntegrityError:
             dest.unlink(missing_ok=True)
+            raise
+        except BaseException:  # Ctrl-C: what was copied stays for the next run
+            if dest.is_file() and not dest.stat().st_size:
+                dest.unlink()
             raise
 
     def open_blob(self, repo: str, digest: str) -> AbstractContextManager[BinaryIO]:

@@ -10,6 +10,11 @@ once, and receiving, writing and hashing overlap. Measured on Distribution on a 
 (unverified). A registry that ignores Range (200) is read as one stream. Each range that
 breaks off is asked for again from its last byte; the digest over all of them is checked
 at the end, so a damaged range fails the download.
+
+An interrupted download keeps what it wrote in order (a ranged one: up to the first byte
+not yet written, the file cut there): a later download to the same file hashes those
+bytes and asks for the rest (Range), one stream; the digest over all of it is checked as
+before, and a kept part that does not verify is dropped and the blob fetched whole once.
 """
 
 from __future__ import annotations
@@ -73,10 +78,17 @@ class Downloads:
 
     def download(self, repo: str, digest: str, dest: Path, progress: Progress = no_progress) -> None:
         what = f"blob {digest[:19]} from {self.host}/{repo}"
+        kept = [0]  # bytes written in order so far: what an interrupted download leaves
         try:
-            fd = os.open(dest, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(dest, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                found = self._fetch(repo, digest, fd, progress, what)
+                held = os.fstat(fd).st_size
+                found = self._resume(repo, digest, fd, held, progress, what, kept) if held else None
+                if found != digest:  # nothing kept, or what was kept is not this blob's start
+                    os.ftruncate(fd, 0)
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    kept[0] = 0
+                    found = self._fetch(repo, digest, fd, progress, what, kept)
             finally:
                 os.close(fd)
             if found != digest:
@@ -84,25 +96,68 @@ class Downloads:
                     f"{what}: content has digest {found}, expected {digest}",
                     hint="the stored blob is corrupt or was tampered with; nothing was kept",
                 )
-        except BaseException:
-            dest.unlink(missing_ok=True)
+        except (IntegrityError, RemoteError) as err:
+            if isinstance(err, IntegrityError) or not kept[0]:
+                dest.unlink(missing_ok=True)
+            else:
+                _cut(dest, kept[0])
+            raise
+        except BaseException:  # Ctrl-C: keep what was written in order, for the next run
+            _cut(dest, kept[0])
             raise
 
-    def _fetch(self, repo: str, digest: str, fd: int, progress: Progress, what: str) -> str:
+    def _resume(
+        self, repo: str, digest: str, fd: int, held: int, progress: Progress, what: str, kept: list[int]
+    ) -> str | None:
+        """The digest of the blob when the file's held bytes are its start and the rest comes
+        (Range from held); None when the registry answers with the whole blob or none."""
+        kept[0] = held  # kept as it is if this is interrupted
+        sha = hashlib.sha256()
+        buffer = bytearray(4 * BUFFER)
+        view = memoryview(buffer)
+        at = 0
+        while at < held:
+            n = os.preadv(fd, [view[: min(len(buffer), held - at)]], at)
+            if n <= 0:
+                break
+            sha.update(view[:n])
+            at += n
+        resp = self._get(repo, digest, held, None, empty_ok=True)
+        if resp.status_code != 206:  # 200: Range ignored; 416: the file is not shorter than the blob
+            resp.close()
+            return None
+        _check_start(resp, held, self.host, digest)
+        progress(held)
+        os.lseek(fd, held, os.SEEK_SET)
+        return self._stream(repo, digest, fd, resp, _total(resp), progress, what, sha=sha, written=held, kept=kept)
+
+    def _fetch(self, repo: str, digest: str, fd: int, progress: Progress, what: str, kept: list[int]) -> str:
         resp = self._get(repo, digest, 0, self.part - 1, empty_ok=True)
         if resp.status_code == 206:
             _check_start(resp, 0, self.host, digest, last=self.part - 1)
         total = _total(resp)
         if resp.status_code == 206 and total is not None and total >= self.ranged_min and self.jobs > 1:
-            return _Ranged(self, repo, digest, fd, total, progress).run(resp)
-        return self._stream(repo, digest, fd, resp, total, progress, what)
+            return _Ranged(self, repo, digest, fd, total, progress, kept).run(resp)
+        return self._stream(repo, digest, fd, resp, total, progress, what, kept=kept)
 
     def _stream(
-        self, repo: str, digest: str, fd: int, resp: Response, total: int | None, progress: Progress, what: str
+        self,
+        repo: str,
+        digest: str,
+        fd: int,
+        resp: Response,
+        total: int | None,
+        progress: Progress,
+        what: str,
+        *,
+        kept: list[int],
+        sha: hashlib._Hash | None = None,
+        written: int = 0,
     ) -> str:
-        """One stream, hashed as written; a dropped connection continues from its last byte."""
-        sha = hashlib.sha256()
-        written = 0
+        """One stream, hashed as written; a dropped connection continues from its last byte.
+        sha, written: the hash and count of the bytes the file already holds (a resume);
+        total: the blob's size (a resumed 206 names it)."""
+        sha = sha or hashlib.sha256()
         buffer = bytearray(BUFFER)
         view = memoryview(buffer)
         backoff = Backoff(f"download of {what}", policy=RetryPolicy(attempts=ATTEMPTS))
@@ -113,6 +168,7 @@ class Downloads:
                         sha.update(view[:n])
                         _write_all(fd, view[:n], None)
                         written += n
+                        kept[0] = written
                         progress(n)
                 if total is None or written >= total:  # the whole body, cleanly ended
                     return "sha256:" + sha.hexdigest()
@@ -124,6 +180,7 @@ class Downloads:
                 os.lseek(fd, 0, os.SEEK_SET)
                 os.ftruncate(fd, 0)
                 sha, written = hashlib.sha256(), 0
+                kept[0] = 0
             else:
                 _check_start(resp, written, self.host, digest)
             total = _total(resp) if total is None else total
@@ -188,6 +245,17 @@ class _Body(io.RawIOBase):
             raise RemoteError(f"reading a blob from {self.resp.url.split('?', 1)[0]} failed: {err}") from None
 
 
+def _cut(dest: Path, size: int) -> None:
+    """Keep the first size bytes of an interrupted download (none: remove it)."""
+    try:
+        if size:
+            os.truncate(dest, size)
+        else:
+            dest.unlink(missing_ok=True)
+    except OSError:
+        dest.unlink(missing_ok=True)
+
+
 def _total(resp: Response) -> int | None:
     """The blob's size from a 206's Content-Range, or a 200's Content-Length."""
     if resp.status_code == 206:
@@ -212,9 +280,11 @@ def _check_start(resp: Response, start: int, host: str, digest: str, last: int |
 class _Ranged:
     """One blob as parallel ranges: workers write them in place, this thread hashes in order."""
 
-    def __init__(self, owner: Downloads, repo: str, digest: str, fd: int, total: int, progress: Progress) -> None:
+    def __init__(
+        self, owner: Downloads, repo: str, digest: str, fd: int, total: int, progress: Progress, kept: list[int]
+    ) -> None:
         self.owner, self.repo, self.digest, self.fd, self.total = owner, repo, digest, fd, total
-        self.progress = progress
+        self.progress, self.kept = progress, kept
         part = owner.part
         self.starts = list(range(0, total, part))
         self.done = [0] * len(self.starts)  # bytes of each part written so far
@@ -330,5 +400,6 @@ class _Ranged:
                 raise RemoteError(f"{self.digest[:19]}: the file being downloaded shrank")
             sha.update(view[:n])
             position += n
+            self.kept[0] = position  # every byte before it is written (it was just read back)
             self.progress(n)
         return "sha256:" + sha.hexdigest()

@@ -7,7 +7,9 @@ parallel ranged GETs, hashed and written in order. On moto's server the single s
 several times faster than parallel ranges (moto copies the object for every ranged GET), so
 it is the default; against AWS, parallel ranges pay off for big blobs.
 
-The caller (S3Backend.download_blob) verifies the digest and removes dest on any error.
+The caller (S3Backend.download_blob) verifies the digest. Bytes are written in order, so an
+interrupted download leaves the object's start: `resume` continues it with a ranged GET
+(the caller hashes the bytes kept first, and verifies the whole as before).
 """
 
 from __future__ import annotations
@@ -71,22 +73,46 @@ class Downloads:
         finally:
             body.close()
 
-    def _stream(self, key: str, writer: DigestWriter, progress: Progress) -> None:
-        etag: str | None = None
+    def resume(self, key: str, writer: DigestWriter, progress: Progress) -> bool:
+        """Continue a download whose first writer.written bytes writer already holds (and has
+        hashed): the rest with a ranged GET. False when the object is not longer than that,
+        or the store ignores Range (the caller then downloads it whole)."""
+        try:
+            resp = self.ops.call("get_object", key, Range=f"bytes={writer.written}-")
+        except RemoteError as err:
+            code = (getattr(err.__cause__, "response", None) or {}).get("Error", {}).get("Code")
+            if code == "InvalidRange":
+                return False
+            raise
+        found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", str(resp.get("ContentRange") or "").strip())
+        if found is None or int(found[1]) != writer.written:
+            resp["Body"].close()
+            return False
+        writer.expected_size = int(found[3])
+        progress(writer.written)
+        self._stream(key, writer, progress, first=resp)
+        return True
+
+    def _stream(self, key: str, writer: DigestWriter, progress: Progress, first: Any = None) -> None:
+        """The object as one stream (first: the answer to a ranged GET that resumes it)."""
+        etag: str | None = str(first["ETag"]) if first is not None else None
         backoff = self._backoff(key)
         while True:
             extra: dict[str, Any] = {}
-            if etag is not None:
-                if writer.written >= (writer.expected_size or 0):
-                    return
-                extra = {"Range": f"bytes={writer.written}-", "IfMatch": etag}
-            try:
-                resp = self.ops.call("get_object", key, **extra)
-            except ConditionFailed:
-                raise RemoteError(
-                    f"s3://{self.ops.bucket}/{key} was replaced while it was being downloaded",
-                    hint="run the command again",
-                ) from None
+            if first is not None:
+                resp, first = first, None
+            else:
+                if etag is not None:
+                    if writer.written >= (writer.expected_size or 0):
+                        return
+                    extra = {"Range": f"bytes={writer.written}-", "IfMatch": etag}
+                try:
+                    resp = self.ops.call("get_object", key, **extra)
+                except ConditionFailed:
+                    raise RemoteError(
+                        f"s3://{self.ops.bucket}/{key} was replaced while it was being downloaded",
+                        hint="run the command again",
+                    ) from None
             if etag is None:
                 etag = str(resp["ETag"])
                 writer.expected_size = int(resp["ContentLength"])
