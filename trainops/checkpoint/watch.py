@@ -12,7 +12,7 @@ A checkpoint is re-checked right before it is published and the store refuses fi
 change while they are sent, so a half-written checkpoint is never published. A tag that
 already holds the same files (a restored checkpoint, a push whose record was lost) is
 adopted instead of pushed again; one that holds another run's checkpoint is not
-overwritten.
+overwritten, unless the run is a fresh start that takes the tags over (`take_over`).
 
 The first scan is the start-up pass: what the directory already holds was written before
 this watcher started, so checkpoints without a commit marker (Hugging Face) count once
@@ -82,6 +82,8 @@ class WatchConfig:
     drain: float = 0.0  # after stop: seconds to keep scanning while a checkpoint is being written
     image: Reference | None = None  # the training image, pinned: the `image` parent when it is in its repository
     dedup: str = "off"  # chunks: the chunked form (train.checkpoint.dedup)
+    # a fresh start (`trainops run --fresh`): this run's step-N tags replace another run's
+    take_over: bool = False
     # after each push (release.signing.checkpoints): SLSA provenance, signed when there is a
     # key (trainops.signing.attest.checkpoint_attester makes it; the watcher does not sign)
     attest: Callable[[Reference], None] | None = None
@@ -342,7 +344,7 @@ class Watcher:
                 self._emit("adopted", f"{found.name}: {ref} already holds these files; not pushed again")
                 return record
             owner = existing.lineage().run_id
-            if owner != self.config.run_id:
+            if owner != self.config.run_id and not self.config.take_over:
                 raise ExistsError(
                     f"{ref} holds another checkpoint (run {owner or 'unknown'}); not overwriting it with {found.name}",
                     hint="give each run its own checkpoint repository, or remove that tag",

@@ -88,6 +88,43 @@ def _force_options(func: Any) -> Any:
     )(with_reason)
 
 
+def _cluster_options(func: Any) -> Any:
+    """--timeout, --settle, --kubeconfig, --context: how `run` follows a job on a cluster."""
+    for option in reversed(
+        (
+            click.option(
+                "--timeout",
+                type=float,
+                default=24 * 3600.0,
+                show_default=True,
+                help="Cluster: seconds to wait for a job.",
+            ),
+            click.option(
+                "--settle",
+                type=float,
+                default=300.0,
+                show_default=True,
+                help="Cluster without --kubeconfig: the job is taken as finished when no checkpoint of it arrived "
+                "for this many seconds.",
+            ),
+            click.option(
+                "--kubeconfig",
+                "kubeconfig",
+                type=click.Path(dir_okay=False, path_type=str),
+                default=None,
+                metavar="FILE",
+                help="Cluster: read the job's status from this cluster; training is finished when the job is "
+                "(not --settle).",
+            ),
+            click.option(
+                "--context", "context", metavar="NAME", default=None, help="The kubeconfig context (with --kubeconfig)."
+            ),
+        )
+    ):
+        func = option(func)
+    return func
+
+
 def _short(text: str) -> str:
     """References with their digest cut to 12 hex digits, for an 80-column table."""
     import re
@@ -116,26 +153,7 @@ def _print_run(result: Any) -> None:
 @click.option("--to", "stop", metavar="STAGE", default=None, help="Last stage to run.")
 @click.option("--dry-run", is_flag=True, help="Say what each stage would do: cached (artifact) or runs (why).")
 @click.option("--executor", type=click.Choice(["local", "cluster"]), default=None, help="Default: by train.scheduler.")
-@click.option(
-    "--timeout", type=float, default=24 * 3600.0, show_default=True, help="Cluster: seconds to wait for a job."
-)
-@click.option(
-    "--settle",
-    type=float,
-    default=300.0,
-    show_default=True,
-    help="Cluster without --kubeconfig: the job is taken as finished when no checkpoint of it arrived "
-    "for this many seconds.",
-)
-@click.option(
-    "--kubeconfig",
-    "kubeconfig",
-    type=click.Path(dir_okay=False, path_type=str),
-    default=None,
-    metavar="FILE",
-    help="Cluster: read the job's status from this cluster; training is finished when the job is (not --settle).",
-)
-@click.option("--context", "context", metavar="NAME", default=None, help="The kubeconfig context (with --kubeconfig).")
+@_cluster_options
 @click.option(
     "--serve-image",
     metavar="REF",
@@ -143,6 +161,11 @@ def _print_run(result: Any) -> None:
     help="Rollout: the serving image (name@sha256:…, or a tag resolved now); default: the one built for HEAD.",
 )
 @_force_options
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Local training starts from step 0: nothing restored; its step-N tags replace an older run's.",
+)
 @click.option("--insecure", is_flag=True, help="Allow plain HTTP to the registry (oci://).")
 @output_option
 def run_cmd(
@@ -158,6 +181,7 @@ def run_cmd(
     context: str | None,
     serve_image: str | None,
     force_reason: str | None,
+    fresh: bool,
     insecure: bool,
     output: str,
 ) -> None:
@@ -178,6 +202,7 @@ def run_cmd(
         context=context,
         serve_image=serve_image,
         force_reason=force_reason,
+        fresh=fresh,
         command_stdout=sys.stderr,
     )
     with _progress() as sink:

@@ -26,7 +26,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from trainops import podenv
 from trainops.errors import InputError, TrainopsError
@@ -62,6 +62,7 @@ class LocalRunResult:
     missing_secret_env: list[str] = field(default_factory=list)
     signal: str | None = None  # the first signal passed on to the command (SIGTERM, SIGUSR1, …)
     stopped: str | None = None  # why the watchdog stopped the command (a hang), if it did
+    resumed_step: int | None = None  # the step of the checkpoint the command resumed from
 
     def raise_for_failure(self, *, hint: str) -> None:
         """The one verdict on a run: the command failed (exit 9, with its status; `hint` says
@@ -144,9 +145,19 @@ def local_environment(
     return env, missing
 
 
-def default_checkpoint_dir(manifest: Manifest) -> Path:
-    """Where a local run keeps its checkpoints: stable, so a restarted run resumes from them."""
-    return manifest.root / ".trainops" / "runs" / manifest.pipeline.metadata.name / "checkpoints"
+def default_checkpoint_dir(manifest: Manifest, fresh_run: str | None = None) -> Path:
+    """Where a local run keeps its checkpoints: stable, so a restarted run resumes from them;
+    a fresh start's own (fresh_run: its run id), so it resumes from nothing."""
+    runs = manifest.root / ".trainops" / "runs" / manifest.pipeline.metadata.name
+    return runs / "fresh" / fresh_run / "checkpoints" if fresh_run else runs / "checkpoints"
+
+
+class _Where(NamedTuple):
+    """Where a local run's checkpoints go: the repository, the directory, the run."""
+
+    repository: Reference
+    directory: Path
+    run_id: str
 
 
 @dataclass(frozen=True)
@@ -158,16 +169,19 @@ class _Restored:
 def _restore(
     manifest: Manifest,
     registries: Registries,
+    where: _Where,
     *,
-    repository: Reference,
-    directory: Path,
-    run_id: str,
+    options: LocalRunOptions,
     progress: ProgressSink | None,
 ) -> _Restored:
-    """Step 1: bring the checkpoint to resume from into the directory (checkpoint.resume)."""
+    """Step 1: bring the checkpoint to resume from into the directory (checkpoint.resume);
+    nothing for a fresh start."""
     from trainops.checkpoint import restore_latest, restore_ref
 
+    if options.fresh:
+        return _Restored(None, "a fresh start: nothing restored")
     policy = manifest.require_train().checkpoint
+    repository, directory, run_id = where
     if policy.resume == "none":
         _refuse_foreign_checkpoints(registries, repository=repository, run_id=run_id)
         return _Restored(None, "checkpoint.resume is none: starting from what the directory holds")
@@ -183,14 +197,10 @@ def _restore(
 def _watcher(
     manifest: Manifest,
     registries: Registries,
+    where: _Where,
     *,
-    repository: Reference,
-    directory: Path,
-    run_id: str,
-    image: Reference | None,
-    timing: tuple[float, float],
+    options: LocalRunOptions,
     progress: ProgressSink | None,
-    environment: Environment | None = None,
 ) -> Watcher:
     """Step 3's watcher: pushes the run's complete checkpoints with its lineage, keeps retention."""
     from trainops.checkpoint import WatchConfig, Watcher
@@ -199,12 +209,14 @@ def _watcher(
 
     policy = manifest.require_train().checkpoint
     git = git_state(manifest.root)
+    repository, directory, run_id = where
+    image = options.image
     lineage = Lineage(
         pipeline=manifest.pipeline.metadata.name,
         git_commit=git.commit if git else None,
         git_repo=git.remote if git else None,
         image_digest=image.digest if image else None,
-        environment=None if image else environment,
+        environment=None if image else options.environment,
     )
     config = WatchConfig(
         directory=directory,
@@ -213,10 +225,11 @@ def _watcher(
         layout=policy.layout,
         keep=policy.keep,
         lineage=lineage,
-        interval=timing[0],
-        settle=timing[1],
+        interval=options.interval,
+        settle=options.settle,
         image=image,
         dedup=policy.dedup,
+        take_over=options.fresh,
     )
     config.attest = checkpoint_attester(manifest, registries)
     return Watcher(registries, config, progress=progress)
@@ -257,6 +270,9 @@ class LocalRunOptions:
     command_stdout: int | IO[Any] | None = None  # default: this process's stdout
     supervision: Supervision | None = None  # signals to pass on, a watchdog (Slurm's hang detection)
     environment: Environment | None = None  # without an image: the interpreter, for lineage
+    # from step 0: nothing restored, a checkpoint directory of the run's own, and the run's
+    # step-N tags replace an older run's (`trainops run --fresh`)
+    fresh: bool = False
 
 
 def run_local(
@@ -281,24 +297,13 @@ def run_local(
     argv = list(options.command or manifest.require_train().command)
     if not argv:
         raise InputError("train.command is empty", hint="set train.command to the training program")
-    directory = (options.ckpt_dir or default_checkpoint_dir(manifest)).resolve()
+    directory = (options.ckpt_dir or default_checkpoint_dir(manifest, run_id if options.fresh else None)).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     with Registries.for_manifest(manifest, insecure=options.insecure) as registries:
         repository = checkpoint_repository(registries, manifest=manifest, environ={})
-        restored = _restore(
-            manifest, registries, repository=repository, directory=directory, run_id=run_id, progress=progress
-        )
-        watcher = _watcher(
-            manifest,
-            registries,
-            repository=repository,
-            directory=directory,
-            run_id=run_id,
-            image=options.image,
-            timing=(options.interval, options.settle),
-            progress=progress,
-            environment=options.environment,
-        )
+        where = _Where(repository, directory, run_id)
+        restored = _restore(manifest, registries, where, options=options, progress=progress)
+        watcher = _watcher(manifest, registries, where, options=options, progress=progress)
         env, missing = local_environment(
             manifest,
             run_id=run_id,
@@ -340,6 +345,7 @@ def run_local(
         missing_secret_env=missing,
         signal=outcome.signal,
         stopped=outcome.stopped,
+        resumed_step=watcher.resumed_step,
     )
 
 

@@ -71,6 +71,9 @@ class RunOptions:
     # --force --reason: the rollout stage rolls out a release the GitOps history shows
     # rolled back or aborted (else it is skipped, saying so).
     force_reason: str | None = None
+    # --fresh: a local training starts from step 0 (nothing restored; its step-N tags
+    # replace an older run's), for code whose checkpoints must not resume old ones.
+    fresh: bool = False
 
 
 def default_executor(manifest: Manifest) -> str:
@@ -263,6 +266,7 @@ class _Flow:
             command_stdout=self.options.command_stdout,
             serve_image=self.options.serve_image,
             force_reason=self.options.force_reason,
+            fresh=self.options.fresh,
             kubeconfig=self.options.kubeconfig,
             context=self.options.context,
         )

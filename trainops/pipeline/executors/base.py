@@ -32,6 +32,7 @@ class StageContext:
     context: str | None = None
     serve_image: str | None = None  # rollout: the serving image (a tag is resolved; default: built for HEAD)
     force_reason: str | None = None  # rollout: --force --reason, to roll out a release that was taken off
+    fresh: bool = False  # train (local): from step 0, nothing restored (`trainops run --fresh`)
     notes: list[str] = field(default_factory=list)
 
     def input(self, stage: str, name: str) -> Output:

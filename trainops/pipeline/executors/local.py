@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from trainops.errors import InputError, NotFoundError, RemoteError
+from trainops.errors import CommandFailedError, InputError, NotFoundError, RemoteError
 from trainops.pipeline.executors.base import StageContext
 from trainops.pipeline.keys import run_environment
 from trainops.pipeline.stage import Outcome, Output
 from trainops.registry.reference import Reference
 from trainops.spec import Manifest
+
+if TYPE_CHECKING:
+    from trainops.pipeline.local import LocalRunResult
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 
@@ -94,14 +98,20 @@ def image_of(ctx: StageContext) -> Reference | None:
 
 
 def train_stage(ctx: StageContext) -> Outcome:
-    """train.command here with the checkpoint watcher (trainops.pipeline.local.run_local)."""
+    """train.command here with the checkpoint watcher (trainops.pipeline.local.run_local).
+    Its output is the newest checkpoint this run wrote: a run that wrote none (it resumed at
+    its last step) fails, and no earlier checkpoint stands in for it."""
     from trainops.pipeline.local import LocalRunOptions, run_local
 
     image = image_of(ctx)
     environment = None if image else run_environment()
     run_id = ctx.stage_run_id()
     run_options = LocalRunOptions(
-        image=image, insecure=ctx.insecure, command_stdout=ctx.command_stdout, environment=environment
+        image=image,
+        insecure=ctx.insecure,
+        command_stdout=ctx.command_stdout,
+        environment=environment,
+        fresh=ctx.fresh,
     )
     result = run_local(
         ctx.manifest,
@@ -113,7 +123,7 @@ def train_stage(ctx: StageContext) -> Outcome:
         hint="fix it and run `trainops run` again: finished stages are cached and training resumes "
         "from its newest checkpoint"
     )
-    newest = _newest(ctx)
+    newest = _written(ctx, result)
     notes = [f"run {run_id}: {len(result.pushed)} checkpoint(s) pushed"]
     if result.restored:
         notes.append(f"resumed from {result.restored}")
@@ -121,6 +131,35 @@ def train_stage(ctx: StageContext) -> Outcome:
         outputs=[newest],
         notes=notes,
         details={"runId": run_id, "pushed": len(result.pushed), "restored": result.restored},
+    )
+
+
+def _written(ctx: StageContext, result: LocalRunResult) -> Output:
+    """The newest checkpoint this stage's run wrote: pushed now, or — resumed after a
+    failure — by an earlier attempt of the same run (the same inputs). Never one an older
+    run wrote for other inputs, nor a killed run's left behind in the directory."""
+    from trainops.registry.store import resolve
+
+    floor = -1 if result.resumed_step is None else result.resumed_step
+    written = [item for item in result.pushed if item.step > floor]
+    if written:
+        newest = max(written, key=lambda item: item.step)
+        return Output(name="checkpoint", digest=newest.digest, ref=newest.ref)
+    resumed = result.resumed_from
+    if resumed is not None:
+        try:
+            found = resolve(ctx.registries, ref=ctx.registries.ref(resumed.ref).with_digest(resumed.digest))
+        except NotFoundError:  # pruned meanwhile: not an output to record
+            found = None
+        if found is not None and found.parsed.lineage().run_id == result.run_id:
+            return Output(name="checkpoint", digest=resumed.digest, ref=str(found.ref))
+    where = f"it resumed from {resumed.ref} (step {floor}) and wrote nothing after it" if resumed else "it wrote none"
+    raise CommandFailedError(
+        f"train.command pushed no new checkpoint (run {result.run_id}): {where}, "
+        "so these inputs have no trained checkpoint of their own",
+        status=0,
+        hint="train more steps (raise the trainer's step count, e.g. in train.env), "
+        "or start fresh from step 0: trainops run --fresh",
     )
 
 
