@@ -164,10 +164,13 @@ spec:
 
     def _crds(self) -> None:
         # the serving path's other kinds: the Gateway API route and the Prometheus Operator's
-        # ServiceMonitor (the vendored CRDs; Argo CD refuses to sync a kind the cluster lacks)
+        # ServiceMonitor, PrometheusRule and PodMonitor (spec.slo) (the vendored CRDs; Argo CD refuses to
+        # sync a kind the cluster lacks)
         crds = ROOT / "trainops/render/crds"
-        files = [crds / "gateway-httproute.yaml", crds / "prometheus-servicemonitor.yaml"]
+        files = [crds / f"{n}.yaml" for n in ("gateway-httproute", "prometheus-servicemonitor",
+                                              "prometheus-prometheusrule", "prometheus-podmonitor")]  # fmt: skip
         names = "crd/httproutes.gateway.networking.k8s.io crd/servicemonitors.monitoring.coreos.com"
+        names += " crd/prometheusrules.monitoring.coreos.com crd/podmonitors.monitoring.coreos.com"
         if self.with_argocd:
             argocd = upstream_crds("argocd")
             files += [f for f in argocd if "applicationset" not in f.name]

@@ -48,7 +48,14 @@ def test_render_writes_a_tree_that_validates_and_replaces_it_whole(project: Path
     out = run("train", "render", "--image", IMAGE, "--run-id", "r1", "--out", "rendered")
     assert out.code == 0, out.stderr
     files = sorted(str(p.relative_to(project / "rendered")) for p in (project / "rendered").rglob("*.yaml"))
-    assert files == ["argocd/application.yaml", "tenants/volcano-queues.yaml", "train/volcano-job.yaml"]
+    assert files == [
+        "argocd/application.yaml",
+        "slo/prometheusrule.yaml",
+        "tenants/volcano-queues.yaml",
+        "train/dashboard.yaml",
+        "train/podmonitor.yaml",
+        "train/volcano-job.yaml",
+    ]
     objects = [doc for path in files for doc in yaml.safe_load_all((project / "rendered" / path).read_text()) if doc]
     assert validate_objects(objects) == []
     job = next(o for o in objects if o["kind"] == "Job")
@@ -124,7 +131,10 @@ def test_submit_commits_with_trailers_then_is_a_no_op_then_replaces(project: Pat
     tree = _git(git_remote, "ls-tree", "-r", "--name-only", "main").split()
     assert tree == [
         "clusters/dev/argocd/application.yaml",
+        "clusters/dev/slo/prometheusrule.yaml",
         "clusters/dev/tenants/volcano-queues.yaml",
+        "clusters/dev/train/dashboard.yaml",
+        "clusters/dev/train/podmonitor.yaml",
         "clusters/dev/train/volcano-job.yaml",
     ]
     message = _git(git_remote, "log", "-1", "--format=%B", "main")

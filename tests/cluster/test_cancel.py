@@ -25,10 +25,19 @@ def test_cancel_commits_the_removal_of_the_run_job_only(project: Path, git_remot
     out = run("train", "cancel", "r1", "-o", "json")
     assert out.code == 0, out.stderr
     data = yaml.safe_load(out.stdout)
-    assert data["runId"] == "r1" and data["removed"] == ["clusters/dev/train/volcano-job.yaml"]
+    assert data["runId"] == "r1" and data["removed"] == [
+        "clusters/dev/train/dashboard.yaml",
+        "clusters/dev/train/podmonitor.yaml",
+        "clusters/dev/train/volcano-job.yaml",
+    ]
     tree = _git(git_remote, "ls-tree", "-r", "--name-only", "main").split()
-    # the job goes; the queues stay, and the Application that syncs the path (its prune deletes the job)
-    assert tree == ["clusters/dev/argocd/application.yaml", "clusters/dev/tenants/volcano-queues.yaml"]
+    # the job goes with the run's monitor and dashboard; the queues and the pipeline's SLO rules stay, and
+    # the Application that syncs the path (its prune deletes the job)
+    assert tree == [
+        "clusters/dev/argocd/application.yaml",
+        "clusters/dev/slo/prometheusrule.yaml",
+        "clusters/dev/tenants/volcano-queues.yaml",
+    ]
     trailers = _trailers(git_remote)
     assert "Trainops-Action: cancel" in trailers and "Trainops-Run: r1" in trailers
     assert _git(git_remote, "rev-list", "--count", "main").strip() == "2"

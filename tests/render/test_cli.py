@@ -17,14 +17,18 @@ def test_validate_render_passes_on_the_example() -> None:
     assert out.code == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == f"{EXAMPLE} is valid; environments checked: dev, dev-strict, dev-signed, slurm-local, prod"
-    assert "render (base): volcano: 3 objects checked against the CRDs (Application 1, Job 1, Queue 1)" in lines
+    volcano = (
+        "volcano: 6 objects checked against the CRDs "
+        "(Application 1, Job 1, PodMonitor 1, PrometheusRule 1, Queue 1, ConfigMap 1)"
+    )
+    assert f"render (base): {volcano}" in lines
     local = "train.scheduler is local: the job runs as a subprocess, there is nothing to render for a cluster"
     assert f"render (env dev): {local}" in lines
     assert "render (env slurm-local): slurm: train/sbatch.sh rendered (not Kubernetes objects)" in lines
-    assert "render (env prod): volcano: 3 objects checked against the CRDs (Application 1, Job 1, Queue 1)" in lines
+    assert f"render (env prod): {volcano}" in lines
     serving = (
-        "serving (vllm, argo-rollouts): 8 objects checked against the CRDs "
-        "(AnalysisTemplate 1, Application 1, Rollout 1, HTTPRoute 1, ServiceMonitor 1, Service 3)"
+        "serving (vllm, argo-rollouts): 11 objects checked against the CRDs (AnalysisTemplate 1, Application 1, "
+        "Rollout 1, HTTPRoute 1, PrometheusRule 1, ServiceMonitor 2, ConfigMap 1, Service 3)"
     )
     for where in ("base", "env dev", "env dev-strict", "env dev-signed", "env slurm-local", "env prod"):
         assert f"render ({where}): {serving}" in lines
@@ -43,15 +47,21 @@ def test_validate_render_json() -> None:
     assert data["render"][0]["counts"] == {
         "argoproj.io/v1alpha1 Application": 1,
         "batch.volcano.sh/v1alpha1 Job": 1,
+        "monitoring.coreos.com/v1 PodMonitor": 1,
+        "monitoring.coreos.com/v1 PrometheusRule": 1,
         "scheduling.volcano.sh/v1beta1 Queue": 1,
+        "v1 ConfigMap": 1,
     }
     assert data["render"][0]["files"] == [
         "train/volcano-job.yaml",
         "tenants/volcano-queues.yaml",
         "argocd/application.yaml",
+        "slo/prometheusrule.yaml",
+        "train/podmonitor.yaml",
+        "train/dashboard.yaml",
     ]
     serving = data["render"][1]
-    assert serving["counts"]["argoproj.io/v1alpha1 Rollout"] == 1 and serving["objects"] == 8
+    assert serving["counts"]["argoproj.io/v1alpha1 Rollout"] == 1 and serving["objects"] == 11
     assert "clusters/dev-serve/rollout.yaml" in serving["files"]
 
 
@@ -90,9 +100,9 @@ def test_a_patch_matching_nothing_fails(tmp_path: Path) -> None:
     overlay = {"spec": {"patches": [{"target": {"kind": "Deployment"}, "merge": {"metadata": {"labels": {"a": "b"}}}}]}}
     out = run("validate", "-f", str(write_variant(tmp_path, overlay)), "--render")
     assert out.code == InputError.exit_code
-    serving = "AnalysisTemplate, Application, HTTPRoute, Rollout, Service, ServiceMonitor"
+    serving = "AnalysisTemplate, Application, ConfigMap, HTTPRoute, PrometheusRule, Rollout, Service, ServiceMonitor"
     assert f"spec.patches[0]: no rendered Deployment to patch; serving renders {serving}" in out.last_error_line
-    without_rollout = write_variant(tmp_path, {**overlay, "spec": {**overlay["spec"], "rollout": None}})
+    without_rollout = write_variant(tmp_path, {**overlay, "spec": {**overlay["spec"], "rollout": None, "slo": None}})
     out = run("validate", "-f", str(without_rollout), "--render")
     assert (
         "spec.patches[0]: no rendered Deployment to patch; rendered kinds: Application, Job, Queue"
@@ -100,18 +110,21 @@ def test_a_patch_matching_nothing_fails(tmp_path: Path) -> None:
     )
 
 
+NO_SERVING = {"spec": {"rollout": None, "slo": None}}  # no serving objects, no SLO objects
+
+
 def test_crds_dir_replaces_the_vendored_crds(tmp_path: Path) -> None:
     crds = tmp_path / "crds"
     crds.mkdir()
     shutil.copy(VENDORED / "volcano-batch-job.yaml", crds)
     shutil.copy(VENDORED / "argocd-application.yaml", crds)
-    out = run("validate", "-f", str(write_variant(tmp_path, {"spec": {"rollout": None}})), "--crds", str(crds))
+    out = run("validate", "-f", str(write_variant(tmp_path, NO_SERVING)), "--crds", str(crds))
     assert out.code == InputError.exit_code
     assert "Queue/research: no schema for scheduling.volcano.sh/v1beta1 Queue" in out.last_error_line
     shutil.copy(VENDORED / "volcano-scheduling-queue.yaml", crds)
-    no_rollout = write_variant(tmp_path, {"spec": {"rollout": None}})
+    no_rollout = write_variant(tmp_path, NO_SERVING)
     assert run("validate", "-f", str(no_rollout), "--crds", str(crds)).code == 0
-    # with spec.rollout, the serving objects need their CRDs too
+    # with spec.rollout and spec.slo, the serving objects need their CRDs too
     out = run("validate", "-f", str(write_variant(tmp_path)), "--crds", str(crds))
     assert out.code == InputError.exit_code
     assert "rollout.yaml: Rollout/tiny-llm: no schema for argoproj.io/v1alpha1 Rollout" in out.stderr

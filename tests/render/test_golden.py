@@ -171,7 +171,8 @@ def test_rendering_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_train_and_tenants_render_separately_as_together(tmp_path: Path) -> None:
-    """render_all is render_train and render_tenants, then the path's Argo CD Application."""
+    """render_all is render_train and render_tenants, then the path's Argo CD Application and the
+    objects of spec.slo.training (rules, the run's PodMonitor and dashboard)."""
     manifest = variant(tmp_path, CASES["volcano"])
     together = render(manifest)
     apart = render_train(
@@ -182,8 +183,15 @@ def test_train_and_tenants_render_separately_as_together(tmp_path: Path) -> None
     tenants = render_tenants(manifest)
     assert [f.path for f in apart.files] == ["train/volcano-job.yaml"]
     assert [f.path for f in tenants.files] == ["tenants/volcano-queues.yaml"]
-    assert apart.files + tenants.files == together.files[:-1]
-    assert together.files[-1].path == "argocd/application.yaml"
+    slo = [
+        f
+        for f in together.files
+        if f.path.startswith("slo/") or f.path in ("train/podmonitor.yaml", "train/dashboard.yaml")
+    ]
+    assert [f.path for f in slo] == ["slo/prometheusrule.yaml", "train/podmonitor.yaml", "train/dashboard.yaml"]
+    rest = [f for f in together.files if f not in slo]
+    assert apart.files + tenants.files == rest[:-1]
+    assert rest[-1].path == "argocd/application.yaml"
 
 
 def test_local_scheduler_renders_nothing(tmp_path: Path) -> None:

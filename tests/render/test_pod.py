@@ -375,7 +375,10 @@ def test_check_render_uses_a_placeholder_and_notes_the_local_scheduler(tmp_path:
     assert check.ok and check.counts == {
         "argoproj.io/v1alpha1 Application": 1,
         "batch.volcano.sh/v1alpha1 Job": 1,
+        "monitoring.coreos.com/v1 PodMonitor": 1,
+        "monitoring.coreos.com/v1 PrometheusRule": 1,
         "scheduling.volcano.sh/v1beta1 Queue": 1,
+        "v1 ConfigMap": 1,
     }
     assert any("cannot reach" in w for w in check.warnings)  # file:// registry
     local = check_render(variant(tmp_path / "l", train({"scheduler": "local", "nodes": 1, "topology": None})))

@@ -11,6 +11,9 @@ Files of the rendered tree (relative to the GitOps path):
     tenants/kueue-queues.yaml     spec.tenants for kueue (ResourceFlavor, ClusterQueues, LocalQueues)
     cluster/volcano-hypernodes.yaml  spec.cluster.topology for volcano and pytorchjob (HyperNodes)
     cluster/kueue-topology.yaml      spec.cluster.topology for kueue (Topology, its ResourceFlavor)
+    slo/prometheusrule.yaml   spec.slo.training, Kubernetes targets: the training SLOs' rules
+    train/podmonitor.yaml     … and the run's PodMonitor and Grafana dashboard (trainops.slo.render)
+    train/dashboard.yaml
     argocd/application.yaml   spec.gitops.argocd, Kubernetes targets: the Argo CD Application
                               that syncs the path (render_all only; trainops.render.argocd)
 
@@ -53,7 +56,7 @@ TRAIN_KINDS = {
 # what trainops.serve renders with spec.rollout: patches of these kinds are the serving render's
 SERVING_KINDS = frozenset(
     {"Rollout", "AnalysisTemplate", "Service", "HTTPRoute", "Deployment", "InferenceService"}
-    | {"LeaderWorkerSet", "ServiceMonitor", "Application"}
+    | {"LeaderWorkerSet", "ServiceMonitor", "Application", "PrometheusRule", "ConfigMap"}
 )
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 CHECK_RUN_ID = "validate"
@@ -244,8 +247,33 @@ def render_all(manifest: Manifest, *, image: str, run_id: str, commit: str | Non
         _train_tree(manifest, image=image, run_id=run_id, commit=commit),
         _tenant_tree(manifest),
         _application_tree(manifest),
+        _slo_tree(manifest, image=image, run_id=run_id, commit=commit),
     ]
     return _finish(trees, manifest, skip_kinds=_serving(manifest))
+
+
+def _slo_tree(manifest: Manifest, *, image: str, run_id: str, commit: str | None) -> _Tree:
+    """spec.slo.training on a Kubernetes scheduler: the training SLOs' rules, the run's PodMonitor
+    and dashboard (trainops.slo.render), beside the job they observe."""
+    from trainops.render.names import LABEL_PIPELINE, LABEL_RUN_ID
+    from trainops.slo.render import training_objects
+
+    train = manifest.pipeline.spec.train
+    slo = manifest.pipeline.spec.slo
+    if train is None or train.scheduler in ("local", "slurm") or slo is None or slo.training is None:
+        return _Tree()
+    ctx = build_context(manifest, image=image, run_id=run_id, commit=commit)
+    selector = {LABEL_PIPELINE: ctx.pipeline, LABEL_RUN_ID: run_id}
+    objects = training_objects(manifest, run_id=run_id, metadata=lambda name: ctx.metadata(name, labels=ctx.labels(
+        component="slo")), selector=selector)  # fmt: skip
+    # the run's PodMonitor and dashboard go with its job (train cancel removes them); the rules stay
+    files = {
+        "PrometheusRule": "slo/prometheusrule.yaml",
+        "PodMonitor": "train/podmonitor.yaml",
+        "ConfigMap": "train/dashboard.yaml",
+    }
+    parts = [_Part(files[obj["kind"]], [obj]) for obj in objects]
+    return _Tree(parts, [], _header(manifest, "spec.slo"))
 
 
 def _application_tree(manifest: Manifest) -> _Tree:

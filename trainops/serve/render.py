@@ -24,6 +24,7 @@ from trainops.render.yamlio import dump_documents
 from trainops.serve.context import ServeContext
 from trainops.serve.state import STATE_FILE, RolloutState
 from trainops.serve.traffic import traffic_objects
+from trainops.slo.render import serving_objects
 from trainops.spec import Manifest
 
 
@@ -76,6 +77,7 @@ def build_tree(ctx: ServeContext, state: RolloutState) -> ServingTree:
     """Every file of the serving tree of `state`."""
     path = serving_path(ctx.manifest)
     objects = traffic_objects(ctx, state)
+    objects += serving_objects(ctx.manifest, name=ctx.name, metadata=ctx.metadata, labels=ctx.labels())
     kinds = {obj["kind"] for obj in objects}
     patches = [(i, p) for i, p in enumerate(ctx.manifest.pipeline.spec.patches) if p.target.kind in kinds]
     objects = apply_patches(objects, patches)

@@ -28,7 +28,8 @@ class EngineMetrics:
     engine: Engine
     latency: dict[LatencyMetric, Histogram]
     requests_total: str  # every finished request (PromQL selector, label filters included)
-    requests_failed: str  # requests that failed (aborted, errored)
+    requests_failed: str  # the counter of requests that failed (aborted, errored)
+    failed_matchers: str  # the label matchers that pick the failures in it
     model_label: str  # the label carrying the served model name
 
 
@@ -55,7 +56,8 @@ ENGINES: dict[Engine, EngineMetrics] = {
         },
         # vLLM counts each finished request by finished_reason (stop, length, abort, error)
         requests_total="vllm:request_success_total",
-        requests_failed='vllm:request_success_total{finished_reason=~"abort|error"}',
+        requests_failed="vllm:request_success_total",
+        failed_matchers='finished_reason=~"abort|error"',
         model_label="model_name",
     ),
     "sglang": EngineMetrics(
@@ -67,6 +69,7 @@ ENGINES: dict[Engine, EngineMetrics] = {
         },
         requests_total="sglang:num_requests_total",
         requests_failed="sglang:num_aborted_requests_total",
+        failed_matchers="",
         model_label="model_name",
     ),
 }
