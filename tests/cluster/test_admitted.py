@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kube_jobs import priority_class
 
 from tests.cli.runner import run
 from tests.cluster.targets import FABRIC, manifests, sent, write_variant
@@ -40,6 +41,9 @@ PLATFORM_QUEUE = {
     "spec": {"weight": 1, "reclaimable": True},
 }
 
+# the example's train.priorityClass, an administrator's object that validate --kubeconfig checks for
+PRIORITY_CLASS = priority_class("research-normal", 1000)
+
 
 @pytest.fixture(scope="module")
 def cluster(kube_cluster: Any) -> Iterator[Cluster]:
@@ -55,8 +59,10 @@ def cluster(kube_cluster: Any) -> Iterator[Cluster]:
         kube_cluster.install_crds(missing)
         client.rediscover()  # with the new CRDs
         client.apply(PLATFORM_QUEUE, dry_run=False)
+        client.apply(PRIORITY_CLASS, dry_run=False)
         yield client
         client.delete(PLATFORM_QUEUE["apiVersion"], "Queue", "pretrain")
+        client.delete(PRIORITY_CLASS["apiVersion"], "PriorityClass", "research-normal")
 
 
 def _namespaces(cluster: Cluster, objects: list[dict[str, Any]]) -> None:
@@ -172,7 +178,7 @@ def test_validate_kubeconfig_asks_the_cluster_for_every_environment(
     assert data["cluster"] == [{"env": "prod", "server": kube_cluster.server, "objects": 16, "problems": []}]
 
 
-def test_a_tier_label_no_node_has_is_an_error_at_its_line(kube_cluster: Any, tmp_path: Path) -> None:
+def test_a_tier_label_no_node_has_is_an_error_at_its_line(cluster: Cluster, kube_cluster: Any, tmp_path: Path) -> None:
     path = write_variant(tmp_path / "v", "volcano-topology")
     text = path.read_text().replace("nodeLabel: topology.trainops.dev/spine", "nodeLabel: topology.example.com/row")
     path.write_text(text)

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 from kube_cluster import Shape
-from kube_jobs import finish_pods
+from kube_jobs import finish_pods, priority_class
 from services import ServiceError, wait_for
 
 from tests.cli.test_json_convention import bad_keys
@@ -52,6 +52,7 @@ COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
 def cluster(kube_cluster_factory: Any) -> Iterator[Any]:
     # the run takes two nodes; each test takes one away
     started = kube_cluster_factory(shape=Shape(nodes=4, racks=1), components=COMPONENTS)
+    started.api.apply(priority_class("research-normal", 1000))  # the example's, as an administrator made it
     yield started
     started.stop()
 

@@ -13,8 +13,11 @@ from typing import Any
 
 import pytest
 from kube_cluster import POOL_LABEL, RACK_LABEL, SPINE_LABEL, KubeApi, KubeCluster, Shape
-from kube_jobs import apply, finish_pods, racks_of, render_job, render_tenants
+from kube_jobs import apply, finish_pods, priority_class, racks_of, render_job, render_tenants
 from services import wait_for
+
+from tests.cli.runner import run
+from trainops.cluster.dryrun import check_against_cluster
 
 SHAPE = Shape(nodes=8, racks=2, spines=1)
 COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "jobset", "kueue")
@@ -63,8 +66,9 @@ def _setup(
         tmp_path / "t", scheduler="kueue", namespace=ns, queue=ns, tenants=tenants, cluster=cluster
     )
     apply(sim.api, rendered)
-    wpc = {"apiVersion": KUEUE, "kind": "WorkloadPriorityClass", "metadata": {"name": "research-normal"}, "value": 1000}
-    apply(sim.api, [wpc])
+    # the example's train.priorityClass, as the cluster's administrator defines it: Kueue takes
+    # the Workload's priority from the pods' PriorityClass
+    apply(sim.api, [priority_class("research-normal", 1000)])
 
 
 def _submit(
@@ -133,10 +137,59 @@ def test_kueue_admits_within_nominal_quota_and_holds_the_next_until_the_first_fi
     assert "quota" in held["message"].lower(), held
     assert _suspended(sim.api, ns, second)
     assert not _bound(sim.api, ns, second)
+    assert _workload(sim.api, ns, first)["spec"]["priority"] == 1000  # the pods' PriorityClass
+    status = run(*_status(sim, tmp_path / "second", "second"))  # what Kueue recorded: no quota
+    assert status.code == 0, status.stderr
+    reason = next(line for line in status.stdout.splitlines() if line.startswith("  reason "))
+    assert reason.startswith("  reason Workload ") and f"QuotaReserved: Pending: {held['message']}" in reason
     # kwok ends the first job's pods (exit 0): the JobSet completes, Kueue admits the second
     assert finish_pods(sim.api, ns, f"jobset.sigs.k8s.io/jobset-name={first}") == 2
     wait_for(lambda: _admitted(sim.api, ns, second), timeout=90, what="second JobSet admitted after the first")
     wait_for(lambda: len(_bound(sim.api, ns, second)) == 2, timeout=60, what="second JobSet's pods running")
+
+
+def _status(sim: KubeCluster, directory: Path, run_id: str) -> list[str]:
+    """`train status RUN` of a job render_job rendered in ``directory``."""
+    manifest = directory / "trainops.yaml"
+    return ["train", "status", run_id, "-f", str(manifest), "--env", "sim", "--kubeconfig", str(sim.kubeconfig)]
+
+
+def test_a_priority_class_the_cluster_lacks_is_reported_and_the_waiting_job_says_why(
+    sim: KubeCluster, tmp_path: Path
+) -> None:
+    """Kueue makes no Workload for a job whose pods name a PriorityClass the cluster lacks, and
+    records nothing about it in the API: `validate --kubeconfig` reports the class, `train
+    status` names it as the reason; once the class exists, Kueue admits the job at its priority."""
+    ns, missing = "kprio", "kq-not-yet"
+    _setup(sim, tmp_path, ns, [_tenant(ns, nominal=16)])
+    train = {"scheduler": "kueue", "namespace": ns, "queue": ns, "nodes": 1, "topology": None}
+    objects = render_job(tmp_path / "waits", run_id="waits", priorityClass=missing, **train)
+    path = tmp_path / "waits" / "trainops.yaml"
+    (check,) = check_against_cluster(path, targets=["sim"], kubeconfig=sim.kubeconfig)
+    (problem,) = [p for p in check.problems if p.path == "spec.train.priorityClass"]
+    assert problem.message == (
+        f"the cluster has no PriorityClass {missing} (scheduling.k8s.io/v1), so Kueue makes no Workload for the "
+        "job, which stays suspended: have it created (a cluster-wide object, an administrator's), or name one "
+        "the cluster has"
+    )
+    apply(sim.api, objects)
+    (jobset,) = [o["metadata"]["name"] for o in objects if o["kind"] == "JobSet"]
+    wait_for(lambda: _suspended(sim.api, ns, jobset), timeout=30, what="the JobSet suspended by Kueue's webhook")
+    status = run(*_status(sim, tmp_path / "waits", "waits"))
+    assert status.code == 0, status.stderr
+    assert status.stdout.splitlines()[:2] == [
+        f"waits  JobSet {ns}/{jobset}  Suspended  restarts 0",
+        f"  reason no Kueue Workload: Kueue makes none while the cluster lacks the PriorityClass {missing} it names",
+    ]
+    assert not sim.api.list(KUEUE, "Workload", ns)
+    apply(sim.api, [priority_class(missing, 500)])
+    try:
+        (check,) = check_against_cluster(path, targets=["sim"], kubeconfig=sim.kubeconfig)
+        assert not [p for p in check.problems if p.path == "spec.train.priorityClass"]
+        wait_for(lambda: _admitted(sim.api, ns, jobset), timeout=90, what="the JobSet admitted once its class exists")
+        assert _workload(sim.api, ns, jobset)["spec"]["priority"] == 500
+    finally:
+        sim.api.delete("scheduling.k8s.io/v1", "PriorityClass", missing)
 
 
 def test_kueue_borrows_within_its_cohort_up_to_capability(sim: KubeCluster, tmp_path: Path) -> None:

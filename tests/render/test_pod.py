@@ -325,11 +325,11 @@ def test_kueue_labels_topology_and_no_suspend(tmp_path: Path) -> None:
     job = _job(tmp_path, overlay)
     labels = job["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "research"
-    assert labels["kueue.x-k8s.io/priority-class"] == "research-normal"
+    assert "kueue.x-k8s.io/priority-class" not in labels  # no WorkloadPriorityClass: Kueue reads the pods'
     assert "suspend" not in job["spec"]
     tmpl = templates(job)["node"]
     assert tmpl["metadata"]["annotations"] == {"kueue.x-k8s.io/podset-required-topology": "cloud/rack"}
-    assert "priorityClassName" not in tmpl["spec"]  # a WorkloadPriorityClass, not a pod PriorityClass
+    assert tmpl["spec"]["priorityClassName"] == "research-normal"  # the Workload's priority, as Kueue documents
     assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["parallelism"] == job["spec"]["completions"] == 2
     assert tmpl["spec"]["subdomain"] == job["metadata"]["name"]
 

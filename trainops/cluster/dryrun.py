@@ -11,7 +11,7 @@ spec.tenants[i], spec.cluster.topology, spec.rollout; narrowed by the field the 
 names, such as resources or nodeSelector, or an admission webhook quotes, such as Volcano's
 'minAvailable'; a spec.patches entry when one set that field), its message naming the object
 and the server's words. `topology_problems` checks spec.cluster.topology against the nodes: a tier label no
-node has, a rack no node is in.
+node has, a rack no node is in; `priority_problems` a train.priorityClass the cluster lacks.
 """
 
 from __future__ import annotations
@@ -333,6 +333,28 @@ def topology_problems(cluster: Cluster, manifest: Manifest) -> list[Problem]:
     return problems
 
 
+def priority_problems(cluster: Cluster, manifest: Manifest) -> list[Problem]:
+    """train.priorityClass names a PriorityClass the cluster must have: without it the API
+    server refuses the job's pods (their priorityClassName), and Kueue, which takes the
+    Workload's priority from it, makes no Workload at all — the job would wait, suspended,
+    saying nothing. A dry run of the job cannot see this (its pods are a controller's)."""
+    train = manifest.pipeline.spec.train
+    if train is None or not train.priority_class or train.scheduler in ("slurm", "local"):
+        return []
+    if cluster.get("scheduling.k8s.io/v1", "PriorityClass", train.priority_class) is not None:
+        return []
+    effect = (
+        "Kueue makes no Workload for the job, which stays suspended"
+        if train.scheduler == "kueue"
+        else "the API server refuses the job's pods"
+    )
+    text = (
+        f"the cluster has no PriorityClass {train.priority_class} (scheduling.k8s.io/v1), so {effect}: "
+        "have it created (a cluster-wide object, an administrator's), or name one the cluster has"
+    )
+    return [field_problem(manifest.path, env=manifest.env, loc=("spec", "train", "priorityClass"), message=text)]
+
+
 def _lowest(tree: dict[str, Any], depth: int) -> list[tuple[tuple[str, ...], str]]:
     """(path, name) of every tier-1 domain of a domains tree `depth` deep."""
     out: list[tuple[tuple[str, ...], str]] = []
@@ -375,6 +397,7 @@ def check_against_cluster(
                 items = render(manifest)
             except TrainopsError:
                 items = []  # what cannot render is reported by the offline render check (check_render)
-            problems = topology_problems(cluster, manifest) + dry_run(cluster, manifest, items)
+            problems = topology_problems(cluster, manifest) + priority_problems(cluster, manifest)
+            problems += dry_run(cluster, manifest, items)
             checks.append(ClusterCheck(target, cluster.server, len(items), problems))
     return checks

@@ -4,7 +4,9 @@ A run's objects carry the label `trainops.dev/run-id` (every pod template too), 
 found by label in train.namespace (else the kubeconfig context's namespace), whatever its
 scheduler. The scheduler's reason comes from its own objects: the Volcano PodGroup of the
 job (conditions such as Unschedulable, with the gang's message), or the Kueue Workload
-(QuotaReserved/Admitted false with Kueue's message, Evicted, Preempted). `finished` says
+(QuotaReserved/Admitted false with Kueue's message — no quota, no flavor —, Evicted,
+Preempted); for a Kueue job without a Workload, the queue or priority class it names that
+the cluster lacks (Kueue only logs that). `finished` says
 whether the job is done, from the job's status alone (what `trainops run --executor
 cluster` waits on).
 """
@@ -18,11 +20,15 @@ from typing import Any
 
 from trainops.cluster.client import Cluster
 from trainops.errors import NotFoundError, RemoteError
+from trainops.render.kueue import QUEUE_LABEL
 from trainops.render.names import LABEL_PIPELINE, LABEL_RUN_ID
 from trainops.spec import Manifest
 from trainops.spec.stages import TrainSpec
 
 WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
+LOCAL_QUEUE = ("kueue.x-k8s.io/v1beta2", "LocalQueue")
+WORKLOAD_PRIORITY = ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass")
+WORKLOAD_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 PODGROUP = ("scheduling.volcano.sh/v1beta1", "PodGroup")
 COMPONENT = "app.kubernetes.io/component"
 DONE = frozenset({"Completed", "Succeeded", "Failed", "Aborted", "Terminated"})
@@ -150,7 +156,10 @@ def scheduler_reason(cluster: Cluster, job: dict[str, Any]) -> str | None:
                 if said:
                     return said
     if cluster.served(*WORKLOAD):
-        for workload in _owned(cluster.list(*WORKLOAD, namespace=namespace), uid):
+        workloads = _owned(cluster.list(*WORKLOAD, namespace=namespace), uid)
+        if not workloads and QUEUE_LABEL in (meta.get("labels") or {}):
+            return _no_workload(cluster, job)
+        for workload in workloads:
             for kind in ("Evicted", "Preempted"):
                 cond = _true(workload, kind)
                 if cond:
@@ -160,6 +169,36 @@ def scheduler_reason(cluster: Cluster, job: dict[str, Any]) -> str | None:
                 if waiting:
                     return f"Workload {workload['metadata']['name']} {_condition_text(waiting[0])}"
     return None
+
+
+def _names_of(tree: Any, key: str) -> set[str]:
+    """Every value of ``key`` anywhere in a JSON tree (a job's pod templates' priorityClassName)."""
+    if isinstance(tree, dict):
+        found = {str(tree[key])} if tree.get(key) else set()
+        return found.union(*(_names_of(value, key) for value in tree.values()))
+    if isinstance(tree, list):
+        return set().union(*(_names_of(item, key) for item in tree))
+    return set()
+
+
+def _no_workload(cluster: Cluster, job: dict[str, Any]) -> str:
+    """A job Kueue manages but has made no Workload for. Kueue records nothing in the API then
+    (only its log says why): the objects the job names that the cluster lacks are the reason."""
+    meta = job["metadata"]
+    labels, namespace = meta.get("labels") or {}, meta.get("namespace")
+    lacks = []
+    queue = labels[QUEUE_LABEL]
+    if cluster.served(*LOCAL_QUEUE) and cluster.get(*LOCAL_QUEUE, queue, namespace=namespace) is None:
+        lacks.append(f"LocalQueue {queue} (namespace {namespace})")
+    named = labels.get(WORKLOAD_PRIORITY_LABEL)
+    if named and cluster.served(*WORKLOAD_PRIORITY) and cluster.get(*WORKLOAD_PRIORITY, named) is None:
+        lacks.append(f"WorkloadPriorityClass {named}")
+    for name in sorted(_names_of(job.get("spec"), "priorityClassName")):
+        if cluster.get("scheduling.k8s.io/v1", "PriorityClass", name) is None:
+            lacks.append(f"PriorityClass {name}")
+    if lacks:
+        return f"no Kueue Workload: Kueue makes none while the cluster lacks the {', '.join(lacks)} it names"
+    return "no Kueue Workload yet: is Kueue running, with the integration for this kind of job enabled?"
 
 
 def _podgroup_event(cluster: Cluster, group: dict[str, Any]) -> str | None:

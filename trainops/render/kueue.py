@@ -1,9 +1,12 @@
 """Kueue: a JobSet (jobset.x-k8s.io/v1alpha2, the default) or an Indexed batch/v1 Job.
 
-Queueing: the job carries `kueue.x-k8s.io/queue-name` (train.queue, a LocalQueue) and, when
-train.priorityClass is set, `kueue.x-k8s.io/priority-class` (a WorkloadPriorityClass — not a
-pod PriorityClass: pods get no priorityClassName, which would have to name an existing
-PriorityClass). train.maxRunDuration becomes
+Queueing: the job carries `kueue.x-k8s.io/queue-name` (train.queue, a LocalQueue). Its pods
+carry train.priorityClass as `priorityClassName`, the Kubernetes PriorityClass every scheduler
+of trainops uses: Kueue takes a Workload's priority from its pod template's PriorityClass when
+the job names no WorkloadPriorityClass (the `kueue.x-k8s.io/priority-class` label, not
+rendered: Kueue makes no Workload at all for a job whose label names a class the cluster
+lacks, and trainops renders none). `validate --kubeconfig` reports a PriorityClass the cluster
+lacks. train.maxRunDuration becomes
 `kueue.x-k8s.io/max-exec-time-seconds`, which Kueue counts across suspensions, as well as the
 pods' activeDeadlineSeconds.
 
@@ -41,7 +44,6 @@ from trainops.render.topology import kueue_level
 from trainops.spec.common import duration_seconds
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 TAS_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
@@ -59,8 +61,6 @@ def _labels(ctx: RunContext) -> dict[str, str]:
         )
     labels = ctx.labels()
     labels[QUEUE_LABEL] = train.queue
-    if train.priority_class:
-        labels[PRIORITY_LABEL] = train.priority_class
     if train.max_run_duration:
         labels[MAX_EXEC_LABEL] = str(int(duration_seconds(train.max_run_duration)))
     return labels
@@ -111,7 +111,6 @@ def jobset(ctx: RunContext) -> dict[str, Any]:
         endpoint=endpoint,
         is_host=True,
         sidecar=True,
-        priority_class=False,
         annotations=_topology(ctx, group=group),
     )
     replicated = [
@@ -127,7 +126,6 @@ def jobset(ctx: RunContext) -> dict[str, Any]:
             endpoint=endpoint,
             is_host=False,
             restore=not shared,
-            priority_class=False,
             annotations=_topology(ctx, group=group),
         )
         replicated.append(
@@ -163,7 +161,6 @@ def indexed_job(ctx: RunContext) -> list[dict[str, Any]]:
         endpoint=endpoint,
         sidecar=True,
         leader_only=True,
-        priority_class=False,
         subdomain=name,
         annotations=_topology(ctx, group=None),
     )
