@@ -258,7 +258,7 @@ def from_source(comp: Component, cache: Path, sums: dict[str, str], sums_file: P
         env = {**os.environ, "TRAINOPS_KUBE_CACHE": str(cache), "TRAINOPS_KUBE_BIN_OUT": str(staged)}
         result = subprocess.run(build_command(comp), env=env, stdout=sys.stderr, check=False)
         if result.returncode != 0:
-            raise Refused(f"the source build failed (exit {result.returncode}; it needs {build_needs(comp)})")
+            raise Refused(f"failed (exit {result.returncode}; it needs {build_needs(comp)})")
         install(staged, comp, cache, sums, sums_file, f"the source build ({' '.join(build_command(comp)[1:])})")
     finally:
         shutil.rmtree(staged, ignore_errors=True)
