@@ -7,6 +7,11 @@ time and peak RSS (os.wait4) are its own. Prints a table and writes bench/result
     python bench/registry.py                 # 1 GiB file, 64 x 16 MiB checkpoint, 256 MiB S3
     python bench/registry.py --size-mib 256  # quicker
     python bench/registry.py --runs 3        # three runs: each ratio's median and range
+
+Resume: a push and a pull of one --resume-size-mib file (1.5 GiB; 64 MiB with --quick)
+interrupted with SIGINT at half (from inside the process: tests/interrupting.py), then run
+again; what the re-run sends or receives is measured outside trainops (a TCP proxy in
+front of Distribution; bytes the process writes for file://), as a fraction of the file.
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.interrupting import command  # noqa: E402
+from tests.registry.tcp_proxy import TcpProxy  # noqa: E402
 from tests.services import DistributionRegistry, MotoS3  # noqa: E402
 
 PY = sys.executable
@@ -52,6 +60,16 @@ class Row:
     @property
     def ratio(self) -> float:
         return self.trainops.seconds / self.peer.seconds if self.peer.seconds else float("inf")
+
+
+@dataclass
+class Resumed:
+    """A transfer interrupted at half, then run again: fractions of the file."""
+
+    name: str
+    held: float  # what the store (push) or the staging (pull) kept after the interrupt
+    again: float  # what the re-run sent or received, measured outside trainops
+    target: str = "≤ 0.55"
 
 
 def run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> Run:
@@ -188,6 +206,72 @@ def bench_file(work: Path, size_mib: int, env: dict[str, str]) -> list[Row]:
     return [Row(f"push {size_mib} MiB (file://)", t, "cp + sha256", total(cp, sha), "≤ 1.5× cp + sha256")]
 
 
+def _sizes(files: list[Path]) -> int:
+    return sum(p.stat().st_size for p in files if p.is_file())
+
+
+def _interrupt_then_again(
+    args: tuple[str, ...], env: dict[str, str], size: int, held: Callable[[], int], moved: Callable[[], int]
+) -> tuple[float, float]:
+    """(kept after SIGINT at half, moved by the re-run) as fractions of size; moved(): a
+    count that grows with what the processes move (read before and after the re-run)."""
+    cut = subprocess.run(
+        command(*args, "-j", "1"), env={**env, "TRAINOPS_TEST_INTERRUPT_AFTER": str(size // 2)}, capture_output=True
+    )
+    if cut.returncode != 130:
+        raise SystemExit(f"{args[0]} was not interrupted ({cut.returncode}): {cut.stderr.decode()[-400:]}")
+    kept = held()
+    before = moved()
+    again = subprocess.run(command(*args), env=env, capture_output=True)
+    if again.returncode != 0:
+        raise SystemExit(f"the re-run of {args[0]} failed: {again.stderr.decode()[-400:]}")
+    return round(kept / size, 3), round((moved() - before) / size, 3)
+
+
+def bench_resume(reg: DistributionRegistry, work: Path, size_mib: int, env: dict[str, str]) -> list[Resumed]:
+    size = size_mib * 1024 * 1024
+    src = work / "resume"
+    src.mkdir()
+    make_file(src / "model.safetensors", size)
+    rows: list[Resumed] = []
+    proxy = TcpProxy(reg.host)
+    try:
+        oci = {**env, "TRAINOPS_INSECURE_REGISTRIES": f"{reg.host},{proxy.host}"}
+        ref = f"oci://{proxy.host}/bench/resume:v1"
+        uploads = reg.data_dir / "docker/registry/v2/repositories/bench/resume/_uploads"
+        push = ("push", str(src), ref)
+        held, again = _interrupt_then_again(
+            push, oci, size, lambda: _sizes([*uploads.glob("*/data")]), lambda: proxy.sent_up
+        )
+        rows.append(Resumed(f"push {size_mib} MiB, again (oci)", held, again))
+        pull = ("pull", ref, str(work / "oci-out"))
+        staged = lambda: _sizes([*work.glob(".oci-out.trainops-pull-*/*")])  # noqa: E731
+        held, again = _interrupt_then_again(pull, oci, size, staged, lambda: proxy.sent_down)
+        rows.append(Resumed(f"pull {size_mib} MiB, again (oci)", held, again))
+    finally:
+        proxy.close()
+    # file://: what each process writes (/proc/self/io wchar at its exit), summed
+    report = work / "written"
+    total = [0]
+
+    def written() -> int:
+        if report.is_file():
+            total[0] += int(report.read_text())
+            report.unlink()
+        return total[0]
+
+    files = {**env, "TRAINOPS_TEST_WRITTEN": str(report)}
+    repo = work / "reg" / "bench" / "resume"
+    parts = lambda: _sizes([*(repo / ".trainops" / "tmp").glob("*.part")])  # noqa: E731
+    held, again = _interrupt_then_again(("push", str(src), f"file://{repo}:v1"), files, size, parts, written)
+    rows.append(Resumed(f"push {size_mib} MiB, again (file://)", held, again))
+    staged = lambda: _sizes([*work.glob(".file-out.trainops-pull-*/*")])  # noqa: E731
+    pull = ("pull", f"file://{repo}:v1", str(work / "file-out"))
+    held, again = _interrupt_then_again(pull, files, size, staged, written)
+    rows.append(Resumed(f"pull {size_mib} MiB, again (file://)", held, again))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=1024)
@@ -199,24 +283,36 @@ def main() -> None:
     parser.add_argument(
         "--runs", type=int, default=1, help="repeat the whole benchmark N times; report each ratio's median and range"
     )
+    parser.add_argument("--resume-size-mib", type=int, default=1536, help="the file interrupted at half (oci, file)")
+    parser.add_argument("--only-resume", action="store_true", help="only the interrupted transfers (oci, file)")
     args = parser.parse_args()
     if args.quick:
         args.size_mib = args.s3_size_mib = 8
+        args.resume_size_mib = min(args.resume_size_mib, 64)  # large enough for the resumable upload
     runs: list[list[Row]] = []
     loads: list[float] = []
+    resumed: list[Resumed] = []
     for number in range(args.runs):
         loads.append(os.getloadavg()[0])
-        runs.append(one_run(args))
+        rows, resumed = one_run(args)
+        runs.append(rows)
         if args.runs > 1:
             print(f"run {number + 1}/{args.runs} done (load average {loads[-1]:.1f} at its start)", file=sys.stderr)
     rows = runs[-1]
-    print("trainops: process wall time (its own report of the work, without start-up) and peak RSS")
-    print(f"{'benchmark':34} {'trainops':>24} {'peer':>26} {'ratio':>6}  target")
+    if rows:
+        print("trainops: process wall time (its own report of the work, without start-up) and peak RSS")
+        print(f"{'benchmark':34} {'trainops':>24} {'peer':>26} {'ratio':>6}  target")
     for r in rows:
         inner = f" ({r.trainops.inner_seconds:.2f}s)" if r.trainops.inner_seconds is not None else ""
         mine = f"{r.trainops.seconds:.2f}s{inner} {r.trainops.peak_rss_mb:.0f}MB"
         peer = f"{r.peer_name} {r.peer.seconds:.2f}s {r.peer.peak_rss_mb:.0f}MB"
         print(f"{r.name:34} {mine:>24} {peer:>26} {r.ratio:6.2f}  {r.target}")
+    if resumed:
+        print(
+            f"\ninterrupted at half, then run again: fractions of the file (load average {loads[-1]:.1f} at the start)"
+        )
+        for x in resumed:
+            print(f"{x.name:34} kept {x.held:5.2f}  moved again {x.again:5.2f}  target {x.target}")
     spreads = _spreads(runs)
     if args.runs > 1:
         print(f"\nratio over {args.runs} runs (load averages {', '.join(f'{x:.1f}' for x in loads)}): median [min–max]")
@@ -226,7 +322,7 @@ def main() -> None:
         return
     out = ROOT / "bench/results"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "registry.json").write_text(
+    (out / ("registry-resume.json" if args.only_resume else "registry.json")).write_text(
         json.dumps(
             {
                 "python": sys.version.split()[0],
@@ -234,6 +330,7 @@ def main() -> None:
                 "cpus": os.cpu_count(),
                 "loadAverages": loads,
                 "rows": [{**asdict(r), "ratio": round(r.ratio, 3)} for r in rows],
+                "resumed": [asdict(x) for x in resumed],
                 "runs": [[{**asdict(r), "ratio": round(r.ratio, 3)} for r in run_rows] for run_rows in runs],
                 "spread": [
                     {"name": n, "peer": p, "median": statistics.median(v), "min": min(v), "max": max(v)}
@@ -246,12 +343,21 @@ def main() -> None:
     )
 
 
-def one_run(args: argparse.Namespace) -> list[Row]:
+def one_run(args: argparse.Namespace) -> tuple[list[Row], list[Resumed]]:
     """Every selected backend once, in a fresh directory with fresh servers."""
     rows: list[Row] = []
+    resumed: list[Resumed] = []
     with tempfile.TemporaryDirectory(prefix="trainops-bench-") as tmp:
         work = Path(tmp)
         env = {**os.environ, "TRAINOPS_CACHE_DIR": str(work / "cache"), "PYTHONPATH": str(ROOT)}
+        if args.only_resume:
+            reg = DistributionRegistry(work / "registry-data")
+            reg.start()
+            try:
+                (work / "resume").mkdir()
+                return rows, bench_resume(reg, work / "resume", args.resume_size_mib, env)
+            finally:
+                reg.stop()
         if "oci" not in args.skip:
             reg = DistributionRegistry(work / "registry-data")
             reg.start()
@@ -259,6 +365,8 @@ def one_run(args: argparse.Namespace) -> list[Row]:
                 env["TRAINOPS_INSECURE_REGISTRIES"] = reg.host
                 (work / "oci").mkdir()
                 rows += bench_oci(reg, work / "oci", args.size_mib, env)
+                (work / "resume").mkdir()
+                resumed = bench_resume(reg, work / "resume", args.resume_size_mib, env)
             finally:
                 reg.stop()
         if "file" not in args.skip:
@@ -267,7 +375,7 @@ def one_run(args: argparse.Namespace) -> list[Row]:
         if "s3" not in args.skip:
             (work / "s3").mkdir()
             rows += bench_s3(work / "s3", args.s3_size_mib, env)
-    return rows
+    return rows, resumed
 
 
 def _spreads(runs: list[list[Row]]) -> list[tuple[str, str, list[float]]]:

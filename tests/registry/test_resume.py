@@ -14,33 +14,19 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.interrupting import command
 from tests.registry.tcp_proxy import TcpProxy
 from tests.services import sigint_default
 from trainops.registry import pulling, store
 from trainops.registry.context import Registries
 
 SIZE = 128 * 1024 * 1024
-HOOK = """
-import os, runpy, signal, sys
-from trainops.cli import progress
-limit, sent = int(os.environ["TEST_INTERRUPT_AFTER"]), [0]
-def add(self, name, total):
-    def advance(n):
-        sent[0] += n
-        if sent[0] >= limit > sent[0] - n:
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, from a worker thread: the main one gets it
-    return advance
-progress._Null.add = add
-sys.argv = ["trainops", *sys.argv[1:]]
-runpy.run_module("trainops.cli.main", run_name="__main__")
-"""
 
 
 @dataclass
@@ -118,8 +104,8 @@ def remote(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.M
 
 
 def _interrupted(remote: Remote, after: int, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**remote.env, "TEST_INTERRUPT_AFTER": str(after)}
-    cmd = [sys.executable, "-c", HOOK, *args, "-j", "1"]
+    env = {**remote.env, "TRAINOPS_TEST_INTERRUPT_AFTER": str(after)}
+    cmd = command(*args, "-j", "1")
     return subprocess.run(cmd, env=env, preexec_fn=sigint_default, capture_output=True, text=True, timeout=300)
 
 
