@@ -41,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from harness import docresult  # noqa: E402
+
 from tests.argo.helpers import NAME, NAMESPACE, Live, serving_overlay, start_args  # noqa: E402
 from tests.serve.conftest import make_project  # noqa: E402
 
@@ -226,6 +228,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one promote, one peer patch, one abort (CI)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/gray_release.json")
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
     for name, value in {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost"}.items():
@@ -246,6 +249,24 @@ def main() -> int:
         f"load {result.load_before} → {result.load_after}",
         file=sys.stderr,
     )
+    if args.doc and not args.quick:
+        abort = f"{result.median_abort_s:.1f} s" if result.median_abort_s is not None else "—"
+        docresult.write(
+            docresult.default_path("gray_release"),
+            benchmark="gray_release",
+            title=f"A promote through Argo CD and Argo Rollouts; a failing metric to the abort (median of {rounds})",
+            load=docresult.Load.between(result.load_before, result.load_after),
+            columns=["step", "median"],
+            rows=[
+                [
+                    "`rollout promote` to the new weight on the HTTPRoute, through git, Argo CD (polling every 2 s) "
+                    "and Argo Rollouts",
+                    f"{result.median_promote_s:.1f} s",
+                ],
+                ["the same step patched straight into the Rollout", f"{result.median_peer_s:.1f} s"],
+                ["the canary's time to first token over the threshold to the controller's abort", abort],
+            ],
+        )
     return 0
 
 

@@ -30,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness import docresult  # noqa: E402
+
 from tests.services import DistributionRegistry  # noqa: E402
 
 PY = sys.executable
@@ -96,7 +98,9 @@ def main() -> None:
     parser.add_argument("--backend", choices=["oci", "file"], default="oci")
     parser.add_argument("--quick", action="store_true", help="1 and 8 MiB × 1 and 10 files")
     parser.add_argument("--counts", default=None, help="file counts of the plain cells, e.g. 1,10 (default 1,10,100)")
+    parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/growth.json")
     args = parser.parse_args()
+    load = docresult.Load()
     sizes, counts = ([1, 8], [1, 10]) if args.quick else ([16, 256, 1024], [1, 10, 100])
     if args.counts:
         counts = [int(n) for n in args.counts.split(",")]
@@ -136,6 +140,34 @@ def main() -> None:
         "cells": [asdict(c) for c in cells],
     }
     (out / f"growth-{args.backend}.json").write_text(json.dumps(summary, indent=2))
+    if args.doc and not args.quick:
+        write_doc(cells, args.backend, load)
+
+
+def _size(mib: int) -> str:
+    return f"{mib // 1024} GiB" if mib >= 1024 and mib % 1024 == 0 else f"{mib} MiB"
+
+
+def write_doc(cells: list[Cell], backend: str, load: docresult.Load) -> None:
+    """The committed results (docs/operations/results/growth.json) the performance page shows."""
+    rows = [
+        [
+            f"{'chunked ' if c.dedup != 'off' else ''}{c.files} × {_size(c.total_mib)}",
+            f"{c.push_seconds:.2f} s",
+            f"{c.push_rss_mb:.0f} MB",
+            f"{c.pull_seconds:.2f} s",
+            f"{c.pull_rss_mb:.0f} MB",
+        ]
+        for c in cells
+    ]
+    docresult.write(
+        docresult.default_path("growth"),
+        benchmark="growth",
+        title=f"Push and pull cost as files and sizes grow ({backend}://, cold digest cache, every byte verified)",
+        load=load,
+        columns=["files × total", "push", "push peak RSS", "pull", "pull peak RSS"],
+        rows=rows,
+    )
 
 
 if __name__ == "__main__":

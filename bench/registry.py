@@ -34,6 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness import docresult  # noqa: E402
+
 from tests.interrupting import command  # noqa: E402
 from tests.registry.tcp_proxy import TcpProxy  # noqa: E402
 from tests.services import DistributionRegistry, MotoS3  # noqa: E402
@@ -285,7 +287,9 @@ def main() -> None:
     )
     parser.add_argument("--resume-size-mib", type=int, default=1536, help="the file interrupted at half (oci, file)")
     parser.add_argument("--only-resume", action="store_true", help="only the interrupted transfers (oci, file)")
+    parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/registry.json")
     args = parser.parse_args()
+    load = docresult.Load()
     if args.quick:
         args.size_mib = args.s3_size_mib = 8
         args.resume_size_mib = min(args.resume_size_mib, 64)  # large enough for the resumable upload
@@ -340,6 +344,38 @@ def main() -> None:
             },
             indent=2,
         )
+    )
+    if args.doc:
+        write_doc(rows, spreads, load)
+
+
+def write_doc(rows: list[Row], spreads: list[tuple[str, str, list[float]]], load: docresult.Load) -> None:
+    """The committed results (docs/operations/results/registry.json): the last run's rows, each
+    ratio's median and range over the runs in brackets."""
+    spread = {(name, peer): values for name, peer, values in spreads}
+    table = []
+    for r in rows:
+        inner = f" ({r.trainops.inner_seconds:.2f} s)" if r.trainops.inner_seconds is not None else ""
+        values = spread.get((r.name, r.peer_name), [])
+        over = (
+            f"; median {statistics.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]" if len(values) > 1 else ""
+        )
+        table.append(
+            [
+                r.name,
+                f"{r.trainops.seconds:.2f} s{inner}, {r.trainops.peak_rss_mb:.0f} MB",
+                f"{r.peer_name} {r.peer.seconds:.2f} s, {r.peer.peak_rss_mb:.0f} MB",
+                f"{r.ratio:.2f}{over}",
+                r.target or "—",
+            ]
+        )
+    docresult.write(
+        docresult.default_path("registry"),
+        benchmark="registry",
+        title="Transfers against curl, oras-py, boto3 and cp + sha256 (process wall time, peak RSS)",
+        load=load,
+        columns=["benchmark", "trainops", "peer", "ratio", "target"],
+        rows=table,
     )
 
 

@@ -40,6 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness import docresult  # noqa: E402
+
 from tests.services import DistributionRegistry, MotoS3  # noqa: E402
 from trainops.registry import media  # noqa: E402
 from trainops.registry.artifact import Lineage, Parent, build_manifest, canonical_json  # noqa: E402
@@ -257,7 +259,9 @@ def main() -> None:
     parser.add_argument("--tags", type=int, default=None, help="checkpoints in the repository (10,000)")
     parser.add_argument("--repos", type=int, default=None, help="repositories in the registry (1,000)")
     parser.add_argument("--skip", action="append", default=[], choices=["oci", "s3", "file"])
+    parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/scale.json")
     args = parser.parse_args()
+    load = docresult.Load()
     n = args.tags or (200 if args.quick else 10_000)
     m = args.repos or (20 if args.quick else 1_000)
     RUNS[0] = 1 if args.quick else 3
@@ -288,6 +292,26 @@ def main() -> None:
         "rows": [{**asdict(r), "ratio": r.ratio and round(r.ratio, 3)} for r in rows],
     }
     (out / "scale.json").write_text(json.dumps(summary, indent=2))
+    if args.doc and not args.quick:
+        docresult.write(
+            docresult.default_path("scale"),
+            benchmark="scale",
+            title=f"Listing {n:,} checkpoints and {m:,} repositories (median [min–max] of {RUNS[0]} runs)",
+            load=load,
+            columns=["command", "backend", "wall", "CPU", "peer", "ratio", "target"],
+            rows=[
+                [
+                    f"`{r.name}`" if r.name.startswith(("registry", "ckpt")) else r.name,
+                    f"{r.backend}://",
+                    f"{r.median:.2f} s [{r.low:.2f}–{r.high:.2f}]",
+                    f"{r.cpu:.2f} s",
+                    f"{r.peer} {r.peer_median:.2f} s" if r.peer and r.peer_median is not None else "—",
+                    f"{r.ratio:.2f}" if r.ratio is not None else "—",
+                    r.goal or "—",
+                ]
+                for r in rows
+            ],
+        )
 
 
 if __name__ == "__main__":

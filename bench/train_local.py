@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import yaml
+from harness import docresult
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "train_local.json"
@@ -96,7 +97,9 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="300 steps, one run: checks the benchmark runs; no results"
     )
+    parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/train_local.json")
     args = parser.parse_args()
+    load = docresult.Load()
     if args.quick:
         args.steps, args.every, args.runs = 300, 100, 1
     plain_s: list[float] = []
@@ -127,6 +130,23 @@ def main() -> None:
     if not args.quick:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    if args.doc and not args.quick:
+        docresult.write(
+            docresult.default_path("train_local"),
+            benchmark="train_local",
+            title=f"What train run --local adds to a training run (median of {args.runs})",
+            load=load,
+            columns=["benchmark", "trainops", "peer", "ratio", "target"],
+            rows=[
+                [
+                    f"{args.steps}-step tiny-llm training, {pushed} checkpoints pushed",
+                    f"`train run --local` {result['trainops_median_s']:.2f} s, {result['trainops_peak_rss_mib']} MiB",
+                    f"the trainer alone {result['plain_median_s']:.2f} s",
+                    f"{result['ratio']:.2f} ({result['added_s']:.2f} s added)",
+                    "—",
+                ]
+            ],
+        )
 
 
 if __name__ == "__main__":

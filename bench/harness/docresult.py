@@ -50,9 +50,18 @@ class Load:
 
     def __init__(self) -> None:
         self.start = os.getloadavg()[0]
+        self.end: float | None = None
+
+    @classmethod
+    def between(cls, start: float, end: float) -> Load:
+        """The load a benchmark measured itself, at its start and its end."""
+        load = cls()
+        load.start, load.end = start, end
+        return load
 
     def text(self) -> str:
-        return f"load average {self.start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
+        end = os.getloadavg()[0] if self.end is None else self.end
+        return f"load average {self.start:.2f} at the start, {end:.2f} at the end"
 
 
 def write(

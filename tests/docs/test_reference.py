@@ -113,4 +113,6 @@ def test_every_results_file_is_whole_and_shown() -> None:
         assert doc["date"] is None or re.match(r"^\d{4}-\d\d-\d\d", doc["date"]), where
         assert doc["command"].startswith(f"python bench/{path.stem}.py"), f"{where}: {doc['command']}"
         assert all(len(row) == len(doc["columns"]) for row in doc["rows"]), f"{where}: a row without a cell per column"
+        script = (REPO / "bench" / f"{path.stem}.py").read_text()
+        assert '"--doc"' in script and "docresult.write(" in script, f"bench/{path.stem}.py cannot refresh {where}"
     assert GEN.results_used() == {p.stem for p in files}, "every results file is shown on an operations page"
