@@ -86,3 +86,29 @@ def test_the_readme_first_day_runs_as_written_in_an_empty_directory(tmp_path: Pa
         assert re.search(r"\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\b", shown.stdout), shown.stdout
     walked = done.stdout.split(f"[{head.stdout.strip()[:12]}]", 1)[1]
     assert "rollback" in walked and "clusters/dev-serve@" in walked
+    # The second day: gc --keep-last 1 keeps what the GitOps repo serves and what it needs.
+    gc = subprocess.run(
+        ["trainops", "registry", "gc", "--keep-last", "1", "-o", "json"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    kept = {k["artifact"].rsplit("/", 2)[-2:][-1]: k["reason"] for k in json.loads(gc.stdout)["keptFor"]}
+    assert kept["model:step-30"].startswith("served as stable by the GitOps repo (commit "), gc.stdout
+    pulled = subprocess.run(
+        ["trainops", "pull", "my-model/model:step-30", str(tmp_path / "pulled")], cwd=project, env=env, check=False
+    )
+    assert pulled.returncode == 0
+    shown = subprocess.run(
+        ["trainops", "release", "show", "my-model/model:step-30", "--env", "dev", "-o", "json"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    release = json.loads(shown.stdout)
+    for ref in (release["eval"], release["provenance"]):  # its eval report and provenance, still there
+        assert subprocess.run(["trainops", "registry", "show", ref], cwd=project, env=env, check=False).returncode == 0
