@@ -125,3 +125,28 @@ def test_every_deleting_path_keeps_what_is_served_and_what_it_needs(target: Targ
         assert len(refused.stderr.splitlines()) == 1, refused.stderr
         assert f"of {v1}; it cannot be removed" in refused.stderr
     assert project.present("report", "proj/checkpoints") and project.present("provenance", "proj/model")
+
+
+@pytest.mark.parametrize("target", ["file"], indirect=True)
+def test_the_watchers_retention_keeps_the_checkpoint_a_release_came_from(target: Target, tmp_path: Path) -> None:
+    from tests.checkpoint.helpers import trainops_ckpt, watcher
+    from trainops.checkpoint.watch import WatchEvent
+    from trainops.spec.stages import Retention
+
+    project = Project(target, tmp_path)
+    events: list[WatchEvent] = []
+    repo = target.registries.ref("proj/checkpoints")
+    run_dir = tmp_path / "run"
+    w = watcher(target.registries, run_dir, repo, on_event=events.append, keep=Retention(last=1))
+    trainops_ckpt(run_dir, 4)
+    w.scan(final=True)
+    said = [(e.kind, e.message) for e in events if e.kind in ("removed", "kept")]
+    v1 = target.ref("proj/model:v1")
+    assert ("kept", f"{target.ref('proj/checkpoints:step-1')}: a lineage parent of {v1}") in said
+    assert ("removed", target.ref("proj/checkpoints:step-2")) in said
+    assert project.present("step-1", "proj/checkpoints") and not project.present("step-2", "proj/checkpoints")
+    trainops_ckpt(run_dir, 5)
+    w.scan(final=True)  # step-4 goes; step-1 stays, said once
+    assert ("removed", target.ref("proj/checkpoints:step-4")) in [(e.kind, e.message) for e in events]
+    assert len([e for e in events if e.kind == "kept"]) == 1
+    assert project.present("step-1", "proj/checkpoints")
