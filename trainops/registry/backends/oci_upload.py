@@ -182,14 +182,14 @@ class Uploads:
             if body.stopped:
                 raise interrupt.Cancelled("the transfer was cancelled (Ctrl-C)")
             return location
-        refused = self.session.reauthorize(scope, resp)
+        self.session.reauthorize(scope, resp)  # a token that expired meanwhile: the next request has a new one
         self._cancel(repo, location)
         resume.forget(where, blob)
         if interrupted:
             raise KeyboardInterrupt
-        if refused or resp.status_code in RETRY_STATUS or resp.status_code in (202, 204, 416):
-            return None
-        raise self.session.error("PATCH", location, resp)
+        # Refused, failed, or a registry that takes no chunked body (411): the plain upload
+        # (one PUT with a length, retried) is tried, and its error is the one reported.
+        return None
 
     def held(self, repo: str, location: str) -> int | None:
         """Bytes the registry holds for an upload session, or None to start a new session.
