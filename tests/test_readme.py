@@ -59,3 +59,13 @@ def test_the_dependencies_page_names_every_runtime_dependency() -> None:
     for requirement in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]:
         dist = re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower()
         assert named.get(dist, dist) in section, f"docs/development/dependencies.md does not say why {dist} is needed"
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """What trainops is, the set-up commands, a tour and where to go next; the manual is the
+    docs site (docs/), so the README stays short and points into it."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 250, "README.md is over 250 lines: move the detail into a page of docs/"
+    for section in ("## Set up on a fresh Debian/Ubuntu machine", "## A five-minute tour", "## Where to go next"):
+        assert section in text, f"README.md lacks {section!r}"
+    assert "docs/getting-started/" in text and "docs/reference/" in text

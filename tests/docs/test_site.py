@@ -38,16 +38,37 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
         pytest.fail("mkdocs and mkdocs-material are needed: pip install -e '.[docs]' (scripts/run-tests.sh does)")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
         check=False,
     )
-    problems = [line for line in done.stderr.splitlines() if "WARNING" in line or "ERROR" in line]
+    problems = [_located(line) for line in done.stderr.splitlines() if "WARNING" in line or "ERROR" in line]
     assert done.returncode == 0, "mkdocs build --strict failed:\n" + "\n".join(problems or [done.stderr])
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").is_file()
+
+
+def _located(warning: str) -> str:
+    """mkdocs' warning about a link, prefixed with the page's path and the line of the link."""
+    found = re.search(r"Doc file '([^']+)' contains (?:a link|an absolute link|a link to) '([^']+)'", warning)
+    if not found:
+        return warning
+    page, target = REPO / "docs" / found.group(1), found.group(2)
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        if f"]({target})" in line or f"({target} " in line:
+            return f"docs/{found.group(1)}:{number}: {warning.split(' - ', 1)[-1].strip()}"
+    return f"docs/{found.group(1)}: {warning.split(' - ', 1)[-1].strip()}"
+
+
+def test_a_broken_link_is_reported_at_its_line(tmp_path: Path) -> None:
+    page = REPO / "docs" / "index.md"
+    number = next(n for n, line in enumerate(page.read_text().splitlines(), 1) if "](getting-started/" in line)
+    target = re.search(r"\]\((getting-started/[^)]+)\)", page.read_text().splitlines()[number - 1])
+    assert target
+    warning = f"WARNING -  Doc file 'index.md' contains a link '{target.group(1)}', but the target is not found."
+    assert _located(warning).startswith(f"docs/index.md:{number}: Doc file 'index.md'")
 
 
 @pytest.mark.parametrize("source", _sources(), ids=lambda p: str(p.relative_to(REPO)))
