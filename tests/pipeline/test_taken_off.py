@@ -82,6 +82,8 @@ def test_run_does_not_roll_out_again_what_was_rolled_back_or_aborted(tmp_path: P
     taken_off = json.loads(run("rollout", "status", *_f(root), "-o", "json").stdout)["commit"]
     before = _gitops_log(root)
 
+    planned = _stages(run("run", *_f(root), "--dry-run", "-o", "json"))["rollout"]
+    assert planned["status"] == "skipped" and planned["why"].startswith("v2 was rolled back at GitOps commit")
     done = run("run", *_f(root), "-o", "json")
     rollout = _stages(done)["rollout"]
     assert rollout["status"] == "skipped"

@@ -570,15 +570,9 @@ def gc(
     provenance). Safe while pushes run: a repository with a push in flight is left whole."""
     from trainops.serve.protect import collect_unless_served
 
-    with options.opened(file, env, insecure) as opened:
+    with options.opened(file, env, insecure) as ctx:
         result = collect_unless_served(
-            opened.registries,
-            url=url,
-            manifest=opened.manifest,
-            override=override,
-            keep_last=keep_last,
-            dry_run=dry_run,
-            grace=grace,
+            ctx.registries, url, ctx.manifest, override=override, keep_last=keep_last, dry_run=dry_run, grace=grace
         )
     if output == "json":
         echo_json(result)

@@ -19,7 +19,7 @@ from trainops.errors import InputError, TrainopsError
 from trainops.pipeline import cache
 from trainops.pipeline.executors import EXECUTORS, skip_check, stage_functions
 from trainops.pipeline.executors.base import StageContext
-from trainops.pipeline.executors.flow import missing_provider
+from trainops.pipeline.executors.flow import missing_provider, rollout_held
 from trainops.pipeline.graph import Node, build_graph, select
 from trainops.pipeline.keys import SourceDigest, section, source_digest, stage_key
 from trainops.pipeline.stage import Event, EventSink, Outcome, StageResult, no_events
@@ -247,6 +247,9 @@ class _Flow:
             module = missing_provider(name)
             if module is not None:
                 why = f"cannot run here: it needs {module}, which this trainops does not have"
+            held = rollout_held(ctx) if name == "rollout" else None
+            if held is not None:  # a release the GitOps history shows taken off
+                return self._done(StageResult(name, "skipped", key=key, why=held), "skipped", held)
             return self._done(StageResult(name, "runs", key=key, why=why), "plan", f"runs ({why})")
         return self._run(ctx, inputs, why)
 

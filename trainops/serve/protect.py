@@ -74,9 +74,9 @@ def _refuse_if_needed(registries: Registries, guard: Guard, ref: Reference, dige
 
 def collect_unless_served(
     registries: Registries,
-    *,
     url: str | None,
     manifest: Manifest | None,
+    *,
     override: Override | None,
     keep_last: int | None = None,
     dry_run: bool = False,

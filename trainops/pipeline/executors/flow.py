@@ -81,21 +81,36 @@ def release_stage(ctx: StageContext) -> Outcome:
     )
 
 
-def rollout_stage(ctx: StageContext) -> Outcome:
-    """start_rollout of the released model (rollout.model without a release stage): the first
-    canary step as a GitOps commit. Promotion stays with `trainops rollout promote`. A
-    release the GitOps history shows rolled back or aborted is left alone (the stage is
-    skipped, saying why) unless the run was forced with a reason, which the commit records."""
+def _taken_off(ctx: StageContext) -> tuple[str, Any]:
+    """The release the rollout stage serves, pinned, and the GitOps history's word on it
+    (serve.Abandoned when it was rolled back or aborted and not served since, else None)."""
+    from trainops.serve.resolve import resolve_release
+
     serve = _provider("rollout")
     model = ctx.optional("release", "model")
     rollout = ctx.manifest.pipeline.spec.rollout
     text = model.ref if model else (rollout.model if rollout else None)
     if not text:
         raise InputError("stage rollout has no model", hint="add a release stage or set rollout.model")
-    from trainops.serve.resolve import resolve_release
-
     pinned = resolve_release(ctx.registries, text)
-    taken_off = serve.abandoned(ctx.manifest, release=pinned)
+    return pinned, serve.abandoned(ctx.manifest, release=pinned)
+
+
+def rollout_held(ctx: StageContext) -> str | None:
+    """Why the rollout stage would leave its release alone (what `--dry-run` says), or None."""
+    if missing_provider("rollout") is not None:
+        return None
+    _, taken_off = _taken_off(ctx)
+    return taken_off.refusal() if taken_off is not None and ctx.force_reason is None else None
+
+
+def rollout_stage(ctx: StageContext) -> Outcome:
+    """start_rollout of the released model (rollout.model without a release stage): the first
+    canary step as a GitOps commit. Promotion stays with `trainops rollout promote`. A
+    release the GitOps history shows rolled back or aborted is left alone (the stage is
+    skipped, saying why) unless the run was forced with a reason, which the commit records."""
+    serve = _provider("rollout")
+    pinned, taken_off = _taken_off(ctx)
     if taken_off is not None and ctx.force_reason is None:
         return Outcome(outputs=[], skipped=taken_off.refusal(), cacheable=False)
     body = [taken_off.forced(ctx.force_reason)] if taken_off is not None and ctx.force_reason else None
