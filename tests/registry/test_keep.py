@@ -150,3 +150,16 @@ def test_the_watchers_retention_keeps_the_checkpoint_a_release_came_from(target:
     assert ("removed", target.ref("proj/checkpoints:step-4")) in [(e.kind, e.message) for e in events]
     assert len([e for e in events if e.kind == "kept"]) == 1
     assert project.present("step-1", "proj/checkpoints")
+
+
+@pytest.mark.parametrize("target", ["file", "s3"], indirect=True)
+def test_a_release_whose_tag_was_removed_on_purpose_goes_at_the_next_gc(target: Target, tmp_path: Path) -> None:
+    project = Project(target, tmp_path)
+    env = target_env(target)
+    removed = run("registry", "rm", target.ref("proj/model:v0"), "--force", "--reason", "bad weights", env=env)
+    assert removed.code == 0, removed.stderr
+    assert project.present("v0", "proj/model")  # the tag went; the manifest waits for gc
+    done = run("registry", "gc", target.url, "-o", "json", env=env)
+    assert done.code == 0, done.stderr
+    assert f"{target.ref('proj/model')}@{project.digests['v0']}" in json.loads(done.stdout)["removedManifests"]
+    assert not project.present("v0", "proj/model") and project.present("v1", "proj/model")

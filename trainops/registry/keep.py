@@ -5,8 +5,8 @@ their own rule for what they would remove; none of them removes what this module
 
 - a release the GitOps repository serves, as stable or as the canary (`served`, read from
   the manifest's GitOps repo by trainops.serve.protect): never, whatever the flags;
-- a release (a model `trainops release` made): only with `--force --reason`
-  (trainops.registry.protect);
+- a tagged release (a model `trainops release` made): only with `--force --reason`
+  (trainops.registry.protect); one whose tags went that way is no longer kept for itself;
 - what a kept artifact needs: its lineage parents (a pruned parent's record stands for
   it), its subject, the manifests of an index, the eval report a release names, and its
   referrers (eval reports, signatures, provenance).
@@ -62,12 +62,13 @@ class Guard:
     served: Served = field(default_factory=Served)
     override: Override | None = None
 
-    def own_reason(self, repo_url: str, parsed: ParsedManifest) -> str | None:
-        """Why this artifact itself is kept (not for what needs it), or None."""
+    def own_reason(self, repo_url: str, parsed: ParsedManifest, *, tagged: bool = True) -> str | None:
+        """Why this artifact itself is kept (not for what needs it), or None. A release is
+        kept by its tags: one whose tags went (`rm --force --reason`) is not kept for itself."""
         served = self.served.reason(repo_url, parsed.digest)
         if served is not None:
             return served
-        if self.override is None and is_release(parsed):
+        if self.override is None and tagged and is_release(parsed):
             return "a release (--force --reason TEXT to remove it)"
         return None
 
@@ -183,7 +184,7 @@ def guarded_roots(graph: Graph, guard: Guard) -> dict[Node, str]:
     """The artifacts the guard keeps for their own sake: artifact → reason."""
     roots: dict[Node, str] = {}
     for node, (_, parsed, _) in graph.nodes.items():
-        reason = guard.own_reason(node[0], parsed)
+        reason = guard.own_reason(node[0], parsed, tagged=graph.tagged(node))
         if reason is not None:
             roots[node] = reason
     return roots
