@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from trainops import runid
 from trainops.cli import options
 from trainops.cli.options import manifest_options, output_option
 from trainops.cli.output import command_stdout, echo_json
@@ -139,13 +140,6 @@ _image_option = options.image_option(
 _run_id_option = options.run_id_option("Eval id in object names (default: new).")
 
 
-def _run_id(run_id: str | None) -> str:
-    from trainops.pipeline.context import new_run_id
-    from trainops.render.names import check_run_id
-
-    return check_run_id(run_id) if run_id else new_run_id("eval")
-
-
 @eval_group.command("render")
 @click.argument("checkpoint", required=False, metavar="[CKPT]")
 @manifest_options
@@ -170,7 +164,11 @@ def render_cmd(
     manifest = options.load(file, env)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         made = render_eval(
-            manifest=manifest, registries=registries, checkpoint=checkpoint, run_id=_run_id(run_id), image=image
+            manifest=manifest,
+            registries=registries,
+            checkpoint=checkpoint,
+            run_id=runid.given_or_new(run_id, "eval"),
+            image=image,
         )
     for warning in made.rendered.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -203,7 +201,11 @@ def submit_cmd(
     manifest = options.load(file, env)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         result = submit_eval(
-            manifest=manifest, registries=registries, checkpoint=checkpoint, run_id=_run_id(run_id), image=image
+            manifest=manifest,
+            registries=registries,
+            checkpoint=checkpoint,
+            run_id=runid.given_or_new(run_id, "eval"),
+            image=image,
         )
     if output == "json":
         echo_json(result)

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from trainops import clock
+from trainops import clock, runid
 from trainops.cli import options
 from trainops.cli.options import key_values, kubeconfig_options, manifest_options, output_option, render_out_option
 from trainops.cli.output import duration_text, echo_json
@@ -17,13 +17,6 @@ _image_option = options.image_option(
     "Training image (name@sha256:…, or a tag resolved now); default: train.image, else the image built for HEAD."
 )
 _run_id_option = options.run_id_option("Run id (default: a new one).")
-
-
-def _run_id(run_id: str | None, prefix: str) -> str:
-    from trainops.pipeline.context import new_run_id
-    from trainops.render.names import check_run_id
-
-    return check_run_id(run_id) if run_id else new_run_id(prefix)
 
 
 def _announcer(output: str) -> Any:
@@ -59,7 +52,7 @@ def render_cmd(
 ) -> None:
     """Render the training job (and the tenants' queues) for the manifest's scheduler."""
     manifest = options.load(file, env)
-    rid = _run_id(run_id, "run")
+    rid = runid.given_or_new(run_id, "run")
     if out is None:
         from trainops.pipeline.submit import render_text
 
@@ -95,7 +88,7 @@ def submit_cmd(
     from trainops.pipeline.submit import submit
 
     manifest = options.load(file, env)
-    result = submit(manifest, run_id=_run_id(run_id, "run"), image=image, insecure=insecure)
+    result = submit(manifest, run_id=runid.given_or_new(run_id, "run"), image=image, insecure=insecure)
     if output == "json":
         echo_json(result)
         return
@@ -183,7 +176,7 @@ def run_cmd(
         command_stdout=sys.stderr if output == "json" else None,
     )
     result = run_local_supervised(
-        manifest, run_id=_run_id(run_id, "local"), options=run_options, on_push=_announcer(output)
+        manifest, run_id=runid.given_or_new(run_id, "local"), options=run_options, on_push=_announcer(output)
     )
     if output == "json":
         echo_json(result)
@@ -237,7 +230,7 @@ def _run_slurm(
 
     result = run_slurm(
         manifest,
-        run_id=_run_id(run_id, "run"),
+        run_id=runid.given_or_new(run_id, "run"),
         ckpt_dir=ckpt_dir,
         image=image,
         interval=interval,

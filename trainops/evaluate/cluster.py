@@ -73,9 +73,9 @@ def render_eval(
     *, manifest: Manifest, registries: Registries, checkpoint: str | None, run_id: str, image: str | None = None
 ) -> EvalRender:
     """The eval Job (and its manifest ConfigMap) for one checkpoint, pinned and validated."""
+    from trainops import runid
     from trainops.render.evaljob import EvalJobInput, eval_objects
     from trainops.render.image import pin_image
-    from trainops.render.names import check_run_id
     from trainops.render.patches import apply_patches
     from trainops.render.validate import validate_objects
     from trainops.render.yamlio import dump_documents
@@ -92,7 +92,7 @@ def render_eval(
     pinned = pin_image(_image(manifest, registries, image), field="image")
     job = EvalJobInput(
         pipeline=pipeline.metadata.name,
-        run_id=check_run_id(run_id),
+        run_id=runid.check(run_id),
         env=manifest.env,
         manifest_text=manifest.path.read_text(encoding="utf-8"),
         checkpoint=str(found.ref),

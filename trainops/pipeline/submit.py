@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainops import runid
 from trainops.build.pinned import training_image
 from trainops.errors import InputError
 from trainops.gitops.target import gitops_url
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.render.image import cluster_image
-from trainops.render.names import check_run_id
 from trainops.spec import Manifest
 from trainops.spec.stages import TrainSpec
 
@@ -76,7 +76,7 @@ def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: boo
             "train.scheduler is local: there is nothing to render for a cluster",
             hint="run it with `trainops train run --local`, or pick another --env / scheduler",
         )
-    check_run_id(run_id)
+    runid.check(run_id)
     pinned = None
     if image is None and _bare_metal(train):
         from trainops.render.api import placeholder_image

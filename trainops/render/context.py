@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainops import runid
 from trainops.render.image import PinnedImage, pin_image
-from trainops.render.names import ANNOTATION_COMMIT, ANNOTATION_IMAGE, check_commit, check_run_id, common_labels
+from trainops.render.names import ANNOTATION_COMMIT, ANNOTATION_IMAGE, check_commit, common_labels
 from trainops.spec import Manifest
 from trainops.spec.pipeline import PipelineSpec
 from trainops.spec.stages import TrainSpec
@@ -107,7 +108,7 @@ def build_context(manifest: Manifest, *, image: str, run_id: str, commit: str | 
     ctx = RunContext(
         manifest_name=manifest.path.name,
         pipeline=name,
-        run_id=check_run_id(run_id),
+        run_id=runid.check(run_id),
         commit=check_commit(commit),
         spec=spec,
         train=train,

@@ -1,4 +1,4 @@
-"""Names and labels of rendered objects: run ids, object names that fit their limits, common labels.
+"""Names and labels of rendered objects: object names that fit their limits, common labels.
 
 A run is a new object: its name is `<pipeline>-<run-id>`, so Argo CD creates it instead of
 patching the previous run's (most fields of a Job's pod template are immutable). Names that
@@ -30,16 +30,6 @@ LABEL_RUN_ID = "trainops.dev/run-id"
 LABEL_ROLE = "trainops.dev/role"
 ANNOTATION_IMAGE = "trainops.dev/image"
 ANNOTATION_COMMIT = "trainops.dev/commit"
-
-
-def check_run_id(run_id: str) -> str:
-    """A run id is a DNS label (it is a label value and part of object names)."""
-    if not isinstance(run_id, str) or len(run_id) > MAX_LABEL or not DNS_LABEL_RE.match(run_id):
-        raise InputError(
-            f"run id {run_id!r} is not a DNS label",
-            hint="use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
-        )
-    return run_id
 
 
 def check_commit(commit: str | None) -> str | None:

@@ -17,8 +17,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from trainops import runid
 from trainops.errors import ExistsError, InputError, NotFoundError
-from trainops.render.names import check_run_id
 from trainops.spec import Manifest
 
 RECORD = "run.json"
@@ -46,7 +46,7 @@ def runs_dir(manifest: Manifest) -> Path:
 
 
 def record_path(manifest: Manifest, run_id: str) -> Path:
-    return runs_dir(manifest) / check_run_id(run_id) / RECORD
+    return runs_dir(manifest) / runid.check(run_id) / RECORD
 
 
 def refuse_existing(manifest: Manifest, run_id: str) -> None:
