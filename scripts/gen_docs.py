@@ -131,7 +131,7 @@ def _arguments(command: click.Command) -> list[str]:
         return []
     rows = ["| argument | required | repeatable |", "| --- | --- | --- |"]
     for arg in args:
-        metavar = arg.metavar or arg.human_readable_name.upper()
+        metavar = (arg.metavar or arg.human_readable_name.upper()).replace("|", "\\|")  # not a cell border
         rows.append(f"| `{metavar}` | {'yes' if arg.required else 'no'} | {'yes' if arg.nargs == -1 else 'no'} |")
     return ["**Arguments**", "", *rows, ""]
 

@@ -56,7 +56,7 @@ def test_every_command_and_option_has_an_entry(path: tuple[str, ...], command: c
                 where = f"{page.relative_to(REPO)}: trainops {' '.join(path)} {flag}"
                 assert f"`{flag}`" in section, f"{where} has no entry"
         if isinstance(param, click.Argument) and path:
-            metavar = param.metavar or param.human_readable_name.upper()
+            metavar = (param.metavar or param.human_readable_name.upper()).replace("|", "\\|")
             assert f"`{metavar}`" in section, f"{page.relative_to(REPO)}: argument {metavar} has no entry"
 
 
