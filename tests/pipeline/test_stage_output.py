@@ -58,3 +58,33 @@ def test_a_training_that_writes_nothing_new_fails_and_fresh_starts_from_step_0(t
     walked = _run(project, "lineage", "git:HEAD")
     assert walked.code == 0, walked.stderr
     assert _stages(_run(project, "run", "-o", "json"))["train"]["status"] == "cached"
+
+
+def test_the_best_checkpoint_is_chosen_among_what_this_flows_training_wrote(tmp_path: Path) -> None:
+    import sys
+
+    from tests.pipeline.flow import base_manifest
+
+    doc = base_manifest()
+    doc["spec"]["eval"] = {
+        "command": [sys.executable, "-m", "tiny_llm.eval"],
+        "checkpoint": "best",
+        "gates": [{"metric": "val_loss", "op": "<=", "value": 9.0}],
+    }
+    project = make_project(tmp_path, doc)
+    first = _run(project, "run", "--to", "checkpoint", "-o", "json")
+    assert first.code == 0, first.stderr[-3000:]
+    older = _stages(first)["checkpoint"]["outputs"][0]
+    assert older["ref"].startswith("tiny-llm/checkpoints:step-200@")  # 200 steps: the lower val_loss
+    # New code, trained fresh for 100 steps: its best is its own, though the older run's is lower.
+    doc["spec"]["train"]["env"]["TRAINOPS_MAX_STEPS"] = "100"
+    project.write_manifest(doc)
+    config = project.root / "tiny_llm" / "config.py"
+    config.write_text(config.read_text(encoding="utf-8").replace("seed: int = 1337", "seed: int = 7"), "utf-8")
+    project.commit("another seed, fewer steps")
+    fresh = _run(project, "run", "--fresh", "--to", "checkpoint", "-o", "json")
+    assert fresh.code == 0, fresh.stderr[-3000:]
+    stages = _stages(fresh)
+    trained = stages["train"]["outputs"][0]
+    assert trained["ref"].startswith("tiny-llm/checkpoints:step-100@")
+    assert stages["checkpoint"]["outputs"][0]["digest"] == trained["digest"] != older["digest"]

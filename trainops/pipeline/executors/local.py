@@ -177,6 +177,17 @@ def _newest(ctx: StageContext) -> Output:
     return Output(name="checkpoint", digest=info.digest, ref=info.ref)
 
 
+def _train_run(ctx: StageContext) -> str | None:
+    """The run that wrote the train stage's output (None without a train stage)."""
+    from trainops.registry.store import resolve
+
+    output = ctx.optional("train", "checkpoint")
+    if output is None or output.ref is None:
+        return None
+    found = resolve(ctx.registries, ref=ctx.registries.ref(output.ref).with_digest(output.digest))
+    return found.parsed.lineage().run_id
+
+
 def checkpoint_selection(manifest: Manifest) -> str:
     """Which checkpoint the flow goes on with: eval.checkpoint, else release.source."""
     spec = manifest.pipeline.spec
@@ -205,9 +216,15 @@ def checkpoint_stage(ctx: StageContext) -> Outcome:
         if train is None or not metric:
             raise InputError("checkpoint best needs train.checkpoint.keep.metric", hint="set it, or use latest")
         repository = checkpoint_repository(ctx.registries, manifest=ctx.manifest)
-        ranked = [c for c in list_checkpoints(ctx.registries, repository=repository) if metric in c.metrics]
+        run = _train_run(ctx)  # the best of what this flow's training wrote, not of another run's
+        ranked = [
+            c
+            for c in list_checkpoints(ctx.registries, repository=repository)
+            if metric in c.metrics and (run is None or c.run_id == run)
+        ]
         if not ranked:
-            raise NotFoundError(f"no checkpoint in {repository.repo_url} reports {metric}")
+            of = f" of run {run}" if run else ""
+            raise NotFoundError(f"no checkpoint{of} in {repository.repo_url} reports {metric}")
         sign = 1 if train.checkpoint.keep.mode == "min" else -1
         best = min(ranked, key=lambda c: (sign * c.metrics[metric], -(c.step or 0)))
         return Outcome(outputs=[Output("checkpoint", best.digest, best.ref)], details={"select": f"best {metric}"})
