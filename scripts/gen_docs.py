@@ -411,6 +411,37 @@ def _command_section(path: tuple[str, ...], command: click.Command) -> list[str]
     return lines
 
 
+# Where each top-level command is explained for a reader who wants to do something; a new
+# command needs its entry (tests/docs/test_reference.py), so it is never reference-only.
+GUIDES: dict[str, list[tuple[str, str]]] = {
+    "ci": [("The whole flow and CI on git push", "guides/ci.md")],
+    "ckpt": [("Checkpoints and resume", "guides/checkpoints.md")],
+    "completion": [("Install", "getting-started/install.md#shell-completion")],
+    "drill": [("Failures, incidents and drills", "guides/failures.md#drills")],
+    "eval": [("Eval gates and releases", "guides/eval-and-release.md")],
+    "hub": [("Hugging Face Hub", "guides/hub.md")],
+    "image": [("The whole flow and CI", "guides/ci.md#images")],
+    "incidents": [("Failures, incidents and drills", "guides/failures.md#incidents")],
+    "init": [("Your first project", "getting-started/first-project.md")],
+    "lineage": [("Artifacts and lineage", "concepts/artifacts-and-lineage.md")],
+    "plan": [("From a laptop to a cluster", "getting-started/to-a-cluster.md")],
+    "pull": [("Registries and S3", "guides/registries.md")],
+    "push": [("Registries and S3", "guides/registries.md")],
+    "registry": [("Registries and S3", "guides/registries.md")],
+    "release": [("Eval gates and releases", "guides/eval-and-release.md"), ("Signed releases", "guides/signing.md")],
+    "rollout": [("Serving and gray release", "guides/serving.md")],
+    "run": [("The whole flow and CI", "guides/ci.md"), ("Stage keys and caching", "concepts/stage-keys.md")],
+    "schema": [("trainops.yaml", "reference/manifest.md")],
+    "train": [
+        ("Training on Kubernetes", "guides/kubernetes.md"),
+        ("Training on Slurm", "guides/slurm.md"),
+        ("Failures", "guides/failures.md"),
+    ],
+    "ui": [("The registry browser", "guides/browser.md")],
+    "validate": [("From a laptop to a cluster", "getting-started/to-a-cluster.md")],
+}
+
+
 def cli_pages() -> dict[Path, str]:
     from trainops.cli.docs import reference_anchor
 
@@ -438,7 +469,8 @@ def cli_pages() -> dict[Path, str]:
         index.append(f"| [`trainops {' '.join(path)}`]({link}) | {_summary(command)} |")
     pages[DOCS / "reference" / "cli" / "index.md"] = "\n".join(index) + "\n"
     for name, top in sorted(cli.commands.items()):
-        body = [GENERATED, f"# trainops {name}", ""]
+        guides = ", ".join(f"[{title}](../../{target})" for title, target in GUIDES.get(name, []))
+        body = [GENERATED, f"# trainops {name}", "", f"How to use it: {guides}." if guides else "", ""]
         for path, command in _walk(top, (name,)):
             body += _command_section(path, command)
         text = "\n".join(body).rstrip() + "\n"

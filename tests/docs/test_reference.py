@@ -116,3 +116,9 @@ def test_every_results_file_is_whole_and_shown() -> None:
         script = (REPO / "bench" / f"{path.stem}.py").read_text()
         assert '"--doc"' in script and "docresult.write(" in script, f"bench/{path.stem}.py cannot refresh {where}"
     assert GEN.results_used() == {p.stem for p in files}, "every results file is shown on an operations page"
+
+
+def test_every_command_has_a_guide() -> None:
+    """Each top-level command's page points to where it is explained (GUIDES in scripts/gen_docs.py)."""
+    missing = sorted(set(cli.commands) - set(GEN.GUIDES))
+    assert missing == [], f"no guide for {missing}: add them to GUIDES in scripts/gen_docs.py"
