@@ -2,7 +2,8 @@
 
 After `rollout rollback` took v2 off (v1 stable again), `trainops run` does not start a
 canary of v2 again: the rollout stage is skipped, saying which commit took it off and how
-to roll it out anyway (`--force --reason`, recorded in the commit). Likewise after an abort.
+to roll it out anyway (`--force --reason`, recorded in the commit). Likewise after an abort,
+and `trainops ci` on a push that changes the rollout.
 """
 
 from __future__ import annotations
@@ -112,5 +113,9 @@ def test_run_does_not_roll_out_again_what_was_rolled_back_or_aborted(tmp_path: P
     doc = yaml.safe_load(manifest.read_text(encoding="utf-8"))
     doc["spec"]["rollout"]["replicas"] = 3
     manifest.write_text(yaml.safe_dump(doc), encoding="utf-8")
-    again = _stages(run("run", *_f(root), "-o", "json"))["rollout"]
+    for args in (["add", "-A"], ["commit", "-q", "-m", "two more replicas"]):
+        subprocess.run(["git", *args], cwd=root, env=git_env(), check=True, capture_output=True)
+    ci = run("ci", *_f(root), "--since", "HEAD~1", "-o", "json")  # what CI runs on that push
+    assert ci.code == 0, ci.stderr
+    again = {stage["name"]: stage for stage in json.loads(ci.stdout)["run"]["stages"]}["rollout"]
     assert again["status"] == "skipped" and again["why"].startswith(f"v2 was aborted at GitOps commit {aborted[:12]}")
