@@ -130,6 +130,7 @@ class Supervision:
     watchdog: Callable[[], str | None] | None = None
     kill_after: float = 30.0
     on_line: Callable[[str, str], None] | None = None  # each output line and its stream (stdout/stderr)
+    log: Path | None = None  # a file both streams are also appended to, line by line (`train logs`)
 
 
 @dataclass(frozen=True)
@@ -159,15 +160,20 @@ def run_command(
     the command ends or after `timeout` seconds, which raises subprocess.TimeoutExpired.
     """
     plan = supervision or Supervision()
+    log: IO[bytes] | None = None
+    if plan.log is not None and plan.on_line is not None:
+        plan.log.parent.mkdir(parents=True, exist_ok=True)
+        log = plan.log.open("ab")
     if plan.on_line is None:
         child = _start(argv, cwd=cwd, env=env, stdout=stdout, what=what, group=group)
         readers: list[threading.Thread] = []
     else:
         pipe = subprocess.PIPE
         child = _start(argv, cwd=cwd, env=env, stdout=pipe, stderr=pipe, what=what, group=group)
+        keep = _keeper(log)
         readers = [
-            _reader(child.stdout, stdout, "stdout", plan.on_line),
-            _reader(child.stderr, None, "stderr", plan.on_line),
+            _reader(child.stdout, stdout, "stdout", plan.on_line, keep),
+            _reader(child.stderr, None, "stderr", plan.on_line, keep),
         ]
     received: list[str] = []
 
@@ -207,14 +213,35 @@ def run_command(
             child.wait()
         for reader in readers:  # the rest of the output; a grandchild holding the pipe is not waited for
             reader.join(timeout=2.0)
+        if log is not None:
+            log.close()
     return Outcome(128 - code if code < 0 else code, received[0] if received else None, watch.stopped)
 
 
+def _keeper(handle: IO[bytes] | None) -> Callable[[bytes], None] | None:
+    """Append each line to the kept log (whole lines from both readers, flushed as they come)."""
+    if handle is None:
+        return None
+    lock = threading.Lock()
+
+    def keep(raw: bytes) -> None:
+        with lock:
+            handle.write(raw)
+            handle.flush()
+
+    return keep
+
+
 def _reader(
-    pipe: Any, dest: int | IO[Any] | None, stream: str, on_line: Callable[[str, str], None]
+    pipe: Any,
+    dest: int | IO[Any] | None,
+    stream: str,
+    on_line: Callable[[str, str], None],
+    keep: Callable[[bytes], None] | None = None,
 ) -> threading.Thread:
     """A thread that copies the command's output line by line to where it would have gone
-    (dest; None: this process's stdout or stderr) and hands each line to on_line."""
+    (dest; None: this process's stdout or stderr), to the kept log if any, and hands each
+    line to on_line."""
 
     def write(raw: bytes) -> None:
         if isinstance(dest, int):
@@ -233,6 +260,8 @@ def _reader(
         with contextlib.suppress(OSError, ValueError):  # the destination closed: nothing left to copy to
             for raw in iter(pipe.readline, b""):
                 on_line(raw.decode("utf-8", "replace"), stream)
+                if keep is not None:
+                    keep(raw)
                 write(raw)
         pipe.close()
 

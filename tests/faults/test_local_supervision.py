@@ -100,7 +100,10 @@ def test_a_crash_restarts_the_trainer_from_the_newest_checkpoint(project: Path) 
     assert ettr["starts"] == 2 and [i["id"] for i in ettr["incidents"]] == [incident.id]
     assert 0 < ettr["ettr"] <= 1 and ettr["productiveSeconds"] <= ettr["wallSeconds"]
     text = _trainops(project, "train", "status", "crash").stdout.splitlines()
-    assert text[0] == "crash  local" and text[1] == f"  ettr    {ettr['ettr']:.3f}: " + text[1].split(": ", 1)[1]
+    assert (
+        text[0] == "crash  local  completed"
+        and text[1] == f"  ettr    {ettr['ettr']:.3f}: " + text[1].split(": ", 1)[1]
+    )
     assert all(re.match(r"^  [a-z]+ +\S", line) for line in text[1:]), text  # each label apart from its value
 
 

@@ -386,9 +386,8 @@ def _show_lines(info: Any, *, wide: bool) -> list[str]:
     out = [info.ref, *fields_text(fields, wide=wide, pad=10)]
     if info.annotations:
         out.append("  annotations:")
-        out += [
-            line for key, value in info.annotations.items() for line in folded(f"{key} = {value}", indent=4, wide=wide)
-        ]
+        for key, value in info.annotations.items():
+            out += folded(f"{key} = {value}", indent=4, wide=wide)
     out.append("  files:")
     out += [f"    {f.digest[:19]}  {_size(f.size):>10}  {f.path}" for f in info.files]
     if info.referrers:

@@ -156,9 +156,6 @@ def run_cmd(
     (inside a job) the command runs on every node with srun (in the container of --image:
     pyxis), hangs are detected and the job is requeued on the time-limit signal.
     """
-    from trainops.pipeline.faulted import run_local_supervised
-    from trainops.pipeline.local import LocalRunOptions
-
     if mode is None:
         raise click.UsageError("pass --local (run here) or --slurm (inside a Slurm job)")
     manifest = options.load(file, env)
@@ -167,6 +164,26 @@ def run_cmd(
             manifest, run_id=run_id, ckpt_dir=ckpt_dir, image=image, interval=interval, insecure=insecure, output=output
         )
         return
+    _run_local(
+        manifest, run_id=run_id, ckpt_dir=ckpt_dir, image=image, setenv=setenv, interval=interval, insecure=insecure,
+        output=output,
+    )  # fmt: skip
+
+
+def _run_local(
+    manifest: Any,
+    *,
+    run_id: str | None,
+    ckpt_dir: Path | None,
+    image: str | None,
+    setenv: tuple[str, ...],
+    interval: float,
+    insecure: bool,
+    output: str,
+) -> None:
+    from trainops.pipeline.faulted import run_local_supervised
+    from trainops.pipeline.local import LocalRunOptions
+
     run_options = LocalRunOptions(
         ckpt_dir=ckpt_dir,
         image=_pinned_image(manifest, image=image, insecure=insecure) if image else None,
@@ -175,13 +192,20 @@ def run_cmd(
         env_overrides=key_values(setenv, "-e"),
         command_stdout=sys.stderr if output == "json" else None,
     )
+    rid = runid.given_or_new(run_id, "local")
+    _say_start(manifest, rid)
     result = run_local_supervised(
-        manifest, run_id=runid.given_or_new(run_id, "local"), options=run_options, on_push=_announcer(output)
+        manifest,
+        run_id=rid,
+        options=run_options,
+        on_push=_announcer(output),
+        on_start=_say_resumed,
+        on_restore=_say_restored,
     )
     if output == "json":
         echo_json(result)
     else:
-        _say_run(result.run, starts=result.starts, incidents=result.incidents)
+        _say_run(result.run, starts=result.starts, incidents=result.incidents, log=result.log)
     result.raise_for_failure(hint="its output above says why; run again to resume from the newest checkpoint")
 
 
@@ -193,14 +217,31 @@ def _pinned_image(manifest: Any, *, image: str, insecure: bool) -> Any:
         return training_image(manifest, registries, image=image)
 
 
-def _say_run(result: Any, *, starts: int, incidents: list[str]) -> None:
-    """What a local run did, for people, on stderr."""
+def _say_start(manifest: Any, run_id: str) -> None:
+    """The run's id as it starts (on stderr, whatever -o): what `drill`, `train status` and
+    `train logs` follow it by, and where its output is kept."""
+    from trainops.faults.timeline import run_log_path
+
+    click.echo(
+        f"trainops: run {run_id} starts; its output is kept in {run_log_path(manifest, run_id)} "
+        f"(`trainops train logs {run_id}`, `trainops train status {run_id}`)",
+        err=True,
+    )
+
+
+def _say_restored(ref: str | None, note: str) -> None:
+    click.echo(f"trainops: restored {ref}" if ref else f"trainops: nothing restored ({note})", err=True)
+
+
+def _say_resumed(step: int | None, ref: str | None) -> None:
+    if ref is not None:
+        click.echo(f"trainops: resumed from {ref}" + (f" (step {step})" if step is not None else ""), err=True)
+
+
+def _say_run(result: Any, *, starts: int, incidents: list[str], log: str) -> None:
+    """What a local run did, for people, on stderr (what it started from was said as it started)."""
     if incidents:
         click.echo(f"trainops: {starts} start(s); incidents {', '.join(incidents)} (trainops incidents)", err=True)
-    where = f"restored {result.restored}" if result.restored else f"nothing restored ({result.restore_note})"
-    click.echo(f"trainops: run {result.run_id}: {where}", err=True)
-    if result.resumed_from:
-        click.echo(f"trainops: resumed from {result.resumed_from.ref} ({result.resumed_from.digest[:19]})", err=True)
     for note in result.watcher_errors:
         click.echo(f"trainops: warning: checkpoint push failed, retried on the next scan: {note}", err=True)
     if result.missing_secret_env:
@@ -208,7 +249,7 @@ def _say_run(result: Any, *, starts: int, incidents: list[str]) -> None:
         click.echo(f"trainops: warning: secretEnv {names} not set in this environment", err=True)
     click.echo(
         f"trainops: run {result.run_id} exited {result.exit_code}; "
-        f"{len(result.pushed)} checkpoint(s) pushed to {result.repository}",
+        f"{len(result.pushed)} checkpoint(s) pushed to {result.repository}; its output: {log}",
         err=True,
     )
 
@@ -282,7 +323,7 @@ def status_cmd(
     nodes, restarts; the PodGroup's or Workload's conditions while it waits).
     """
     manifest = options.load(file, env)
-    if manifest.require_train().scheduler == "local":
+    if manifest.require_train().scheduler == "local" or _ran_locally(manifest, run_id=run_id):
         _local_status(manifest, run_id=run_id, output=output)
         return
     if not _on_slurm(manifest, run_id=run_id, kubeconfig=kubeconfig or context):
@@ -309,16 +350,46 @@ def status_cmd(
                 click.echo(f"  {key:<8}{value}")
 
 
+def _ran_locally(manifest: Any, *, run_id: str | None) -> bool:
+    """RUN is a local run (`train run --local`), whatever the manifest's scheduler without
+    --env says; a run submitted to Slurm from here is Slurm's."""
+    from trainops.faults.query import is_local_run
+    from trainops.slurm.record import submitted_here
+
+    return run_id is not None and not submitted_here(manifest, run_id=run_id) and is_local_run(manifest, run_id=run_id)
+
+
 def _local_status(manifest: Any, *, run_id: str | None, output: str) -> None:
-    from trainops.faults.query import local_status
+    from trainops.cli.output import echo_columns
+    from trainops.faults.query import local_runs, local_status
 
     if run_id is None:
-        raise click.UsageError("a local run has no scheduler to list runs from: name the RUN (`train run` printed it)")
+        runs = local_runs(manifest)
+        if output == "json":
+            echo_json(runs)
+            return
+        if not runs:
+            click.echo("no local runs recorded (`trainops train run --local` records each)")
+            return
+        rows = [
+            (
+                r.run_id,
+                clock.display(r.started),
+                str(r.ettr.starts),
+                "running" if r.ettr.running else (r.outcome or "-"),
+                "-" if r.ettr.ettr is None else f"{r.ettr.ettr:.3f}",
+                str(len(r.ettr.incidents)),
+            )
+            for r in runs
+        ]
+        echo_columns("local runs", ("run", "started", "starts", "state", "ettr", "incidents"), rows)
+        return
     status = local_status(manifest, run_id=run_id)
     if output == "json":
         echo_json(status)
         return
-    click.echo(f"{status.run_id}  local")
+    state = "running" if status.ettr.running else (status.outcome or "-")
+    click.echo(f"{status.run_id}  local  {state}")
     for key, value in _ettr_lines(status.ettr):
         click.echo(f"  {key:<8}{value}")
 
@@ -371,8 +442,15 @@ def _kube_status(
 @click.argument("run_id", metavar="RUN")
 @kubeconfig_options
 def logs_cmd(file: str | None, env: str | None, run_id: str, kubeconfig: str | None, context: str | None) -> None:
-    """Print the output of RUN: its Slurm job's file, or its pods' logs from the API server."""
+    """Print the output of RUN: a local run's (kept by its supervisor), its Slurm job's file,
+    or its pods' logs from the API server."""
+    from trainops.faults.timeline import kept_output
+
     manifest = options.load(file, env)
+    kept = kept_output(manifest, run_id)
+    if kept is not None and not _on_slurm(manifest, run_id=run_id):
+        click.echo(kept, nl=False)
+        return
     if not _on_slurm(manifest, run_id=run_id):
         from trainops.cluster.jobs import manifest_logs
 

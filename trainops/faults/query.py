@@ -76,16 +76,68 @@ class LocalRunStatus:
 
     run_id: str
     ettr: Ettr
+    started: str | None = None  # its first start
+    ended: str | None = None  # how its last start ended, when it has
+    outcome: str | None = None
+
+
+def local_runs(manifest: Manifest, *, insecure: bool = False) -> list[LocalRunStatus]:
+    """The local runs of the pipeline, newest first: those the registry keeps a timeline of
+    whose starts name no Slurm job."""
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        repository = _repository(manifest, registries)
+        tags = records.all_tags(registries, repository)
+        found = []
+        for tag in tags:
+            if not tag.endswith(timelines.TIMELINE_SUFFIX):
+                continue
+            line = _local_timeline(registries, repository, manifest, tag.removesuffix(timelines.TIMELINE_SUFFIX))
+            if line is not None:
+                incidents = [t for t in tags if records.is_incident_tag(t, line.run_id)]
+                read = [records.read(registries, repository=repository, incident_id=t) for t in incidents]
+                found.append(_status(line, read))
+    return sorted(found, key=lambda r: r.started or "", reverse=True)
+
+
+def _local_timeline(
+    registries: Registries, repository: Reference, manifest: Manifest, run_id: str
+) -> timelines.Timeline | None:
+    """The run's timeline if it is a local run's (started at least once, no Slurm job)."""
+    line = timelines.load(registries, repository=repository, pipeline=manifest.pipeline.metadata.name, run_id=run_id)
+    if not line.segments or any(segment.job_id for segment in line.segments):
+        return None
+    return line
+
+
+def _status(line: timelines.Timeline, incidents: list[Incident]) -> LocalRunStatus:
+    last = line.segments[-1]
+    return LocalRunStatus(line.run_id, compute(line, incidents), line.segments[0].started, last.ended, last.outcome)
+
+
+def is_local_run(manifest: Manifest, *, run_id: str, insecure: bool = False) -> bool:
+    """Whether run_id is a local run of this pipeline: its output is kept here, or the
+    registry keeps its timeline (the output goes with the machine; the timeline stays)."""
+    from trainops.faults.timeline import run_log_path
+
+    if run_log_path(manifest, run_id).is_file():
+        return True
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        return _local_timeline(registries, _repository(manifest, registries), manifest, run_id) is not None
 
 
 def local_status(manifest: Manifest, *, run_id: str, insecure: bool = False) -> LocalRunStatus:
     """The ETTR of a local run (NotFoundError when no start of it was recorded)."""
     from trainops.errors import NotFoundError
 
-    ettr = run_ettr(manifest, run_id=run_id, insecure=insecure)
-    if ettr.starts == 0:
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        repository = _repository(manifest, registries)
+        line = timelines.load(
+            registries, repository=repository, pipeline=manifest.pipeline.metadata.name, run_id=run_id
+        )
+        found = records.list_incidents(registries, repository=repository, run_id=run_id)
+    if not line.segments:
         raise NotFoundError(
             f"no start of run {run_id} is recorded in {manifest.pipeline.spec.registry}",
-            hint="`trainops incidents ls` lists the runs that failed; a run's id is in `train run`'s output",
+            hint="`trainops train status` lists the local runs; a run's id is said as `train run` starts",
         )
-    return LocalRunStatus(run_id, ettr)
+    return _status(line, found)

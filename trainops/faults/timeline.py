@@ -11,6 +11,7 @@ from it and the run's incidents.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,6 +22,7 @@ from trainops.faults.incidents import read_file, save_record
 from trainops.registry import media
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
+from trainops.spec import Manifest
 
 TIMELINE_FILE = "timeline.json"
 TIMELINE_SUFFIX = ".timeline"
@@ -58,6 +60,18 @@ class Timeline(_Model):
     pipeline: str
     run_id: str
     segments: list[Segment] = Field(default_factory=list, max_length=MAX_SEGMENTS)
+
+
+def run_log_path(manifest: Manifest, run_id: str) -> Path:
+    """Where the supervisor keeps a local run's output (both streams, every start): what
+    `train logs RUN` prints, and how `train status RUN` knows the run ran here."""
+    return manifest.root / ".trainops" / "runs" / manifest.pipeline.metadata.name / "logs" / f"{run_id}.log"
+
+
+def kept_output(manifest: Manifest, run_id: str) -> str | None:
+    """A local run's output as its supervisor kept it; None when the run did not run here."""
+    path = run_log_path(manifest, run_id)
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
 
 
 def timeline_ref(repository: Reference, run_id: str) -> Reference:

@@ -60,6 +60,7 @@ class Watch:
     job_id: str | None = None
     nodes: list[str] = field(default_factory=list)
     act: Callable[[Decision], str] | None = None  # carries out requeue/drain; what it did, in words
+    log: Path | None = None  # where the trainer's output is kept too (a local run's, for `train logs`)
 
 
 def run_supervised(
@@ -70,6 +71,8 @@ def run_supervised(
     watch: Watch,
     on_push: Callable[[PushedCheckpoint], None] | None = None,
     on_decision: Callable[[Decision], None] | None = None,
+    on_start: Callable[[int | None, str | None], None] | None = None,
+    on_restore: Callable[[str | None, str], None] | None = None,
 ) -> SupervisedRun:
     """Start the trainer until it completes or a fault needs more than a restart in place.
     Every start is `run_local` with `options` (whose ckpt_dir is set) and the supervision."""
@@ -93,12 +96,26 @@ def run_supervised(
                     if on_push is not None:
                         on_push(item)
 
+                def started(step: int | None, ref: str | None) -> None:
+                    session.resumed(step, ref)
+                    if on_start is not None:
+                        on_start(step, ref)
+
                 supervision = Supervision(
-                    signals=watch.signals, watchdog=session.watchdog, kill_after=kill_after, on_line=monitor.on_line
+                    signals=watch.signals,
+                    watchdog=session.watchdog,
+                    kill_after=kill_after,
+                    on_line=monitor.on_line,
+                    log=watch.log,
                 )
                 run_options = dataclasses.replace(options, supervision=supervision)
                 result = run_local(
-                    manifest, run_id=run_id, options=run_options, on_push=pushed, on_start=session.resumed
+                    manifest,
+                    run_id=run_id,
+                    options=run_options,
+                    on_push=pushed,
+                    on_start=started,
+                    on_restore=on_restore,
                 )
                 decision = session.finish(code=result.exit_code, passed_on=result.signal)
                 if decision.incident is not None:
@@ -126,6 +143,7 @@ class LocalSupervisedRun:
     note: str  # the last decision in one line (the diagnosis and the action, or how it ended)
     incidents: list[str]  # the ids of the incidents recorded (`trainops incidents show ID`)
     warnings: list[str]
+    log: str  # the trainer's output, every start (`trainops train logs RUN`)
     run: LocalRunResult = field(metadata=FLATTEN)  # the last start's; in JSON beside these
 
     def raise_for_failure(self, *, hint: str) -> None:
@@ -148,28 +166,36 @@ def run_local_supervised(
     run_id: str,
     options: LocalRunOptions,
     on_push: Callable[[PushedCheckpoint], None] | None = None,
+    on_start: Callable[[int | None, str | None], None] | None = None,
+    on_restore: Callable[[str | None, str], None] | None = None,
 ) -> LocalSupervisedRun:
     """`train run --local` under fault supervision: the trainer's output, exit status,
     heartbeat ($TRAINOPS_HEARTBEAT_FILE, beside the checkpoint directory) and checkpoints, and
     train.faults.nodeHealth, watched as on Slurm; a transient fault restarts it here from the
     newest complete checkpoint, within faultTolerance.maxRetry; a fault that needs another
     node (requeue, drain) or no retry (stop) ends the run with the diagnosis (the result's
-    decision). Each fault is an incident in the registry; the timeline gives `train status` ETTR."""
+    decision). Each fault is an incident in the registry; the timeline gives `train status` ETTR.
+    The trainer's output is kept too, at run_log_path (`train logs`); on_start and on_restore
+    as run_local's, at each start."""
     from trainops.faults.session import this_node
+    from trainops.faults.timeline import run_log_path
     from trainops.pipeline.local import default_checkpoint_dir
 
     train = manifest.require_train()
     ckpt_dir = (options.ckpt_dir or default_checkpoint_dir(manifest)).resolve()
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     heartbeat = ckpt_dir.parent / "heartbeat"
+    log = run_log_path(manifest, run_id)
     timeout = duration_seconds(train.fault_tolerance.hang_timeout)
     env = {**(options.env_overrides or {}), HEARTBEAT_ENV: str(heartbeat)}
     supervised = run_supervised(
         manifest,
         run_id=run_id,
         options=dataclasses.replace(options, ckpt_dir=ckpt_dir, env_overrides=env),
-        watch=Watch(hang=lambda: ProgressClock(ckpt_dir, heartbeat, timeout), nodes=[this_node()]),
+        watch=Watch(hang=lambda: ProgressClock(ckpt_dir, heartbeat, timeout), nodes=[this_node()], log=log),
         on_push=on_push,
+        on_start=on_start,
+        on_restore=on_restore,
     )
     decision = supervised.decision
     return LocalSupervisedRun(
@@ -179,5 +205,6 @@ def run_local_supervised(
         note=decision.note,
         incidents=[i.id for i in supervised.incidents],
         warnings=supervised.warnings,
+        log=str(log),
         run=supervised.run,
     )

@@ -283,19 +283,19 @@ def run_local(
     on_push: Callable[[PushedCheckpoint], None] | None = None,
     progress: ProgressSink | None = None,
     on_start: Callable[[int | None, str | None], None] | None = None,
+    on_restore: Callable[[str | None, str], None] | None = None,
 ) -> LocalRunResult:
     """Restore, train and watch, as described in the module docstring.
 
     The command's stdout is this process's unless options.command_stdout says otherwise
     (the CLI sends it to stderr under `-o json`, so stdout carries the result alone). The
     command's exit status is in the result (`raise_for_failure` turns a failure into the
-    error every caller reports). on_start is told the step and checkpoint the command
-    resumes from (None: from scratch) just before it starts.
+    error every caller reports). on_start: the step and checkpoint the command resumes from
+    (None: from scratch), just before it starts; on_restore: what was restored, and why.
     """
     from trainops.checkpoint.catalog import checkpoint_repository
 
-    argv = list(options.command or manifest.require_train().command)
-    if not argv:
+    if not (argv := list(options.command or manifest.require_train().command)):
         raise InputError("train.command is empty", hint="set train.command to the training program")
     directory = (options.ckpt_dir or default_checkpoint_dir(manifest, run_id if options.fresh else None)).resolve()
     directory.mkdir(parents=True, exist_ok=True)
@@ -303,16 +303,14 @@ def run_local(
         repository = checkpoint_repository(registries, manifest=manifest, environ={})
         where = _Where(repository, directory, run_id)
         restored = _restore(manifest, registries, where, options=options, progress=progress)
+        if on_restore is not None:
+            on_restore(restored.ref, restored.note)
         watcher = _watcher(manifest, registries, where, options=options, progress=progress)
+        base = os.environ if options.base_env is None else options.base_env
         env, missing = local_environment(
-            manifest,
-            run_id=run_id,
-            ckpt_dir=directory,
-            repository=repository,
-            image=options.image,
-            base=os.environ if options.base_env is None else options.base_env,
-            overrides=options.env_overrides,
-        )
+            manifest, run_id=run_id, ckpt_dir=directory, repository=repository, image=options.image,
+            base=base, overrides=options.env_overrides,
+        )  # fmt: skip
         scans = _Scans(watcher, on_push)
         scans.scan()  # complete checkpoints a killed run left behind are pushed before it resumes
         resumed_from = watcher.resumed_from
