@@ -164,27 +164,33 @@ def run_cmd(
             manifest, run_id=run_id, ckpt_dir=ckpt_dir, image=image, interval=interval, insecure=insecure, output=output
         )
         return
-    _run_local(
-        manifest, run_id=run_id, ckpt_dir=ckpt_dir, image=image, setenv=setenv, interval=interval, insecure=insecure,
-        output=output,
-    )  # fmt: skip
+    from trainops.pipeline.faulted import run_local_supervised
+
+    rid = runid.given_or_new(run_id, "local")
+    _say_start(manifest, rid)
+    local = _local_options(manifest, ckpt_dir, image, setenv, interval, insecure, output)
+    result = run_local_supervised(
+        manifest, run_id=rid, options=local, on_push=_announcer(output), on_start=_say_resumed, on_restore=_say_restored
+    )
+    if output == "json":
+        echo_json(result)
+    else:
+        _say_run(result.run, starts=result.starts, incidents=result.incidents, log=result.log)
+    result.raise_for_failure(hint="its output above says why; run again to resume from the newest checkpoint")
 
 
-def _run_local(
+def _local_options(
     manifest: Any,
-    *,
-    run_id: str | None,
     ckpt_dir: Path | None,
     image: str | None,
     setenv: tuple[str, ...],
     interval: float,
     insecure: bool,
     output: str,
-) -> None:
-    from trainops.pipeline.faulted import run_local_supervised
+) -> Any:
     from trainops.pipeline.local import LocalRunOptions
 
-    run_options = LocalRunOptions(
+    return LocalRunOptions(
         ckpt_dir=ckpt_dir,
         image=_pinned_image(manifest, image=image, insecure=insecure) if image else None,
         interval=interval,
@@ -192,21 +198,6 @@ def _run_local(
         env_overrides=key_values(setenv, "-e"),
         command_stdout=sys.stderr if output == "json" else None,
     )
-    rid = runid.given_or_new(run_id, "local")
-    _say_start(manifest, rid)
-    result = run_local_supervised(
-        manifest,
-        run_id=rid,
-        options=run_options,
-        on_push=_announcer(output),
-        on_start=_say_resumed,
-        on_restore=_say_restored,
-    )
-    if output == "json":
-        echo_json(result)
-    else:
-        _say_run(result.run, starts=result.starts, incidents=result.incidents, log=result.log)
-    result.raise_for_failure(hint="its output above says why; run again to resume from the newest checkpoint")
 
 
 def _pinned_image(manifest: Any, *, image: str, insecure: bool) -> Any:
