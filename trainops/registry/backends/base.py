@@ -172,6 +172,14 @@ class DigestWriter:
         self.fh.write(chunk)
         self.written += len(chunk)
 
+    def take_kept(self) -> None:
+        """Hash what the file already holds (an interrupted download's start), leaving the
+        position at its end, so that the next write continues it."""
+        self.fh.seek(0)
+        while chunk := self.fh.read(8 * 1024 * 1024):
+            self.hash.update(chunk)
+            self.written += len(chunk)
+
     def verify(self, what: str) -> None:
         actual = "sha256:" + self.hash.hexdigest()
         if self.expected_size is not None and self.written != self.expected_size:

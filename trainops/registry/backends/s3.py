@@ -232,13 +232,13 @@ class S3Backend(S3Leases, Backend):
         self.transfers.upload(key, source, progress, f"blob {source.digest[:19]} for {repo}")
 
     def download_blob(self, repo: str, digest: str, dest: Path, progress: Progress = no_progress) -> None:
-        """Written in order: an interrupted download keeps the blob's start in dest, and the
-        next download to dest continues it (a ranged GET), verified whole as before; a kept
-        start that does not verify is dropped and the blob fetched whole once."""
+        """Written in order: an interrupted download keeps the blob's start in dest, which the
+        next one continues (Downloads.continue_file); verified whole as before."""
         key = self.blob_key(repo, digest)
         where = f"blob {digest[:19]} in {self._url(repo)}"
         try:
-            if dest.is_file() and dest.stat().st_size and self._resume(key, dest, digest, progress, where):
+            kept = dest.is_file() and dest.stat().st_size > 0
+            if kept and self.downloads.continue_file(key, dest, digest, progress, where):
                 return
             with dest.open("wb") as out:
                 writer = DigestWriter(out, digest, None)
@@ -254,22 +254,6 @@ class S3Backend(S3Leases, Backend):
             if dest.is_file() and not dest.stat().st_size:
                 dest.unlink()
             raise
-
-    def _resume(self, key: str, dest: Path, digest: str, progress: Progress, where: str) -> bool:
-        """Continue dest (the blob's start, from an interrupted download); False if it cannot
-        be continued or does not verify (the caller then downloads it whole)."""
-        with dest.open("r+b") as out:
-            writer = DigestWriter(out, digest, None)
-            while chunk := out.read(8 * 1024 * 1024):
-                writer.hash.update(chunk)
-                writer.written += len(chunk)
-            if not self.downloads.resume(key, writer, progress):
-                return False
-        try:
-            writer.verify(where)
-        except IntegrityError:
-            return False
-        return True
 
     def open_blob(self, repo: str, digest: str) -> AbstractContextManager[BinaryIO]:
         try:

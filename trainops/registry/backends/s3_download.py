@@ -19,9 +19,10 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from pathlib import Path
 from typing import Any
 
-from trainops.errors import RemoteError
+from trainops.errors import IntegrityError, RemoteError
 from trainops.registry.backends.base import DigestWriter, Progress, check_range, read_exact, read_span
 from trainops.registry.backends.s3_client import ConditionFailed, S3Ops, is_stream_error
 from trainops.registry.backends.s3_transfer import TransferSettings, part_size_for
@@ -72,6 +73,20 @@ class Downloads:
             return read_exact(body, min(length, int(found[2]) - offset + 1))
         finally:
             body.close()
+
+    def continue_file(self, key: str, dest: Path, digest: str, progress: Progress, where: str) -> bool:
+        """Continue dest, the blob's start that an interrupted download left; False when it
+        cannot be continued or the whole does not verify (the caller downloads it whole)."""
+        with dest.open("r+b") as out:
+            writer = DigestWriter(out, digest, None)
+            writer.take_kept()
+            if not self.resume(key, writer, progress):
+                return False
+        try:
+            writer.verify(where)
+        except IntegrityError:
+            return False
+        return True
 
     def resume(self, key: str, writer: DigestWriter, progress: Progress) -> bool:
         """Continue a download whose first writer.written bytes writer already holds (and has
