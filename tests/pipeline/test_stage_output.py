@@ -88,3 +88,14 @@ def test_the_best_checkpoint_is_chosen_among_what_this_flows_training_wrote(tmp_
     trained = stages["train"]["outputs"][0]
     assert trained["ref"].startswith("tiny-llm/checkpoints:step-100@")
     assert stages["checkpoint"]["outputs"][0]["digest"] == trained["digest"] != older["digest"]
+
+
+def test_fresh_is_refused_for_a_cluster_job_before_anything_runs(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    done = _run(project, "run", "--fresh", "--executor", "cluster")
+    assert done.code == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "Error: --fresh starts a training here from step 0; a cluster job resumes as train.checkpoint.resume "
+        "says; set train.checkpoint.resume: none (and a checkpoint repository of its own), or run --executor local"
+    ]
+    assert not (project.root / ".trainops" / "registry").exists()

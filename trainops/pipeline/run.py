@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, ClassVar
 
-from trainops.errors import InputError, TrainopsError
+from trainops.errors import InputError, TrainopsError, UsageError
 from trainops.pipeline import cache
 from trainops.pipeline.executors import EXECUTORS, skip_check, stage_functions
 from trainops.pipeline.executors.base import StageContext
@@ -117,6 +117,11 @@ def run_pipeline(*, manifest: Manifest, options: RunOptions, on_event: EventSink
     executor = options.executor or default_executor(manifest)
     if executor not in EXECUTORS:
         raise InputError(f"unknown executor {executor!r}", hint=f"use {' or '.join(EXECUTORS)}")
+    if options.fresh and executor != "local":
+        raise UsageError(
+            "--fresh starts a training here from step 0; a cluster job resumes as train.checkpoint.resume says",
+            hint="set train.checkpoint.resume: none (and a checkpoint repository of its own), or run --executor local",
+        )
     if not options.dry_run:
         _check_providers(window)
     source = source_digest(manifest=manifest)
