@@ -266,7 +266,12 @@ def registry() -> None:
 
 @registry.command("ls")
 @click.argument("target", required=False)
-@click.option("--all", "show_all", is_flag=True, help="Also list the records of pruned checkpoints.")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also list records: pruned checkpoints' tags, the stages and incidents repositories.",
+)
 @click.option(
     "-l",
     "--long",
@@ -301,30 +306,23 @@ def ls(
         untagged = set(listing.untagged)
         for name in listing.repositories:
             click.echo(f"{name}  (no tags: no artifact; an interrupted push's blobs)" if name in untagged else name)
-        return
-    if listing.repository is None or not long_:
+    elif listing.repository is None or not long_:
         names = listing.repositories if listing.repository is None else [t.tag for t in listing.tags]
         if names:
             click.echo("\n".join(names))
-        if listing.pruned_records:  # a note: stdout is the names alone, for pipes
-            click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)", err=True)
-        return
-    from trainops.cli.output import echo_columns, screen_width
+    else:
+        from trainops.cli.output import echo_columns, screen_width
 
-    rows = [
-        (
-            t.tag,
-            t.kind or "",
-            display(t.created),
-            _size(t.size or 0),
-            (t.digest or "") if wide else (t.digest or "")[:19],
-        )
-        for t in listing.tags
-    ]
-    width = None if wide else screen_width()  # a long tag on a line of its own, within 80 piped
-    echo_columns(listing.repository, ("tag", "kind", "created", "size", "digest"), rows, width=width)
-    if listing.pruned_records:
-        click.echo(f"(and {listing.pruned_records} records of pruned checkpoints: --all lists them)", err=True)
+        cut = None if wide else 19
+        rows = [
+            (t.tag, t.kind or "", display(t.created), _size(t.size or 0), (t.digest or "")[:cut]) for t in listing.tags
+        ]
+        width = None if wide else screen_width()  # a long tag on a line of its own, within 80 piped
+        echo_columns(listing.repository, ("tag", "kind", "created", "size", "digest"), rows, width=width)
+    left = [(listing.pruned_records, "records of pruned checkpoints"), (listing.bookkeeping, "record repositories")]
+    for count, what in left:  # notes: stdout is the names alone, for pipes
+        if count:
+            click.echo(f"(and {count} {what}: --all lists them)", err=True)
 
 
 @registry.command("show")
@@ -392,7 +390,7 @@ def _show_lines(info: Any, *, wide: bool) -> list[str]:
     out += [f"    {f.digest[:19]}  {_size(f.size):>10}  {f.path}" for f in info.files]
     if info.referrers:
         out.append("  referrers:")
-        out += [f"    {r.kind:<10}{r.digest[:19]}" for r in info.referrers]
+        out += [f"    {r.record or r.kind:<11}{r.digest[:19]}" for r in info.referrers]
     return out
 
 

@@ -26,6 +26,7 @@ class Referrer:
     digest: str
     kind: str
     artifact_type: str | None
+    record: str | None = None  # what a record is: signature, provenance (its predicate type says)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,13 @@ def show(registries: Registries, *, ref: Reference) -> ArtifactInfo:
         parents=[p.model_dump(by_alias=True) for p in lineage.parents],
         subject=parsed.subject.digest if parsed.subject else None,
         referrers=[
-            Referrer(d.digest, media.kind_of(d.artifact_type, d.annotations), d.artifact_type) for d in referrers
+            Referrer(
+                d.digest,
+                media.kind_of(d.artifact_type, d.annotations),
+                d.artifact_type,
+                media.RECORDS.get((d.annotations or {}).get(media.A_BUNDLE_PREDICATE, "")),
+            )
+            for d in referrers
         ],
         chunked=_chunked_info(registries, found, lineage.parents[0].digest if lineage.parents else None)
         if is_chunked(parsed)

@@ -91,6 +91,7 @@ class Listing:
     tags: list[ListedTag] = field(default_factory=list)
     pruned_records: int = 0  # `pruned-…` tags left out (records of deleted artifacts)
     untagged: list[str] = field(default_factory=list)  # repositories with no artifact tag (details only)
+    bookkeeping: int = 0  # trainops' record repositories (`…/stages`, `…/incidents`) left out
 
 
 def list_repository(registries: Registries, *, ref: Reference, records: bool = False, details: bool = True) -> Listing:
@@ -115,20 +116,35 @@ def list_repository(registries: Registries, *, ref: Reference, records: bool = F
     return listing
 
 
-def list_registry(registries: Registries, *, url: str | None = None, details: bool = False) -> Listing:
+def list_registry(
+    registries: Registries, *, url: str | None = None, details: bool = False, records: bool = True
+) -> Listing:
     """Repositories under a registry URL (default: the manifest's registry); with details,
-    which of them hold no artifact tag (an interrupted first push leaves one: blobs, no tag)."""
+    which of them hold no artifact tag (an interrupted first push leaves one: blobs, no tag).
+    Without records, trainops' bookkeeping repositories (a pipeline's stages and incidents)
+    are counted, not listed."""
     from trainops.registry.backends import open_backend
 
     root = registries.root(url)
     backend = open_backend(root, insecure=registries.insecure, insecure_registries=registries.insecure_registries)
     try:
-        repos = backend.list_repositories()
+        every = backend.list_repositories()
+        repos = every if records else [r for r in every if not _bookkeeping(r)]
         untagged = [r for r in repos if not _has_artifact_tag(backend, r)] if details else []
     finally:
         backend.close()
     prefix = "file://" if root.scheme == "file" else f"{root.scheme}://{root.location}/"
-    return Listing(repository=None, repositories=[prefix + r for r in repos], untagged=[prefix + r for r in untagged])
+    return Listing(
+        repository=None,
+        repositories=[prefix + r for r in repos],
+        untagged=[prefix + r for r in untagged],
+        bookkeeping=len(every) - len(repos),
+    )
+
+
+def _bookkeeping(repo: str) -> bool:
+    """`<pipeline>/incidents`, `<pipeline>/stages`: where trainops keeps its records."""
+    return "/" in repo and repo.rsplit("/", 1)[1] in media.BOOKKEEPING_REPOSITORIES
 
 
 def _has_artifact_tag(backend: Backend, repo: str) -> bool:
@@ -150,16 +166,16 @@ def ls(registries: Registries, *, target: str | None, records: bool = False, det
     """The tags of a repository (with details: what each points at), or (for a registry
     URL or prefix) its repositories."""
     if target is None:
-        return list_registry(registries, details=details)
+        return list_registry(registries, details=details, records=records)
     if _names_a_registry(target):  # oci://HOST[:PORT], s3://BUCKET: its repositories (catalog)
-        return list_registry(registries, url=target, details=details)
+        return list_registry(registries, url=target, details=details, records=records)
     ref = registries.ref(target)
     if ref.tag or ref.digest:
         raise InputError(f"{target} names a tag or digest", hint="list a repository or a registry")
     try:
         return list_repository(registries, ref=ref, records=records, details=details)
     except NotFoundError:
-        listing = list_registry(registries, url=ref.repo_url, details=details)
+        listing = list_registry(registries, url=ref.repo_url, details=details, records=records)
     if not listing.repositories:
         raise NotFoundError(f"nothing at {ref.repo_url}: no such repository, and no repositories under it")
     return listing

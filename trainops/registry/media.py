@@ -58,6 +58,10 @@ A_FILE_MODE = "dev.trainops.file.mode"
 A_CKPT_NAME = "dev.trainops.checkpoint.name"  # the checkpoint directory's own name (step-000300, …)
 A_CKPT_LAYOUT = "dev.trainops.checkpoint.layout"  # trainops | huggingface | megatron | deepspeed | dcp
 A_STAGE_KEY = "dev.trainops.stage.key"  # a stage record of `trainops run` (trainops.pipeline.cache)
+# The repositories trainops keeps its records in, beside a pipeline's artifacts:
+# <registry>/<pipeline>/incidents (trainops.faults) and <registry>/<pipeline>/stages
+# (trainops.pipeline.cache). `registry ls` of a registry lists them only with --all.
+BOOKKEEPING_REPOSITORIES = ("incidents", "stages")
 PRUNED_TAG_PREFIX = "pruned-"  # tags of pruned records (trainops.registry.tombstone)
 A_VERSION = "org.opencontainers.image.version"
 
@@ -93,6 +97,7 @@ A_SIGNING_KEY = "dev.trainops.signing.key"  # sha256:<hex> of the signer's PEM p
 MODEL_SIGNING_PREDICATE = "https://model_signing/signature/v1.0"
 MODEL_SIGNATURE_FILE = "model.sig"  # where model signing writes its signature, at a model's top
 SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
+RECORDS = {MODEL_SIGNING_PREDICATE: "signature", SLSA_PROVENANCE: "provenance"}  # a record by its predicate
 
 _WEIGHTS = (
     "*.safetensors",

@@ -54,9 +54,10 @@ def _dependencies(parsed: ParsedManifest, evaluation: EvalFacts | None) -> list[
     deps: list[dict[str, Any]] = []
     if lineage.git_commit:
         commit = lineage.git_commit.removesuffix("-dirty")
-        deps.append(
-            {"name": "source", "uri": f"git+{lineage.git_repo or 'unknown'}@{commit}", "digest": {"gitCommit": commit}}
-        )
+        source: dict[str, Any] = {"name": "source", "digest": {"gitCommit": commit}}
+        if lineage.git_repo:  # a repository without a remote has no URI to name: the commit says it
+            source["uri"] = f"git+{lineage.git_repo}@{commit}"
+        deps.append(source)
     if lineage.image_digest:
         image = next((p for p in lineage.parents if p.relation == "image"), None)
         uri = f"{image.ref}@{image.digest}" if image else lineage.image_digest
@@ -173,6 +174,16 @@ def _deps_by_name(predicate: Any) -> dict[str, list[dict[str, Any]]]:
         if isinstance(dep, dict):
             out.setdefault(str(dep.get("name")), []).append(dep)
     return out
+
+
+def dependency_text(dependency: dict[str, Any]) -> str:
+    """A resolved dependency for people: its URI; one without (a commit of a repository with
+    no remote): its digests (`gitCommit 3f…`)."""
+    if dependency.get("uri"):
+        return str(dependency["uri"])
+    digest = dependency.get("digest") if isinstance(dependency.get("digest"), dict) else {}
+    assert isinstance(digest, dict)
+    return ", ".join(f"{key} {value}" for key, value in digest.items()) or "-"
 
 
 def differences(found: dict[str, Any], expected: Statement) -> list[str]:

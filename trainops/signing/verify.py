@@ -27,7 +27,7 @@ from trainops.registry.store import Resolved, resolve
 from trainops.signing.attest import artifact_files, eval_facts
 from trainops.signing.keys import PublicKey, verification_key
 from trainops.signing.model_sig import mismatches, verified_files
-from trainops.signing.provenance import differences, open_envelope, parse_statement, provenance
+from trainops.signing.provenance import dependency_text, differences, open_envelope, parse_statement, provenance
 from trainops.signing.records import Record, list_records
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def _summary(record: Record, statement: dict[str, Any]) -> ProvenanceSummary:
         builder=builder.get("id"),
         build_type=build.get("buildType"),
         forced=(build.get("externalParameters") or {}).get("forced"),
-        dependencies=[f"{d.get('name')} {d.get('uri')}" for d in deps if isinstance(d, dict)],
+        dependencies=[f"{d.get('name')} {dependency_text(d)}" for d in deps if isinstance(d, dict)],
     )
 
 

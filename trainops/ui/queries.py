@@ -19,6 +19,7 @@ from trainops.registry.artifact import parse_manifest
 from trainops.registry.backends.base import ManifestData
 from trainops.registry.inspect import FileInfo, diff_files
 from trainops.registry.media import PRUNED_TAG_PREFIX
+from trainops.signing.provenance import dependency_text
 from trainops.ui.models import (
     Artifact,
     Curve,
@@ -259,7 +260,7 @@ def _provenance(predicate: Any) -> Provenance | None:
         builder=str(builder["id"]) if builder.get("id") else None,
         build_type=str(build["buildType"]) if build.get("buildType") else None,
         forced=forced if isinstance(forced, dict) else None,
-        dependencies=[f"{d.get('name')} {d.get('uri')}" for d in deps if isinstance(d, dict)]
+        dependencies=[f"{d.get('name')} {dependency_text(d)}" for d in deps if isinstance(d, dict)]
         if isinstance(deps, list)
         else [],
     )

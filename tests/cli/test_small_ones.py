@@ -1,0 +1,67 @@
+"""The small ones: bookkeeping repositories hidden from `registry ls` unless --all; a
+provenance of a repository without a remote names its commit, not `git+unknown`; `registry
+show` says which referrer is the provenance and which the signature."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import save_file
+from services import git_env
+
+from tests.cli.runner import run
+from tests.evaluate.conftest import Project, _own_cache, local_project  # noqa: F401  (fixtures)
+from tests.evaluate.test_release import released, setup
+from tests.signing.conftest import ec_key
+from trainops.registry import store
+from trainops.registry.artifact import Lineage
+
+
+def test_bookkeeping_repositories_are_listed_with_all(tmp_path: Path) -> None:
+    registry = f"file://{tmp_path}/reg"
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "r.json").write_text("{}")
+    for repo in ("p/checkpoints", "p/incidents", "p/stages", "p/model"):
+        assert run("push", str(src), f"{registry}/{repo}:v1").code == 0
+    listed = run("registry", "ls", registry)
+    assert listed.code == 0, listed.stderr
+    assert listed.stdout.split() == [f"{registry}/p/checkpoints", f"{registry}/p/model"]
+    assert "(and 2 record repositories: --all lists them)" in listed.stderr
+    every = run("registry", "ls", registry, "--all")
+    assert every.stdout.split() == [f"{registry}/p/{r}" for r in ("checkpoints", "incidents", "model", "stages")]
+    assert json.loads(run("registry", "ls", registry, "-o", "json").stdout)["bookkeeping"] == 2
+
+
+def test_provenance_without_a_remote_and_the_referrers_it_is_among(local_project: Project) -> None:  # noqa: F811
+    keys = local_project.root / "keys"
+    keys.mkdir()
+    ec_key(keys)
+    setup(local_project, release={"signing": {"key": "keys/release.pem", "publicKey": "keys/release.pub"}}, steps=())
+    environ = git_env()
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "p"]):
+        subprocess.run(["git", "-C", str(local_project.root), *args], check=True, env=environ, capture_output=True)
+    head = subprocess.run(
+        ["git", "-C", str(local_project.root), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    src = local_project.root / "made" / "step-2"
+    src.mkdir(parents=True)
+    save_file({"w": np.ones((4, 4), dtype=np.float32)}, str(src / "model.safetensors"))
+    with local_project.registries() as regs:  # trained at a commit of a repository with no remote
+        lineage = Lineage(pipeline="tiny-llm", step=2, run_id="r1", metrics={"loss": 1.0}, git_commit=head)
+        store.push(regs, source=src, ref=regs.ref("tiny-llm/checkpoints:step-2"), kind="checkpoint", lineage=lineage)
+    assert local_project.trainops("eval", "run", "step-2").code == 0
+    made = released(local_project)
+    verified = local_project.trainops("release", "verify", made["ref"], "--wide")
+    assert verified.code == 0, verified.stderr
+    assert "unknown" not in verified.stdout, verified.stdout
+    assert f"    source:      gitCommit {head}" in verified.stdout.splitlines(), verified.stdout
+    shown = local_project.trainops("registry", "show", made["ref"])
+    assert shown.code == 0, shown.stderr
+    doc = json.loads(local_project.trainops("registry", "show", made["ref"], "-o", "json").stdout)
+    assert sorted(r["record"] for r in doc["referrers"]) == ["provenance", "signature"]
+    referrers = shown.stdout.split("  referrers:\n", 1)[1].splitlines()[: len(doc["referrers"])]
+    assert sorted(line.split()[0] for line in referrers) == ["provenance", "signature"], shown.stdout
