@@ -537,6 +537,7 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "TRAINOPS_SIGNING_PASSPHRASE": ("you", "The passphrase of a protected release signing key."),
     "TRAINOPS_PKCS11_PIN": ("you", "The PIN of a PKCS#11 token when its URI names no `pin-source`."),
     "TRAINOPS_UI_TOKEN": ("you", "The token `trainops ui` requires on a non-loopback `--host` (as `--token`)."),
+    "TRAINOPS_ALERTS_TOKEN": ("you", "The shared token `trainops alerts serve` requires (as `--token`)."),
     "TRAINOPS_PIPELINE": ("trainer", "The pipeline's name (`metadata.name`)."),
     "TRAINOPS_RUN_ID": ("trainer", "The run's id; drills find a run's processes by it."),
     "TRAINOPS_IMAGE": ("trainer, eval", "The training image as `name@sha256:…`."),

@@ -15,6 +15,7 @@
 #   busybox-static            static /bin/busybox: base image built FROM scratch, no pulls
 #   git                       bare repositories as real remotes
 #   prometheus                canary analysis against a real Prometheus (and promtool for PromQL checks)
+#   prometheus-alertmanager   the SLO alert loop: burn-rate alerts delivered to `trainops alerts serve`
 #   chromium                  the real browser the registry browser's tests drive through
 #                             Playwright (executable_path=/usr/bin/chromium; never `playwright install`)
 #   slurmctld slurmd slurm-client munge  a one-node Slurm cluster (tests/slurm_cluster.py)
@@ -41,7 +42,7 @@ packages=(
     skopeo umoci docker-registry busybox-static git
     python3 python3-venv python3-pip curl time openssl
     zstd
-    prometheus
+    prometheus prometheus-alertmanager
     chromium
     slurmctld slurmd slurm-client munge openssh-server openssh-client
     redis-server

@@ -43,6 +43,8 @@ def serving_overlay(repo: str, *, prometheus: str | None = None) -> dict[str, An
         "spec": {
             "gitops": {"repo": repo, "branch": "main", "path": "clusters/dev", "argocd": {}},
             "rollout": rollout,
+            # no SLOs: their AnalysisTemplate metrics would ask the example's in-cluster Prometheus
+            "slo": None,
         }
     }
 

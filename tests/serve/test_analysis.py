@@ -51,7 +51,8 @@ def metrics(tmp_path: Path) -> Iterator[tuple[VllmExporter, Prometheus]]:
 
 
 def canary(tmp_path: Path, url: str, query: str = P95) -> Project:
-    project = make_project(tmp_path / "p", {"spec": {"rollout": {"analysis": analysis(url, query)}}})
+    # rollout.analysis alone (the SLO gate has its own tests: tests/slo/test_alert_loop.py)
+    project = make_project(tmp_path / "p", {"spec": {"rollout": {"analysis": analysis(url, query)}, "slo": None}})
     for release in ("tiny-llm/model:v1", "tiny-llm/model:v2"):
         outcome = run("rollout", *project.cli("start", release, "--image", IMAGE))
         assert outcome.code == 0, outcome.stderr

@@ -144,3 +144,17 @@ def test_training_alerts_fire_on_a_stale_checkpoint(tmp_path: Path) -> None:
     ]}]  # fmt: skip
     with pytest.raises(AssertionError, match="SLOBurnRatePage"):
         run_unit_tests(tmp_path, groups, late)
+
+
+def test_the_analysis_templates_slo_queries_are_valid_promql(tmp_path: Path) -> None:
+    serving = tree(tmp_path / "serve", EXAMPLE)
+    template = next(o for o in serving.objects if o["kind"] == "AnalysisTemplate")
+    queries = [
+        m["provider"]["prometheus"]["query"] for m in template["spec"]["metrics"] if m["name"].startswith("slo-")
+    ]
+    assert len(queries) == 4  # availability, ttft, itl, goodput of the example
+    rules = [{"record": f"check:q{i}", "expr": q} for i, q in enumerate(queries)]
+    path = tmp_path / "queries.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "q", "rules": rules}]}))
+    result = check(path)
+    assert result.returncode == 0, result.stdout + result.stderr

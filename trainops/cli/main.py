@@ -22,6 +22,7 @@ from trainops.cli import (
     release_cmds,
     rollout_cmds,
     run_cmds,
+    slo_cmds,
     train_cmds,
     ui_cmds,
 )
@@ -93,6 +94,7 @@ for _command in (
     *release_cmds.COMMANDS,
     *rollout_cmds.COMMANDS,
     *ui_cmds.COMMANDS,
+    *slo_cmds.COMMANDS,
     *hub_cmds.COMMANDS,
 ):
     cli.add_command(_command)

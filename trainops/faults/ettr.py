@@ -84,7 +84,8 @@ def _losses(segments: list[Segment], tau: float) -> tuple[float, float]:
 
 
 def compute(timeline: Timeline, incidents: list[Incident]) -> Ettr:
-    """ETTR and its parts (module docstring)."""
+    """ETTR and its parts (module docstring). An SLO's burn-rate alert is no failure of the run."""
+    incidents = [i for i in incidents if i.slo is None]
     segments = timeline.segments
     if not segments:
         return Ettr(timeline.run_id, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, None)

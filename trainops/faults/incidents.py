@@ -42,7 +42,10 @@ class Incident(BaseModel):
     job_id: str | None = None
     fault: str = Field(description="The fault class (trainops incidents classes).")
     detail: str
-    source: str = Field(description="trainer, node-health, metrics, exit, progress or cluster (the API server).")
+    source: str = Field(
+        description="trainer, node-health, metrics, exit, progress, cluster (the API server) or alertmanager (an "
+        "SLO's burn-rate alert)."
+    )
     evidence: list[str]
     node: str | None = None
     action: str = Field(description="restart, requeue, drain or stop; what was done.")
@@ -55,6 +58,12 @@ class Incident(BaseModel):
     resumed_step: int | None = None
     steps_lost: int | None = Field(None, description="Steps trained again: lastStep - resumedStep.")
     node_flagged: bool = Field(False, description="The node reached faults.drainAfter incidents in its window.")
+    # an SLO's burn-rate alert (source alertmanager, trainops.slo.alerts): runId names the run or the release
+    slo: str | None = Field(None, description="The SLO whose error budget burned.")
+    subject: Literal["run", "release"] | None = Field(None, description="What runId names: a run or a release.")
+    burn_rate: float | None = Field(None, description="The burn rate the alert reported last.")
+    query: str | None = Field(None, description="The evidence query: the burn rate over the alert's long window.")
+    fingerprint: str | None = Field(None, description="Alertmanager's fingerprint of the alert.")
 
     @property
     def mttr_seconds(self) -> float | None:

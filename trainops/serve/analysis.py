@@ -52,8 +52,11 @@ class AnalysisOutcome:
         return [f"analysis: {m.text()}" for m in self.measurements]
 
 
-def _get(url: str, query: str) -> dict[str, Any]:
-    """The query's result; a Prometheus that does not answer is retried (trainops.retry, said on stderr)."""
+def prometheus_query(
+    url: str, query: str, *, consequence: str = "the canary cannot be analysed, nothing was promoted"
+) -> dict[str, Any]:
+    """The `data` of an instant query; a Prometheus that does not answer is retried (trainops.retry,
+    said on stderr), then RemoteError saying `consequence`; a refused query is an InputError."""
     import requests
 
     from trainops.retry import Backoff, RetryPolicy
@@ -74,14 +77,14 @@ def _get(url: str, query: str) -> dict[str, Any]:
             last = f"HTTP {response.status_code}: {response.text[:200]}"
         if not backoff.wait(last):
             raise RemoteError(
-                f"Prometheus {url} is unreachable ({last}): the canary cannot be analysed, nothing was promoted",
-                hint="check rollout.analysis.prometheus and that Prometheus is up",
+                f"Prometheus {url} is unreachable ({last}): {consequence}",
+                hint="check the Prometheus address in the manifest and that Prometheus is up",
             )
 
 
 def query_value(url: str, threshold: Threshold) -> float:
     """The one number a threshold's PromQL yields now."""
-    data = _get(url, threshold.query)
+    data = prometheus_query(url, threshold.query)
     kind, result = data.get("resultType"), data.get("result")
     raw: Any = None
     if kind == "scalar" and isinstance(result, list) and len(result) == 2:

@@ -17,6 +17,7 @@ trainops commits the abort so that git says the same, and GateFailedError carrie
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,9 +35,27 @@ from trainops.serve.flows import (
     read_state,
 )
 from trainops.serve.state import RolloutState
+from trainops.slo.gate import judge as judge_slos
+from trainops.slo.gate import serving_slos
+from trainops.slo.rules import promql_duration
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
-from trainops.spec.serving import Analysis
+from trainops.spec.serving import Analysis, CanaryStep
+
+log = logging.getLogger(__name__)
+
+
+def slo_interval(manifest: Manifest) -> float:
+    spec = manifest.pipeline.spec.slo
+    return duration_seconds(spec.canary_window if spec is not None else "5m")
+
+
+def step_window(manifest: Manifest, step: CanaryStep) -> float:
+    """Seconds of a canary step the SLO gate judges: its pause, else spec.slo.canaryWindow."""
+    if isinstance(step.pause, str) and step.pause != "manual":
+        return duration_seconds(step.pause)
+    return slo_interval(manifest)
+
 
 VERDICT_SLACK = 120.0  # seconds for Argo CD's poll and sync on top of the analysis itself
 
@@ -50,10 +69,11 @@ def auto_promote(
 ) -> ActionResult:
     ctx = serve_context(manifest)
     analysis = ctx.rollout.analysis
-    if analysis is None or ctx.rollout.canary is None:
+    slos = bool(serving_slos(manifest))
+    if (analysis is None and not slos) or ctx.rollout.canary is None:
         raise InputError(
-            "promote --auto moves traffic on measurements: rollout.analysis has no thresholds",
-            hint="add rollout.analysis (prometheus, thresholds), or promote by hand",
+            "promote --auto moves traffic on measurements: neither rollout.analysis nor spec.slo.serving is declared",
+            hint="add spec.slo.serving or rollout.analysis (prometheus, thresholds), or promote by hand",
         )
     read, warnings = promote_check(manifest, cluster)
     if read is not None and ctx.rollout.traffic == "argo-rollouts":
@@ -61,14 +81,29 @@ def auto_promote(
         return _promote_steps(manifest, ctx, judge, max_attempts=max_attempts)
 
     def measure(before: RolloutState, commit: str) -> _Verdict:
-        assert analysis is not None and ctx.rollout.canary is not None and before.step is not None
+        assert ctx.rollout.canary is not None and before.step is not None
         step = ctx.rollout.canary.steps[min(before.step, len(ctx.rollout.canary.steps) - 1)]
-        outcome = run_analysis(analysis, count=measurements_per_step(analysis, step), sleep=sleep)
-        lines = outcome.lines()
-        if outcome.passed:
-            return _Verdict(lines)
-        bad = next(m for m in reversed(outcome.measurements) if not m.ok)
-        return _Verdict(lines, f"analysis failed: {bad.metric} past failureLimit {analysis.failure_limit}", bad.text())
+        lines: list[str] = []
+        if analysis is not None:
+            outcome = run_analysis(analysis, count=measurements_per_step(analysis, step), sleep=sleep)
+            lines = outcome.lines()
+            if not outcome.passed:
+                bad = next(m for m in reversed(outcome.measurements) if not m.ok)
+                why = f"analysis failed: {bad.metric} past failureLimit {analysis.failure_limit}"
+                return _Verdict(lines, why, bad.text())
+        if slos:
+            window = step_window(manifest, step)
+            if analysis is None:
+                log.warning("slo: judging the canary over the step's %s", promql_duration(window))
+                sleep(window)  # the step's traffic, then its verdict
+            judged = judge_slos(manifest, window_seconds=window)
+            lines += [f"analysis: {j.text()}" for j in judged]
+            for j in judged:
+                log.warning("%s", j.text())
+            bad_slo = next((j for j in judged if not j.ok), None)
+            if bad_slo is not None:
+                return _Verdict(lines, f"slo {bad_slo.slo} burns its error budget", bad_slo.text())
+        return _Verdict(lines)
 
     result = _promote_steps(manifest, ctx, measure, max_attempts=max_attempts)
     result.warnings[:0] = warnings
@@ -120,13 +155,15 @@ def _promote_steps(
 
 
 def _controller_judge(
-    manifest: Manifest, cluster: ClusterRead, *, analysis: Analysis, sleep: Callable[[float], None]
+    manifest: Manifest, cluster: ClusterRead, *, analysis: Analysis | None, sleep: Callable[[float], None]
 ) -> Callable[[RolloutState, str], _Verdict]:
     """promote --auto under Argo Rollouts: each committed step's AnalysisRun verdict, once Argo
     CD has synced the commit (the controller has already aborted a failed canary)."""
     from trainops.serve.live import analysis_text, wait_step_verdict
 
-    timeout = VERDICT_SLACK + duration_seconds(analysis.interval) * ((analysis.count or 1) + analysis.failure_limit)
+    interval = duration_seconds(analysis.interval) if analysis is not None else slo_interval(manifest)
+    count = ((analysis.count or 1) + analysis.failure_limit) if analysis is not None else 2
+    timeout = VERDICT_SLACK + interval * count
 
     def judge(before: RolloutState, commit: str) -> _Verdict:
         verdict = wait_step_verdict(manifest, commit=commit, kubeconfig=cluster.kubeconfig,

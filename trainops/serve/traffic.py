@@ -139,11 +139,43 @@ def _header_matches(ctx: ServeContext) -> list[dict[str, Any]]:
 # -- argo-rollouts ---------------------------------------------------------------------------
 
 
+def has_analysis(ctx: ServeContext) -> bool:
+    """Whether a canary step runs an analysis: rollout.analysis, or the SLOs of spec.slo.serving."""
+    from trainops.slo.gate import serving_slos
+
+    return ctx.rollout.analysis is not None or bool(serving_slos(ctx.manifest))
+
+
+def _slo_metrics(ctx: ServeContext) -> list[dict[str, Any]]:
+    """One metric per serving SLO (trainops.slo.gate): measured once, after the canary window."""
+    from trainops.serve.auto import slo_interval
+    from trainops.slo.gate import analysis_query, serving_slos
+    from trainops.slo.rules import promql_duration
+
+    spec = ctx.manifest.pipeline.spec.slo
+    if spec is None:
+        return []
+    window = promql_duration(slo_interval(ctx.manifest))
+    return [
+        {
+            "name": f"slo-{slo.name}"[:63],
+            "initialDelay": window,
+            "count": 1,
+            "failureLimit": 0,
+            "successCondition": "result[0] <= 1",
+            "provider": {
+                "prometheus": {"address": spec.prometheus, "query": analysis_query(ctx.manifest, slo, window)}
+            },
+        }
+        for slo in serving_slos(ctx.manifest)
+    ]
+
+
 def analysis_template(ctx: ServeContext) -> dict[str, Any]:
     analysis = ctx.rollout.analysis
-    assert analysis is not None
-    metrics = []
-    for threshold in analysis.thresholds:
+    metrics = _slo_metrics(ctx)
+    for threshold in analysis.thresholds if analysis is not None else []:
+        assert analysis is not None
         metric: dict[str, Any] = {
             "name": threshold.metric.replace("_", "-").lower(),
             "interval": analysis.interval,
@@ -178,7 +210,7 @@ def _argo_steps(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
     if ab is not None:
         match = [{"headerName": m.header, "headerValue": {m.type: m.value}} for m in ab.match]
         steps.append({"setHeaderRoute": {"name": AB_ROUTE, "match": match}})
-    if ctx.rollout.analysis is not None:
+    if has_analysis(ctx):
         steps.append({"analysis": {"templates": [{"templateName": f"{ctx.name}-analysis"}]}})
     steps.append({"pause": {}})
     return steps
@@ -220,7 +252,7 @@ def argo_rollouts(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]
     if ctx.rollout.gateway is not None:
         rule = {"backendRefs": [_backend(ctx, f"{ctx.name}-stable", 100), _backend(ctx, f"{ctx.name}-canary", 0)]}
         objects.append(_route(ctx, [rule]))
-    if ctx.rollout.analysis is not None:
+    if has_analysis(ctx):
         objects.append(analysis_template(ctx))
     return objects + metrics_objects(ctx, ctx.selector())
 

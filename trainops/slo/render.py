@@ -237,3 +237,13 @@ def training_objects(
         dashboard_config_map(metadata(f"{pipeline}-{run_id}-dashboard"), f"{pipeline}-{run_id}.json",
                              run_dashboard(manifest, run_id, catalog, slo)),
     ]  # fmt: skip
+
+
+def rule_file_of(manifest: Manifest) -> dict[str, Any]:
+    """Every SLO's rule group of the manifest as one Prometheus rule file (`trainops slo rules`)."""
+    from trainops.serve.context import serve_context
+
+    groups = training_rule_file_groups(manifest)
+    if manifest.pipeline.spec.rollout is not None:
+        groups = serving_rule_file_groups(manifest, serve_context(manifest).name) + groups
+    return {"groups": groups}

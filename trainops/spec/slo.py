@@ -167,6 +167,11 @@ class SloSpec(StrictModel):
     )
     scrape_interval: Duration = Field("30s", description="Interval of the rendered ServiceMonitor and PodMonitor.")
     evaluation_interval: Duration = Field("30s", description="Interval of the rendered rule groups.")
+    canary_window: Duration = Field(
+        "5m",
+        description="The window a canary step is judged over by the SLOs (`rollout promote --auto`, the "
+        "AnalysisTemplate) when the step has no pause duration; with one, the pause.",
+    )
     serving: list[ServingSlo] = Field(default_factory=list)
     training: TrainingSlo | None = None
 
