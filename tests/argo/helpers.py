@@ -178,6 +178,7 @@ def rollout_page(project: Project, *, kubeconfig: Path | None, index: Path, rele
     from services import free_port
     from ui.conftest import ServerThread
 
+    from trainops.cluster.access import ClusterAccess
     from trainops.registry.context import open_registries
     from trainops.ui.app import create_app
     from trainops.ui.index import Index, refresh
@@ -190,7 +191,7 @@ def rollout_page(project: Project, *, kubeconfig: Path | None, index: Path, rele
         db = Index(index)
         assert not refresh(db, registries, urls=[url]).errors
         browser = Browser(index=db, registries=registries, urls=[url], manifest=opened.manifest,
-                          kubeconfig=str(kubeconfig) if kubeconfig else None, live=kubeconfig is not None)  # fmt: skip
+                          cluster=ClusterAccess(str(kubeconfig)) if kubeconfig else None)  # fmt: skip
         page = "/rollout"
         if release is not None:
             from trainops.registry.store import resolve

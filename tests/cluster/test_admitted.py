@@ -23,6 +23,7 @@ from kube_jobs import priority_class
 
 from tests.cli.runner import run
 from tests.cluster.targets import FABRIC, manifests, sent, write_variant
+from trainops.cluster.access import ClusterAccess
 from trainops.cluster.applier import apply_object
 from trainops.cluster.client import Cluster, ObjectRefused, connect
 from trainops.cluster.dryrun import Sent, describe, queue_pending
@@ -48,7 +49,7 @@ PRIORITY_CLASS = priority_class("research-normal", 1000)
 @pytest.fixture(scope="module")
 def cluster(kube_cluster: Any) -> Iterator[Cluster]:
     """A Cluster client on the simulated cluster, with every vendored CRD the cluster lacks installed."""
-    with connect(kubeconfig=kube_cluster.kubeconfig) as client:
+    with connect(ClusterAccess(str(kube_cluster.kubeconfig))) as client:
         missing = []
         for path in sorted(CRDS.glob("*.yaml")):
             crd = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -14,6 +14,7 @@ from kube_cluster import Shape
 from services import wait_for
 
 from tests.cli.runner import run
+from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import Cluster, connect
 from trainops.cluster.jobs import COMPONENT
 from trainops.render.names import LABEL_RUN_ID
@@ -56,7 +57,7 @@ def _running_pod(cluster: Cluster, run_id: str) -> dict[str, Any]:
 
 
 def test_a_log_the_api_server_cannot_fetch_names_the_pod_exit_6(core: Any) -> None:
-    with connect(kubeconfig=core.kubeconfig) as cluster:
+    with connect(ClusterAccess(str(core.kubeconfig))) as cluster:
         pod = _running_pod(cluster, "r9")
     assert pod["spec"]["nodeName"] in core.nodes
     out = run("train", "logs", "r9", "-f", str(EXAMPLE), "--kubeconfig", str(core.kubeconfig))

@@ -19,6 +19,7 @@ from kube_cluster import EXIT_ANNOTATION as EXIT
 
 from tests.cli.runner import run
 from tests.services import git_env
+from trainops.cluster.access import ClusterAccess
 from trainops.cluster.applier import TRACKING_LABEL, sync
 from trainops.cluster.client import connect
 from trainops.cluster.jobs import RunState, run_states, wait_finished
@@ -59,13 +60,13 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_remote: Path, k
         if name.startswith("GIT_"):
             monkeypatch.setenv(name, value)
     yield root
-    with connect(kubeconfig=kube_cluster.kubeconfig) as cluster:
+    with connect(ClusterAccess(str(kube_cluster.kubeconfig))) as cluster:
         cluster.delete("v1", "Namespace", namespace)
         cluster.delete("scheduling.volcano.sh/v1beta1", "Queue", namespace)
 
 
 def _sync(remote: Path, kube_cluster: Any) -> Any:
-    with connect(kubeconfig=kube_cluster.kubeconfig) as cluster:
+    with connect(ClusterAccess(str(kube_cluster.kubeconfig))) as cluster:
         return sync(cluster, repo=str(remote), branch="main", path=PATH)
 
 

@@ -36,6 +36,7 @@ from tests.cli.test_train_cli import IMAGE, _git
 from tests.cluster.targets import write_variant
 from trainops import clock
 from trainops.cluster import applier
+from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import connect
 from trainops.cluster.nodes import FAULT_TAINT, REASON_ANNOTATION
 from trainops.faults import incidents as records
@@ -67,7 +68,7 @@ class GitOpsController:
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self) -> None:
-        with connect(kubeconfig=self.kubeconfig) as api:
+        with connect(ClusterAccess(str(self.kubeconfig))) as api:
             while not self.stop.wait(0.3):
                 try:
                     applier.sync(api, repo=self.repo, branch="main", path="clusters/dev/train")

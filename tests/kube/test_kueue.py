@@ -17,6 +17,7 @@ from kube_jobs import apply, finish_pods, priority_class, racks_of, render_job, 
 from services import wait_for
 
 from tests.cli.runner import run
+from trainops.cluster.access import ClusterAccess
 from trainops.cluster.dryrun import check_against_cluster
 
 SHAPE = Shape(nodes=8, racks=2, spines=1)
@@ -165,7 +166,7 @@ def test_a_priority_class_the_cluster_lacks_is_reported_and_the_waiting_job_says
     train = {"scheduler": "kueue", "namespace": ns, "queue": ns, "nodes": 1, "topology": None}
     objects = render_job(tmp_path / "waits", run_id="waits", priorityClass=missing, **train)
     path = tmp_path / "waits" / "trainops.yaml"
-    (check,) = check_against_cluster(path, targets=["sim"], kubeconfig=sim.kubeconfig)
+    (check,) = check_against_cluster(path, targets=["sim"], access=ClusterAccess(str(sim.kubeconfig)))
     (problem,) = [p for p in check.problems if p.path == "spec.train.priorityClass"]
     assert problem.message == (
         f"the cluster has no PriorityClass {missing} (scheduling.k8s.io/v1), so Kueue makes no Workload for the "
@@ -184,7 +185,7 @@ def test_a_priority_class_the_cluster_lacks_is_reported_and_the_waiting_job_says
     assert not sim.api.list(KUEUE, "Workload", ns)
     apply(sim.api, [priority_class(missing, 500)])
     try:
-        (check,) = check_against_cluster(path, targets=["sim"], kubeconfig=sim.kubeconfig)
+        (check,) = check_against_cluster(path, targets=["sim"], access=ClusterAccess(str(sim.kubeconfig)))
         assert not [p for p in check.problems if p.path == "spec.train.priorityClass"]
         wait_for(lambda: _admitted(sim.api, ns, jobset), timeout=90, what="the JobSet admitted once its class exists")
         assert _workload(sim.api, ns, jobset)["spec"]["priority"] == 500

@@ -20,6 +20,7 @@ from kube_jobs import apply, ensure_namespace
 from services import wait_for
 
 from tests.cluster.targets import sent, write_variant
+from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import connect
 from trainops.cluster.dryrun import Sent, dry_run
 from trainops.serve.workload import LWS_GROUP_KEY, LWS_NAME_LABEL
@@ -159,7 +160,7 @@ def test_a_set_the_lws_webhook_refuses_is_one_line_at_its_manifest_field(sim: Ku
     item = _stable_set(manifest)
     item.obj["spec"]["rolloutStrategy"] = {"type": "RollingUpdate", "rollingUpdateConfiguration": {"maxSurge": "two"}}
     ensure_namespace(sim.api, NAMESPACE)
-    with connect(kubeconfig=sim.kubeconfig) as cluster:
+    with connect(ClusterAccess(str(sim.kubeconfig))) as cluster:
         (problem,) = dry_run(cluster, manifest, [item])
     text = str(problem)
     assert "\n" not in text
@@ -179,7 +180,7 @@ def test_the_dry_run_sends_the_sets_pod_templates_as_pods(sim: KubeCluster, tmp_
     schema allows and a Pod may not) is refused at spec.rollout, naming the template."""
     manifest = _manifest(tmp_path / "v")
     ensure_namespace(sim.api, NAMESPACE)
-    with connect(kubeconfig=sim.kubeconfig) as cluster:
+    with connect(ClusterAccess(str(sim.kubeconfig))) as cluster:
         assert dry_run(cluster, manifest, [i for i in sent(manifest) if i.obj["kind"] == "LeaderWorkerSet"]) == []
         item = _stable_set(manifest)
         (engine,) = item.obj["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"]

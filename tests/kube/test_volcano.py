@@ -27,6 +27,7 @@ from kube_jobs import (
 )
 from services import wait_for
 
+from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import connect
 from trainops.cluster.jobs import scheduler_reason
 
@@ -94,7 +95,7 @@ def test_queue_capability_keeps_the_next_job_pending_and_names_the_queue(sim: Ku
         assert pg["spec"]["queue"] == ns
         assert pg["status"].get("phase") == "Pending", pg["status"]
         # trainops' own reader (train status) says why, from what Volcano recorded
-        with connect(kubeconfig=sim.kubeconfig) as cluster:
+        with connect(ClusterAccess(str(sim.kubeconfig))) as cluster:
             job = cluster.get(VJOB, "Job", second, namespace=ns)
             assert job is not None
             reason = ""

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from trainops.cli import options
-from trainops.cli.options import kubeconfig_options, manifest_options, output_option, wide_option
+from trainops.cli.options import manifest_options, output_option, wide_option
 from trainops.cli.output import echo_json
+
+if TYPE_CHECKING:
+    from trainops.cluster.access import ClusterAccess
 
 
 @click.command()
@@ -28,22 +31,14 @@ from trainops.cli.output import echo_json
     metavar="DIR",
     help="CRD YAML files to check against instead of the vendored ones (implies --render).",
 )
-@click.option(
-    "--cluster",
-    "cluster",
-    is_flag=True,
-    help="Also ask the cluster of the kubeconfig (implies --render; --kubeconfig implies it too).",
-)
-@kubeconfig_options
+@options.cluster_options("Also ask the cluster of the kubeconfig (implies --render; --kubeconfig implies it too).")
 @output_option
 def validate(
     file: str | None,
     env: str | None,
     render: bool,
     crds: Path | None,
-    cluster: bool,
-    kubeconfig: str | None,
-    context: str | None,
+    access: ClusterAccess | None,
     output: str,
 ) -> None:
     """Check trainops.yaml and every environment overlay; report all problems at once.
@@ -59,14 +54,11 @@ def validate(
     the nodes' labels. Each refusal is reported at the manifest field the object came from.
     """
     from trainops.errors import ManifestError
-    from trainops.pipeline.validate import ClusterOptions
     from trainops.pipeline.validate import validate as validate_project
     from trainops.projectdir import manifest_path, shown
 
     path = manifest_path(file)
-    ask = cluster or kubeconfig is not None or context is not None
-    asked = ClusterOptions(kubeconfig=kubeconfig, context=context) if ask else None
-    result = validate_project(path=path, env=env, render=render, crds=crds, cluster=asked)
+    result = validate_project(path=path, env=env, render=render, crds=crds, cluster=access)
     if output == "json":
         echo_json(result)
         if not result.ok:

@@ -129,19 +129,39 @@ def manifest_options(func: F) -> F:
 
 
 def kubeconfig_options(func: F) -> F:
-    """--kubeconfig FILE and --context NAME: the cluster a command reads (kubectl's options)."""
-    func = click.option(
+    """--kubeconfig FILE and --context NAME: the cluster a command reads (kubectl's options).
+    The command gets them whole, as `access` (a ClusterAccess; None when neither is given)."""
+    return _access_options(func, cluster_help=None)
+
+
+def cluster_options(cluster_help: str) -> Callable[[F], F]:
+    """--cluster (the user's own kubeconfig), --kubeconfig FILE and --context NAME: the cluster
+    a command reads only when asked. The command gets `access` (None when none was asked)."""
+    return functools.partial(_access_options, cluster_help=cluster_help)
+
+
+def _access_options(func: F, *, cluster_help: str | None) -> F:
+    @functools.wraps(func)
+    def command(*args: Any, kubeconfig: str | None, context: str | None, cluster: bool = False, **kwargs: Any) -> Any:
+        from trainops.cluster.access import ClusterAccess
+
+        return func(*args, access=ClusterAccess.named(kubeconfig, context, cluster=cluster), **kwargs)
+
+    wrapped: Any = command
+    if cluster_help is not None:
+        wrapped = click.option("--cluster", "cluster", is_flag=True, help=cluster_help)(wrapped)
+    wrapped = click.option(
         "--context", "context", metavar="NAME", default=None, help="The kubeconfig context (default: its current one)."
-    )(func)
-    func = click.option(
+    )(wrapped)
+    wrapped = click.option(
         "--kubeconfig",
         "kubeconfig",
         type=click.Path(dir_okay=False, path_type=str),
         default=None,
         metavar="FILE",
         help="The kubeconfig (default: $KUBECONFIG, else ~/.kube/config).",
-    )(func)
-    return func
+    )(wrapped)
+    return wrapped  # type: ignore[no-any-return]
 
 
 def registry_options(func: F) -> F:

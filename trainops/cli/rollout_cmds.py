@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from trainops.cli import options
-from trainops.cli.options import kubeconfig_options, manifest_options, output_option, render_out_option, wide_option
+from trainops.cli.options import manifest_options, output_option, render_out_option, wide_option
 from trainops.cli.output import echo_json, fields_text
 from trainops.clock import display
+
+if TYPE_CHECKING:
+    from trainops.cluster.access import ClusterAccess
 
 _image_option = options.image_option(
     "Serving image (name@sha256:…, or a tag resolved now); default: the serve image built for HEAD."
@@ -100,21 +103,16 @@ def start_cmd(
 @manifest_options
 @click.option("--full", is_flag=True, help="Promote the canary to stable at once.")
 @click.option("--auto", is_flag=True, help="Step by step while rollout.analysis holds; abort if not.")
-@click.option(
-    "--cluster",
-    is_flag=True,
-    help="Read the cluster ($KUBECONFIG, else ~/.kube/config) whatever the manifest declares; see below.",
+@options.cluster_options(
+    "Read the cluster ($KUBECONFIG, else ~/.kube/config) whatever the manifest declares; see below."
 )
-@kubeconfig_options
 @output_option
 def promote_cmd(
     file: str | None,
     env: str | None,
     full: bool,
     auto: bool,
-    cluster: bool,
-    kubeconfig: str | None,
-    context: str | None,
+    access: ClusterAccess | None,
     output: str,
 ) -> None:
     """Advance the canary one step (a commit).
@@ -127,13 +125,13 @@ def promote_cmd(
     Prometheus itself."""
     from trainops.errors import UsageError
     from trainops.serve import auto_promote, promote
-    from trainops.serve.flows import ClusterRead
 
     if full and auto:
         raise UsageError("promote takes --full or --auto, not both")
-    read = ClusterRead(kubeconfig, context) if cluster or kubeconfig or context else None
     manifest = options.load(file, env)
-    _print_action(auto_promote(manifest, cluster=read) if auto else promote(manifest, full=full, cluster=read), output)
+    _print_action(
+        auto_promote(manifest, cluster=access) if auto else promote(manifest, full=full, cluster=access), output
+    )
 
 
 @rollout.command("abort")
@@ -165,23 +163,20 @@ def rollback_cmd(file: str | None, env: str | None, to: str | None, output: str)
 
 @rollout.command("status")
 @manifest_options
-@click.option("--cluster", is_flag=True, help="Also read the cluster ($KUBECONFIG, else ~/.kube/config).")
-@kubeconfig_options
+@options.cluster_options("Also read the cluster ($KUBECONFIG, else ~/.kube/config).")
 @output_option
 @wide_option
 def status_cmd(
     file: str | None,
     env: str | None,
-    cluster: bool,
-    kubeconfig: str | None,
-    context: str | None,
+    access: ClusterAccess | None,
     output: str,
     wide: bool,
 ) -> None:
     """What the GitOps repo serves now; with a kubeconfig, also what Argo CD and Argo Rollouts did with it."""
     from trainops.serve import rollout_status
 
-    status = rollout_status(options.load(file, env), cluster=cluster, kubeconfig=kubeconfig, context=context)
+    status = rollout_status(options.load(file, env), access=access)
     if output == "json":
         echo_json(status)
         return

@@ -187,6 +187,7 @@ def run_cmd(
 ) -> None:
     """Run the manifest's stages as one flow; a stage whose output for its key is in the
     registry is skipped and its output reused (a release taken off: see --force)."""
+    from trainops.cluster.access import ClusterAccess
     from trainops.pipeline.run import run_pipeline
 
     manifest = options.load(file, env)
@@ -198,8 +199,7 @@ def run_cmd(
         insecure=insecure,
         timeout=timeout,
         quiet=settle,
-        kubeconfig=kubeconfig,
-        context=context,
+        cluster=ClusterAccess(kubeconfig, context) if kubeconfig is not None else None,
         serve_image=serve_image,
         force_reason=force_reason,
         fresh=fresh,

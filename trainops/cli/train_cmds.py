@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +12,9 @@ from trainops import clock, runid
 from trainops.cli import options
 from trainops.cli.options import key_values, kubeconfig_options, manifest_options, output_option, render_out_option
 from trainops.cli.output import duration_text, echo_json
+
+if TYPE_CHECKING:
+    from trainops.cluster.access import ClusterAccess
 
 _image_option = options.image_option(
     "Training image (name@sha256:…, or a tag resolved now); default: train.image, else the image built for HEAD."
@@ -285,7 +288,7 @@ def _run_slurm(
     )
 
 
-def _on_slurm(manifest: Any, *, run_id: str | None, kubeconfig: str | None = None) -> bool:
+def _on_slurm(manifest: Any, *, run_id: str | None, access: ClusterAccess | None = None) -> bool:
     """Slurm when the manifest's scheduler is, or when the run was submitted to Slurm from here
     (without RUN: runs were, and no kubeconfig was named)."""
     from trainops.slurm.record import submitted_here
@@ -293,7 +296,7 @@ def _on_slurm(manifest: Any, *, run_id: str | None, kubeconfig: str | None = Non
     train = manifest.pipeline.spec.train
     if train is not None and train.scheduler == "slurm":
         return True
-    if run_id is None and kubeconfig is not None:
+    if run_id is None and access is not None:
         return False
     return submitted_here(manifest, run_id=run_id)
 
@@ -304,7 +307,7 @@ def _on_slurm(manifest: Any, *, run_id: str | None, kubeconfig: str | None = Non
 @kubeconfig_options
 @output_option
 def status_cmd(
-    file: str | None, env: str | None, run_id: str | None, kubeconfig: str | None, context: str | None, output: str
+    file: str | None, env: str | None, run_id: str | None, access: ClusterAccess | None, output: str
 ) -> None:
     """The job of RUN (default: of every run): state, the scheduler's reason, restarts, pods and nodes.
 
@@ -317,8 +320,8 @@ def status_cmd(
     if manifest.require_train().scheduler == "local" or _ran_locally(manifest, run_id=run_id):
         _local_status(manifest, run_id=run_id, output=output)
         return
-    if not _on_slurm(manifest, run_id=run_id, kubeconfig=kubeconfig or context):
-        _kube_status(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context, output=output)
+    if not _on_slurm(manifest, run_id=run_id, access=access):
+        _kube_status(manifest, run_id=run_id, access=access, output=output)
         return
     from trainops.slurm.jobs import job_status
 
@@ -404,12 +407,10 @@ def _ettr_lines(ettr: Any) -> list[tuple[str, str]]:
     return lines
 
 
-def _kube_status(
-    manifest: Any, *, run_id: str | None, kubeconfig: str | None, context: str | None, output: str
-) -> None:
+def _kube_status(manifest: Any, *, run_id: str | None, access: ClusterAccess | None, output: str) -> None:
     from trainops.cluster.jobs import manifest_runs
 
-    states = manifest_runs(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context)
+    states = manifest_runs(manifest, run_id=run_id, access=access)
     if output == "json":
         echo_json(states[0] if run_id else states)
         return
@@ -432,11 +433,10 @@ def _kube_status(
 @manifest_options
 @click.argument("run_id", metavar="RUN")
 @kubeconfig_options
-def logs_cmd(file: str | None, env: str | None, run_id: str, kubeconfig: str | None, context: str | None) -> None:
+def logs_cmd(file: str | None, env: str | None, run_id: str, access: ClusterAccess | None) -> None:
     """Print the output of RUN: a local run's (kept by its supervisor), its Slurm job's file,
     or its pods' logs from the API server."""
     from trainops.faults.timeline import kept_output
-
     manifest = options.load(file, env)
     kept = kept_output(manifest, run_id)
     if kept is not None and not _on_slurm(manifest, run_id=run_id):
@@ -445,7 +445,7 @@ def logs_cmd(file: str | None, env: str | None, run_id: str, kubeconfig: str | N
     if not _on_slurm(manifest, run_id=run_id):
         from trainops.cluster.jobs import manifest_logs
 
-        logs = manifest_logs(manifest, run_id=run_id, kubeconfig=kubeconfig, context=context)
+        logs = manifest_logs(manifest, run_id=run_id, access=access)
         for item in logs:
             click.echo(f"==> pod {item.pod} ({item.container}) <==", err=True)
             if item.text:
@@ -514,8 +514,7 @@ def watch_cmd(
     file: str | None,
     env: str | None,
     run_id: str,
-    kubeconfig: str | None,
-    context: str | None,
+    access: ClusterAccess | None,
     interval: float,
     timeout: float | None,
     prune_timeout: float,
@@ -544,8 +543,7 @@ def watch_cmd(
     report = watch_run(
         manifest,
         run_id=run_id,
-        kubeconfig=kubeconfig,
-        context=context,
+        access=access,
         interval=interval,
         timeout=timeout,
         prune_timeout=prune_timeout,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from trainops.cli import options
+
+if TYPE_CHECKING:
+    from trainops.cluster.access import ClusterAccess
 
 
 @click.command("ui")
@@ -39,10 +42,7 @@ from trainops.cli import options
     default=None,
     help="The SQLite index file (default: in trainops' cache).",
 )
-@click.option(
-    "--cluster", is_flag=True, help="The rollout page reads the cluster too ($KUBECONFIG, else ~/.kube/config)."
-)
-@options.kubeconfig_options
+@options.cluster_options("The rollout page reads the cluster too ($KUBECONFIG, else ~/.kube/config).")
 @options.registry_options
 def ui(
     registries_: tuple[str, ...],
@@ -52,9 +52,7 @@ def ui(
     open_browser: bool,
     refresh_seconds: float,
     index_path: Path | None,
-    cluster: bool,
-    kubeconfig: str | None,
-    context: str | None,
+    access: ClusterAccess | None,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -72,9 +70,7 @@ def ui(
         token=token,
         index_path=index_path,
         manifest=opened.manifest,
-        kubeconfig=kubeconfig,
-        context=context,
-        live=cluster,
+        cluster=access,
     )
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"

@@ -1,7 +1,8 @@
 """Reading Kubernetes with the user's kubeconfig; trainops writes to a cluster through git only,
 with one exception: cordoning and tainting a node that failed a run (`nodes`).
 
-- `client`: `connect(kubeconfig=…, context=…)` → a `Cluster` (REST by apiVersion/kind through
+- `access`: `ClusterAccess`, the one value naming the cluster read (kubeconfig, context, how found).
+- `client`: `connect(access)` → a `Cluster` (REST by apiVersion/kind through
   discovery: built-in kinds and CRDs alike); unreachable, TLS, 401 and 403 are one-line
   RemoteErrors (exit 6); a refused object is an `ObjectRefused`.
 - `dryrun`: what `validate --render --kubeconfig` asks: server-side apply with dryRun=All and

@@ -1,6 +1,6 @@
 """The API server, read with the user's kubeconfig: one small REST client over lightkube's config.
 
-`connect(kubeconfig=…, context=…)` loads the standard kubeconfig (the file given, else the
+`connect(access)` loads the kubeconfig of a `ClusterAccess` (trainops.cluster.access: the file given, else the
 first file of `$KUBECONFIG`, else ~/.kube/config; the current context unless one is named)
 with lightkube (client certificates, tokens, token files, exec plugins, the cluster's CA;
 HTTPS_PROXY/NO_PROXY honoured as kubectl does) and returns a `Cluster`: REST calls by
@@ -22,7 +22,6 @@ trainops.cluster.nodes cordons and taints a node that failed a training run.
 from __future__ import annotations
 
 import json
-import os
 import re
 import ssl
 from collections.abc import Mapping
@@ -30,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainops.cluster.access import ClusterAccess
 from trainops.errors import InputError, NotFoundError, RemoteError
 from trainops.retry import RETRY_STATUS, Backoff, RetryPolicy, retry_after_seconds
 
 FIELD_MANAGER = "trainops"
-DEFAULT_KUBECONFIG = "~/.kube/config"
 _POLICY = RetryPolicy(attempts=4, cap=2.0)
 
 
@@ -66,17 +65,6 @@ class ObjectRefused(InputError):
         self.causes = causes or []
 
 
-def kubeconfig_path(kubeconfig: Path | str | None) -> Path:
-    """The kubeconfig to read: the one given, else the first file of $KUBECONFIG, else ~/.kube/config."""
-    if kubeconfig:
-        return Path(kubeconfig).expanduser()
-    listed = [part for part in os.environ.get("KUBECONFIG", "").split(os.pathsep) if part]
-    for part in listed:
-        if Path(part).expanduser().is_file():
-            return Path(part).expanduser()
-    return Path(listed[0] if listed else DEFAULT_KUBECONFIG).expanduser()
-
-
 def _load_config(path: Path, context: str | None) -> Any:
     from lightkube.config.kubeconfig import KubeConfig
     from lightkube.core.exceptions import ConfigError
@@ -98,10 +86,11 @@ def _load_config(path: Path, context: str | None) -> Any:
     return config
 
 
-def connect(*, kubeconfig: Path | str | None = None, context: str | None = None, timeout: float = 10.0) -> Cluster:
-    """A Cluster for the kubeconfig (see kubeconfig_path) and context (default: its current one)."""
-    path = kubeconfig_path(kubeconfig)
-    config = _load_config(path, context)
+def connect(access: ClusterAccess | None = None, *, timeout: float = 10.0) -> Cluster:
+    """A Cluster for `access` (default: the user's own kubeconfig and its current context)."""
+    access = access or ClusterAccess()
+    path = access.path
+    config = _load_config(path, access.context)
     from httpx2 import Timeout
     from lightkube.config.client_adapter import Client, ConnectionParams
     from lightkube.core.exceptions import ConfigError

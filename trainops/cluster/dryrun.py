@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import Cluster, ObjectRefused
 from trainops.errors import NotFoundError, Problem, TrainopsError
 from trainops.spec import Manifest
@@ -380,8 +381,7 @@ def check_against_cluster(
     path: Path,
     *,
     targets: Sequence[str | None],
-    kubeconfig: Path | str | None,
-    context: str | None = None,
+    access: ClusterAccess,
     render: Callable[[Manifest], list[Sent]] = rendered_objects,
 ) -> list[ClusterCheck]:
     """For each target: what `render` makes of it dry-run applied, and its topology checked
@@ -390,7 +390,7 @@ def check_against_cluster(
     from trainops.spec import load_manifest
 
     checks = []
-    with connect(kubeconfig=kubeconfig, context=context) as cluster:
+    with connect(access) as cluster:
         for target in targets:
             manifest = load_manifest(path, env=target)
             try:

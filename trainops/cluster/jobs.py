@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import Cluster
 from trainops.errors import NotFoundError, RemoteError
 from trainops.render.kueue import QUEUE_LABEL
@@ -302,24 +303,22 @@ def _train(manifest: Manifest) -> TrainSpec:
 
 
 def manifest_runs(
-    manifest: Manifest, *, run_id: str | None = None, kubeconfig: str | None = None, context: str | None = None
+    manifest: Manifest, *, run_id: str | None = None, access: ClusterAccess | None = None
 ) -> list[RunState]:
     """run_states for the manifest's training job, with the user's kubeconfig."""
     from trainops.cluster.client import connect
 
     train = _train(manifest)
-    with connect(kubeconfig=kubeconfig, context=context) as cluster:
+    with connect(access) as cluster:
         return run_states(cluster, train=train, pipeline=manifest.pipeline.metadata.name, run_id=run_id)
 
 
-def manifest_logs(
-    manifest: Manifest, *, run_id: str, kubeconfig: str | None = None, context: str | None = None
-) -> list[PodLog]:
+def manifest_logs(manifest: Manifest, *, run_id: str, access: ClusterAccess | None = None) -> list[PodLog]:
     """run_logs for the manifest's training job, with the user's kubeconfig."""
     from trainops.cluster.client import connect
 
     train = _train(manifest)
-    with connect(kubeconfig=kubeconfig, context=context) as cluster:
+    with connect(access) as cluster:
         return run_logs(cluster, train=train, run_id=run_id)
 
 

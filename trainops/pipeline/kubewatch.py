@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from trainops import clock
+from trainops.cluster.access import ClusterAccess
 from trainops.faults import incidents as records
 from trainops.faults.actions import action_for
 from trainops.faults.incidents import Incident
@@ -290,8 +291,7 @@ def watch_run(
     manifest: Manifest,
     *,
     run_id: str,
-    kubeconfig: str | None = None,
-    context: str | None = None,
+    access: ClusterAccess | None = None,
     interval: float = 2.0,
     timeout: float | None = None,
     prune_timeout: float = 300.0,
@@ -314,7 +314,7 @@ def watch_run(
         )
     deadline = time.monotonic() + timeout if timeout is not None else None
     with (
-        connect(kubeconfig=kubeconfig, context=context) as cluster,
+        connect(access) as cluster,
         Registries.for_manifest(manifest, insecure=insecure) as registries,
     ):
         watch = KubeWatch(manifest, cluster, registries, run_id=run_id)

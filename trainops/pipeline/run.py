@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, ClassVar
 
+from trainops.cluster.access import ClusterAccess
 from trainops.errors import InputError, TrainopsError, UsageError
 from trainops.pipeline import cache
 from trainops.pipeline.executors import EXECUTORS, skip_check, stage_functions
@@ -63,8 +64,7 @@ class RunOptions:
     quiet: float = 300.0
     command_stdout: IO[Any] | None = None
     serve_image: str | None = None
-    kubeconfig: str | None = None  # cluster: read the job's status from the API server
-    context: str | None = None
+    cluster: ClusterAccess | None = None  # cluster executor: read the job's status from the API server
     # A stage before `start` whose output is missing runs (as `dvc repro`) instead of
     # refusing with a --from error: what `trainops ci` wants, which picks `start` itself.
     run_missing_upstream: bool = False
@@ -275,8 +275,7 @@ class _Flow:
             serve_image=self.options.serve_image,
             force_reason=self.options.force_reason,
             fresh=self.options.fresh,
-            kubeconfig=self.options.kubeconfig,
-            context=self.options.context,
+            cluster=self.options.cluster,
         )
 
     def _run(self, ctx: StageContext, inputs: dict[str, str], why: str) -> StageResult:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from trainops.cluster.access import ClusterAccess
 from trainops.errors import InputError, ManifestError, Problem
 from trainops.render.model import RenderCheck, SchemaProblem
 
@@ -51,21 +52,13 @@ class Validation:
             )
 
 
-@dataclass(frozen=True)
-class ClusterOptions:
-    """The cluster `validate` asks (kubectl's --kubeconfig and --context); None: the default one."""
-
-    kubeconfig: str | None = None
-    context: str | None = None
-
-
 def validate(
     *,
     path: Path,
     env: str | None = None,
     render: bool = False,
     crds: Path | None = None,
-    cluster: ClusterOptions | None = None,
+    cluster: ClusterAccess | None = None,
 ) -> Validation:
     """Check the manifest (the base and each environment, or just `env`); with `render` (or
     `crds`, or a `cluster`) and a valid manifest, render each target and check its objects
@@ -83,7 +76,7 @@ def validate(
     return Validation(str(path), list(report.environments), list(report.problems), checks, asked)
 
 
-def _cluster_checks(path: Path, targets: list[str | None], cluster: ClusterOptions) -> list[ClusterCheck]:
+def _cluster_checks(path: Path, targets: list[str | None], cluster: ClusterAccess) -> list[ClusterCheck]:
     """Each target's objects (train, tenants, eval Job and serving) dry-run applied on the cluster."""
     from trainops.cluster.dryrun import Sent, check_against_cluster, rendered_objects
     from trainops.serve.check import serving_sent
@@ -93,9 +86,7 @@ def _cluster_checks(path: Path, targets: list[str | None], cluster: ClusterOptio
         rollout = manifest.pipeline.spec.rollout is not None
         return rendered_objects(manifest) + (serving_sent(manifest) if rollout else [])
 
-    return check_against_cluster(
-        path, targets=targets, kubeconfig=cluster.kubeconfig, context=cluster.context, render=everything
-    )
+    return check_against_cluster(path, targets=targets, access=cluster, render=everything)
 
 
 def _render_checks(path: Path, env: str | None, targets: list[str | None], crds: Path | None) -> list[RenderCheck]:

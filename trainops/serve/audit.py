@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from trainops.cluster.access import ClusterAccess
 from trainops.errors import ExistsError, InputError, NotFoundError
 from trainops.serve.context import serve_context
 from trainops.serve.flows import (
@@ -62,11 +63,9 @@ class HistoryItem:
         return Served(self.release, "").version if self.release and "@" in self.release else "-"
 
 
-def rollout_status(
-    manifest: Manifest, *, cluster: bool = False, kubeconfig: str | None = None, context: str | None = None
-) -> RolloutStatus:
-    """What the branch tip of the GitOps repo serves; with `cluster` (or a kubeconfig or context
-    named), also what Argo CD and Argo Rollouts report (trainops.serve.live)."""
+def rollout_status(manifest: Manifest, *, access: ClusterAccess | None = None) -> RolloutStatus:
+    """What the branch tip of the GitOps repo serves; with a cluster to read (`access`), also
+    what Argo CD and Argo Rollouts report (trainops.serve.live)."""
     ctx = serve_context(manifest)
     state, commit = read_state(manifest)
     steps = len(ctx.rollout.canary.steps) if ctx.rollout.canary else 0
@@ -78,14 +77,14 @@ def rollout_status(
         weight=weight_of(ctx, state),
         step=step_label(ctx, state),
         steps=steps,
-        live=_live(manifest, kubeconfig, context) if cluster or kubeconfig or context else None,
+        live=_live(manifest, access) if access is not None else None,
     )
 
 
-def _live(manifest: Manifest, kubeconfig: str | None, context: str | None) -> LiveState:
+def _live(manifest: Manifest, access: ClusterAccess) -> LiveState:
     from trainops.serve.live import read_live
 
-    return read_live(manifest, kubeconfig=kubeconfig, context=context)
+    return read_live(manifest, access)
 
 
 def rollout_history(manifest: Manifest, *, limit: int = 50) -> list[HistoryItem]:

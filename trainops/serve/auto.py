@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from trainops.cluster.access import ClusterAccess
 from trainops.errors import ExistsError, GateFailedError, InputError
 from trainops.serve.analysis import measurements_per_step, run_analysis
 from trainops.serve.context import ServeContext, serve_context
 from trainops.serve.flows import (
     ActionResult,
-    ClusterRead,
     abort,
     commit_state,
     next_state,
@@ -63,7 +63,7 @@ VERDICT_SLACK = 120.0  # seconds for Argo CD's poll and sync on top of the analy
 def auto_promote(
     manifest: Manifest,
     *,
-    cluster: ClusterRead | None = None,
+    cluster: ClusterAccess | None = None,
     max_attempts: int = 5,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ActionResult:
@@ -155,7 +155,7 @@ def _promote_steps(
 
 
 def _controller_judge(
-    manifest: Manifest, cluster: ClusterRead, *, analysis: Analysis | None, sleep: Callable[[float], None]
+    manifest: Manifest, cluster: ClusterAccess, *, analysis: Analysis | None, sleep: Callable[[float], None]
 ) -> Callable[[RolloutState, str], _Verdict]:
     """promote --auto under Argo Rollouts: each committed step's AnalysisRun verdict, once Argo
     CD has synced the commit (the controller has already aborted a failed canary)."""
@@ -166,8 +166,7 @@ def _controller_judge(
     timeout = VERDICT_SLACK + interval * count
 
     def judge(before: RolloutState, commit: str) -> _Verdict:
-        verdict = wait_step_verdict(manifest, commit=commit, kubeconfig=cluster.kubeconfig,
-                                    context=cluster.context, timeout=timeout, sleep=sleep)  # fmt: skip
+        verdict = wait_step_verdict(manifest, commit=commit, access=cluster, timeout=timeout, sleep=sleep)
         text = analysis_text(verdict.analysis) if verdict.analysis is not None else None
         lines = [f"analysis: {text}"] if text is not None else []
         if verdict.passed:

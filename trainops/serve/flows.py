@@ -14,11 +14,11 @@ release as stable, so the cluster gets exactly what served it before.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from trainops.cluster.access import DEFAULT_KUBECONFIG, ClusterAccess
 from trainops.errors import ExistsError, InputError
 from trainops.serialize import HIDDEN
 from trainops.serve.context import ServeContext, serve_context
@@ -241,30 +241,21 @@ def next_state(ctx: ServeContext, state: RolloutState, *, full: bool) -> Rollout
     return RolloutState(stable=state.stable, canary=state.canary, step=state.step + 1)
 
 
-@dataclass(frozen=True)
-class ClusterRead:
-    """The cluster a rollout action may read first (never write): a kubeconfig and context."""
-
-    kubeconfig: str | None = None
-    context: str | None = None
-
-
-def promote_check(manifest: Manifest, cluster: ClusterRead | None) -> tuple[ClusterRead | None, list[str]]:
+def promote_check(manifest: Manifest, cluster: ClusterAccess | None) -> tuple[ClusterAccess | None, list[str]]:
     """The cluster `promote` reads before it commits, and a warning when it can read none.
 
     The one given (--cluster, --kubeconfig, --context); else, when the manifest declares Argo
     CD or Argo Rollouts (spec.gitops.argocd, rollout.traffic argo-rollouts), the user's own:
     $KUBECONFIG when set, else ~/.kube/config when it exists. A manifest that declares
     neither has no controller to ask."""
-    from trainops.cluster.client import DEFAULT_KUBECONFIG, kubeconfig_path
-
     if cluster is not None:
         return cluster, []
     spec = manifest.pipeline.spec
     if spec.gitops.argocd is None and (spec.rollout is None or spec.rollout.traffic != "argo-rollouts"):
         return None, []
-    if os.environ.get("KUBECONFIG") or kubeconfig_path(None).is_file():
-        return ClusterRead(), []
+    users_own = ClusterAccess.users_own()
+    if users_own is not None:
+        return users_own, []
     return None, [
         f"could not check the cluster (no --kubeconfig, $KUBECONFIG unset, no {DEFAULT_KUBECONFIG}): "
         "a canary Argo Rollouts aborted would not be seen, and this promote clears such an abort"
@@ -275,7 +266,7 @@ def promote(
     manifest: Manifest,
     *,
     full: bool = False,
-    cluster: ClusterRead | None = None,
+    cluster: ClusterAccess | None = None,
     max_attempts: int = 5,
 ) -> ActionResult:
     """Advance the canary one step (with `full`, make it stable). Step by step while
@@ -292,7 +283,7 @@ def promote(
     if read is not None:
         from trainops.serve.live import check_promotable, read_live
 
-        check_promotable(read_live(manifest, kubeconfig=read.kubeconfig, context=read.context))
+        check_promotable(read_live(manifest, read))
     action = "promote-full" if full else "promote"
     result = commit_state(manifest, ctx, action=action, before=before, after=after, max_attempts=max_attempts)
     result.warnings[:0] = warnings

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from trainops.cluster.access import ClusterAccess
 from trainops.errors import GateFailedError, InputError, RemoteError
 from trainops.serve.context import serve_context
 from trainops.spec import Manifest
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 POLL = 1.0  # seconds between reads of the cluster while waiting for the controller
 
 
-def read_live(manifest: Manifest, *, kubeconfig: str | None = None, context: str | None = None) -> LiveState:
+def read_live(manifest: Manifest, access: ClusterAccess | None = None) -> LiveState:
     """The pipeline's Applications, Rollout, HTTPRoute weights and last AnalysisRun, read live."""
     from trainops.cluster.argo import live_state
     from trainops.cluster.client import connect
@@ -33,7 +34,7 @@ def read_live(manifest: Manifest, *, kubeconfig: str | None = None, context: str
 
     ctx = serve_context(manifest)
     argocd = manifest.pipeline.spec.gitops.argocd
-    with connect(kubeconfig=kubeconfig, context=context) as cluster:
+    with connect(access) as cluster:
         namespace = ctx.namespace or (argocd.destination_namespace if argocd else None) or cluster.namespace
         live = live_state(
             cluster,
@@ -96,8 +97,7 @@ def wait_step_verdict(
     manifest: Manifest,
     *,
     commit: str,
-    kubeconfig: str | None,
-    context: str | None,
+    access: ClusterAccess | None,
     timeout: float,
     sleep: Callable[[float], None] = time.sleep,
 ) -> StepVerdict:
@@ -107,7 +107,7 @@ def wait_step_verdict(
     path = serving_path(manifest)
     deadline = time.monotonic() + timeout
     while True:
-        live = read_live(manifest, kubeconfig=kubeconfig, context=context)
+        live = read_live(manifest, access)
         if live.missing:
             raise InputError(
                 f"promote --auto follows the controllers, but the cluster lacks {'; '.join(live.missing)}",

@@ -95,7 +95,7 @@ class Pages(Views):
         b = self.browser
         if b.manifest is None or b.manifest.pipeline.spec.rollout is None:
             raise NotFoundError("no rollout to show: the browser was started without a manifest that sets spec.rollout")
-        status = rollout_status(b.manifest, cluster=b.live, kubeconfig=b.kubeconfig, context=b.context)
+        status = rollout_status(b.manifest, access=b.cluster)
         return self.render("rollout.html", s=status, live=status.live)
 
     def search(self, request: Request, db: Any) -> Response:

@@ -18,6 +18,7 @@ from trainops.ui.security import is_loopback
 from trainops.ui.views import Browser
 
 if TYPE_CHECKING:
+    from trainops.cluster.access import ClusterAccess
     from trainops.spec import Manifest
 
 log = logging.getLogger(__name__)
@@ -45,9 +46,7 @@ def prepare(
     token: str | None,
     index_path: Path | None = None,
     manifest: Manifest | None = None,
-    kubeconfig: str | None = None,
-    context: str | None = None,
-    live: bool = False,
+    cluster: ClusterAccess | None = None,
 ) -> Prepared:
     """Check the address and token and open the index; an empty one is built now (pages
     would have nothing to show), one with data is served at once and refreshed meanwhile.
@@ -73,9 +72,7 @@ def prepare(
         token=token or None,
         loopback_only=loopback,
         manifest=manifest,
-        kubeconfig=kubeconfig,
-        context=context,
-        live=live or kubeconfig is not None or context is not None,
+        cluster=cluster,
     )
     return Prepared(browser, first, path)
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from trainops.cluster.access import ClusterAccess
     from trainops.serve.audit import RolloutStatus
     from trainops.spec import Manifest
 
@@ -35,10 +36,8 @@ class Browser:
     token: str | None = None
     loopback_only: bool = True
     manifest: Manifest | None = None
-    # started with --kubeconfig/--context: the rollout page adds what the cluster reports
-    kubeconfig: str | None = None
-    context: str | None = None
-    live: bool = False
+    # started with --cluster, --kubeconfig or --context: the rollout page adds what the cluster reports
+    cluster: ClusterAccess | None = None
 
     def drain_after(self) -> tuple[int, float]:
         """train.faults.drainAfter of the manifest it was started with (else 3 in 24 h)."""
@@ -77,9 +76,7 @@ def serving(browser: Browser, digest: str) -> Serving | None:
     from trainops.serve import rollout_status
 
     try:
-        status = rollout_status(
-            browser.manifest, cluster=browser.live, kubeconfig=browser.kubeconfig, context=browser.context
-        )
+        status = rollout_status(browser.manifest, access=browser.cluster)
         tracks = (("stable", status.stable), ("canary", status.canary))
         roles = [(role, served.digest) for role, served in tracks if served is not None]
     except TrainopsError as err:  # the page still shows the artifact

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from trainops.cluster.access import ClusterAccess
 from trainops.errors import InputError
 from trainops.pipeline.keys import SourceDigest
 from trainops.pipeline.stage import Output, StageResult
@@ -28,8 +29,7 @@ class StageContext:
     command_stdout: IO[Any] | None = None  # where user commands' stdout goes (the CLI: stderr under -o json)
     quiet: float = 300.0  # cluster: a run is done when no checkpoint arrived for this long
     poll: float = 5.0
-    kubeconfig: str | None = None  # cluster: the job's status decides when training finished
-    context: str | None = None
+    cluster: ClusterAccess | None = None  # cluster executor: the job's status decides when training finished
     serve_image: str | None = None  # rollout: the serving image (a tag is resolved; default: built for HEAD)
     force_reason: str | None = None  # rollout: --force --reason, to roll out a release that was taken off
     fresh: bool = False  # train (local): from step 0, nothing restored (`trainops run --fresh`)

@@ -71,10 +71,8 @@ def train_stage(ctx: StageContext) -> Outcome:
         notes.append(f"run {run_id} was submitted before for this key: waiting for it, not submitting again")
     for note in notes:
         ctx.note(note)
-    if ctx.kubeconfig is not None:
-        newest = wait_for_job(ctx, run_id=run_id)
-    else:
-        newest = wait_for_checkpoints(ctx, run_id=run_id)
+    following = wait_for_job if ctx.cluster is not None else wait_for_checkpoints
+    newest = following(ctx, run_id=run_id)
     return Outcome(outputs=[newest], notes=notes, details={"runId": run_id})
 
 
@@ -99,7 +97,7 @@ def wait_for_job(ctx: StageContext, *, run_id: str) -> Output:
         else:
             ctx.note(f"run {run_id}: {state.phase}" + (f" ({state.reason})" if state.reason else ""))
 
-    with connect(kubeconfig=ctx.kubeconfig, context=ctx.context) as cluster:
+    with connect(ctx.cluster) as cluster:
         state = wait_finished(
             cluster,
             train=train,
