@@ -147,7 +147,7 @@ def test_api_conforms_to_its_openapi(file_site: Site) -> None:
     answer: no server error, status and body as documented (bounded: 25 examples each)."""
     api = schemathesis.openapi.from_url(file_site.url("/openapi.json"))
     operations = [result.ok() for result in api.get_all_operations()]
-    assert len(operations) == 8
+    assert len(operations) == 9  # /api, its index, among them
 
     for operation in operations:
 
@@ -182,3 +182,28 @@ def test_the_repositories_page_labels_created_as_what_the_spec_says(file_site: S
     assert page.status_code == 200
     assert "last push" not in page.text.lower()
     assert ">newest created</th>" in page.text
+
+
+def test_the_api_answers_with_its_index(file_site: Site) -> None:
+    index = _get(file_site, "/api")
+    assert index.status_code == 200, index.text
+    body = index.json()
+    listed = {e["path"]: e for e in body["endpoints"]}
+    documented = _get(file_site, body["openapi"]).json()["paths"]
+    assert set(listed) == set(documented) and "/api/repositories" in listed
+    assert listed["/api/tags"]["parameters"][0] == "repository"  # required first
+    for path, endpoint in listed.items():  # each answers what it says, the ones that need nothing at once
+        if not endpoint["parameters"] and "{" not in path:
+            assert _get(file_site, path).status_code == 200, path
+
+
+def test_the_curve_offers_every_metric_the_tag_table_shows(file_site: Site) -> None:
+    """The repository page's table shows each tag's metrics, eval reports' among them; the
+    curve plots each of them, an eval report's at its checkpoint's step."""
+    repo = file_site.filled.repo("tiny/checkpoints")
+    tags = _get(file_site, "/api/tags", params={"repository": repo}).json()["tags"]
+    shown = sorted({name for t in tags for name in t["metrics"]})
+    curve = _get(file_site, "/api/curve", params={"repository": repo}).json()
+    assert curve["metrics"] == shown and "val_loss" in shown, (curve["metrics"], shown)
+    evaluated = _get(file_site, "/api/curve", params={"repository": repo, "metric": "val_loss"}).json()
+    assert [(p["step"], p["tag"], p["value"]) for p in evaluated["points"]] == [(400, "eval-step-400", 1.9)]

@@ -60,7 +60,21 @@ def _need(args: dict[str, Any], name: str) -> str:
     return str(value)
 
 
+def _index() -> models.ApiIndex:
+    """The endpoints of this table (itself included), as /api lists them."""
+    listed = [
+        models.ApiEndpoint(
+            path=e.path, summary=e.summary, parameters=[p.name for p in sorted(e.params, key=lambda p: not p.required)]
+        )
+        for e in ENDPOINTS
+    ]
+    return models.ApiIndex(endpoints=listed, openapi="/openapi.json")
+
+
 ENDPOINTS: list[Endpoint] = [
+    Endpoint(
+        "/api", "index", "The API's endpoints, and its OpenAPI document.", models.ApiIndex, lambda db, a: _index()
+    ),
     Endpoint(
         "/api/repositories",
         "repositories",

@@ -30,6 +30,19 @@ class RepositorySummary(StrictModel):
     refreshed: str | None = Field(None, description="When the index last read it (ISO 8601 UTC).")
 
 
+class ApiEndpoint(StrictModel):
+    path: str
+    summary: str
+    parameters: list[str] = Field(default_factory=list, description="Its query parameters (required ones first).")
+
+
+class ApiIndex(StrictModel):
+    """What /api answers: every endpoint, and where the OpenAPI document describes them."""
+
+    endpoints: list[ApiEndpoint]
+    openapi: str = Field(description="The OpenAPI 3.1 document's path.")
+
+
 class RepositoryList(StrictModel):
     repositories: list[RepositorySummary]
 

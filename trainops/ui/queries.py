@@ -267,11 +267,16 @@ def _provenance(predicate: Any) -> Provenance | None:
 
 
 def curve(db: sqlite3.Connection, *, repository: str, metric: str | None = None) -> Curve:
-    """A metric against step over a repository's checkpoints (pruned ones included, marked)."""
+    """A metric against step over a repository's checkpoints (pruned ones included, marked)
+    and their eval reports (at their checkpoint's step): every metric its tag table shows."""
     rid = repo_id(db, repository)
     rows = db.execute(
-        f"""SELECT a.digest, a.step, a.metrics, a.pruned, {TAG_OF} AS tag
-           FROM artifacts a WHERE a.repo_id = ? AND a.kind = 'checkpoint' AND a.step IS NOT NULL ORDER BY a.step""",
+        f"""SELECT * FROM (
+              SELECT a.digest, COALESCE(a.step, (SELECT c.step FROM artifacts c
+                       WHERE c.digest = a.subject AND c.repo_id = a.repo_id)) AS step,
+                     a.metrics, a.pruned, {TAG_OF} AS tag
+              FROM artifacts a WHERE a.repo_id = ? AND a.kind IN ('checkpoint', 'eval'))
+           WHERE step IS NOT NULL ORDER BY step""",
         (rid,),
     ).fetchall()
     parsed = [(r, json.loads(r["metrics"])) for r in rows]
