@@ -22,6 +22,7 @@ from trainops.render.patches import apply_patches
 from trainops.render.validate import validate_objects
 from trainops.render.yamlio import dump_documents
 from trainops.serve.context import ServeContext
+from trainops.serve.disagg import check_pairs
 from trainops.serve.state import STATE_FILE, RolloutState
 from trainops.serve.traffic import traffic_objects
 from trainops.slo.render import serving_objects
@@ -81,6 +82,8 @@ def build_tree(ctx: ServeContext, state: RolloutState) -> ServingTree:
     kinds = {obj["kind"] for obj in objects}
     patches = [(i, p) for i, p in enumerate(ctx.manifest.pipeline.spec.patches) if p.target.kind in kinds]
     objects = apply_patches(objects, patches)
+    if ctx.rollout.disaggregation is not None:
+        check_pairs(ctx, objects)  # after the patches: what is committed is what is checked
     header = _header(ctx, state)
     by_file: dict[str, list[dict[str, Any]]] = {}
     for obj in objects:

@@ -317,6 +317,10 @@ def kserve(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
 def traffic_objects(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
     if ctx.rollout.traffic == "argo-rollouts":
         return argo_rollouts(ctx, state)
+    if ctx.rollout.traffic == "gateway-api" and ctx.rollout.disaggregation is not None:
+        from trainops.serve.disagg import disaggregated
+
+        return disaggregated(ctx, state) + metrics_objects(ctx, ctx.selector())
     if ctx.rollout.traffic == "gateway-api":
         return gateway_api(ctx, state)
     return kserve(ctx, state)

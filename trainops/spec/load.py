@@ -167,8 +167,10 @@ def _cross_problems(pipeline: Pipeline, data: YMap, shown: str, env: str | None)
     """Checks across sections, each at the line of the field at fault (spec.slo: the model it
     names, a latency threshold on the engine's histogram)."""
     from trainops.slo.catalog import resolve
+    from trainops.spec.disagg import disaggregation_problems
 
-    return [problem_at(data, loc, message, file=shown, env=env) for loc, message in resolve(pipeline).problems]
+    found = [*resolve(pipeline).problems, *disaggregation_problems(pipeline.spec)]
+    return [problem_at(data, loc, message, file=shown, env=env) for loc, message in found]
 
 
 def load_manifest(path: Path, *, env: str | None = None) -> Manifest:

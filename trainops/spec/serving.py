@@ -17,6 +17,7 @@ from trainops.spec.common import (
     RelativePath,
     StrictModel,
 )
+from trainops.spec.disagg import Disaggregation
 from trainops.spec.stages import ImageSpec
 
 
@@ -153,6 +154,11 @@ class RolloutSpec(StrictModel):
     analysis: Analysis | None = None
     ab_test: ABTest | None = None
     gateway: GatewayRef | None = Field(None, description="Parent Gateway of the HTTPRoute (gateway-api).")
+    disaggregation: Disaggregation | None = Field(
+        None,
+        description="Serve prefill and decode on separate pools, each release a pair routed by its own "
+        "InferencePool (traffic gateway-api).",
+    )
 
     @field_validator("pinned_image")
     @classmethod

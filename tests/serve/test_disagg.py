@@ -1,0 +1,188 @@
+"""Disaggregated serving (rollout.disaggregation): the manifest's checks at their line, the pair
+rendered for vLLM and SGLang (DisaggregatedSet or LeaderWorkerSets, InferencePool, endpoint picker,
+HTTPRoute), strict-valid against the vendored CRDs, and a release always a pair."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.render.helpers import write_variant
+from tests.serve.helpers import CANARY, STABLE, V1, V2, rollout, tree
+from tests.serve.test_golden import assert_golden
+from trainops.errors import ManifestError
+from trainops.serve.disagg import LABEL_REVISION, LABEL_ROLE, revision
+from trainops.serve.render import check_tree
+from trainops.spec import load_manifest
+
+GATEWAY = {"gateway": {"name": "inference", "namespace": "gateway"}}
+EPP = {"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.4.0"}
+TOPOLOGY = {
+    "cluster": {
+        "topology": {
+            "name": "gpu-fabric",
+            "nodeLabels": {"node.trainops.dev/pool": "gpu"},
+            "tiers": [
+                {"name": "rack", "nodeLabel": "topology.trainops.dev/rack"},
+                {"name": "spine", "nodeLabel": "topology.trainops.dev/spine"},
+            ],
+            "domains": {"spine-0": {"rack-0": {}, "rack-1": {}}},
+        }
+    }
+}
+
+
+def disagg(engine: str = "vllm", **fields: Any) -> dict[str, Any]:
+    connector = "NixlConnector" if engine == "vllm" else "mooncake"
+    spec = {
+        "connector": connector,
+        "prefill": {"replicas": 1, "gpusPerReplica": 2, "tensorParallel": 2},
+        "decode": {"replicas": 2, "gpusPerReplica": 1},
+        "ratio": "1:2",
+        "slices": 2,
+        "endpointPicker": EPP,
+        **fields,
+    }
+    return {"engine": engine, "traffic": "gateway-api", **GATEWAY, "disaggregation": spec}
+
+
+def overlay(engine: str = "vllm", spec: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    data = rollout(disagg(engine, **fields))
+    data["spec"].update(spec or {})
+    return data
+
+
+CASES = {
+    # DisaggregatedSet slices pinned to a rack each, A/B by header, vLLM with NIXL
+    "vllm-disaggregated-set": overlay(spec=TOPOLOGY, placement="rack"),
+    # SGLang's prefill spans two nodes (an LWS group of 2), plain LeaderWorkerSets
+    "sglang-disaggregated-lws": overlay(
+        "sglang",
+        workload="leader-worker-sets",
+        prefill={"replicas": 1, "gpusPerReplica": 16, "tensorParallel": 16},
+        slices=1,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_tree_matches_golden_and_validates(case: str, tmp_path: Path) -> None:
+    assert_golden(case, tree(tmp_path, CASES[case]))
+
+
+def _objects(rendered: Any, kind: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in rendered.objects if o["kind"] == kind}
+
+
+def test_each_release_is_one_revision_on_both_roles_and_its_pool(tmp_path: Path) -> None:
+    rendered = tree(tmp_path, CASES["vllm-disaggregated-set"])
+    sets = _objects(rendered, "DisaggregatedSet")
+    pools = _objects(rendered, "InferencePool")
+    for track, served in (("stable", V1), ("canary", V2)):
+        roles = sets[f"tiny-llm-{track}"]["spec"]["roles"]
+        assert [r["name"] for r in roles] == ["prefill", "decode"]
+        for role in roles:
+            labels = role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"]
+            assert labels[LABEL_REVISION] == revision(served) and labels[LABEL_ROLE] == role["name"]
+        assert pools[f"tiny-llm-{track}"]["spec"]["selector"]["matchLabels"][LABEL_REVISION] == revision(served)
+    assert revision(V1) != revision(V2)
+    placement = sets["tiny-llm-stable"]["spec"]["placementPolicy"]
+    assert placement == {"type": "ExclusiveTopology", "topology": "topology.trainops.dev/rack"}
+    (route,) = _objects(rendered, "HTTPRoute").values()
+    weights = {b["name"]: b["weight"] for b in route["spec"]["rules"][-1]["backendRefs"]}
+    assert weights == {"tiny-llm-stable": 90, "tiny-llm-canary": 10}
+    assert all(b["kind"] == "InferencePool" for rule in route["spec"]["rules"] for b in rule["backendRefs"])
+
+
+def test_stable_alone_routes_all_to_its_pool(tmp_path: Path) -> None:
+    rendered = tree(tmp_path, CASES["vllm-disaggregated-set"], STABLE)
+    assert check_tree(rendered) == []
+    assert set(_objects(rendered, "InferencePool")) == {"tiny-llm-stable"}
+    (route,) = _objects(rendered, "HTTPRoute").values()
+    assert route["spec"]["rules"] == [
+        {
+            "backendRefs": [
+                {
+                    "group": "inference.networking.k8s.io",
+                    "kind": "InferencePool",
+                    "name": "tiny-llm-stable",
+                    "weight": 100,
+                }
+            ]
+        }
+    ]
+
+
+def test_engine_flags_carry_the_role_and_the_connector(tmp_path: Path) -> None:
+    vllm = _objects(tree(tmp_path / "v", CASES["vllm-disaggregated-set"]), "DisaggregatedSet")["tiny-llm-stable"]
+    command = vllm["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+        "command"
+    ]
+    assert command[command.index("--kv-transfer-config") + 1] == '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+    assert command[command.index("--tensor-parallel-size") + 1] == "2"
+    sglang = _objects(tree(tmp_path / "s", CASES["sglang-disaggregated-lws"]), "LeaderWorkerSet")
+    prefill = sglang["tiny-llm-stable-prefill"]["spec"]
+    assert prefill["leaderWorkerTemplate"]["size"] == 2
+    leader = prefill["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]["command"]
+    assert leader[leader.index("--disaggregation-mode") + 1] == "prefill"
+    assert leader[leader.index("--disaggregation-transfer-backend") + 1] == "mooncake"
+    assert sglang["tiny-llm-stable-decode"]["spec"]["replicas"] == 2
+
+
+def _problem(tmp_path: Path, data: dict[str, Any]) -> tuple[str, Path]:
+    path = write_variant(tmp_path, data)
+    with pytest.raises(ManifestError) as err:
+        load_manifest(path)
+    (problem,) = err.value.problems
+    return str(problem), path
+
+
+def _line(path: Path, text: str, after: str = "disaggregation:") -> int:
+    rows = path.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, row in enumerate(rows) if row.strip() == after)
+    return next(i for i, row in enumerate(rows[start:], start + 1) if row.strip().startswith(text))
+
+
+@pytest.mark.parametrize(
+    ("fields", "key", "expected"),
+    [
+        ({"decode": {"replicas": 0}}, "replicas", "should be greater than or equal to 1"),
+        ({"ratio": "1:3"}, "ratio", "ratio 1:3 does not divide the replicas (prefill 1, decode 2)"),
+        ({"connector": "mooncake"}, "connector", "vllm has no connector mooncake (mooncake is sglang's)"),
+        ({"connector": "Nixl"}, "connector", "use one of NixlConnector, LMCacheConnectorV1"),
+        ({"placement": "rack"}, "placement", "placement rack is no tier of cluster.topology"),
+        ({"decode": {"replicas": 2, "gpusPerReplica": 2}}, "decode", "tensorParallel × dataParallel (1×1)"),
+    ],
+)
+def test_bad_input_is_one_line_at_its_field(tmp_path: Path, fields: dict[str, Any], key: str, expected: str) -> None:
+    text, path = _problem(tmp_path, overlay(**fields))
+    assert "\n" not in text and expected in text, text
+    after = "decode:" if key == "replicas" else "disaggregation:"
+    assert f":{_line(path, key + ':', after)}:" in text, text
+
+
+def test_sglang_refuses_a_vllm_connector_and_the_traffic_must_be_gateway_api(tmp_path: Path) -> None:
+    text, _ = _problem(tmp_path / "a", overlay("sglang", connector="NixlConnector"))
+    assert "sglang has no connector NixlConnector (NixlConnector is vllm's): use one of mooncake, nixl" in text
+    data = overlay()
+    data["spec"]["rollout"]["traffic"] = "kserve"
+    data["spec"]["rollout"]["abTest"] = None
+    text, _ = _problem(tmp_path / "b", data)
+    assert "disaggregation is routed by InferencePools on the Gateway API, not kserve" in text
+    assert "spec.rollout.traffic" in text
+
+
+def test_a_pool_selector_reaching_the_other_release_is_refused_at_the_patch(tmp_path: Path) -> None:
+    """A patch that widens the stable pool's selector to every serving pod reaches the canary's
+    prefill and decode too: nothing renders, one line at the patch."""
+    widen = {"spec": {"selector": {"matchLabels": {"trainops.dev/track": None, LABEL_REVISION: None}}}}
+    data = overlay()
+    data["spec"]["patches"] = [{"target": {"kind": "InferencePool", "name": "tiny-llm-stable"}, "merge": widen}]
+    with pytest.raises(ManifestError) as err:
+        tree(tmp_path, data, CANARY)
+    text = str(err.value)
+    assert "\n" not in text
+    assert "spec.patches[0]: InferencePool tiny-llm-stable reaches pods of 2 revisions" in text
+    assert tree(tmp_path / "stable", data, STABLE).objects  # with one release served there is no other to reach

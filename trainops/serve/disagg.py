@@ -1,0 +1,329 @@
+"""Disaggregated serving (rollout.disaggregation): each release a prefill+decode pair behind its own
+InferencePool, the HTTPRoute splitting traffic between the stable pair's pool and the canary's.
+
+Per track (stable, and canary while one is under way):
+- the pair: a LeaderWorkerSet DisaggregatedSet `<name>-<track>` with roles prefill and decode
+  (rollout.disaggregation.slices copies of both; with `placement` each slice inside one domain of
+  the tier, slices in distinct domains), or with workload leader-worker-sets a LeaderWorkerSet
+  per role, `<name>-<track>-prefill` and `-decode` (replicas × slices each);
+- every pod labelled with its role (`llm-d.ai/role`, which the P/D endpoint picker filters on)
+  and the pair's revision (`trainops.dev/revision`, one value for both roles of a release);
+- an InferencePool `<name>-<track>` selecting the track's pods of that revision, whose endpoint
+  picker is the Deployment and Service `<name>-<track>-epp`, scheduling prefill then decode.
+The HTTPRoute's backends are the pools (group inference.networking.k8s.io), weighted like the
+gateway-api Services: the canary pool takes the canary step's weight, A/B matches go to it whole.
+
+`check_pairs` refuses a tree where one pool's selector reaches pods of two revisions (a prefill
+of one release and a decode of another) or misses a role.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from trainops.errors import ManifestError
+from trainops.serve.context import LABEL_TRACK, ServeContext
+from trainops.serve.engine import nodes_per_replica
+from trainops.serve.state import RolloutState, Served
+from trainops.serve.workload import LWS_GROUP_KEY, leader_worker_set
+from trainops.spec.disagg import ROLES, Disaggregation
+from trainops.spec.serving import RolloutSpec
+
+LABEL_ROLE = "llm-d.ai/role"  # the label llm-d's P/D filters read
+LABEL_REVISION = "trainops.dev/revision"
+POOL_API = "inference.networking.k8s.io/v1"
+DS_API = "disaggregatedset.x-k8s.io/v1"
+DS_NAME_LABEL = "disaggregatedset.x-k8s.io/name"
+EPP_HEALTH_PORT = 9003
+EPP_METRICS_PORT = 9090
+_AT = ("spec", "rollout", "disaggregation")
+
+
+def revision(served: Served) -> str:
+    """The pair's revision: the model's digest and the serving image's, shortened (a label value)."""
+    model = served.digest.split(":", 1)[1][:12]
+    image = served.image.rsplit("@sha256:", 1)[1][:8] if "@sha256:" in served.image else ""
+    return f"{model}-{image or hashlib.sha256(served.image.encode()).hexdigest()[:8]}"
+
+
+def _spec(ctx: ServeContext) -> Disaggregation:
+    d = ctx.rollout.disaggregation
+    assert d is not None
+    return d
+
+
+def _role_flags(rollout: RolloutSpec, d: Disaggregation, role: str) -> list[str]:
+    size = getattr(d, role)
+    if rollout.engine == "vllm":
+        kv_role = (
+            "kv_both" if d.connector == "NixlConnector" else ("kv_producer" if role == "prefill" else "kv_consumer")
+        )
+        flags = [
+            "--kv-transfer-config",
+            json.dumps({"kv_connector": d.connector, "kv_role": kv_role}, separators=(",", ":")),
+        ]
+        if size.data_parallel > 1:
+            flags += ["--data-parallel-size", str(size.data_parallel)]
+        return flags
+    flags = ["--disaggregation-mode", role, "--disaggregation-transfer-backend", d.connector]
+    if size.data_parallel > 1:
+        flags += ["--dp-size", str(size.data_parallel)]
+    return flags
+
+
+def role_context(ctx: ServeContext, role: str) -> ServeContext:
+    """The serving context of one role: its engine size and flags in place of rollout's."""
+    d = _spec(ctx)
+    size = getattr(d, role)
+    rollout = ctx.rollout.model_copy(
+        update={
+            "replicas": size.replicas,
+            "gpus_per_replica": size.gpus_per_replica,
+            "tensor_parallel": size.tensor_parallel,
+            "pipeline_parallel": 1,
+            "engine_args": [*ctx.rollout.engine_args, *_role_flags(ctx.rollout, d, role), *size.engine_args],
+        }
+    )
+    return ServeContext(ctx.manifest, rollout, ctx.warnings)
+
+
+def _pair_labels(ctx: ServeContext, served: Served, track: str, role: str) -> dict[str, str]:
+    return {**ctx.labels(track), LABEL_ROLE: role, LABEL_REVISION: revision(served)}
+
+
+def _role_set(ctx: ServeContext, served: Served, *, name: str, track: str, role: str) -> dict[str, Any]:
+    """The LeaderWorkerSet of one role (the DisaggregatedSet's role spec is its spec)."""
+    rctx = role_context(ctx, role)
+    lws = leader_worker_set(rctx, served, name=name, track=track)
+    template = lws["spec"]["leaderWorkerTemplate"]
+    labels = _pair_labels(ctx, served, track, role)
+    for key in ("leaderTemplate", "workerTemplate"):
+        pod = template[key]
+        pod["metadata"]["labels"].update(labels)
+        # no two pods of one group on a node: the group's own pods, whatever the set's generated name
+        term = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+        term["labelSelector"] = {"matchLabels": {**ctx.selector(track), LABEL_ROLE: role}}
+        term["matchLabelKeys"] = [LWS_GROUP_KEY]
+    if nodes_per_replica(rctx.rollout) == 1:  # one pod a group: the leader's template is the only one
+        template["workerTemplate"] = template.pop("leaderTemplate")
+    lws["metadata"]["labels"].update(labels)
+    return lws
+
+
+def pair_objects(ctx: ServeContext, served: Served, track: str) -> list[dict[str, Any]]:
+    """The workload of one release's pair, its InferencePool and the pool's endpoint picker."""
+    d = _spec(ctx)
+    name = f"{ctx.name}-{track}"
+    objects: list[dict[str, Any]] = []
+    if d.workload == "disaggregated-set":
+        roles = []
+        for role in ROLES:
+            lws = _role_set(ctx, served, name=f"{name}-{role}", track=track, role=role)
+            roles.append({"name": role, "metadata": {"labels": lws["metadata"]["labels"]}, "spec": lws["spec"]})
+        spec: dict[str, Any] = {"slices": d.slices, "roles": roles}
+        if d.placement is not None:
+            spec["placementPolicy"] = {"type": "ExclusiveTopology", "topology": _tier_label(ctx, d.placement)}
+        meta = ctx.metadata(name, track=track, labels={LABEL_REVISION: revision(served)})
+        objects.append({"apiVersion": DS_API, "kind": "DisaggregatedSet", "metadata": meta, "spec": spec})
+    else:
+        for role in ROLES:
+            lws = _role_set(ctx, served, name=f"{name}-{role}", track=track, role=role)
+            lws["spec"]["replicas"] *= d.slices
+            objects.append(lws)
+    objects.append(pool(ctx, served, track))
+    objects += endpoint_picker(ctx, track)
+    return objects
+
+
+def _tier_label(ctx: ServeContext, tier: str) -> str:
+    cluster = ctx.manifest.pipeline.spec.cluster
+    fabric = cluster.topology if cluster is not None else None
+    assert fabric is not None  # the manifest's checks refuse a placement without the tier
+    return next(t.node_label for t in fabric.tiers if t.name == tier)
+
+
+def pool(ctx: ServeContext, served: Served, track: str) -> dict[str, Any]:
+    name = f"{ctx.name}-{track}"
+    return {
+        "apiVersion": POOL_API,
+        "kind": "InferencePool",
+        "metadata": ctx.metadata(name, track=track, labels={LABEL_REVISION: revision(served)}),
+        "spec": {
+            "selector": {"matchLabels": {**ctx.selector(track), LABEL_REVISION: revision(served)}},
+            "targetPorts": [{"number": ctx.rollout.port}],
+            "endpointPickerRef": {
+                "name": f"{name}-epp",
+                "port": {"number": _spec(ctx).endpoint_picker.port},
+                "failureMode": "FailClose",
+            },
+        },
+    }
+
+
+def picker_config() -> str:
+    """The endpoint picker's scheduling: prefill by the prefill pods, then decode by the decode pods."""
+    plugins = [
+        {"type": "prefill-header-handler"},
+        {"type": "prefill-filter"},
+        {"type": "decode-filter"},
+        {"type": "queue-scorer"},
+        {"type": "max-score-picker"},
+        {"type": "pd-profile-handler", "parameters": {"threshold": 0}},
+    ]
+    profiles = [
+        {
+            "name": role,
+            "plugins": [
+                {"pluginRef": f"{role}-filter"},
+                {"pluginRef": "queue-scorer"},
+                {"pluginRef": "max-score-picker"},
+            ],
+        }
+        for role in ROLES
+    ]
+    config = {
+        "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+        "kind": "EndpointPickerConfig",
+        "plugins": plugins,
+        "schedulingProfiles": profiles,
+    }
+    return json.dumps(config, separators=(",", ":"))
+
+
+def picker_args(ctx: ServeContext, track: str) -> list[str]:
+    picker = _spec(ctx).endpoint_picker
+    args = ["--pool-name", f"{ctx.name}-{track}"]
+    if ctx.namespace:
+        args += ["--pool-namespace", ctx.namespace]
+    args += ["--grpc-port", str(picker.port), "--grpc-health-port", str(EPP_HEALTH_PORT)]
+    return [*args, "--metrics-port", str(EPP_METRICS_PORT), "--config-text", picker_config()]
+
+
+def endpoint_picker(ctx: ServeContext, track: str) -> list[dict[str, Any]]:
+    """The pool's endpoint picker: a Deployment and the Service the Gateway reaches it by."""
+    picker = _spec(ctx).endpoint_picker
+    name = f"{ctx.name}-{track}-epp"
+    selector = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "endpoint-picker"}
+    labels = {**ctx.labels(track), **selector}
+    probe = {"grpc": {"port": EPP_HEALTH_PORT, "service": "inference-extension"}, "periodSeconds": 10}
+    container = {
+        "name": "epp",
+        "image": picker.image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": picker_args(ctx, track),
+        "ports": [
+            {"name": "grpc", "containerPort": picker.port, "protocol": "TCP"},
+            {"name": "grpc-health", "containerPort": EPP_HEALTH_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": EPP_METRICS_PORT, "protocol": "TCP"},
+        ],
+        "readinessProbe": probe,
+        "livenessProbe": probe,
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": ctx.metadata(name, track=track, labels=selector),
+        "spec": {
+            "replicas": picker.replicas,
+            "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+    ports = [{"name": "grpc", "port": picker.port, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "http2"}]
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": ctx.metadata(name, track=track, labels=selector),
+        "spec": {"selector": selector, "ports": ports},
+    }
+    return [deployment, svc]
+
+
+def pool_backend(ctx: ServeContext, track: str, weight: int) -> dict[str, Any]:
+    return {
+        "group": "inference.networking.k8s.io",
+        "kind": "InferencePool",
+        "name": f"{ctx.name}-{track}",
+        "weight": weight,
+    }
+
+
+# -- a release is a pair ------------------------------------------------------------------------
+
+
+def _templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a DisaggregatedSet's roles or of a LeaderWorkerSet."""
+    if obj["kind"] == "DisaggregatedSet":
+        specs = [role.get("spec", {}) for role in obj["spec"].get("roles", [])]
+    elif obj["kind"] == "LeaderWorkerSet":
+        specs = [obj["spec"]]
+    else:
+        return []
+    out = []
+    for spec in specs:
+        lwt = spec.get("leaderWorkerTemplate", {})
+        out += [lwt[k] for k in ("leaderTemplate", "workerTemplate") if isinstance(lwt.get(k), dict)]
+    return out
+
+
+def check_pairs(ctx: ServeContext, objects: list[dict[str, Any]]) -> None:
+    """Every InferencePool reaches the prefill and the decode pods of exactly one revision (the
+    served pair), or ManifestError: one line at rollout.disaggregation."""
+    from trainops.spec.load import field_problem
+
+    pods = [t.get("metadata", {}).get("labels", {}) for obj in objects for t in _templates(obj)]
+    for pool_obj in (o for o in objects if o["kind"] == "InferencePool"):
+        selector = pool_obj["spec"].get("selector", {}).get("matchLabels", {})
+        reached = [labels for labels in pods if all(labels.get(k) == v for k, v in selector.items())]
+        revisions = sorted({labels.get(LABEL_REVISION, "none") for labels in reached})
+        roles = {labels.get(LABEL_ROLE) for labels in reached}
+        name = pool_obj["metadata"]["name"]
+        problem = None
+        if len(revisions) > 1:
+            tracks = sorted({labels.get(LABEL_TRACK, "?") for labels in reached})
+            problem = (
+                f"InferencePool {name} reaches pods of {len(revisions)} revisions ({', '.join(revisions)}; tracks "
+                f"{', '.join(tracks)}): a prefill of one release could hand its KV cache to a decode of another; "
+                f"its selector must name one revision ({LABEL_REVISION})"
+            )
+        elif roles != set(ROLES):
+            missing = ", ".join(r for r in ROLES if r not in roles)
+            problem = f"InferencePool {name} reaches no {missing} pods: a release serves as a prefill+decode pair"
+        if problem is not None:
+            manifest = ctx.manifest
+            patches = manifest.pipeline.spec.patches
+            loc: tuple[str | int, ...] = next(
+                (
+                    ("spec", "patches", i)
+                    for i, p in enumerate(patches)
+                    if p.target.kind == "InferencePool" and p.target.name in (None, name)
+                ),
+                _AT,
+            )  # the patch that changed the pool, else the section that made it
+            raise ManifestError([field_problem(manifest.path, env=manifest.env, loc=loc, message=problem)])
+
+
+def disaggregated(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
+    """The objects of rollout.traffic gateway-api with rollout.disaggregation (see the module)."""
+    from trainops.serve.traffic import _header_matches, _route, _weight
+
+    stable = state.stable or state.canary
+    if stable is None:
+        from trainops.errors import InputError
+
+        raise InputError("nothing is served: start a rollout with a release first")
+    objects = pair_objects(ctx, stable, "stable")
+    rules: list[dict[str, Any]] = []
+    if state.canary is not None and state.stable is not None:
+        weight = _weight(ctx, state)
+        objects += pair_objects(ctx, state.canary, "canary")
+        if ctx.rollout.ab_test is not None:
+            rules.append({"matches": _header_matches(ctx), "backendRefs": [pool_backend(ctx, "canary", 1)]})
+        rules.append({"backendRefs": [pool_backend(ctx, "stable", 100 - weight), pool_backend(ctx, "canary", weight)]})
+    else:
+        rules.append({"backendRefs": [pool_backend(ctx, "stable", 100)]})
+    objects.append(_route(ctx, rules))
+    return objects
