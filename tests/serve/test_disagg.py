@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.render.helpers import write_variant
 from tests.serve.helpers import CANARY, STABLE, V1, V2, rollout, tree
@@ -186,3 +187,71 @@ def test_a_pool_selector_reaching_the_other_release_is_refused_at_the_patch(tmp_
     assert "\n" not in text
     assert "spec.patches[0]: InferencePool tiny-llm-stable reaches pods of 2 revisions" in text
     assert tree(tmp_path / "stable", data, STABLE).objects  # with one release served there is no other to reach
+
+
+# -- the canary walks across two pools, one commit a step ------------------------------------------
+
+
+def _route_weights(project: Any) -> dict[str, int]:
+    from tests.gitops.helpers import git
+
+    text = git("--git-dir", str(project.gitops), "show", "main:clusters/dev-serve/httproute.yaml")
+    (route,) = [d for d in yaml.safe_load_all(text) if d]
+    return {b["name"]: b["weight"] for b in route["spec"]["rules"][-1]["backendRefs"]}
+
+
+def _pools(project: Any) -> dict[str, str]:
+    """pool name → the revision its selector names, as committed."""
+    from tests.gitops.helpers import git
+
+    text = git("--git-dir", str(project.gitops), "show", "main:clusters/dev-serve/inferencepool.yaml")
+    return {
+        d["metadata"]["name"]: d["spec"]["selector"]["matchLabels"][LABEL_REVISION]
+        for d in yaml.safe_load_all(text)
+        if d
+    }
+
+
+def test_a_canary_walks_the_route_from_the_stable_pool_to_the_canary_pool(tmp_path: Path) -> None:
+    from tests.serve.conftest import IMAGE, make_project
+    from tests.serve.test_flows import rollout as act
+
+    project = make_project(tmp_path / "p", overlay(spec=TOPOLOGY, placement="rack"))
+    act(project, "start", "tiny-llm/model:v1", "--image", IMAGE)
+    assert _route_weights(project) == {"tiny-llm-stable": 100}
+    (v1,) = _pools(project).values()
+    act(project, "start", "tiny-llm/model:v2", "--image", IMAGE)
+    assert _route_weights(project) == {"tiny-llm-stable": 90, "tiny-llm-canary": 10}
+    pools = _pools(project)
+    assert pools["tiny-llm-stable"] == v1 and pools["tiny-llm-canary"] != v1
+    v2 = pools["tiny-llm-canary"]
+    assert act(project, "promote")["weight"] == 50
+    assert _route_weights(project) == {"tiny-llm-stable": 50, "tiny-llm-canary": 50}
+    assert act(project, "promote")["weight"] == 100
+    assert _route_weights(project) == {"tiny-llm-stable": 0, "tiny-llm-canary": 100}
+    act(project, "promote")  # v2 is stable: its pair is the stable pool, the canary's is gone
+    assert _route_weights(project) == {"tiny-llm-stable": 100} and _pools(project) == {"tiny-llm-stable": v2}
+    act(project, "start", "tiny-llm/model:v3", "--image", IMAGE)
+    act(project, "abort")
+    assert _route_weights(project) == {"tiny-llm-stable": 100} and _pools(project) == {"tiny-llm-stable": v2}
+    act(project, "rollback")
+    assert _pools(project) == {"tiny-llm-stable": v1}
+
+
+def test_a_split_pair_commits_nothing(tmp_path: Path) -> None:
+    from tests.cli.runner import run
+    from tests.gitops.helpers import tip
+    from tests.serve.conftest import IMAGE, make_project
+    from tests.serve.test_flows import rollout as act
+
+    widen = {"spec": {"selector": {"matchLabels": {"trainops.dev/track": None, LABEL_REVISION: None}}}}
+    data = overlay()
+    data["spec"]["patches"] = [{"target": {"kind": "InferencePool", "name": "tiny-llm-stable"}, "merge": widen}]
+    project = make_project(tmp_path / "p", data)
+    act(project, "start", "tiny-llm/model:v1", "--image", IMAGE)  # one release: nothing else to reach
+    before = tip(project.gitops)
+    outcome = run("rollout", *project.cli("start", "tiny-llm/model:v2", "--image", IMAGE))
+    assert outcome.code != 0
+    (line,) = outcome.stderr.strip().splitlines()
+    assert "spec.patches[0]: InferencePool tiny-llm-stable reaches pods of 2 revisions" in line
+    assert tip(project.gitops) == before
