@@ -65,7 +65,7 @@ LAYERS: dict[str, int] = {
         ),
         2,
     ),
-    **dict.fromkeys(("pipeline", "ui", "hub"), 3),
+    **dict.fromkeys(("pipeline", "ui", "hub", "completion"), 3),
     "cli": 4,
 }
 MAX_FUNCTION_LINES = 80

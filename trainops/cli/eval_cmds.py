@@ -37,7 +37,7 @@ def _gate_table(result: Any) -> None:
 
 
 @eval_group.command("run")
-@click.argument("checkpoint", required=False, metavar="[CKPT]")
+@click.argument("checkpoint", required=False, metavar="[CKPT]", shell_complete=options.complete_reference)
 @manifest_options
 @click.option("--image", metavar="REF", default=None, help="Image this runs in (recorded); default $TRAINOPS_IMAGE.")
 @click.option(
@@ -99,7 +99,7 @@ def run_cmd(
 
 
 @eval_group.command("ls")
-@click.argument("checkpoint", required=False, metavar="[CKPT]")
+@click.argument("checkpoint", required=False, metavar="[CKPT]", shell_complete=options.complete_reference)
 @manifest_options
 @options.insecure_option
 @output_option
@@ -141,7 +141,7 @@ _run_id_option = options.run_id_option("Eval id in object names (default: new)."
 
 
 @eval_group.command("render")
-@click.argument("checkpoint", required=False, metavar="[CKPT]")
+@click.argument("checkpoint", required=False, metavar="[CKPT]", shell_complete=options.complete_reference)
 @manifest_options
 @_image_option
 @_run_id_option
@@ -179,7 +179,7 @@ def render_cmd(
 
 
 @eval_group.command("submit")
-@click.argument("checkpoint", required=False, metavar="[CKPT]")
+@click.argument("checkpoint", required=False, metavar="[CKPT]", shell_complete=options.complete_reference)
 @manifest_options
 @_image_option
 @_run_id_option

@@ -17,7 +17,7 @@ def incidents() -> None:
 
 @incidents.command("ls")
 @manifest_options
-@click.argument("run_id", metavar="[RUN]", required=False)
+@click.argument("run_id", metavar="[RUN]", required=False, shell_complete=options.complete_run)
 @options.insecure_option
 @output_option
 def ls_cmd(file: str | None, env: str | None, run_id: str | None, insecure: bool, output: str) -> None:
@@ -44,7 +44,7 @@ def ls_cmd(file: str | None, env: str | None, run_id: str | None, insecure: bool
 
 @incidents.command("show")
 @manifest_options
-@click.argument("incident_id", metavar="ID")
+@click.argument("incident_id", metavar="ID", shell_complete=options.complete_incident)
 @options.insecure_option
 @output_option
 def show_cmd(file: str | None, env: str | None, incident_id: str, insecure: bool, output: str) -> None:
@@ -99,7 +99,7 @@ def classes_cmd(file: str | None, env: str | None, output: str, wide: bool) -> N
 @click.command("drill")
 @manifest_options
 @click.argument("drill", metavar="FAULT", type=click.Choice(["hang", "nccl-timeout", "cuda-oom", "xid", "node-lost"]))
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", shell_complete=options.complete_run)
 @click.option("--node", metavar="NODE", default=None, help="Only the trainer processes on this Slurm node.")
 @click.option("--xid", type=int, default=79, show_default=True, help="The Xid of the xid drill.")
 @output_option

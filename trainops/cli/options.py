@@ -17,6 +17,49 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+def _completer(read: Callable[..., list[str]], *, env: bool = True) -> Callable[..., list[Any]]:
+    """A click shell_complete callback offering what trainops.completion reads, with the -f
+    and --env given so far on the command line."""
+
+    def complete(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+        from click.shell_completion import CompletionItem
+
+        given = ctx.params
+        names = read(given.get("file"), given.get("env"), incomplete) if env else read(given.get("file"), incomplete)
+        return [CompletionItem(name) for name in names]
+
+    return complete
+
+
+def complete_env(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """--env: the manifest's environments."""
+    from trainops import completion
+
+    return _completer(completion.environments, env=False)(ctx, param, incomplete)
+
+
+def complete_reference(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """A reference: the registry's repositories, then a repository's tags."""
+    from trainops import completion
+
+    return _completer(completion.references)(ctx, param, incomplete)
+
+
+def complete_run(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """RUN: the runs the registry and this project recorded."""
+    from trainops import completion
+
+    return _completer(completion.run_ids)(ctx, param, incomplete)
+
+
+def complete_incident(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """An incident id: those the registry records."""
+    from trainops import completion
+
+    return _completer(completion.incident_ids)(ctx, param, incomplete)
+
+
 output_option = click.option(
     "-o",
     "--output",
@@ -121,7 +164,14 @@ def add_verbose(command: click.Command) -> None:
 
 def manifest_options(func: F) -> F:
     """-f FILE and --env ENV, the two options of every command that reads trainops.yaml."""
-    func = click.option("--env", "env", metavar="ENV", default=None, help="Apply this environment's overlay.")(func)
+    func = click.option(
+        "--env",
+        "env",
+        metavar="ENV",
+        default=None,
+        help="Apply this environment's overlay.",
+        shell_complete=complete_env,
+    )(func)
     func = click.option(
         "-f", "--file", "file", type=click.Path(dir_okay=False, path_type=str), default=None, help=_FILE_HELP
     )(func)
@@ -167,7 +217,14 @@ def _access_options(func: F, *, cluster_help: str | None) -> F:
 def registry_options(func: F) -> F:
     """-f, --env and --insecure of commands that work with a manifest or without one (full references)."""
     func = insecure_option(func)
-    func = click.option("--env", "env", metavar="ENV", default=None, help="Environment overlay of trainops.yaml.")(func)
+    func = click.option(
+        "--env",
+        "env",
+        metavar="ENV",
+        default=None,
+        help="Environment overlay of trainops.yaml.",
+        shell_complete=complete_env,
+    )(func)
     func = click.option(
         "-f",
         "--file",

@@ -48,7 +48,7 @@ def _say_moved(tag: str | None, old: str | None, new: str, override: Any = None)
 
 @click.command()
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
-@click.argument("ref")
+@click.argument("ref", shell_complete=options.complete_reference)
 @click.option("--kind", type=click.Choice(KINDS), default="other", show_default=True)
 @_lineage_options
 @options.jobs_option
@@ -142,7 +142,7 @@ def _say_pushed(result: Any, override: Any) -> None:
 
 
 @click.command()
-@click.argument("ref")
+@click.argument("ref", shell_complete=options.complete_reference)
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
 @options.jobs_option
 @click.option(
@@ -195,7 +195,7 @@ def pull(
 
 
 @click.command()
-@click.argument("ref")
+@click.argument("ref", shell_complete=options.complete_reference)
 @click.option("--up", "direction", flag_value="up", default=True, help="What REF came from (default).")
 @click.option("--down", "direction", flag_value="down", help="What came from REF.")
 @click.option("--both", "direction", flag_value="both", help="Both directions.")
@@ -265,7 +265,7 @@ def registry() -> None:
 
 
 @registry.command("ls")
-@click.argument("target", required=False)
+@click.argument("target", required=False, shell_complete=options.complete_reference)
 @click.option(
     "--all",
     "show_all",
@@ -326,7 +326,7 @@ def ls(
 
 
 @registry.command("show")
-@click.argument("ref")
+@click.argument("ref", shell_complete=options.complete_reference)
 @options.registry_options
 @output_option
 @wide_option
@@ -410,7 +410,7 @@ def _tensor_lines(t: Any) -> list[str]:
 
 
 @registry.command("tag")
-@click.argument("src")
+@click.argument("src", shell_complete=options.complete_reference)
 @click.argument("dst")
 @options.no_move_option
 @options.override_options
@@ -444,7 +444,7 @@ def tag(
 
 
 @registry.command("copy")
-@click.argument("src")
+@click.argument("src", shell_complete=options.complete_reference)
 @click.argument("dst")
 @options.jobs_option
 @options.no_move_option
@@ -485,8 +485,8 @@ def copy(
 
 
 @registry.command("diff")
-@click.argument("a")
-@click.argument("b")
+@click.argument("a", shell_complete=options.complete_reference)
+@click.argument("b", shell_complete=options.complete_reference)
 @options.registry_options
 @output_option
 def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
@@ -513,7 +513,7 @@ def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, outp
 
 
 @registry.command("rm")
-@click.argument("ref")
+@click.argument("ref", shell_complete=options.complete_reference)
 @options.override_options
 @options.registry_options
 @output_option

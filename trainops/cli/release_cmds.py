@@ -18,7 +18,7 @@ def release_group() -> None:
 
 
 @release_group.command("create")
-@click.argument("checkpoint", required=False, metavar="[CKPT]")
+@click.argument("checkpoint", required=False, metavar="[CKPT]", shell_complete=options.complete_reference)
 @manifest_options
 @click.option("--version", "version", metavar="TAG", default=None, help="Release tag (default: release.tag).")
 @click.option("--force", is_flag=True, help="Release without a passing eval (needs --reason; recorded).")
@@ -112,7 +112,7 @@ def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, 
 
 
 @release_group.command("show")
-@click.argument("ref", metavar="RELEASE")
+@click.argument("ref", metavar="RELEASE", shell_complete=options.complete_reference)
 @options.registry_options
 @output_option
 @wide_option
@@ -138,7 +138,7 @@ def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output
 
 
 @release_group.command("verify")
-@click.argument("ref")
+@click.argument("ref", shell_complete=options.complete_reference)
 @click.option(
     "--key",
     "key",

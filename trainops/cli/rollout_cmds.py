@@ -51,7 +51,7 @@ def rollout() -> None:
 
 
 @rollout.command("render")
-@click.argument("release", required=False)
+@click.argument("release", required=False, shell_complete=options.complete_reference)
 @manifest_options
 @render_out_option
 @_image_option
@@ -84,7 +84,7 @@ def render_cmd(
 
 
 @rollout.command("start")
-@click.argument("release", required=False)
+@click.argument("release", required=False, shell_complete=options.complete_reference)
 @manifest_options
 @_image_option
 @options.insecure_option

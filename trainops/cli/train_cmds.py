@@ -303,7 +303,7 @@ def _on_slurm(manifest: Any, *, run_id: str | None, access: ClusterAccess | None
 
 @train.command("status")
 @manifest_options
-@click.argument("run_id", metavar="[RUN]", required=False)
+@click.argument("run_id", metavar="[RUN]", required=False, shell_complete=options.complete_run)
 @kubeconfig_options
 @output_option
 def status_cmd(
@@ -431,12 +431,13 @@ def _kube_status(manifest: Any, *, run_id: str | None, access: ClusterAccess | N
 
 @train.command("logs")
 @manifest_options
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", shell_complete=options.complete_run)
 @kubeconfig_options
 def logs_cmd(file: str | None, env: str | None, run_id: str, access: ClusterAccess | None) -> None:
     """Print the output of RUN: a local run's (kept by its supervisor), its Slurm job's file,
     or its pods' logs from the API server."""
     from trainops.faults.timeline import kept_output
+
     manifest = options.load(file, env)
     kept = kept_output(manifest, run_id)
     if kept is not None and not _on_slurm(manifest, run_id=run_id):
@@ -464,7 +465,7 @@ def logs_cmd(file: str | None, env: str | None, run_id: str, access: ClusterAcce
 
 @train.command("cancel")
 @manifest_options
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", shell_complete=options.complete_run)
 @output_option
 def cancel_cmd(file: str | None, env: str | None, run_id: str, output: str) -> None:
     """Cancel RUN: scancel its Slurm job, or commit its job's removal from the GitOps path.
@@ -496,7 +497,7 @@ def cancel_cmd(file: str | None, env: str | None, run_id: str, output: str) -> N
 
 @train.command("watch")
 @manifest_options
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", shell_complete=options.complete_run)
 @kubeconfig_options
 @click.option("--interval", type=float, default=2.0, show_default=True, help="Seconds between two looks.")
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds (default: when RUN ends).")
