@@ -18,6 +18,8 @@ from tests.evaluate.test_release import released, setup
 from tests.signing.conftest import ec_key
 from trainops.registry import store
 from trainops.registry.artifact import Lineage
+from trainops.registry.context import Registries
+from trainops.templating import render_template
 
 
 def test_bookkeeping_repositories_are_listed_with_all(tmp_path: Path) -> None:
@@ -65,3 +67,56 @@ def test_provenance_without_a_remote_and_the_referrers_it_is_among(local_project
     assert sorted(r["record"] for r in doc["referrers"]) == ["provenance", "signature"]
     referrers = shown.stdout.split("  referrers:\n", 1)[1].splitlines()[: len(doc["referrers"])]
     assert sorted(line.split()[0] for line in referrers) == ["provenance", "signature"], shown.stdout
+
+
+LINEAGE_MANIFEST = """\
+apiVersion: trainops.dev/v1alpha1
+kind: Pipeline
+metadata: {name: p}
+spec:
+  registry: file://.trainops/registry
+  image: {template: train-pytorch, context: .}
+  train:
+    scheduler: local
+    command: [python3, train.py]
+"""
+
+
+def test_lineage_of_a_commit_that_changed_nothing_tracked_walks_from_its_content(tmp_path: Path) -> None:
+    """A docs-only commit after the training one: `lineage git:HEAD` walks from the commit
+    whose content HEAD is, and says so; after a change to the code it is not found (exit 4)."""
+    environ = git_env()
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(tmp_path), *args], check=True, env=environ, capture_output=True)
+        return done.stdout.decode().strip()
+
+    (tmp_path / "trainops.yaml").write_text(LINEAGE_MANIFEST)
+    (tmp_path / "train.py").write_text("print('train')\n")
+    (tmp_path / ".gitignore").write_text(".trainops/\n")
+    (tmp_path / ".dockerignore").write_text(render_template("project/dockerignore.j2"))  # as init writes it
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "train")
+    trained = git("rev-parse", "HEAD")
+    src = tmp_path / "ckpt"
+    src.mkdir()
+    (src / "w.bin").write_bytes(b"w")
+    with Registries(default_registry="file://.trainops/registry", base_dir=tmp_path) as regs:
+        lineage = Lineage(pipeline="p", step=1, git_commit=trained)
+        store.push(regs, source=src, ref=regs.ref("p/checkpoints:step-1"), kind="checkpoint", lineage=lineage)
+    (tmp_path / "README.md").write_text("# p\n")
+    git("add", "README.md")
+    git("commit", "-q", "-m", "docs")
+    docs = git("rev-parse", "HEAD")
+    manifest = str(tmp_path / "trainops.yaml")
+    walked = run("lineage", "git:HEAD", "-f", manifest, "-o", "json")
+    assert walked.code == 0, walked.stderr
+    graph = json.loads(walked.stdout)
+    assert graph["root"] == f"git:{trained}" and any(n["kind"] == "checkpoint" for n in graph["nodes"])
+    said = f"{docs[:12]} changed nothing trainops tracks since {trained[:12]}, whose content it is"
+    assert said in graph["note"] and said in walked.stderr
+    (tmp_path / "train.py").write_text("print('train more')\n")
+    git("commit", "-q", "-am", "code")
+    changed = run("lineage", "git:HEAD", "-f", manifest)
+    assert changed.code == 4 and "records git commit" in changed.last_error_line, changed.stderr

@@ -249,6 +249,8 @@ def lineage(
             scan=scan,
             records=records,
         )
+    if graph.note:
+        click.echo(f"note: {graph.note}", err=True)
     if output == "json" or fmt == "json":
         echo_json(graph)
     elif fmt == "tree":

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -194,6 +194,20 @@ def classify(*, manifest: Manifest, span: PushRange) -> Decision:
     if sections:
         why.append(f"trainops.yaml changed ({', '.join(sections)}) → {STAGES[first]} onwards")
     return Decision(start, "; ".join(why), paths, code, sections)
+
+
+SAME_CONTENT_DEPTH = 50  # first-parent ancestors looked at for the commit a no-op one has the content of
+
+
+def same_content(manifest: Manifest, commit: str) -> Iterator[str]:
+    """The first-parent ancestors of commit from which nothing trainops tracks changed (the
+    training code and trainops.yaml, as `trainops ci` decides), nearest first; it stops at
+    the first change that would run a stage."""
+    found = run_git(manifest.root, "rev-list", "--first-parent", f"--max-count={SAME_CONTENT_DEPTH}", commit)
+    for ancestor in (found or "").split()[1:]:
+        if classify(manifest=manifest, span=PushRange(ancestor, commit, "lineage")).start is not None:
+            return
+        yield ancestor
 
 
 def _gone(top: Path, path: str) -> bool:

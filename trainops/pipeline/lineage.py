@@ -4,6 +4,7 @@ as `ckpt ls` does; the commit and rollout walks load trainops.serve when they ar
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,8 +36,21 @@ def walk_lineage(
         from trainops.serve.lineage import lineage_from_commit
 
         repo_dir = manifest.root if manifest is not None else Path.cwd()
+        same = None
+        if manifest is not None:
+            from trainops.pipeline.ci import same_content
+
+            def same(commit: str) -> Iterator[str]:
+                return same_content(manifest, commit)
+
         return lineage_from_commit(
-            registries, manifest, rev=target[len(GIT_PREFIX) :], repo_dir=repo_dir, scan=root, records=records
+            registries,
+            manifest,
+            rev=target[len(GIT_PREFIX) :],
+            repo_dir=repo_dir,
+            scan=root,
+            records=records,
+            same_content=same,
         )
     ref = registries.ref(target)
     if manifest is not None and manifest.pipeline.spec.rollout is not None:

@@ -56,10 +56,11 @@ class Graph:
     direction: Direction
     nodes: dict[str, Node] = field(default_factory=dict)
     edges: list[Edge] = field(default_factory=list)
+    note: str | None = None  # how the walk started, when not where it was asked to (said to people)
 
     def to_data(self) -> GraphData:
         """The graph as JSON: its nodes as a list (`trainops.serialize`)."""
-        return GraphData(self.root, self.direction, list(self.nodes.values()), list(self.edges))
+        return GraphData(self.root, self.direction, list(self.nodes.values()), list(self.edges), self.note)
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class GraphData:
     direction: Direction
     nodes: list[Node]
     edges: list[Edge]
+    note: str | None = None
 
 
 def _cached_manifest(registries: Registries, ref: Reference, digest: str) -> ManifestData:

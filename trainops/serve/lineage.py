@@ -15,6 +15,7 @@ lineage git:REV`): commit → image → checkpoints → eval reports → release
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from trainops.errors import InputError, NotFoundError
@@ -106,13 +107,29 @@ def lineage_from_commit(
     repo_dir: Path,
     scan: RegistryRoot | None = None,
     records: bool = False,
+    same_content: Callable[[str], Iterator[str]] | None = None,
 ) -> Graph:
     """What came from a git commit: the artifacts of the registry recording it (an image's
     revision, or gitCommit), everything below them, and the rollout commits that served its
-    releases. One registry scan; a commit nothing came from is NotFoundError."""
+    releases. One registry scan; a commit nothing came from is NotFoundError, unless
+    same_content names earlier commits whose content it is (nothing trainops tracks
+    changed since, nearest first): the walk starts at the first of them an artifact records,
+    and the graph's note says so."""
     commit = commit_of(rev, repo_dir=repo_dir)
     root = scan or registries.root()
-    graph = DownIndex.scan(registries, root, records=records).from_commit(commit, where=root.url)
+    index = DownIndex.scan(registries, root, records=records)
+    try:
+        graph = index.from_commit(commit, where=root.url)
+    except NotFoundError:
+        recorded = {c.removesuffix("-dirty") for c in index.commits.values()}
+        earlier = next((c for c in (same_content(commit) if same_content else ()) if c in recorded), None)
+        if earlier is None:
+            raise
+        graph = index.from_commit(earlier, where=root.url)
+        graph.note = (
+            f"{commit[:12]} changed nothing trainops tracks since {earlier[:12]}, whose content it is: "
+            f"the walk starts there"
+        )
     if manifest is not None:
         add_rollouts(graph, manifest)
     return graph
