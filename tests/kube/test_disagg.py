@@ -1,0 +1,210 @@
+"""Disaggregated serving run by the real controllers on the simulated cluster (kwok nodes in racks):
+the LeaderWorkerSet controller v0.10.0 makes both roles of each DisaggregatedSet slice; the
+InferencePool (v1) and the HTTPRoute are admitted against their CRDs; a canary walked to stable
+and an abort back, each commit applied by the stand-in for Argo CD (trainops.cluster.applier.sync)
+and read back from the API server.
+
+Not run here: the endpoint picker's routing (it needs serving engines answering its metric
+scrapes, which kwok's pods do not run) — its Deployment is admitted and its flags read back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_cluster import RACK_LABEL, KubeCluster, Shape
+from services import wait_for
+
+from tests.cli.runner import run
+from tests.services import git_env
+from trainops.cluster.access import ClusterAccess
+from trainops.cluster.applier import sync
+from trainops.cluster.client import connect
+from trainops.render.crds import VENDORED
+from trainops.serve.disagg import DS_NAME_LABEL, LABEL_REVISION, LABEL_ROLE
+
+SLICE_LABEL = "disaggregatedset.x-k8s.io/slice"  # the DisaggregatedSet controller labels each slice's sets and pods
+
+SHAPE = Shape(nodes=8, gpus_per_node=8, racks=4, spines=2)
+COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "lws")
+NAMESPACE = "tiny-llm"
+SERVE = "clusters/dev-serve"
+IMAGE = "harbor.example.com/llm/tiny-llm/serve-vllm@sha256:" + "ab" * 32
+CRDS = ("gie-inferencepool", "gateway-httproute", "prometheus-servicemonitor", "prometheus-prometheusrule")
+
+
+@pytest.fixture(scope="module")
+def cluster(sim: KubeCluster) -> KubeCluster:
+    sim.install_crds([VENDORED / f"{name}.yaml" for name in CRDS])
+    return sim
+
+
+@pytest.fixture(autouse=True)
+def _git_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name, value in git_env({}).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left(cluster: KubeCluster) -> Iterator[None]:
+    """The module's cluster is shared: each test's serving objects go, with their pods."""
+    yield
+    for api_version, kind in (
+        ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet"),
+        ("inference.networking.k8s.io/v1", "InferencePool"),
+        ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+        ("apps/v1", "Deployment"),
+    ):
+        for obj in cluster.api.list(api_version, kind, NAMESPACE):
+            cluster.api.delete(api_version, kind, obj["metadata"]["name"], NAMESPACE)
+    wait_for(lambda: not cluster.api.list("v1", "Pod", NAMESPACE), timeout=60, what="the serving pods deleted")
+
+
+def _pods(sim: KubeCluster, selector: str = LABEL_ROLE) -> list[dict[str, Any]]:
+    return list(sim.api.list("v1", "Pod", NAMESPACE, selector=selector))
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = {c["type"]: c["status"] for c in pod.get("status", {}).get("conditions", [])}
+    return conditions.get("Ready") == "True" and pod["metadata"].get("deletionTimestamp") is None
+
+
+def _served(sim: KubeCluster) -> dict[str, str]:
+    """track → the revision of its Ready pods, when every serving pod is Ready and each track runs
+    one revision in all 6 pods (2 slices of a prefill and 2 decodes); {} while the controllers work."""
+    pods = _pods(sim)
+    tracks: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
+    for pod in pods:
+        if not _ready(pod):
+            return {}
+        labels = pod["metadata"]["labels"]
+        tracks.setdefault(labels["trainops.dev/track"], set()).add(labels[LABEL_REVISION])
+        counts[labels["trainops.dev/track"]] = counts.get(labels["trainops.dev/track"], 0) + 1
+    if any(len(revisions) != 1 for revisions in tracks.values()) or any(n != 6 for n in counts.values()):
+        return {}
+    return {track: revisions.pop() for track, revisions in tracks.items()}
+
+
+def _weights(sim: KubeCluster) -> dict[str, int]:
+    route = sim.api.get("gateway.networking.k8s.io/v1", "HTTPRoute", "tiny-llm", NAMESPACE)
+    return {b["name"]: b["weight"] for b in route["spec"]["rules"][-1]["backendRefs"]}
+
+
+def _pool_revisions(sim: KubeCluster) -> dict[str, str]:
+    pools = sim.api.list("inference.networking.k8s.io/v1", "InferencePool", NAMESPACE)
+    return {p["metadata"]["name"]: p["spec"]["selector"]["matchLabels"][LABEL_REVISION] for p in pools}
+
+
+def _placement(sim: KubeCluster, track: str) -> dict[str, dict[str, set[str]]]:
+    """slice → {"racks": racks of its pods, "nodes": its nodes, "roles": its roles} for one track."""
+    racks = {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in sim.api.list("v1", "Node")}
+    out: dict[str, dict[str, set[str]]] = {}
+    for pod in _pods(sim, f"{LABEL_ROLE},trainops.dev/track={track}"):
+        labels = pod["metadata"]["labels"]
+        node = pod["spec"]["nodeName"]
+        entry = out.setdefault(labels[SLICE_LABEL], {"racks": set(), "nodes": set(), "roles": set()})
+        entry["racks"].add(racks[node])
+        entry["nodes"].add(node)
+        entry["roles"].add(labels[LABEL_ROLE])
+    return out
+
+
+class Walk:
+    """A project whose serving tree each step commits, then syncs to the cluster and waits for."""
+
+    def __init__(self, sim: KubeCluster, root: Path) -> None:
+        from tests.serve.conftest import make_project
+        from tests.serve.test_disagg import TOPOLOGY, overlay
+
+        self.sim = sim
+        self.project = make_project(root, overlay(spec=TOPOLOGY, placement="rack"))
+
+    def step(self, *args: str) -> dict[str, str]:
+        outcome = run("rollout", *self.project.cli(*args, "-o", "json"))
+        assert outcome.code == 0, outcome.stderr
+        commit = json.loads(outcome.stdout)["commit"]
+        with connect(ClusterAccess(str(self.sim.kubeconfig))) as api:
+            result = sync(api, repo=f"file://{self.project.gitops}", branch="main", path=SERVE, commit=commit)
+        assert result.commit == commit
+        pools = _pool_revisions(self.sim)
+
+        def settled() -> bool:
+            served = _served(self.sim)
+            return served == {name.rsplit("-", 1)[1]: rev for name, rev in pools.items()}
+
+        wait_for(
+            settled,
+            timeout=180,
+            what=f"{' '.join(args)}: the pods of {pools} Ready",
+            log_path=self.sim.logs / "lws.log",
+        )
+        return pools
+
+
+def test_a_disaggregated_canary_walks_to_stable_and_an_abort_walks_back(cluster: KubeCluster, tmp_path: Path) -> None:
+    walk = Walk(cluster, tmp_path / "p")
+    pools = walk.step("start", "tiny-llm/model:v1", "--image", IMAGE)
+    v1 = pools["tiny-llm-stable"]
+    assert _weights(cluster) == {"tiny-llm-stable": 100}
+    # the LWS controller made both roles of each slice from the DisaggregatedSet
+    sets = cluster.api.list("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", NAMESPACE)
+    made = sorted((s["metadata"]["labels"][SLICE_LABEL], s["metadata"]["labels"][LABEL_ROLE]) for s in sets)
+    assert made == [("0", "decode"), ("0", "prefill"), ("1", "decode"), ("1", "prefill")]
+    assert all(s["metadata"]["labels"][DS_NAME_LABEL] == "tiny-llm-stable" for s in sets)
+    # placed together: a slice's prefill and decode in one rack, slices in different racks and nodes
+    stable = _placement(cluster, "stable")
+    assert sorted(stable) == ["0", "1"]
+    assert all(len(s["racks"]) == 1 and s["roles"] == {"prefill", "decode"} for s in stable.values()), stable
+    assert not stable["0"]["racks"] & stable["1"]["racks"] and not stable["0"]["nodes"] & stable["1"]["nodes"]
+
+    pools = walk.step("start", "tiny-llm/model:v2", "--image", IMAGE)
+    v2 = pools["tiny-llm-canary"]
+    assert pools == {"tiny-llm-stable": v1, "tiny-llm-canary": v2} and v1 != v2
+    assert _weights(cluster) == {"tiny-llm-stable": 90, "tiny-llm-canary": 10}
+    canary = _placement(cluster, "canary")
+    assert all(len(s["racks"]) == 1 for s in canary.values()), canary
+    used = {rack for s in stable.values() for rack in s["racks"]}
+    assert not used & {rack for s in canary.values() for rack in s["racks"]}  # the canary's slices in their own racks
+    walk.step("promote")
+    assert _weights(cluster) == {"tiny-llm-stable": 50, "tiny-llm-canary": 50}
+    walk.step("promote")
+    assert _weights(cluster) == {"tiny-llm-stable": 0, "tiny-llm-canary": 100}
+    pools = walk.step("promote")
+    assert pools == {"tiny-llm-stable": v2} and _weights(cluster) == {"tiny-llm-stable": 100}
+    assert not cluster.api.list(
+        "disaggregatedset.x-k8s.io/v1", "DisaggregatedSet", NAMESPACE, selector="trainops.dev/track=canary"
+    )
+
+    pools = walk.step("start", "tiny-llm/model:v3", "--image", IMAGE)
+    assert _weights(cluster) == {"tiny-llm-stable": 90, "tiny-llm-canary": 10}
+    pools = walk.step("abort")
+    assert pools == {"tiny-llm-stable": v2} and _weights(cluster) == {"tiny-llm-stable": 100}
+    assert {p["metadata"]["labels"][LABEL_REVISION] for p in _pods(cluster)} == {v2}
+
+
+def test_the_endpoint_picker_is_admitted_with_its_pool_and_flags(cluster: KubeCluster, tmp_path: Path) -> None:
+    """Its routing needs engines answering its metric scrapes, which kwok's pods do not run: what
+    can be read is its Deployment as the API server stored it, and the pool naming it."""
+    walk = Walk(cluster, tmp_path / "p")
+    pools = walk.step("start", "tiny-llm/model:v1", "--image", IMAGE)
+    pool = cluster.api.get("inference.networking.k8s.io/v1", "InferencePool", "tiny-llm-stable", NAMESPACE)
+    assert pool["spec"]["endpointPickerRef"]["name"] == "tiny-llm-stable-epp"
+    assert pool["spec"]["selector"]["matchLabels"][LABEL_REVISION] == pools["tiny-llm-stable"]
+    epp = cluster.api.get("apps/v1", "Deployment", "tiny-llm-stable-epp", NAMESPACE)
+    (container,) = epp["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert args[args.index("--pool-name") + 1] == "tiny-llm-stable"
+    assert args[args.index("--pool-namespace") + 1] == NAMESPACE
+    assert args[args.index("--grpc-port") + 1] == str(pool["spec"]["endpointPickerRef"]["port"]["number"])
+    config = json.loads(args[args.index("--config-text") + 1])
+    assert [p["name"] for p in config["schedulingProfiles"]] == ["prefill", "decode"]
+    svc = cluster.api.get("v1", "Service", "tiny-llm-stable-epp", NAMESPACE)
+    assert svc["spec"]["ports"][0]["port"] == pool["spec"]["endpointPickerRef"]["port"]["number"]
