@@ -18,6 +18,7 @@ from services import DistributionRegistry, PodmanService
 from tests import planted
 from tests.build.helpers import git, make_project, manifest_text, run, skopeo_json
 from tests.cli.runner import run as trainops
+from trainops import clock
 
 CODE: dict[str, str | bytes] = {
     "app/hello.sh": "#!/bin/sh\necho hello from the docker build\n",
@@ -68,7 +69,8 @@ def test_build_push_to_distribution_labels_and_skip(
     assert info["Digest"] == data["digest"]
     labels = info["Labels"]
     assert labels["org.opencontainers.image.revision"] == commit
-    assert labels["org.opencontainers.image.created"] == data["created"]
+    # the label as the image carries it (seconds); -o json shows every time to the millisecond
+    assert clock.one_precision(labels["org.opencontainers.image.created"]) == data["created"]
     assert labels["dev.trainops.kind"] == "image" and labels["dev.trainops.inputs"] == data["inputsDigest"]
     assert json.loads(labels["dev.trainops.lineage"])["gitCommit"] == commit
     assert labels["dev.trainops.template"] == "train-pytorch"  # from the Dockerfile's LABEL
