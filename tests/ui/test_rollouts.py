@@ -112,3 +112,40 @@ def _digest(project: Project, name: str) -> str:
     opened = open_registries(file=str(project.manifest), env=None, insecure=False)
     with opened.registries as registries:
         return resolve(registries, ref=registries.ref(name)).manifest.digest
+
+
+def test_a_disaggregated_releases_page_lists_the_pools_revisions_and_weights_that_served_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read from the GitOps history: v2's pair entered as the canary pool at 10%, went to 50% and
+    100%, then served as the stable pool at 100% — each row a commit, its pool, the pair's
+    revision and the HTTPRoute's weight; the lineage graph's edges say the same."""
+    from tests.serve.test_disagg import overlay
+
+    for name, value in git_env({}).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TRAINOPS_CACHE_DIR", str(tmp_path / "cache"))
+    project = make_project(tmp_path / "project", overlay())
+    _rollout(project, "start", "tiny-llm/model:v1", "--image", IMAGE)
+    commits = [str(_rollout(project, "start", "tiny-llm/model:v2", "--image", IMAGE)["commit"])]
+    commits += [str(_rollout(project, "promote")["commit"]) for _ in range(3)]
+    for base, v2 in _serve(project, tmp_path, with_manifest=True):
+        page = requests.get(f"{base}/artifact/{v2}", timeout=60).text
+        table = re.search(r'<table class="list" id="pools">(.*?)</table>', page, re.S)
+        assert table is not None, page
+        rows = re.findall(
+            r"<tr><td>[^<]*</td><td class=\"digest\">([0-9a-f]{12})</td><td>([^<]*)</td><td>([^<]*)</td>"
+            r"<td class=\"digest\">([^<]*)</td><td class=\"num\">(\d+)%</td></tr>",
+            table.group(1),
+        )
+        assert [(c, a, p, w) for c, a, p, _, w in rows] == [
+            (commits[0][:12], "start 1/3 10%", "tiny-llm-canary", "10"),
+            (commits[1][:12], "promote 2/3 50%", "tiny-llm-canary", "50"),
+            (commits[2][:12], "promote 3/3 100%", "tiny-llm-canary", "100"),
+            (commits[3][:12], "promote stable", "tiny-llm-stable", "100"),
+        ]
+        assert len({r[3] for r in rows}) == 1  # one revision of the pair throughout
+        graph = requests.get(f"{base}/api/lineage/{v2}", timeout=60).json()
+        relations = [e["relation"] for e in graph["edges"] if e["child"].startswith("commit:")]
+        assert f"start 1/3 10% · pool tiny-llm-canary {rows[0][3]} 10%" in relations, relations

@@ -8,6 +8,11 @@ linked by the action and step (`promote 2/3 50%`) — as the release the commit 
 traffic to (Trainops-Release), or as the stable release serving the rest during another
 release's canary (Trainops-Stable, marked `(as stable)`).
 
+With rollout.disaggregation a release serves through a pool: `pool_history` reads, from each
+rollout commit's own tree, the InferencePool that routed to the release's prefill+decode pair,
+the revision its selector names and the weight the HTTPRoute gave it, and the graph's edges say
+them (`promote 2/3 50% · pool tiny-llm-canary 222222222222-abababab 50%`).
+
 `lineage_from_commit` starts from a git commit of the training code instead (`trainops
 lineage git:REV`): commit → image → checkpoints → eval reports → releases → rollouts.
 """
@@ -16,7 +21,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trainops.errors import InputError, NotFoundError
 from trainops.registry.context import Registries
@@ -30,6 +37,73 @@ _REV = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@{}~^+-]{0,254}$")
 KEY_PREFIX = "commit:"  # as long as "sha256:", so labels show the commit's first 12 characters
 
 
+@dataclass(frozen=True)
+class PoolServed:
+    """One rollout commit's pool for a release: which pool, which revision of the pair, what weight."""
+
+    commit: str
+    date: str
+    action: str
+    step: str
+    pool: str
+    revision: str
+    weight: int
+
+
+def _pool_at(files: dict[str, bytes], pool: str) -> tuple[str, int] | None:
+    """(revision, weight) of `pool` in a committed serving tree, None when it has no such pool."""
+    import yaml
+
+    from trainops.serve.disagg import LABEL_REVISION
+
+    def docs(name: str) -> list[dict[str, Any]]:
+        text = files.get(name)
+        return [d for d in yaml.safe_load_all(text.decode("utf-8")) if isinstance(d, dict)] if text else []
+
+    pools = {d["metadata"]["name"]: d for d in docs("inferencepool.yaml") if d.get("kind") == "InferencePool"}
+    if pool not in pools:
+        return None
+    revision = str(pools[pool]["spec"]["selector"]["matchLabels"].get(LABEL_REVISION, "-"))
+    weight = 0
+    for route in docs("httproute.yaml"):
+        rules = route["spec"].get("rules") or []
+        if rules:  # the last rule splits by weight; those before it are A/B header matches
+            weight = sum(int(b.get("weight", 1)) for b in rules[-1].get("backendRefs", []) if b.get("name") == pool)
+    return revision, weight
+
+
+def pool_history(manifest: Manifest, digest: str, *, limit: int = 1000) -> list[PoolServed]:
+    """The pools that served the release `digest` (a model's), oldest first, read from each rollout
+    commit's tree; [] unless the rollout is disaggregated."""
+    from trainops.gitops import read_tree
+    from trainops.serve.audit import rollout_history
+    from trainops.serve.context import serve_context
+    from trainops.serve.flows import gitops_repo
+    from trainops.serve.state import STATE_FILE, parse_state
+
+    rollout = manifest.pipeline.spec.rollout
+    if rollout is None or rollout.disaggregation is None:
+        return []
+    ctx = serve_context(manifest)
+    repo = gitops_repo(manifest)
+    out = []
+    for item in reversed(rollout_history(manifest, limit=limit)):
+        named = [r for r in (item.release, item.stable) if r and "@" in r and parse_reference(r).digest == digest]
+        if not named:
+            continue
+        files = read_tree(repo=repo.url, branch=repo.branch, path=repo.path, commit=item.commit).files
+        state = parse_state(files.get(STATE_FILE))
+        tracks = (("stable", state.stable), ("canary", state.canary))
+        for track, served in tracks:
+            if served is None or served.digest != digest:
+                continue
+            found = _pool_at(files, f"{ctx.name}-{track}")
+            if found is not None:
+                pool = f"{ctx.name}-{track}"
+                out.append(PoolServed(item.commit, item.date, item.action, item.step, pool, *found))
+    return out
+
+
 def add_rollouts(graph: Graph, manifest: Manifest, *, limit: int = 1000) -> int:
     """Add the rollout commits that served the graph's models; how many were added."""
     from trainops.serve.audit import rollout_history
@@ -39,6 +113,7 @@ def add_rollouts(graph: Graph, manifest: Manifest, *, limit: int = 1000) -> int:
     if not models or manifest.pipeline.spec.rollout is None:
         return 0
     path = serving_path(manifest)
+    pools = {(p.commit, digest): p for digest in models for p in pool_history(manifest, digest, limit=limit)}
     added = 0
     for item in reversed(rollout_history(manifest, limit=limit)):  # oldest first
         roles = ((item.release, ""), (item.stable, " (as stable)"))
@@ -49,7 +124,9 @@ def add_rollouts(graph: Graph, manifest: Manifest, *, limit: int = 1000) -> int:
             key = KEY_PREFIX + item.commit
             ref = f"{path}@{item.commit[:12]}"
             graph.nodes[key] = Node(digest=key, ref=ref, kind="rollout", created=item.date, git_commit=item.commit)
-            graph.edges.append(Edge(key, digest, f"{item.action} {item.step}{role}"))
+            via = pools.get((item.commit, digest))
+            pool = f" · pool {via.pool} {via.revision} {via.weight}%" if via else ""
+            graph.edges.append(Edge(key, digest, f"{item.action} {item.step}{role}{pool}"))
             added += 1
     return added
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from trainops.errors import TrainopsError
 from trainops.ui import api, graph, incidents, queries
 from trainops.ui.security import Guard
-from trainops.ui.views import Browser, Views, serving, status_of
+from trainops.ui.views import Browser, Views, served_pools, serving, status_of
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -61,7 +61,8 @@ class Pages(Views):
         )
         config = _pretty(found.config)
         note = serving(self.browser, found.digest) if found.kind == "model" else None
-        return self.render("artifact.html", a=found, config=config, serving=note)
+        pools = served_pools(self.browser, found.digest) if found.kind == "model" else None
+        return self.render("artifact.html", a=found, config=config, serving=note, pools=pools)
 
     def lineage(self, request: Request, db: Any) -> Response:
         digest = request.path_params["digest"]

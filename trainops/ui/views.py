@@ -85,6 +85,34 @@ def serving(browser: Browser, digest: str) -> Serving | None:
     return Serving(role=role, status=status) if role else None
 
 
+@dataclass(frozen=True)
+class PoolsNote:
+    """The pools that served a release of a disaggregated rollout, oldest first, or why they
+    could not be read."""
+
+    served: list[Any]  # trainops.serve.lineage.PoolServed
+    error: str | None = None
+
+
+def served_pools(browser: Browser, digest: str) -> PoolsNote | None:
+    """The InferencePools, revisions and weights the GitOps history shows serving `digest`; None
+    when the manifest's rollout is not disaggregated or no pool served it."""
+    manifest = browser.manifest
+    if (
+        manifest is None
+        or manifest.pipeline.spec.rollout is None
+        or manifest.pipeline.spec.rollout.disaggregation is None
+    ):
+        return None
+    from trainops.serve.lineage import pool_history
+
+    try:
+        found = pool_history(manifest, digest)
+    except TrainopsError as err:  # the page still shows the artifact
+        return PoolsNote([], err.message)
+    return PoolsNote(found) if found else None
+
+
 def status_of(err: TrainopsError) -> int:
     if isinstance(err, NotFoundError):
         return 404
