@@ -22,6 +22,21 @@ python="$venv/bin/python"
 
 cd examples/tiny-llm
 rm -rf .trainops checkpoints
+logs=.trainops/logs  # what the trainer and the flow print, kept out of this job's output
+mkdir -p "$logs"
+quietly() {  # run a command with its stderr (progress, the trainer's lines) in $logs/$1; say where
+    local name=$1; shift
+    if ! "$@" 2> "$logs/$name.txt"; then
+        tail -n 40 "$logs/$name.txt" >&2
+        echo "main job: FAILED at: $* (whole output: examples/tiny-llm/$logs/$name.txt)" >&2
+        exit 1
+    fi
+    grep '^trainops: ' "$logs/$name.txt" | shorten || true  # trainops' own notes: the run id, where the output is kept
+    echo "(its progress and the trainer's output: examples/tiny-llm/$logs/$name.txt)"
+}
+shorten() {  # digests cut to 12 hex digits, for reading (-o json and `registry show` have them whole)
+    sed -E 's/(sha256:[0-9a-f]{12})[0-9a-f]{52}/\1/g'
+}
 echo "== validate and plan"
 "$trainops" validate
 "$trainops" plan --env dev
@@ -31,9 +46,13 @@ mkdir -p .trainops && "$trainops" image render > .trainops/Dockerfile && head -n
 echo "== the model served today: a first training (600 steps), evaluated, released, rolled out"
 # The watcher beside the trainer pushes each complete checkpoint with lineage and keeps
 # the last 5 plus the best by val_loss (train.checkpoint.keep); -e overrides train.env.
-"$trainops" train run --local --env dev --run-id first-node -e TRAINOPS_MAX_STEPS=600 | tail -n 1
+if ! "$trainops" train run --local --env dev --run-id first-node -e TRAINOPS_MAX_STEPS=600 \
+    > "$logs/first-node.txt" 2>&1; then
+    tail -n 40 "$logs/first-node.txt" >&2; echo "main job: FAILED: the first training" >&2; exit 1
+fi
+grep '^trainops: run first-node' "$logs/first-node.txt" | shorten  # its id, where the trainer's output is kept, how it ended
 "$trainops" eval run tiny-llm/checkpoints:step-600 --env dev > /dev/null
-"$trainops" release create tiny-llm/checkpoints:step-600 --env dev
+"$trainops" release create tiny-llm/checkpoints:step-600 --env dev | shorten
 # No serving image is built offline (no engine, no base image in a registry): a placeholder
 # digest, said as such; a real run pins the image it built.
 serve_image="registry.example.com/tiny-llm/serve-vllm@sha256:$(printf '0%.0s' $(seq 64))"
@@ -45,7 +64,7 @@ echo "== the node is replaced (its disk is gone); \`trainops run\` carries the w
 # first canary step, committed to the GitOps repo.
 rm -rf .trainops/runs
 started=$(date +%s)
-"$trainops" run --env dev --serve-image "$serve_image"
+quietly flow "$trainops" run --env dev --serve-image "$serve_image"
 echo "== nothing changed: every stage is cached"
 cached_start=$(date +%s.%N)
 "$trainops" run --env dev --serve-image "$serve_image" --dry-run
@@ -62,7 +81,7 @@ echo "== the checkpoints in the registry"
 "$trainops" ckpt ls
 "$trainops" registry diff tiny-llm/checkpoints:step-900 tiny-llm/checkpoints:step-1000
 release="$("$trainops" release ls --env dev -o json | "$python" -c 'import json, sys; print(json.load(sys.stdin)[0]["ref"])')"
-echo "release: $release"
+echo "release: $release" | shorten
 "$trainops" lineage "$release"
 
 "$trainops" registry show tiny-llm/checkpoints:step-1000
@@ -72,8 +91,8 @@ echo "== a signed release: OpenSSF model signing with a key file, SLSA provenanc
 mkdir -p .trainops/keys
 openssl ecparam -name prime256v1 -genkey -noout -out .trainops/keys/release.pem
 openssl ec -in .trainops/keys/release.pem -pubout -out .trainops/keys/release.pub 2> /dev/null
-"$trainops" release create --env dev-signed --version v1-signed
-"$trainops" release verify tiny-llm/model:v1-signed --env dev-signed
+"$trainops" release create --env dev-signed --version v1-signed | shorten
+"$trainops" release verify tiny-llm/model:v1-signed --env dev-signed --wide | shorten
 "$trainops" pull tiny-llm/model:v1-signed .trainops/signed-model --verify-signature \
     --key .trainops/keys/release.pub
 
@@ -83,12 +102,12 @@ set +e
 code=$?
 set -e
 [ "$code" = 8 ] || { echo "expected exit 8 from the tightened gate, got $code" >&2; exit 1; }
-"$trainops" eval ls --env dev
+"$trainops" eval ls --env dev --wide | shorten
 
 echo "== gray release: promote the canary (analysis skipped: there is no Prometheus here;"
 echo "   \`rollout promote --auto\` would measure the canary first)"
 "$trainops" rollout promote --env dev
-"$trainops" rollout status --env dev
+"$trainops" rollout status --env dev --wide | shorten
 "$trainops" rollout history --env dev
 
 echo "== the cluster side: the Volcano job, tenant queues and serving objects, validated against the upstream CRDs"
@@ -106,7 +125,7 @@ echo "main job: the flow took $(( $(date +%s) - started )) s from the node repla
 echo "== a fault drill: \`train run --local\` supervises its trainer; an NCCL watchdog timeout"
 echo "   written to the trainer's stderr is diagnosed, recorded and restarted from a checkpoint"
 "$trainops" train run --local --env dev --run-id drill-1 -e TRAINOPS_MAX_STEPS=6000 -o json \
-    > .trainops/drill-run.json &
+    > .trainops/drill-run.json 2> "$logs/drill-1.txt" &
 trainer=$!
 drilled=
 for _ in $(seq 1 120); do  # until the trainer is up (the drill names no process before that)
@@ -114,8 +133,9 @@ for _ in $(seq 1 120); do  # until the trainer is up (the drill names no process
     kill -0 "$trainer" 2> /dev/null || break
     sleep 0.5
 done
-wait "$trainer"
+wait "$trainer" || { tail -n 40 "$logs/drill-1.txt" >&2; echo "main job: FAILED: the drilled run" >&2; exit 1; }
 [ -n "$drilled" ] || { echo "the drill found no trainer of run drill-1" >&2; exit 1; }
+echo "(the drilled run's output: examples/tiny-llm/$logs/drill-1.txt)"
 "$python" - .trainops/drill-run.json <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))
@@ -123,3 +143,9 @@ assert run["starts"] == 2 and len(run["incidents"]) == 1, f"expected one restart
 PY
 "$trainops" incidents ls
 "$trainops" train status drill-1 --env dev
+served="$("$trainops" rollout status --env dev -o json | "$python" -c 'import json, sys; s = json.load(sys.stdin)
+print("%s serves as stable, %s as a canary at %s%%" % (s["stable"]["version"], s["canary"]["version"], s["weight"]))')"
+ettr="$("$trainops" train status drill-1 --env dev -o json | "$python" -c 'import json, sys; print("%.2f" % json.load(sys.stdin)["ettr"]["ettr"])')"
+echo "main job passed: trained, evaluated and released; $served;" \
+    "a second run was all cached; a signed release verified; a tightened gate refused (exit 8);" \
+    "lineage walked from the training commit; the NCCL drill was recovered (ETTR $ettr)"
