@@ -9,8 +9,9 @@ Layers, lowest first; a package may import its own layer and the ones below, nev
     1  registry (its backends are inside it)
     2  the rooms that work with artifacts and the cluster: build, render, gitops,
        checkpoint, evaluate, release, serve, slurm, cluster, faults, signing
-    3  pipeline, and what sits beside it reading through the registry: ui, hub
-    4  cli
+    3  train: one training room, every target (local, Slurm, Kubernetes) behind one interface
+    4  pipeline, and what sits beside it reading through the registry: ui, hub; completion
+    5  cli
 
 Inside one layer, packages may import each other as long as no two do both ways.
 """
@@ -65,8 +66,9 @@ LAYERS: dict[str, int] = {
         ),
         2,
     ),
-    **dict.fromkeys(("pipeline", "ui", "hub", "completion"), 3),
-    "cli": 4,
+    "train": 3,
+    **dict.fromkeys(("pipeline", "ui", "hub", "completion"), 4),
+    "cli": 5,
 }
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 600

@@ -2,7 +2,7 @@
 sidecar finds in its environment, in a cluster pod, an sbatch job and a local run alike.
 
 One set of constants, used by the renderers (trainops.render.env, trainops.render.pod),
-local runs (trainops.pipeline.local) and the sidecar (`trainops ckpt watch`). This module
+local runs (trainops.train.local) and the sidecar (`trainops ckpt watch`). This module
 imports nothing heavy, so the CLI can name the variables in its help without loading more.
 """
 

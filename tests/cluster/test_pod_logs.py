@@ -16,8 +16,8 @@ from services import wait_for
 from tests.cli.runner import run
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import Cluster, connect
-from trainops.cluster.jobs import COMPONENT
 from trainops.render.names import LABEL_RUN_ID
+from trainops.train.kube_jobs import COMPONENT
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-llm" / "trainops.yaml"
 NAMESPACE = "tiny-llm"  # the example's train.namespace

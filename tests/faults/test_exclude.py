@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli.runner import run
-from trainops.pipeline.exclude import HOSTNAME, exclude_nodes
+from trainops.train.exclude import HOSTNAME, exclude_nodes
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-llm" / "trainops.yaml"
 

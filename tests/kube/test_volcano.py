@@ -29,7 +29,7 @@ from services import wait_for
 
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import connect
-from trainops.cluster.jobs import scheduler_reason
+from trainops.train.kube_jobs import scheduler_reason
 
 SHAPE = Shape(nodes=8, racks=2, spines=1)
 COMPONENTS = ("etcd", "apiserver", "controller-manager", "kwok", "volcano")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from tests.render.helpers import variant
 from trainops import podenv
-from trainops.pipeline.local import local_environment
 from trainops.registry.reference import parse_reference
+from trainops.train.local import local_environment
 
 DIGEST = "sha256:" + "cd" * 32
 

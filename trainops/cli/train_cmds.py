@@ -54,22 +54,15 @@ def render_cmd(
     output: str,
 ) -> None:
     """Render the training job (and the tenants' queues) for the manifest's scheduler."""
-    manifest = options.load(file, env)
-    rid = runid.given_or_new(run_id, "run")
-    if out is None:
-        from trainops.pipeline.submit import render_text
+    from trainops.train.target import manifest_target
 
-        rendered = render_text(manifest, run_id=rid, image=image, insecure=insecure)
-        if output == "json":
-            echo_json(rendered)
-        else:
-            click.echo(rendered.text, nl=False)
-        return
-    from trainops.pipeline.submit import render_tree
-
-    result = render_tree(manifest, out=out, run_id=rid, image=image, insecure=insecure)
+    target = manifest_target(options.load(file, env))
+    result: Any = target.render(run_id=runid.given_or_new(run_id, "run"), image=image, insecure=insecure, out=out)
     if output == "json":
         echo_json(result)
+        return
+    if out is None:
+        click.echo(result.text, nl=False)
         return
     click.echo(
         f"rendered {len(result.files)} files into {result.directory} (run {result.run_id}, image {result.image})"
@@ -88,10 +81,10 @@ def submit_cmd(
     file: str | None, env: str | None, image: str | None, run_id: str | None, insecure: bool, output: str
 ) -> None:
     """Commit the rendered job to the GitOps repository (with trailers) and push it."""
-    from trainops.pipeline.submit import submit
+    from trainops.train.target import manifest_target
 
-    manifest = options.load(file, env)
-    result = submit(manifest, run_id=runid.given_or_new(run_id, "run"), image=image, insecure=insecure)
+    target = manifest_target(options.load(file, env))
+    result = target.submit(run_id=runid.given_or_new(run_id, "run"), image=image, insecure=insecure)
     if output == "json":
         echo_json(result)
         return
@@ -167,7 +160,7 @@ def run_cmd(
             manifest, run_id=run_id, ckpt_dir=ckpt_dir, image=image, interval=interval, insecure=insecure, output=output
         )
         return
-    from trainops.pipeline.faulted import run_local_supervised
+    from trainops.train.faulted import run_local_supervised
 
     rid = runid.given_or_new(run_id, "local")
     _say_start(manifest, rid)
@@ -191,24 +184,16 @@ def _local_options(
     insecure: bool,
     output: str,
 ) -> Any:
-    from trainops.pipeline.local import LocalRunOptions
+    from trainops.train.local import LocalRunOptions, pinned_image
 
     return LocalRunOptions(
         ckpt_dir=ckpt_dir,
-        image=_pinned_image(manifest, image=image, insecure=insecure) if image else None,
+        image=pinned_image(manifest, image=image, insecure=insecure) if image else None,
         interval=interval,
         insecure=insecure,
         env_overrides=key_values(setenv, "-e"),
         command_stdout=sys.stderr if output == "json" else None,
     )
-
-
-def _pinned_image(manifest: Any, *, image: str, insecure: bool) -> Any:
-    from trainops.build.pinned import training_image
-    from trainops.registry.context import Registries
-
-    with Registries.for_manifest(manifest, insecure=insecure) as registries:
-        return training_image(manifest, registries, image=image)
 
 
 def _say_start(manifest: Any, run_id: str) -> None:
@@ -258,7 +243,7 @@ def _run_slurm(
     insecure: bool,
     output: str,
 ) -> None:
-    from trainops.pipeline.slurm import run_slurm
+    from trainops.train.slurm_run import run_slurm
 
     if not run_id or ckpt_dir is None:
         raise click.UsageError("--slurm needs --run-id and --ckpt-dir (the sbatch script passes them)")
@@ -288,19 +273,6 @@ def _run_slurm(
     )
 
 
-def _on_slurm(manifest: Any, *, run_id: str | None, access: ClusterAccess | None = None) -> bool:
-    """Slurm when the manifest's scheduler is, or when the run was submitted to Slurm from here
-    (without RUN: runs were, and no kubeconfig was named)."""
-    from trainops.slurm.record import submitted_here
-
-    train = manifest.pipeline.spec.train
-    if train is not None and train.scheduler == "slurm":
-        return True
-    if run_id is None and access is not None:
-        return False
-    return submitted_here(manifest, run_id=run_id)
-
-
 @train.command("status")
 @manifest_options
 @click.argument("run_id", metavar="[RUN]", required=False, shell_complete=options.complete_run)
@@ -316,22 +288,20 @@ def status_cmd(
     the GitOps controller applied, read from the API server with the kubeconfig (phase, pods,
     nodes, restarts; the PodGroup's or Workload's conditions while it waits).
     """
-    manifest = options.load(file, env)
-    if manifest.require_train().scheduler == "local" or _ran_locally(manifest, run_id=run_id):
-        _local_status(manifest, run_id=run_id, output=output)
-        return
-    if not _on_slurm(manifest, run_id=run_id, access=access):
-        _kube_status(manifest, run_id=run_id, access=access, output=output)
-        return
-    from trainops.slurm.jobs import job_status
+    from trainops.train.target import target_for
 
-    statuses = job_status(manifest, run_id=run_id)
+    target = target_for(options.load(file, env), run_id=run_id, access=access, records=True)
+    found = target.status(run_id)
     if output == "json":
-        echo_json(statuses[0] if run_id else statuses)
+        echo_json(found[0] if run_id else found)
         return
-    if not statuses:
-        click.echo("no runs submitted from here (trainops train submit)")
+    if not found:
+        click.echo(target.nothing)
         return
+    _STATUS_TEXT[type(found[0]).__name__](found, run_id)
+
+
+def _slurm_status(statuses: list[Any], run_id: str | None) -> None:
     for item in statuses:
         reason = f" ({item.reason})" if item.reason else ""
         click.echo(f"{item.run_id}  job {item.job_id}  {item.state}{reason}  restarts {item.restarts}")
@@ -344,27 +314,10 @@ def status_cmd(
                 click.echo(f"  {key:<8}{value}")
 
 
-def _ran_locally(manifest: Any, *, run_id: str | None) -> bool:
-    """RUN is a local run (`train run --local`), whatever the manifest's scheduler without
-    --env says; a run submitted to Slurm from here is Slurm's."""
-    from trainops.faults.query import is_local_run
-    from trainops.slurm.record import submitted_here
-
-    return run_id is not None and not submitted_here(manifest, run_id=run_id) and is_local_run(manifest, run_id=run_id)
-
-
-def _local_status(manifest: Any, *, run_id: str | None, output: str) -> None:
+def _local_status(runs: list[Any], run_id: str | None) -> None:
     from trainops.cli.output import echo_columns
-    from trainops.faults.query import local_runs, local_status
 
     if run_id is None:
-        runs = local_runs(manifest)
-        if output == "json":
-            echo_json(runs)
-            return
-        if not runs:
-            click.echo("no local runs recorded (`trainops train run --local` records each)")
-            return
         rows = [
             (
                 r.run_id,
@@ -378,10 +331,7 @@ def _local_status(manifest: Any, *, run_id: str | None, output: str) -> None:
         ]
         echo_columns("local runs", ("run", "started", "starts", "state", "ettr", "incidents"), rows)
         return
-    status = local_status(manifest, run_id=run_id)
-    if output == "json":
-        echo_json(status)
-        return
+    (status,) = runs
     state = "running" if status.ettr.running else (status.outcome or "-")
     click.echo(f"{status.run_id}  local  {state}")
     for key, value in _ettr_lines(status.ettr):
@@ -407,16 +357,7 @@ def _ettr_lines(ettr: Any) -> list[tuple[str, str]]:
     return lines
 
 
-def _kube_status(manifest: Any, *, run_id: str | None, access: ClusterAccess | None, output: str) -> None:
-    from trainops.cluster.jobs import manifest_runs
-
-    states = manifest_runs(manifest, run_id=run_id, access=access)
-    if output == "json":
-        echo_json(states[0] if run_id else states)
-        return
-    if not states:
-        click.echo("no runs of this pipeline in the cluster")
-        return
+def _kube_status(states: list[Any], run_id: str | None) -> None:
     for state in states:
         click.echo(
             f"{state.run_id}  {state.kind.rsplit(' ', 1)[-1]} {state.namespace}/{state.name}  "
@@ -436,31 +377,16 @@ def _kube_status(manifest: Any, *, run_id: str | None, access: ClusterAccess | N
 def logs_cmd(file: str | None, env: str | None, run_id: str, access: ClusterAccess | None) -> None:
     """Print the output of RUN: a local run's (kept by its supervisor), its Slurm job's file,
     or its pods' logs from the API server."""
-    from trainops.faults.timeline import kept_output
+    from trainops.train.target import target_for
 
-    manifest = options.load(file, env)
-    kept = kept_output(manifest, run_id)
-    if kept is not None and not _on_slurm(manifest, run_id=run_id):
-        click.echo(kept, nl=False)
-        return
-    if not _on_slurm(manifest, run_id=run_id):
-        from trainops.cluster.jobs import manifest_logs
-
-        logs = manifest_logs(manifest, run_id=run_id, access=access)
-        for item in logs:
-            click.echo(f"==> pod {item.pod} ({item.container}) <==", err=True)
-            if item.text:
-                click.echo(item.text, nl=not item.text.endswith("\n"))
-            else:
-                click.echo("(no log lines)", err=True)
-        return
-    from trainops.slurm.jobs import job_logs
-
-    result = job_logs(manifest, run_id=run_id)
-    if result.text is None:
-        click.echo(f"job {result.job_id} has written no output yet ({result.path or 'no output file'})", err=True)
-        return
-    click.echo(result.text, nl=False)
+    target = target_for(options.load(file, env), run_id=run_id, access=access)
+    for part in target.logs(run_id):
+        if part.source is not None:
+            click.echo(f"==> {part.source} <==", err=True)
+        if part.text:
+            click.echo(part.text, nl=part.source is not None and not part.text.endswith("\n"))
+        elif part.missing:
+            click.echo(part.missing, err=True)
 
 
 @train.command("cancel")
@@ -473,26 +399,18 @@ def cancel_cmd(file: str | None, env: str | None, run_id: str, output: str) -> N
     Either way the trainer gets SIGTERM (it saves, the last checkpoint is pushed). On
     Kubernetes the commit carries `Trainops-Action: cancel`; the GitOps controller prunes the job.
     """
-    manifest = options.load(file, env)
-    if not _on_slurm(manifest, run_id=run_id):
-        from trainops.pipeline.cancel import cancel_run
+    from trainops.train.target import target_for
 
-        cancelled = cancel_run(manifest, run_id=run_id)
-        if output == "json":
-            echo_json(cancelled)
-            return
+    cancelled = target_for(options.load(file, env), run_id=run_id).cancel(run_id)
+    if output == "json":
+        echo_json(cancelled)
+    elif type(cancelled).__name__ == "CancelResult":  # a GitOps commit
         click.echo(
             f"committed {str(cancelled.commit)[:12]} to {cancelled.repo} {cancelled.branch}:{cancelled.path}: "
             f"run {run_id} removed ({', '.join(cancelled.removed)})"
         )
-        return
-    from trainops.slurm.jobs import cancel_job
-
-    result = cancel_job(manifest, run_id=run_id)
-    if output == "json":
-        echo_json(result)
-        return
-    click.echo(f"cancelled job {result.job_id} of run {result.run_id} (now {result.state})")
+    else:  # a job cancelled by its scheduler
+        click.echo(f"cancelled job {cancelled.job_id} of run {cancelled.run_id} (now {cancelled.state})")
 
 
 @train.command("watch")
@@ -534,24 +452,14 @@ def watch_cmd(
     outside git, since a broken GPU must take no work before the next sync), stop (the run is
     cancelled through git). Each incident is recorded in the registry (`trainops incidents`).
     """
-    from trainops.pipeline.kubewatch import watch_run
+    from trainops.train.target import WatchOptions, target_for
 
-    manifest = options.load(file, env)
+    target = target_for(options.load(file, env), run_id=run_id, access=access)
 
     def watching(state: Any, nodes: list[str]) -> None:
         click.echo(f"trainops: watching run {run_id} ({state.phase}) on {', '.join(nodes) or 'no node yet'}", err=True)
 
-    report = watch_run(
-        manifest,
-        run_id=run_id,
-        access=access,
-        interval=interval,
-        timeout=timeout,
-        prune_timeout=prune_timeout,
-        once=once,
-        insecure=insecure,
-        on_nodes=watching,
-    )
+    report = target.watch(run_id, WatchOptions(interval, timeout, prune_timeout, once, insecure), watching)
     if output == "json":
         echo_json(report)
         return
@@ -562,5 +470,8 @@ def watch_cmd(
     phase = report.phase or "not on the cluster"
     click.echo(f"run {run_id}: {phase} after {report.checks} look(s), {len(report.incidents)} incident(s)")
 
+
+# `train status` text by what the target found (its JSON is the result as it is)
+_STATUS_TEXT = {"JobStatus": _slurm_status, "LocalRunStatus": _local_status, "RunState": _kube_status}
 
 COMMANDS: list[click.Command] = [train]

@@ -8,12 +8,12 @@ with one exception: cordoning and tainting a node that failed a run (`nodes`).
 - `dryrun`: what `validate --render --kubeconfig` asks: server-side apply with dryRun=All and
   fieldValidation=Strict of everything rendered, refusals located in the manifest; the
   cluster topology checked against the nodes' labels.
-- `jobs`: status, logs and cancel of a Kubernetes training run (cancel is a GitOps commit).
 - `nodes`: a Node's health (conditions, Warning events) and `cordon_node`, THE ONE WRITE
-  OUTSIDE GIT (its docstring says why); `trainops train watch` (trainops.pipeline.kubewatch)
+  OUTSIDE GIT (its docstring says why); `trainops train watch` (trainops.train.kubewatch)
   calls it on a hardware fault.
 - `applier`: a stand-in for Argo CD until a GitOps controller runs (tests; said in its name).
 
-Other rooms (Argo CD and Argo Rollouts reads) build on `client.Cluster`: `get`, `list`,
+Other rooms build on `client.Cluster`: the train room reads training jobs with it
+(trainops.train.kube_jobs), Argo CD and Argo Rollouts reads (`argo`) too: `get`, `list`,
 `resource`, `logs`.
 """

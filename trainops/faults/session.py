@@ -1,7 +1,7 @@
 """One run under fault supervision: each start of the trainer is a segment of the run's
 timeline, watched by a Monitor; a failure becomes an incident with a decided action.
 
-The executor (trainops.pipeline.local / trainops.pipeline.slurm) owns the loop: it asks
+The executor (trainops.train.local / trainops.train.slurm_run) owns the loop: it asks
 `start()` for the Monitor of the next start, runs the trainer with the Monitor's watchdog
 and line tap, then `finish()` says what to do — and carries the action out (restart in
 place, or the Slurm commands). The session writes the records: the timeline at each start

@@ -1,6 +1,6 @@
 """Slurm: an sbatch script (templates/slurm/sbatch.sh.j2) whose setup lines (train.slurm.setup)
 prepare the batch host, then `exec trainops train run --slurm`, the supervisor of
-trainops.pipeline.slurm: it restores the newest checkpoint, starts the training on every node
+trainops.train.slurm_run: it restores the newest checkpoint, starts the training on every node
 with srun, pushes each complete checkpoint, detects hangs and faults, and requeues on the
 time-limit signal. Under pyxis/enroot (train.slurm.runtime pyxis, the default) the script
 passes `--image` (the image pinned by digest) and the supervisor puts the container options

@@ -1,9 +1,9 @@
-"""Slurm for real: sbatch/scontrol/scancel (here or over ssh), run records, and the job's supervisor.
+"""Slurm for real: sbatch/scontrol/scancel (here or over ssh), run records, nodes.
 
 - `client`: Slurm's commands, locally or on train.slurm.loginHost over ssh;
 - `record`: which job a run became (`.trainops/runs/<pipeline>/<run>/run.json`);
-- `jobs`: submit (held, committed to GitOps, released), status, logs, cancel.
+- `nodes`: the job's nodes.
 
-The job's supervisor (`trainops train run --slurm`, what a bare-metal sbatch script runs)
-is an executor beside the local one: trainops.pipeline.slurm.
+Training on Slurm (submit, status, logs, cancel: trainops.train.slurm_jobs; the job's
+supervisor, `trainops train run --slurm`: trainops.train.slurm_run) is the train room's.
 """

@@ -56,7 +56,7 @@ def submitted_run(ctx: StageContext) -> str | None:
 
 
 def train_stage(ctx: StageContext) -> Outcome:
-    from trainops.pipeline.submit import submit
+    from trainops.train.submit import submit
 
     image = ctx.input("image", "image")
     run_id = submitted_run(ctx)
@@ -85,7 +85,7 @@ def wait_for_job(ctx: StageContext, *, run_id: str) -> Output:
     from trainops.checkpoint import list_checkpoints
     from trainops.checkpoint.catalog import checkpoint_repository
     from trainops.cluster.client import connect
-    from trainops.cluster.jobs import RunState, wait_finished
+    from trainops.train.kube_jobs import RunState, wait_finished
 
     train = ctx.manifest.pipeline.spec.train
     assert train is not None  # the train stage exists only with a train section

@@ -21,7 +21,7 @@ from trainops.registry.reference import Reference
 from trainops.spec import Manifest
 
 if TYPE_CHECKING:
-    from trainops.pipeline.local import LocalRunResult
+    from trainops.train.local import LocalRunResult
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 
@@ -98,10 +98,10 @@ def image_of(ctx: StageContext) -> Reference | None:
 
 
 def train_stage(ctx: StageContext) -> Outcome:
-    """train.command here with the checkpoint watcher (trainops.pipeline.local.run_local).
+    """train.command here with the checkpoint watcher (trainops.train.local.run_local).
     Its output is the newest checkpoint this run wrote: a run that wrote none (it resumed at
     its last step) fails, and no earlier checkpoint stands in for it."""
-    from trainops.pipeline.local import LocalRunOptions, run_local
+    from trainops.train.local import LocalRunOptions, run_local
 
     image = image_of(ctx)
     environment = None if image else run_environment()

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 from trainops.faults.hang import HEARTBEAT_ENV, ProgressClock
 from trainops.faults.session import Decision, FaultSession
-from trainops.pipeline.local import LocalRunOptions, LocalRunResult, run_local
 from trainops.serialize import FLATTEN
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
 from trainops.supervise import Supervision
+from trainops.train.local import LocalRunOptions, LocalRunResult, run_local
 
 if TYPE_CHECKING:
     from trainops.checkpoint import PushedCheckpoint
@@ -179,7 +179,7 @@ def run_local_supervised(
     as run_local's, at each start."""
     from trainops.faults.session import this_node
     from trainops.faults.timeline import run_log_path
-    from trainops.pipeline.local import default_checkpoint_dir
+    from trainops.train.local import default_checkpoint_dir
 
     train = manifest.require_train()
     ckpt_dir = (options.ckpt_dir or default_checkpoint_dir(manifest)).resolve()

@@ -126,7 +126,7 @@ def submit(
     """Commit the rendered tree to the GitOps repository and push it (with the caller's
     extra `trailers`, e.g. the stage key of `trainops run`).
 
-    With scheduler slurm the script is also submitted with sbatch (trainops.slurm.jobs:
+    With scheduler slurm the script is also submitted with sbatch (trainops.train.slurm_jobs:
     held until the commit, which names the job, is pushed; nothing is committed if sbatch
     refuses it).
     """
@@ -163,7 +163,7 @@ def submit(
     job_id = None
     if train.scheduler == "slurm":
         from trainops.render.names import object_name
-        from trainops.slurm.jobs import submit_job
+        from trainops.train.slurm_jobs import submit_job
 
         script = next(item.text for item in rendered.files if item.path.endswith(".sh"))
         job = submit_job(manifest, script=script, run_id=run_id, job_name=object_name(name, run_id), commit=commit)

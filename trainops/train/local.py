@@ -102,6 +102,14 @@ class LocalRunResult:
         )
 
 
+def pinned_image(manifest: Manifest, *, image: str, insecure: bool = False) -> Any:
+    """--image as the run names it: pinned to its digest (a tag is resolved now)."""
+    from trainops.build.pinned import training_image
+
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        return training_image(manifest, registries, image=image)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -1,7 +1,7 @@
 """The Slurm executor, `trainops train run --slurm`: the job's supervisor on its batch host.
 
 Every sbatch script trainops renders ends in it. It is `train run --local`
-(trainops.pipeline.local: restore the newest checkpoint, run the command, push every
+(trainops.train.local: restore the newest checkpoint, run the command, push every
 complete checkpoint, pass signals on) with the command started on every node by `srun` —
 under pyxis/enroot with `--image` (the script's pinned image): `srun --container-image=…
 --container-mounts=…` with the checkpoint directory at train.checkpoint.dir, the run
@@ -11,7 +11,7 @@ into the run directory first, read-only at its mountPath — and three things Sl
 - **time limit**: sbatch's `--signal=B:USR1@grace` reaches this process (the batch shell
   exec'd it); the trainer gets SIGTERM, saves, the last checkpoint is pushed, then the job
   is put back in the queue (`scontrol requeue`) and its next start resumes from the registry;
-- **faults** (trainops.faults, through trainops.pipeline.faulted): the trainer's output,
+- **faults** (trainops.faults, through trainops.train.faulted): the trainer's output,
   the node-health sources, its checkpoints and heartbeat (a file the trainer may touch,
   $TRAINOPS_HEARTBEAT_FILE; silence for faultTolerance.hangTimeout is a hang) are watched;
   a fault is diagnosed and acted on — restarted in place inside this allocation, the node
@@ -39,19 +39,19 @@ from typing import IO, TYPE_CHECKING, Any
 from trainops import podenv
 from trainops.errors import CommandFailedError, InputError, UsageError
 from trainops.faults.hang import HEARTBEAT_ENV, ProgressClock
-from trainops.pipeline.local import LocalRunOptions, LocalRunResult
 from trainops.render.env import RDZV_PORT
 from trainops.serialize import FLATTEN
 from trainops.slurm.client import SlurmHost, control
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
 from trainops.spec.stages import TrainSpec
+from trainops.train.local import LocalRunOptions, LocalRunResult
 
 if TYPE_CHECKING:
     from trainops.faults.session import Decision
-    from trainops.pipeline.faulted import SupervisedRun
     from trainops.registry.reference import Reference
     from trainops.render.image import PinnedImage
+    from trainops.train.faulted import SupervisedRun
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +138,8 @@ def run_slurm(
 ) -> SlurmRunResult:
     """Supervise this allocation's training (module docstring), in the container of `image`
     (pyxis) when one is named; restart, requeue, drain or fail."""
-    from trainops.pipeline.faulted import Watch, run_supervised
     from trainops.slurm.nodes import allocation_nodes
+    from trainops.train.faulted import Watch, run_supervised
 
     job_id = os.environ.get("SLURM_JOB_ID")
     if not job_id:

@@ -14,10 +14,10 @@ Each signal is diagnosed by the manifest's table (`trainops incidents classes`, 
 faults.drainAfter and faultTolerance.maxRetry as on Slurm) and acted on:
 
 - restart: the job's own restart policy restarts it in place; trainops records it;
-- requeue: the job restarts away from the node, through git (trainops.pipeline.exclude);
+- requeue: the job restarts away from the node, through git (trainops.train.exclude);
 - drain: the node is cordoned and tainted through the API server — THE ONE WRITE TRAINOPS
   MAKES OUTSIDE GIT (trainops.cluster.nodes says why) — then as requeue;
-- stop: the run is cancelled through git (trainops.pipeline.cancel).
+- stop: the run is cancelled through git (trainops.train.cancel).
 
 Each is an incident in the registry beside the run, as on Slurm, closed (recovered) when the
 run's pods run again, on other nodes.
@@ -41,12 +41,12 @@ from trainops.faults.signals import MEANINGS, Signal, classify_line
 
 if TYPE_CHECKING:
     from trainops.cluster.client import Cluster
-    from trainops.cluster.jobs import RunState
     from trainops.cluster.nodes import Cordon
-    from trainops.pipeline.exclude import RestartResult
     from trainops.registry.context import Registries
     from trainops.registry.reference import Reference
     from trainops.spec import Manifest
+    from trainops.train.exclude import RestartResult
+    from trainops.train.kube_jobs import RunState
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class KubeWatch:
         self.report = WatchReport(run_id, 0, None)
 
     def state(self) -> RunState:
-        from trainops.cluster.jobs import run_states
+        from trainops.train.kube_jobs import run_states
 
         states = run_states(
             self.cluster, train=self.train, pipeline=self.manifest.pipeline.metadata.name, run_id=self.run_id
@@ -201,7 +201,7 @@ class KubeWatch:
         if incident.action == "restart":
             return f"{incident.action_note}: left to the job's own restart policy ({state.kind})"
         if incident.action == "stop":
-            from trainops.pipeline.cancel import cancel_run
+            from trainops.train.cancel import cancel_run
 
             cancelled = cancel_run(self.manifest, run_id=self.run_id)
             self.stopped = True
@@ -219,8 +219,8 @@ class KubeWatch:
     def _restart(
         self, incident: Incident, state: RunState, summary: str, *, prune_timeout: float, interval: float
     ) -> RestartResult:
-        from trainops.cluster.jobs import job_kind
-        from trainops.pipeline.exclude import restart_excluding
+        from trainops.train.exclude import restart_excluding
+        from trainops.train.kube_jobs import job_kind
 
         self.excluded.add(str(incident.node))
         self.nodes -= self.excluded
