@@ -113,7 +113,8 @@ def test_validate_ok() -> None:
     result = run("validate", "-f", str(EXAMPLE))
     assert (result.code, result.stderr) == (0, "")
     assert (
-        result.stdout == f"{EXAMPLE} is valid; environments checked: dev, dev-strict, dev-signed, slurm-local, prod\n"
+        result.stdout
+        == f"{EXAMPLE} is valid; environments checked: dev, dev-strict, dev-signed, slurm-local, prod, disagg\n"
     )
 
 
@@ -124,7 +125,7 @@ def test_validate_defaults_to_trainops_yaml_in_cwd(tmp_path: Path, monkeypatch: 
     assert result.code == 0
     assert (
         result.stdout
-        == "trainops.yaml is valid; environments checked: dev, dev-strict, dev-signed, slurm-local, prod\n"
+        == "trainops.yaml is valid; environments checked: dev, dev-strict, dev-signed, slurm-local, prod, disagg\n"
     )
 
 
@@ -156,7 +157,7 @@ def test_validate_json_ok() -> None:
     assert json.loads(result.stdout) == {
         "file": str(EXAMPLE),
         "ok": True,
-        "environments": ["dev", "dev-strict", "dev-signed", "slurm-local", "prod"],
+        "environments": ["dev", "dev-strict", "dev-signed", "slurm-local", "prod", "disagg"],
         "problems": [],
         "render": None,  # not asked for (--render)
         "cluster": None,  # no cluster asked (--kubeconfig, --cluster)

@@ -160,6 +160,7 @@ def test_validate_kubeconfig_asks_the_cluster_for_every_environment(
         "cluster (env dev-signed)",
         "cluster (env slurm-local)",
         "cluster (env prod)",
+        "cluster (env disagg)",
     ]
     assert "refused" not in out.stdout
     data = yaml.safe_load(

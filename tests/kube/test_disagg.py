@@ -206,5 +206,25 @@ def test_the_endpoint_picker_is_admitted_with_its_pool_and_flags(cluster: KubeCl
     assert args[args.index("--grpc-port") + 1] == str(pool["spec"]["endpointPickerRef"]["port"]["number"])
     config = json.loads(args[args.index("--config-text") + 1])
     assert [p["name"] for p in config["schedulingProfiles"]] == ["prefill", "decode"]
+    assert epp["spec"]["template"]["spec"]["serviceAccountName"] == "tiny-llm-stable-epp"
+    # the picker may read what it picks from: the API server's own authorizer answers for its account
+    user = f"system:serviceaccount:{NAMESPACE}:tiny-llm-stable-epp"
+    for group, resource, verb, allowed in (
+        ("", "pods", "watch", True),
+        ("inference.networking.k8s.io", "inferencepools", "list", True),
+        ("", "pods", "delete", False),
+        ("", "secrets", "get", False),
+    ):
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "metadata": {},
+            "spec": {
+                "user": user,
+                "resourceAttributes": {"namespace": NAMESPACE, "group": group, "resource": resource, "verb": verb},
+            },
+        }
+        answer = cluster.api.create(review)
+        assert answer["status"].get("allowed", False) is allowed, (resource, verb, answer["status"])
     svc = cluster.api.get("v1", "Service", "tiny-llm-stable-epp", NAMESPACE)
     assert svc["spec"]["ports"][0]["port"] == pool["spec"]["endpointPickerRef"]["port"]["number"]

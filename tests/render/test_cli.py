@@ -16,7 +16,8 @@ def test_validate_render_passes_on_the_example() -> None:
     out = run("validate", "-f", str(EXAMPLE), "--render")
     assert out.code == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == f"{EXAMPLE} is valid; environments checked: dev, dev-strict, dev-signed, slurm-local, prod"
+    envs = "dev, dev-strict, dev-signed, slurm-local, prod, disagg"
+    assert lines[0] == f"{EXAMPLE} is valid; environments checked: {envs}"
     volcano = (
         "volcano: 6 objects checked against the CRDs "
         "(Application 1, Job 1, PodMonitor 1, PrometheusRule 1, Queue 1, ConfigMap 1)"
@@ -32,6 +33,13 @@ def test_validate_render_passes_on_the_example() -> None:
     )
     for where in ("base", "env dev", "env dev-strict", "env dev-signed", "env slurm-local", "env prod"):
         assert f"render ({where}): {serving}" in lines
+    # the disaggregated environment: each release a prefill+decode pair, its pool and endpoint picker
+    disagg = (
+        "serving (vllm, gateway-api): 21 objects checked against the CRDs (Deployment 2, Application 1, "
+        "DisaggregatedSet 2, HTTPRoute 1, InferencePool 2, PrometheusRule 1, ServiceMonitor 2, Role 2, "
+        "RoleBinding 2, ConfigMap 1, Service 3, ServiceAccount 2)"
+    )
+    assert f"render (env disagg): {disagg}" in lines
 
 
 def test_validate_render_json() -> None:
@@ -40,7 +48,7 @@ def test_validate_render_json() -> None:
     data = json.loads(out.stdout)
     assert data["ok"] is True
     trained = {None: "volcano", "dev": "local", "dev-strict": "local", "dev-signed": "local"}
-    trained |= {"slurm-local": "slurm", "prod": "volcano"}
+    trained |= {"slurm-local": "slurm", "prod": "volcano", "disagg": "volcano"}
     assert [(r["env"], r["scheduler"].split(" ")[0]) for r in data["render"]] == [
         (env, what) for env, train in trained.items() for what in (train, "serving")
     ]
@@ -90,8 +98,10 @@ def test_problems_of_every_environment_are_listed(tmp_path: Path) -> None:
         "without a word; did you mean weight?",
         "tenants/volcano-queues.yaml: Queue/research: spec.weigth: unknown field: the API server would drop it "
         "without a word; did you mean weight? (with --env prod)",
+        "tenants/volcano-queues.yaml: Queue/research: spec.weigth: unknown field: the API server would drop it "
+        "without a word; did you mean weight? (with --env disagg)",
     ]
-    assert out.last_error_line.startswith("Error: 2 problems in the rendered objects")
+    assert out.last_error_line.startswith("Error: 3 problems in the rendered objects")
     as_json = run("validate", "-f", str(write_variant(tmp_path, overlay)), "--render", "-o", "json")
     assert as_json.code == ManifestError.exit_code and json.loads(as_json.stdout)["ok"] is False
 

@@ -255,3 +255,14 @@ def test_a_split_pair_commits_nothing(tmp_path: Path) -> None:
     (line,) = outcome.stderr.strip().splitlines()
     assert "spec.patches[0]: InferencePool tiny-llm-stable reaches pods of 2 revisions" in line
     assert tip(project.gitops) == before
+
+
+def test_the_pickers_access_is_checked_strictly(tmp_path: Path) -> None:
+    rendered = tree(tmp_path, CASES["vllm-disaggregated-set"])
+    binding = next(o for o in rendered.objects if o["kind"] == "RoleBinding")
+    binding["roleRef"]["kind"] = "Clusterrole"
+    role = next(o for o in rendered.objects if o["kind"] == "Role")
+    role["rules"][0]["verb"] = ["get"]
+    problems = [str(p) for p in check_tree(rendered)]
+    assert any("RoleBinding/tiny-llm-stable-epp: roleRef.kind" in p for p in problems), problems
+    assert any("Role/tiny-llm-stable-epp: rules[0].verb: unknown field" in p for p in problems), problems

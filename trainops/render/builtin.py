@@ -1,5 +1,6 @@
 """Schemas for the kinds rendered without a vendored CRD: batch/v1 Job, apps/v1 Deployment,
-v1 Service, v1 ConfigMap, JobSet, Kueue ResourceFlavor.
+v1 Service, v1 ConfigMap, JobSet, Kueue ResourceFlavor, and the endpoint picker's
+ServiceAccount, Role and RoleBinding.
 
 What is upstream-checked: every pod template in them (batch/v1 Job `spec.template`, JobSet
 `spec.replicatedJobs[].template.spec.template`) is validated against the core
@@ -285,6 +286,42 @@ def configmap_schema() -> dict[str, Any]:
     )
 
 
+def rbac_schema(api_version: str, kind: str) -> dict[str, Any]:
+    """core/v1 ServiceAccount, rbac.authorization.k8s.io/v1 Role and RoleBinding: the fields beside
+    metadata (they have no spec), from the Kubernetes API reference."""
+    fields: dict[str, Any] = {
+        "apiVersion": {"type": "string", "enum": [api_version]},
+        "kind": {"type": "string", "enum": [kind]},
+        "metadata": {"type": "object"},  # ObjectMeta: checked by trainops.render.validate
+    }
+    required = ["apiVersion", "kind", "metadata"]
+    if kind == "ServiceAccount":
+        fields["automountServiceAccountToken"] = BOOL
+        fields["imagePullSecrets"] = arr(obj({"name": STRING}))
+    elif kind == "Role":
+        rule = {"apiGroups": arr(STRING), "resources": arr(STRING), "verbs": arr(STRING, minItems=1)}
+        fields["rules"] = arr(obj({**rule, "resourceNames": arr(STRING)}, "verbs"))
+    else:
+        fields["roleRef"] = obj(
+            {"apiGroup": STRING, "kind": enum("Role", "ClusterRole"), "name": STRING}, "apiGroup", "kind", "name"
+        )
+        subject = obj(
+            {"kind": enum("ServiceAccount", "User", "Group"), "apiGroup": STRING, "name": STRING, "namespace": STRING},
+            "kind",
+            "name",
+        )
+        fields["subjects"] = arr(subject)
+        required.append("roleRef")
+    return obj(fields, *required)
+
+
+RBAC = {
+    ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+}
+
+
 @lru_cache(maxsize=16)
 def builtin_validator(api_version: str, kind: str, crds_dir: Path | None) -> Any:
     """A validator for a kind without a CRD in crds_dir, or None when trainops has none."""
@@ -296,6 +333,8 @@ def builtin_validator(api_version: str, kind: str, crds_dir: Path | None) -> Any
         return make_validator(_root(api_version, kind, service_spec()))
     if (api_version, kind) == ("v1", "ConfigMap"):
         return make_validator(configmap_schema())
+    if (api_version, kind) in RBAC:
+        return make_validator(rbac_schema(api_version, kind))
     if (api_version, kind) == ("jobset.x-k8s.io/v1alpha2", "JobSet"):
         return make_validator(_root(api_version, kind, jobset_spec(pod_template_schema(crds_dir)), "spec"))
     if (api_version, kind) == ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"):
@@ -308,6 +347,9 @@ SCOPES = {
     ("v1", "ConfigMap"): "Namespaced",
     ("apps/v1", "Deployment"): "Namespaced",
     ("v1", "Service"): "Namespaced",
+    ("v1", "ServiceAccount"): "Namespaced",
+    ("rbac.authorization.k8s.io/v1", "Role"): "Namespaced",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "Namespaced",
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): "Namespaced",
     ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"): "Cluster",
 }

@@ -222,6 +222,7 @@ def endpoint_picker(ctx: ServeContext, track: str) -> list[dict[str, Any]]:
         "livenessProbe": probe,
         "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}},
     }
+    spec: dict[str, Any] = {"serviceAccountName": name, "containers": [container]}
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -229,7 +230,7 @@ def endpoint_picker(ctx: ServeContext, track: str) -> list[dict[str, Any]]:
         "spec": {
             "replicas": picker.replicas,
             "selector": {"matchLabels": selector},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
         },
     }
     ports = [{"name": "grpc", "port": picker.port, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "http2"}]
@@ -239,7 +240,35 @@ def endpoint_picker(ctx: ServeContext, track: str) -> list[dict[str, Any]]:
         "metadata": ctx.metadata(name, track=track, labels=selector),
         "spec": {"selector": selector, "ports": ports},
     }
-    return [deployment, svc]
+    return [deployment, svc, *_picker_access(ctx, track, name, selector)]
+
+
+def _picker_access(ctx: ServeContext, track: str, name: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """What the picker reads in its namespace: the serving pods it picks from, its pool and the
+    pool's objectives (a ServiceAccount, a Role, the RoleBinding between them)."""
+    read = ["get", "list", "watch"]
+    rules = [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": read},
+        {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": read},
+        {"apiGroups": ["inference.networking.x-k8s.io"], "resources": ["inferenceobjectives"], "verbs": read},
+    ]
+
+    def meta() -> dict[str, object]:  # a fresh dict for each object
+        return ctx.metadata(name, track=track, labels=labels)
+
+    rbac = "rbac.authorization.k8s.io/v1"
+    subject = {"kind": "ServiceAccount", "name": name, **({"namespace": ctx.namespace} if ctx.namespace else {})}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta()},
+        {"apiVersion": rbac, "kind": "Role", "metadata": meta(), "rules": rules},
+        {
+            "apiVersion": rbac,
+            "kind": "RoleBinding",
+            "metadata": meta(),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [subject],
+        },
+    ]
 
 
 def pool_backend(ctx: ServeContext, track: str, weight: int) -> dict[str, Any]:
