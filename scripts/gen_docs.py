@@ -181,7 +181,10 @@ def _resolve_name(name: str, func: Callable[..., Any], tree: ast.AST) -> Any:
 
 def _callee(expr: ast.expr, func: Callable[..., Any], tree: ast.AST) -> Any:
     if isinstance(expr, ast.Name):
-        return _resolve_name(expr.id, func, tree)
+        try:
+            return _resolve_name(expr.id, func, tree)
+        except _Unknown:  # a local (`target = target_for(…)`): its type, whose methods say what they return
+            return _type_of_expr(expr, func, tree)
     if isinstance(expr, ast.Attribute):
         return getattr(_callee(expr.value, func, tree), expr.attr)
     raise _Unknown(ast.dump(expr))
@@ -265,6 +268,7 @@ def _type_of_expr(expr: ast.expr, func: Callable[..., Any], tree: ast.AST, depth
 def _printed(func: Callable[..., Any]) -> Any:
     """The type of what the command prints with echo_json, directly or through a helper of its
     module that is handed the value (`_print_action(result, output)`)."""
+    func = inspect.unwrap(func)  # a command wrapped by an option decorator: its own body and module
     source = textwrap.dedent(inspect.getsource(inspect.unwrap(func)))
     tree = ast.parse(source)
     for node in ast.walk(tree):

@@ -368,3 +368,68 @@ def test_the_clock_finder_finds_clock_reads() -> None:
     tree = ast.parse("a = datetime.now(timezone.utc)\nb = time.strftime('%H')\nc = time.monotonic()\nd = clock.now()\n")
     assert _reads_the_clock(tree) == [1, 2]
     assert CLOCK in MODULES and set(OWN_CLOCK) <= set(MODULES)
+
+
+DESIGN = PACKAGE.parent / "docs" / "development" / "design.md"
+
+
+def _design_layers(text: str) -> dict[str, int]:
+    """The layer table of the design page: `| N | `room`, `room` | what |` rows."""
+    import re
+
+    layers: dict[str, int] = {}
+    for line in text.splitlines():
+        row = re.match(r"^\|\s*(\d+)\s*\|([^|]*)\|", line)
+        if row:
+            layers.update(dict.fromkeys(re.findall(r"`([a-z_]+)`", row[2]), int(row[1])))
+    return layers
+
+
+def test_the_design_page_states_these_layers() -> None:
+    """docs/development/design.md describes the layers this test enforces, no other."""
+    assert _design_layers(DESIGN.read_text(encoding="utf-8")) == LAYERS, (
+        "the layers of tests/test_structure.py and docs/development/design.md differ: change both together"
+    )
+
+
+def test_the_design_table_reader_reads_rows() -> None:
+    text = "| Layer | Rooms |\n|---|---|\n| 0 | `errors`, `spec` | base |\n| 3 | `train` | training |\n"
+    assert _design_layers(text) == {"errors": 0, "spec": 0, "train": 3}
+
+
+# What cli/train_cmds.py may import besides the CLI's own helpers, the foundation and the room:
+# the ClusterAccess value it hands over whole.
+TRAIN_CLI = "trainops.cli.train_cmds"
+TRAIN_CLI_ALSO = {"trainops.cluster.access"}
+
+
+def test_train_commands_reach_training_through_one_package() -> None:
+    """The train commands call the train room; they do not reach render, slurm, cluster or
+    pipeline for training themselves."""
+    elsewhere = {
+        dep
+        for dep in GRAPH[TRAIN_CLI]
+        if _package(dep) not in ("cli", "train") and LAYERS[_package(dep)] > 0 and dep not in TRAIN_CLI_ALSO
+    }
+    assert elsewhere == set()
+
+
+def _compares_a_scheduler(tree: ast.AST) -> list[int]:
+    """The lines that compare a `scheduler` (`train.scheduler == "slurm"`, `x.scheduler in (...)`)."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        and any(isinstance(side, ast.Attribute) and side.attr == "scheduler" for side in [node.left, *node.comparators])
+    )
+
+
+def test_the_cli_never_chooses_a_scheduler() -> None:
+    """Choosing the training target is the train room's (trainops.train.target), once."""
+    cli = {name for name in MODULES if _package(name) != "cli"}
+    assert _offenders(_compares_a_scheduler, cli) == {}
+
+
+def test_the_scheduler_comparison_finder_finds_comparisons() -> None:
+    tree = ast.parse('a = t.scheduler == "slurm"\nb = "x" in m.scheduler\nc = t.scheduler\nd = s == "slurm"\n')
+    assert _compares_a_scheduler(tree) == [1, 2]

@@ -199,10 +199,10 @@ def _local_options(
 def _say_start(manifest: Any, run_id: str) -> None:
     """The run's id as it starts (on stderr, whatever -o): what `drill`, `train status` and
     `train logs` follow it by, and where its output is kept."""
-    from trainops.faults.timeline import run_log_path
+    from trainops.train.target import LocalTarget
 
     click.echo(
-        f"trainops: run {run_id} starts; its output is kept in {run_log_path(manifest, run_id)} "
+        f"trainops: run {run_id} starts; its output is kept in {LocalTarget(manifest).output_path(run_id)} "
         f"(`trainops train logs {run_id}`, `trainops train status {run_id}`)",
         err=True,
     )
@@ -401,7 +401,8 @@ def cancel_cmd(file: str | None, env: str | None, run_id: str, output: str) -> N
     """
     from trainops.train.target import target_for
 
-    cancelled = target_for(options.load(file, env), run_id=run_id).cancel(run_id)
+    target = target_for(options.load(file, env), run_id=run_id)
+    cancelled: Any = target.cancel(run_id)
     if output == "json":
         echo_json(cancelled)
     elif type(cancelled).__name__ == "CancelResult":  # a GitOps commit

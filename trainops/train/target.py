@@ -21,15 +21,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from trainops.errors import NotFoundError, UsageError
 from trainops.spec import Manifest
 
 if TYPE_CHECKING:
     from trainops.cluster.access import ClusterAccess
+    from trainops.faults.query import LocalRunStatus
+    from trainops.train.cancel import CancelResult
     from trainops.train.kube_jobs import RunState
     from trainops.train.kubewatch import WatchReport
+    from trainops.train.slurm_jobs import JobStatus
     from trainops.train.submit import RenderedText, RenderTreeResult, SubmitResult
 
 
@@ -67,9 +70,9 @@ class Target(Protocol):
         self, *, run_id: str, image: str | None, insecure: bool, out: Path | None
     ) -> RenderedText | RenderTreeResult: ...
     def submit(self, *, run_id: str, image: str | None, insecure: bool) -> SubmitResult: ...
-    def status(self, run_id: str | None) -> list[Any]: ...
+    def status(self, run_id: str | None) -> list[JobStatus] | list[RunState] | list[LocalRunStatus]: ...
     def logs(self, run_id: str) -> list[LogPart]: ...
-    def cancel(self, run_id: str) -> Any: ...
+    def cancel(self, run_id: str) -> CancelResult | JobStatus: ...
     def watch(self, run_id: str, options: WatchOptions, on_nodes: OnNodes | None = None) -> WatchReport: ...
 
 
@@ -109,25 +112,31 @@ class LocalTarget(_Rendered):
     name: ClassVar[str] = "local"
     nothing: ClassVar[str] = "no local runs recorded (`trainops train run --local` records each)"
 
-    def status(self, run_id: str | None) -> list[Any]:
+    def status(self, run_id: str | None) -> list[LocalRunStatus]:
         from trainops.faults.query import local_runs, local_status
 
         if run_id is None:
             return list(local_runs(self.manifest))
         return [local_status(self.manifest, run_id=run_id)]
 
+    def output_path(self, run_id: str) -> Path:
+        """Where the supervisor of a local run keeps its output (both streams of every start)."""
+        from trainops.faults.timeline import run_log_path
+
+        return run_log_path(self.manifest, run_id)
+
     def logs(self, run_id: str) -> list[LogPart]:
-        from trainops.faults.timeline import kept_output, run_log_path
+        from trainops.faults.timeline import kept_output
 
         kept = kept_output(self.manifest, run_id)
         if kept is None:
             raise NotFoundError(
-                f"the output of local run {run_id} is not kept here ({run_log_path(self.manifest, run_id)})",
+                f"the output of local run {run_id} is not kept here ({self.output_path(run_id)})",
                 hint="a run's output stays on the machine that ran it; `trainops train status RUN` reads its ETTR",
             )
         return [LogPart(kept)]
 
-    def cancel(self, run_id: str) -> Any:
+    def cancel(self, run_id: str) -> CancelResult | JobStatus:
         raise UsageError(
             f"run {run_id} runs locally: it is stopped where it runs, not through a scheduler",
             hint="press Ctrl-C where `train run --local` runs (or send it SIGTERM): the trainer saves first",
@@ -138,7 +147,7 @@ class SlurmTarget(_Rendered):
     name: ClassVar[str] = "slurm"
     nothing: ClassVar[str] = "no runs submitted from here (trainops train submit)"
 
-    def status(self, run_id: str | None) -> list[Any]:
+    def status(self, run_id: str | None) -> list[JobStatus]:
         from trainops.train.slurm_jobs import job_status
 
         return list(job_status(self.manifest, run_id=run_id))
@@ -151,7 +160,7 @@ class SlurmTarget(_Rendered):
             LogPart(log.text, missing=f"job {log.job_id} has written no output yet ({log.path or 'no output file'})")
         ]
 
-    def cancel(self, run_id: str) -> Any:
+    def cancel(self, run_id: str) -> JobStatus:
         from trainops.train.slurm_jobs import cancel_job
 
         return cancel_job(self.manifest, run_id=run_id)
@@ -161,7 +170,7 @@ class KubernetesTarget(_Rendered):
     name: ClassVar[str] = "kubernetes"
     nothing: ClassVar[str] = "no runs of this pipeline in the cluster"
 
-    def status(self, run_id: str | None) -> list[Any]:
+    def status(self, run_id: str | None) -> list[RunState]:
         from trainops.train.kube_jobs import manifest_runs
 
         return list(manifest_runs(self.manifest, run_id=run_id, access=self.access))
@@ -174,7 +183,7 @@ class KubernetesTarget(_Rendered):
             for item in manifest_logs(self.manifest, run_id=run_id, access=self.access)
         ]
 
-    def cancel(self, run_id: str) -> Any:
+    def cancel(self, run_id: str) -> CancelResult:
         from trainops.train.cancel import cancel_run
 
         return cancel_run(self.manifest, run_id=run_id)
