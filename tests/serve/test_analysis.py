@@ -151,3 +151,29 @@ def test_every_example_threshold_is_valid_promql(tmp_path: Path) -> None:
     bad_rule = {"record": "x:y", "expr": "sum(rate(x[5m]"}
     broken.write_text(yaml.safe_dump({"groups": [{"name": "b", "rules": [bad_rule]}]}))
     assert subprocess.run([promtool, "check", "rules", str(broken)], capture_output=True, check=False).returncode != 0
+
+
+def test_a_disaggregated_canary_is_judged_by_the_same_analysis(
+    tmp_path: Path, metrics: tuple[VllmExporter, Prometheus]
+) -> None:
+    """The canary pool of a prefill+decode pair slower than the threshold: promote --auto aborts it
+    in one commit, and the route sends everything to the stable pool again."""
+    from tests.serve.test_disagg import disagg
+
+    exporter, prometheus = metrics
+    exporter.latency = 3.0
+    rollout = {**disagg(), "analysis": analysis(prometheus.url)}
+    project = make_project(tmp_path / "p", {"spec": {"rollout": rollout, "slo": None}})
+    for release in ("tiny-llm/model:v1", "tiny-llm/model:v2"):
+        outcome = run("rollout", *project.cli("start", release, "--image", IMAGE))
+        assert outcome.code == 0, outcome.stderr
+    wait_for(lambda: has_data(prometheus.url, P95), timeout=60, what="latency data in Prometheus")
+    outcome = run("rollout", *project.cli("promote", "--auto"))
+    assert outcome.code == 8, outcome.stderr
+    assert "failed analysis" in outcome.last_error_line
+    assert "Trainops-Action: abort" in message(project)
+    text = git("--git-dir", str(project.gitops), "show", "main:clusters/dev-serve/httproute.yaml")
+    (route,) = [d for d in yaml.safe_load_all(text) if d]
+    assert route["spec"]["rules"][-1]["backendRefs"] == [
+        {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "tiny-llm-stable", "weight": 100}
+    ]
