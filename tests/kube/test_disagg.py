@@ -76,7 +76,7 @@ def _ready(pod: dict[str, Any]) -> bool:
     return conditions.get("Ready") == "True" and pod["metadata"].get("deletionTimestamp") is None
 
 
-def _served(sim: KubeCluster) -> dict[str, str]:
+def served_pairs(sim: KubeCluster) -> dict[str, str]:
     """track → the revision of its Ready pods, when every serving pod is Ready and each track runs
     one revision in all 6 pods (2 slices of a prefill and 2 decodes); {} while the controllers work."""
     pods = _pods(sim)
@@ -93,17 +93,17 @@ def _served(sim: KubeCluster) -> dict[str, str]:
     return {track: revisions.pop() for track, revisions in tracks.items()}
 
 
-def _weights(sim: KubeCluster) -> dict[str, int]:
+def route_weights(sim: KubeCluster) -> dict[str, int]:
     route = sim.api.get("gateway.networking.k8s.io/v1", "HTTPRoute", "tiny-llm", NAMESPACE)
     return {b["name"]: b["weight"] for b in route["spec"]["rules"][-1]["backendRefs"]}
 
 
-def _pool_revisions(sim: KubeCluster) -> dict[str, str]:
+def pool_revisions(sim: KubeCluster) -> dict[str, str]:
     pools = sim.api.list("inference.networking.k8s.io/v1", "InferencePool", NAMESPACE)
     return {p["metadata"]["name"]: p["spec"]["selector"]["matchLabels"][LABEL_REVISION] for p in pools}
 
 
-def _placement(sim: KubeCluster, track: str) -> dict[str, dict[str, set[str]]]:
+def slice_placement(sim: KubeCluster, track: str) -> dict[str, dict[str, set[str]]]:
     """slice → {"racks": racks of its pods, "nodes": its nodes, "roles": its roles} for one track."""
     racks = {n["metadata"]["name"]: n["metadata"]["labels"][RACK_LABEL] for n in sim.api.list("v1", "Node")}
     out: dict[str, dict[str, set[str]]] = {}
@@ -134,10 +134,10 @@ class Walk:
         with connect(ClusterAccess(str(self.sim.kubeconfig))) as api:
             result = sync(api, repo=f"file://{self.project.gitops}", branch="main", path=SERVE, commit=commit)
         assert result.commit == commit
-        pools = _pool_revisions(self.sim)
+        pools = pool_revisions(self.sim)
 
         def settled() -> bool:
-            served = _served(self.sim)
+            served = served_pairs(self.sim)
             return served == {name.rsplit("-", 1)[1]: rev for name, rev in pools.items()}
 
         wait_for(
@@ -153,14 +153,14 @@ def test_a_disaggregated_canary_walks_to_stable_and_an_abort_walks_back(cluster:
     walk = Walk(cluster, tmp_path / "p")
     pools = walk.step("start", "tiny-llm/model:v1", "--image", IMAGE)
     v1 = pools["tiny-llm-stable"]
-    assert _weights(cluster) == {"tiny-llm-stable": 100}
+    assert route_weights(cluster) == {"tiny-llm-stable": 100}
     # the LWS controller made both roles of each slice from the DisaggregatedSet
     sets = cluster.api.list("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", NAMESPACE)
     made = sorted((s["metadata"]["labels"][SLICE_LABEL], s["metadata"]["labels"][LABEL_ROLE]) for s in sets)
     assert made == [("0", "decode"), ("0", "prefill"), ("1", "decode"), ("1", "prefill")]
     assert all(s["metadata"]["labels"][DS_NAME_LABEL] == "tiny-llm-stable" for s in sets)
     # placed together: a slice's prefill and decode in one rack, slices in different racks and nodes
-    stable = _placement(cluster, "stable")
+    stable = slice_placement(cluster, "stable")
     assert sorted(stable) == ["0", "1"]
     assert all(len(s["racks"]) == 1 and s["roles"] == {"prefill", "decode"} for s in stable.values()), stable
     assert not stable["0"]["racks"] & stable["1"]["racks"] and not stable["0"]["nodes"] & stable["1"]["nodes"]
@@ -168,25 +168,25 @@ def test_a_disaggregated_canary_walks_to_stable_and_an_abort_walks_back(cluster:
     pools = walk.step("start", "tiny-llm/model:v2", "--image", IMAGE)
     v2 = pools["tiny-llm-canary"]
     assert pools == {"tiny-llm-stable": v1, "tiny-llm-canary": v2} and v1 != v2
-    assert _weights(cluster) == {"tiny-llm-stable": 90, "tiny-llm-canary": 10}
-    canary = _placement(cluster, "canary")
+    assert route_weights(cluster) == {"tiny-llm-stable": 90, "tiny-llm-canary": 10}
+    canary = slice_placement(cluster, "canary")
     assert all(len(s["racks"]) == 1 for s in canary.values()), canary
     used = {rack for s in stable.values() for rack in s["racks"]}
     assert not used & {rack for s in canary.values() for rack in s["racks"]}  # the canary's slices in their own racks
     walk.step("promote")
-    assert _weights(cluster) == {"tiny-llm-stable": 50, "tiny-llm-canary": 50}
+    assert route_weights(cluster) == {"tiny-llm-stable": 50, "tiny-llm-canary": 50}
     walk.step("promote")
-    assert _weights(cluster) == {"tiny-llm-stable": 0, "tiny-llm-canary": 100}
+    assert route_weights(cluster) == {"tiny-llm-stable": 0, "tiny-llm-canary": 100}
     pools = walk.step("promote")
-    assert pools == {"tiny-llm-stable": v2} and _weights(cluster) == {"tiny-llm-stable": 100}
+    assert pools == {"tiny-llm-stable": v2} and route_weights(cluster) == {"tiny-llm-stable": 100}
     assert not cluster.api.list(
         "disaggregatedset.x-k8s.io/v1", "DisaggregatedSet", NAMESPACE, selector="trainops.dev/track=canary"
     )
 
     pools = walk.step("start", "tiny-llm/model:v3", "--image", IMAGE)
-    assert _weights(cluster) == {"tiny-llm-stable": 90, "tiny-llm-canary": 10}
+    assert route_weights(cluster) == {"tiny-llm-stable": 90, "tiny-llm-canary": 10}
     pools = walk.step("abort")
-    assert pools == {"tiny-llm-stable": v2} and _weights(cluster) == {"tiny-llm-stable": 100}
+    assert pools == {"tiny-llm-stable": v2} and route_weights(cluster) == {"tiny-llm-stable": 100}
     assert {p["metadata"]["labels"][LABEL_REVISION] for p in _pods(cluster)} == {v2}
 
 
