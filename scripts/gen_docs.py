@@ -418,6 +418,7 @@ def _command_section(path: tuple[str, ...], command: click.Command) -> list[str]
 # Where each top-level command is explained for a reader who wants to do something; a new
 # command needs its entry (tests/docs/test_reference.py), so it is never reference-only.
 GUIDES: dict[str, list[tuple[str, str]]] = {
+    "alerts": [("Service levels", "guides/service-levels.md#the-alert-loop")],
     "ci": [("The whole flow and CI on git push", "guides/ci.md")],
     "ckpt": [("Checkpoints and resume", "guides/checkpoints.md")],
     "completion": [("Install", "getting-started/install.md#shell-completion")],
@@ -436,6 +437,7 @@ GUIDES: dict[str, list[tuple[str, str]]] = {
     "rollout": [("Serving and gray release", "guides/serving.md")],
     "run": [("The whole flow and CI", "guides/ci.md"), ("Stage keys and caching", "concepts/stage-keys.md")],
     "schema": [("trainops.yaml", "reference/manifest.md")],
+    "slo": [("Service levels", "guides/service-levels.md")],
     "train": [
         ("Training on Kubernetes", "guides/kubernetes.md"),
         ("Training on Slurm", "guides/slurm.md"),

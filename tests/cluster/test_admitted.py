@@ -151,8 +151,9 @@ def test_validate_kubeconfig_asks_the_cluster_for_every_environment(
     assert out.code == 0, out.stderr
     lines = [line for line in out.stdout.splitlines() if line.startswith("cluster (")]
     # the Volcano Job and Queue, 3 HyperNodes, the training path's Argo CD Application, the
-    # eval Job and its ConfigMap, 8 serving objects
-    assert lines[0].startswith("cluster (base): 16 objects sent to https://127.0.0.1:")
+    # training SLOs' rules, the run's PodMonitor and dashboard, the eval Job and its ConfigMap,
+    # 11 serving objects (3 of them spec.slo's)
+    assert lines[0].startswith("cluster (base): 22 objects sent to https://127.0.0.1:")
     assert [line.split(":")[0] for line in lines] == [
         "cluster (base)",
         "cluster (env dev)",
@@ -177,7 +178,7 @@ def test_validate_kubeconfig_asks_the_cluster_for_every_environment(
         ).stdout
     )
     assert data["ok"] is True
-    assert data["cluster"] == [{"env": "prod", "server": kube_cluster.server, "objects": 16, "problems": []}]
+    assert data["cluster"] == [{"env": "prod", "server": kube_cluster.server, "objects": 22, "problems": []}]
 
 
 def test_a_tier_label_no_node_has_is_an_error_at_its_line(cluster: Cluster, kube_cluster: Any, tmp_path: Path) -> None:

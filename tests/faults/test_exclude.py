@@ -7,8 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
+
 from tests.cli.runner import run
-from trainops.train.exclude import HOSTNAME, exclude_nodes
+from trainops.errors import NotFoundError
+from trainops.train.exclude import HOSTNAME, _excluded_files, exclude_nodes
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-llm" / "trainops.yaml"
 
@@ -53,3 +57,17 @@ def test_watch_refuses_a_target_that_is_not_kubernetes() -> None:
         .splitlines()[-1]
         .startswith("Error: train.scheduler is local: `train watch` watches Kubernetes runs")
     )
+
+
+def test_the_runs_monitor_and_dashboard_come_back_as_they_were() -> None:
+    """A run's train/ files beside its job (spec.slo.training's PodMonitor and dashboard) hold no
+    pod template: the job is kept off the nodes, they are restored byte for byte."""
+    job = yaml.safe_dump({"kind": "Job", "spec": {"template": {"spec": _pod()}}}).encode()
+    dashboard = b"kind: ConfigMap\ndata: {a.json: '{}'}\n"
+    monitor = b"kind: PodMonitor\nspec: {podMetricsEndpoints: [{port: metrics}]}\n"
+    files = {"train/job.yaml": job, "train/dashboard.yaml": dashboard, "train/podmonitor.yaml": monitor}
+    out = _excluded_files(files, sorted(files), ["gpu-1"])
+    assert out["train/dashboard.yaml"] == dashboard and out["train/podmonitor.yaml"] == monitor
+    assert b"gpu-1" in out["train/job.yaml"]
+    with pytest.raises(NotFoundError, match="hold no pod template to keep off gpu-1"):
+        _excluded_files({"train/dashboard.yaml": dashboard}, ["train/dashboard.yaml"], ["gpu-1"])

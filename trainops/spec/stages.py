@@ -296,6 +296,9 @@ class KueueOptions(StrictModel):
 NcclName = Annotated[str, StringConstraints(pattern=r"^(NCCL|TORCH_NCCL)_[A-Z0-9_]+$")]
 
 
+MetricsAddress = Annotated[str, StringConstraints(pattern=r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$")]
+
+
 class TrainSpec(StrictModel):
     """The distributed training job."""
 
@@ -321,6 +324,12 @@ class TrainSpec(StrictModel):
         default_factory=FaultPolicy, description="Failure diagnosis → action, node-health sources (Slurm, local)."
     )
     checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
+    metrics_address: MetricsAddress | None = Field(
+        "127.0.0.1:9464",
+        description="Where the supervisor of `train run` (local, Slurm) serves the run's Prometheus metrics "
+        "(/metrics: step, step time, tokens/s, loss, checkpoint age, restarts, ETTR so far), HOST:PORT; "
+        "loopback by default, port 0 picks a free one; null: none.",
+    )
     elastic: Elastic | None = Field(None, description="Elastic training (PyTorchJob elasticPolicy).")
     slurm: SlurmOptions | None = None
     kueue: KueueOptions | None = None

@@ -75,11 +75,15 @@ def _excluded_files(files: dict[str, bytes], names: list[str], nodes: list[str])
     import yaml
 
     out = {}
+    templates = 0
     for name in names:
         docs = [copy.deepcopy(d) for d in yaml.safe_load_all(files[name].decode("utf-8")) if d is not None]
-        if exclude_nodes(docs, nodes) == 0:
-            raise NotFoundError(f"{name} holds no pod template to keep off {', '.join(nodes)}")
-        out[name] = yaml.safe_dump_all(docs, sort_keys=False).encode("utf-8")
+        found = exclude_nodes(docs, nodes)
+        templates += found
+        # the run's other objects (its PodMonitor, its dashboard) come back as they were
+        out[name] = yaml.safe_dump_all(docs, sort_keys=False).encode("utf-8") if found else files[name]
+    if templates == 0:
+        raise NotFoundError(f"{', '.join(names)} hold no pod template to keep off {', '.join(nodes)}")
     return out
 
 

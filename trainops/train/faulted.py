@@ -16,9 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainops.faults.detect import Monitor
+from trainops.faults.ettr import compute
 from trainops.faults.hang import HEARTBEAT_ENV, ProgressClock
 from trainops.faults.session import Decision, FaultSession
 from trainops.serialize import FLATTEN
+from trainops.slo.exporter import TrainingMetrics, serve_metrics
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
 from trainops.supervise import Supervision
@@ -83,16 +86,26 @@ def run_supervised(
     kill_after = duration_seconds(manifest.require_train().faults.kill_after)
     with Registries.for_manifest(manifest, insecure=options.insecure) as registries:
         session = FaultSession(manifest, registries, run_id=run_id, job_id=watch.job_id, nodes=watch.nodes)
+        metrics = TrainingMetrics(pipeline=manifest.pipeline.metadata.name, run_id=run_id,
+                                  ettr=lambda: compute(session.timeline, []).ettr)  # fmt: skip
+        server = serve_metrics(metrics, manifest.require_train().metrics_address)
         recorded: list[Incident] = []
         starts = 0
         try:
             while True:
                 starts += 1
+                if starts > 1:
+                    metrics.restarted()
                 session.hang = watch.hang() if watch.hang is not None else None
                 monitor = session.start()
 
+                def on_line(line: str, stream: str = "stdout", monitor: Monitor = monitor) -> None:
+                    monitor.on_line(line, stream)
+                    metrics.on_line(line)
+
                 def pushed(item: PushedCheckpoint) -> None:
                     session.saved(item.step, write_seconds(ckpt_dir / item.name))
+                    metrics.checkpoint()
                     if on_push is not None:
                         on_push(item)
 
@@ -105,7 +118,7 @@ def run_supervised(
                     signals=watch.signals,
                     watchdog=session.watchdog,
                     kill_after=kill_after,
-                    on_line=monitor.on_line,
+                    on_line=on_line,
                     log=watch.log,
                 )
                 run_options = dataclasses.replace(options, supervision=supervision)
@@ -131,6 +144,8 @@ def run_supervised(
                 log.warning("trainops: run %s: %s; restarting in place", run_id, decision.note)
         finally:
             session.close()
+            if server is not None:
+                server.close()
 
 
 @dataclass(frozen=True)
