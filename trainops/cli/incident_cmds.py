@@ -3,11 +3,16 @@ diagnosis → action table, and fault injection into a running run."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from trainops.cli import options
 from trainops.cli.options import manifest_options, output_option
 from trainops.cli.output import duration_text, echo_columns, echo_json, screen_width
+
+if TYPE_CHECKING:
+    from trainops.faults.actions import ClassRow
 
 
 @click.group()
@@ -59,7 +64,7 @@ def show_cmd(file: str | None, env: str | None, incident_id: str, insecure: bool
     rows = [
         ("run", found.run_id + (f" (Slurm job {found.job_id})" if found.job_id else "")),
         ("class", f"{found.fault}: {found.detail}"),
-        ("node", (found.node or "-") + (" (flagged for draining)" if found.node_flagged else "")),
+        ("node", (found.node or "-") + (" (flagged: see the action)" if found.node_flagged else "")),
         ("action", found.action_note),
         ("evidence", clock.display(found.evidence_at)),
         ("acted", clock.display(found.detected)),
@@ -81,19 +86,51 @@ def show_cmd(file: str | None, env: str | None, incident_id: str, insecure: bool
 
 @incidents.command("classes")
 @manifest_options
+@click.argument("fault", metavar="[CLASS]", required=False)
 @output_option
 @options.wide_option
-def classes_cmd(file: str | None, env: str | None, output: str, wide: bool) -> None:
-    """The fault classes and the action each gets (train.faults.actions over the defaults)."""
-    from trainops.faults.actions import action_table
+def classes_cmd(file: str | None, env: str | None, fault: str | None, output: str, wide: bool) -> None:
+    """The fault classes: the action each gets (train.faults.actions over the defaults) and
+    what resolves it (restart-app, reset-gpu, drain-service, fix-app: NVIDIA's resolution
+    buckets). With CLASS: its Xids with NVIDIA's bucket, the DCGM signals that come before
+    it, and the lines it shows in."""
+    from trainops.faults.actions import action_table, class_row
 
-    rows = action_table(options.load(file, env).require_train().faults)
+    policy = options.load(file, env).require_train().faults
+    if fault is not None:
+        row = class_row(fault, policy)
+        if output == "json":
+            echo_json(row)
+            return
+        _class_text(row)
+        return
+    rows = action_table(policy)
     if output == "json":
         echo_json(rows)
         return
-    lines = [(r.fault, r.action + ("" if r.action == r.default else " *"), r.meaning) for r in rows]
+    lines = [(r.fault, r.action + ("" if r.action == r.default else " *"), r.bucket, r.meaning) for r in rows]
     width = None if wide else screen_width()  # the meaning folds between words
-    echo_columns("fault classes (* set in the manifest)", ("class", "action", "meaning"), lines, width=width)
+    echo_columns(
+        "fault classes (* set in the manifest; `incidents classes CLASS` for one)",
+        ("class", "action", "resolution", "meaning"),
+        lines,
+        width=width,
+    )
+
+
+def _class_text(row: ClassRow) -> None:
+    from trainops.faults.catalog import BUCKET_MEANINGS
+
+    click.echo(f"{row.fault}: {row.meaning}")
+    click.echo(f"  action      {row.action}" + ("" if row.action == row.default else f" (default {row.default})"))
+    click.echo(f"  resolution  {row.bucket}: {BUCKET_MEANINGS[row.bucket]}")
+    for entry in row.xids:
+        sure = "" if entry.certain else "; recalled, check the driver's catalog"
+        click.echo(f"  Xid {entry.xid:<7} {entry.meaning}")
+        click.echo(f"              NVIDIA: {entry.nvidia} → {entry.bucket}{sure}")
+    for key, values in (("DCGM health", row.health), ("DCGM fields", row.counters), ("lines", row.lines)):
+        for i, value in enumerate(values):
+            click.echo(f"  {key if i == 0 else '':<11} {value}")
 
 
 @click.command("drill")

@@ -305,7 +305,13 @@ def _slurm_status(statuses: list[Any], run_id: str | None) -> None:
     for item in statuses:
         reason = f" ({item.reason})" if item.reason else ""
         click.echo(f"{item.run_id}  job {item.job_id}  {item.state}{reason}  restarts {item.restarts}")
-        details = [("nodes", item.nodes), ("exit", item.exit_code), ("note", item.comment), ("log", item.stdout)]
+        details = [
+            ("blocked", item.unschedulable),
+            ("nodes", item.nodes),
+            ("exit", item.exit_code),
+            ("note", item.comment),
+            ("log", item.stdout),
+        ]
         for key, value in details:
             if value:
                 click.echo(f"  {key:<8}{value}")

@@ -1,7 +1,8 @@
 """Diagnosis → action: the defaults that match practice, and the manifest's overrides.
 
 - restart: the fault is transient (an NCCL timeout, a hang, a contained ECC error): restart
-  the trainer in place, inside the same allocation, from the newest complete checkpoint;
+  the trainer in place, inside the same allocation, from the newest complete checkpoint (a
+  killed task (trainops.faults.verify: the node still answers, too);
 - requeue: the node is at fault but may recover (an NVLink error, a pending row remap, a
   lost node): exclude the node and put the job back in the queue;
 - drain: the hardware is broken (a GPU off the bus, an uncorrectable ECC error): drain the
@@ -15,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from trainops.faults.catalog import XIDS, Bucket, XidEntry, entries
 from trainops.faults.signals import FAULT_CLASSES, MEANINGS
 
 if TYPE_CHECKING:
@@ -30,6 +32,7 @@ DEFAULT_ACTIONS: dict[str, Action] = {
     "xid-application": "restart",
     "ecc-contained": "restart",
     "node-lost": "requeue",
+    "task-killed": "restart",
     "nvlink": "requeue",
     "row-remap-pending": "requeue",
     "row-remap-failed": "drain",
@@ -50,13 +53,42 @@ def action_for(fault: str, policy: FaultPolicy | None) -> Action:
 
 @dataclass(frozen=True)
 class ClassRow:
-    """One row of the table `trainops incidents classes` prints."""
+    """One class of `trainops incidents classes`: the action it gets, and what the knowledge
+    base (trainops.faults.catalog) says of it."""
 
     fault: str
     action: Action
     default: Action
     meaning: str
+    bucket: Bucket  # what resolves it (NVIDIA's resolution buckets, folded)
+    xids: list[XidEntry]
+    health: list[str]  # DCGM health-watch failures that name it
+    counters: list[str]  # DCGM fields whose rise comes before it
+    lines: list[str]  # what the trainer, NCCL, srun or the kernel write
 
 
 def action_table(policy: FaultPolicy | None) -> list[ClassRow]:
-    return [ClassRow(f, action_for(f, policy), DEFAULT_ACTIONS[f], MEANINGS[f]) for f in FAULT_CLASSES]
+    return [
+        ClassRow(
+            e.fault,
+            action_for(e.fault, policy),
+            DEFAULT_ACTIONS[e.fault],
+            MEANINGS[e.fault],
+            e.bucket,
+            [x for x in XIDS if x.xid in e.xids],
+            e.health,
+            e.counters,
+            e.lines,
+        )
+        for e in entries(FAULT_CLASSES)
+    ]
+
+
+def class_row(fault: str, policy: FaultPolicy | None) -> ClassRow:
+    """One class of the table; an unknown class is bad input."""
+    from trainops.errors import InputError
+
+    found = [r for r in action_table(policy) if r.fault == fault]
+    if not found:
+        raise InputError(f"unknown fault class {fault!r}", hint=f"use one of {', '.join(FAULT_CLASSES)}")
+    return found[0]

@@ -57,7 +57,11 @@ class Incident(BaseModel):
     resumed_from: str | None = Field(None, description="The checkpoint the restarted trainer resumed from.")
     resumed_step: int | None = None
     steps_lost: int | None = Field(None, description="Steps trained again: lastStep - resumedStep.")
-    node_flagged: bool = Field(False, description="The node reached faults.drainAfter incidents in its window.")
+    node_flagged: bool = Field(
+        False,
+        description="The node is flagged for a person: it reached faults.drainAfter incidents in its window, or "
+        "it was the last node the job could run on and was not excluded (the action says what was done instead).",
+    )
     # an SLO's burn-rate alert (source alertmanager, trainops.slo.alerts): runId names the run or the release
     slo: str | None = Field(None, description="The SLO whose error budget burned.")
     subject: Literal["run", "release"] | None = Field(None, description="What runId names: a run or a release.")

@@ -27,6 +27,7 @@ from trainops.faults.hang import ProgressClock
 from trainops.faults.health import Follower, sources_for
 from trainops.faults.incidents import Incident
 from trainops.faults.timeline import Mark, Segment, Timeline
+from trainops.faults.verify import EXCLUDING, NodeCheck, NodeProbe, keep_schedulable, reclassify
 from trainops.spec.common import duration_seconds
 
 if TYPE_CHECKING:
@@ -77,12 +78,14 @@ class FaultSession:
         job_id: str | None,
         nodes: list[str],
         hang: ProgressClock | None = None,
+        probe: NodeProbe | None = None,
     ) -> None:
         self.manifest, self.registries, self.run_id, self.job_id = manifest, registries, run_id, job_id
         self.train = manifest.require_train()
         self.policy = self.train.faults
         self.nodes = nodes or [this_node()]
         self.hang = hang
+        self.probe = probe  # the scheduler's word on a node, asked before one is excluded
         pipeline = manifest.pipeline.metadata.name
         self.repository = records.incidents_repository(
             registries, registry=manifest.pipeline.spec.registry, pipeline=pipeline
@@ -144,8 +147,8 @@ class FaultSession:
             outcome = "completed" if code == 0 else (passed_on or f"exit {code}")
             self._end(outcome=outcome, incident=None)
             return Decision(None, None, None, outcome)
-        action, why = self._decide(diagnosis)
-        incident = self._record(diagnosis, action, why)
+        diagnosis, action, why, flagged = self._decide(diagnosis)
+        incident = self._record(diagnosis, action, why, flagged=flagged)
         self._end(outcome=action, incident=incident.id)
         return Decision(action, diagnosis, incident, f"{diagnosis.summary} → {action}{why}")
 
@@ -154,18 +157,38 @@ class FaultSession:
             self.follower.stop()
 
     # -- decisions and records ----------------------------------------------------------
-    def _decide(self, diagnosis: Diagnosis) -> tuple[Action, str]:
+    def _decide(self, diagnosis: Diagnosis) -> tuple[Diagnosis, Action, str, bool]:
+        """The diagnosis checked with the scheduler (trainops.faults.verify), the action after
+        the restart budget and the node's record, why it changed, and whether the node is flagged."""
+        check = self._check(diagnosis)
+        if check is not None:
+            diagnosis = reclassify(diagnosis, check, self.policy)
         past = records.list_incidents(self.registries, repository=self.repository)
-        return decide(
+        action, why = decide(
             diagnosis.action,
-            node=diagnosis.node,
+            node=diagnosis.node if diagnosis.fault != "task-killed" else None,  # not the node's doing
             run_id=self.run_id,
             past=past,
             policy=self.policy,
             max_retry=self.train.fault_tolerance.max_retry,
         )
+        flagged = action == "drain" and diagnosis.action != "drain"
+        instead = keep_schedulable(action, check) if check is not None else None
+        if instead is not None:
+            action, why, flagged = instead[0], why + instead[1], True
+        return diagnosis, action, why, flagged
 
-    def _record(self, diagnosis: Diagnosis, action: Action, why: str) -> Incident:
+    def _check(self, diagnosis: Diagnosis) -> NodeCheck | None:
+        """The probe's answer for a node about to be excluded (None: nothing to ask, or no answer)."""
+        if self.probe is None or diagnosis.node is None or diagnosis.action not in EXCLUDING:
+            return None
+        try:
+            return self.probe(diagnosis.node)
+        except Exception as err:  # no answer is no evidence: the diagnosis' action stands
+            self._warn(f"could not ask the scheduler about node {diagnosis.node} before excluding it: {err}")
+            return None
+
+    def _record(self, diagnosis: Diagnosis, action: Action, why: str, *, flagged: bool) -> Incident:
         assert self.monitor is not None
         last = self.monitor.progress.last
         incident = Incident(
@@ -183,7 +206,7 @@ class FaultSession:
             evidence_at=clock.iso(diagnosis.detected),
             detected=clock.iso(self.monitor.stopped_at or clock.now()),
             last_step=last.step if last else None,
-            node_flagged=action == "drain" and diagnosis.action != "drain",
+            node_flagged=flagged,
         )
         records.save(self.registries, repository=self.repository, incident=incident)
         self.open.append(incident)

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from trainops.faults.catalog import XIDS
 from trainops.spec.faults import FaultClass
 
 FAULT_CLASSES: tuple[str, ...] = get_args(FaultClass)
@@ -32,6 +33,7 @@ PRIORITY: tuple[str, ...] = (
     "ecc-contained",
     "xid-application",
     "node-lost",
+    "task-killed",
     "cuda-oom",
     "nan-loss",
     "storage-error",
@@ -48,30 +50,19 @@ class XidClass:
     meaning: str
 
 
-# NVIDIA's Xid catalogue, the entries that decide what to do with a training job.
-XID_TABLE: dict[int, XidClass] = {
-    13: XidClass("xid-application", "graphics engine exception: the application (an illegal memory access)"),
-    31: XidClass("xid-application", "GPU memory page fault: the application"),
-    43: XidClass("xid-application", "GPU stopped processing: the application"),
-    45: XidClass("xid-application", "preemptive cleanup after an earlier error"),
-    48: XidClass("ecc-uncorrectable", "double-bit ECC error"),
-    63: XidClass("row-remap-pending", "ECC page retirement or row remapping recorded: the GPU needs a reset"),
-    64: XidClass("row-remap-failed", "ECC page retirement or row remapping failed"),
-    74: XidClass("nvlink", "NVLink error"),
-    79: XidClass("fell-off-bus", "the GPU has fallen off the bus"),
-    92: XidClass("ecc-uncorrectable", "high single-bit ECC error rate"),
-    94: XidClass("ecc-contained", "contained ECC error: the application must restart"),
-    95: XidClass("ecc-uncorrectable", "uncontained ECC error: the GPU needs a reset"),
-}
+# NVIDIA's Xid catalogue, the entries that decide what to do with a training job
+# (trainops.faults.catalog: with NVIDIA's resolution bucket of each).
+XID_TABLE: dict[int, XidClass] = {e.xid: XidClass(e.fault, e.meaning) for e in XIDS}
 
 MEANINGS: dict[str, str] = {
     "nccl-timeout": "an NCCL collective timed out (watchdog or flight-recorder dump)",
     "hang": "no progress (heartbeat, checkpoint or metrics) within faultTolerance.hangTimeout",
     "storage-error": "a storage error while writing a checkpoint",
     "segfault": "the trainer crashed (segmentation fault)",
-    "xid-application": "an application Xid (13/31/43/45)",
+    "xid-application": "an application Xid (8/13/31/43/45)",
     "ecc-contained": "a contained ECC error (Xid 94)",
     "node-lost": "the node or its processes were lost (killed, node failure)",
+    "task-killed": "the trainer was killed (SIGKILL: the OOM killer, an operator) on a node that still answers",
     "nvlink": "an NVLink error (Xid 74)",
     "row-remap-pending": "a GPU row remapping is pending (Xid 63): the GPU needs a reset",
     "row-remap-failed": "a GPU row remapping failed (Xid 64)",

@@ -24,6 +24,7 @@ FaultClass = Literal[
     "xid-application",
     "ecc-contained",
     "node-lost",
+    "task-killed",
     "nvlink",
     "row-remap-pending",
     "row-remap-failed",

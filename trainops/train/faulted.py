@@ -30,6 +30,7 @@ from trainops.train.local import LocalRunOptions, LocalRunResult, run_local
 if TYPE_CHECKING:
     from trainops.checkpoint import PushedCheckpoint
     from trainops.faults.incidents import Incident
+    from trainops.faults.verify import NodeProbe
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class Watch:
     job_id: str | None = None
     nodes: list[str] = field(default_factory=list)
     act: Callable[[Decision], str] | None = None  # carries out requeue/drain; what it did, in words
+    probe: NodeProbe | None = None  # asked before a node is excluded (trainops.faults.verify)
     log: Path | None = None  # where the trainer's output is kept too (a local run's, for `train logs`)
 
 
@@ -85,7 +87,9 @@ def run_supervised(
     ckpt_dir = options.ckpt_dir
     kill_after = duration_seconds(manifest.require_train().faults.kill_after)
     with Registries.for_manifest(manifest, insecure=options.insecure) as registries:
-        session = FaultSession(manifest, registries, run_id=run_id, job_id=watch.job_id, nodes=watch.nodes)
+        session = FaultSession(
+            manifest, registries, run_id=run_id, job_id=watch.job_id, nodes=watch.nodes, probe=watch.probe
+        )
         metrics = TrainingMetrics(pipeline=manifest.pipeline.metadata.name, run_id=run_id,
                                   ettr=lambda: compute(session.timeline, []).ettr)  # fmt: skip
         server = serve_metrics(metrics, manifest.require_train().metrics_address)

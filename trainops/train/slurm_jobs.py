@@ -111,6 +111,9 @@ class JobStatus:
     started: str | None
     comment: str | None  # the supervisor's note (hang retries, why it failed)
     stdout: str | None
+    unschedulable: str | None = (
+        None  # a pending job Slurm can never start (its exclusions, its partition): why, and the fix
+    )
     ettr: Ettr | None = None  # with one run asked for: ETTR and its parts (trainops.faults)
 
 
@@ -129,6 +132,25 @@ def _time(text: str | None) -> str | None:
         return None
 
 
+# a pending job's reasons that no wait resolves: the request itself cannot be met
+NEVER_STARTS = ("BadConstraints", "PartitionNodeLimit", "PartitionConfig")
+
+
+def _unschedulable(job_id: str, fields: dict[str, str]) -> str | None:
+    """Why a pending job will never start, and what to do (a requeue whose ExcNodeList covers
+    every node the job could run on pends with Reason=BadConstraints)."""
+    reason = _value(fields, "Reason")
+    if fields.get("JobState") != "PENDING" or reason not in NEVER_STARTS:
+        return None
+    excluded = _value(fields, "ExcNodeList")
+    if excluded is None:
+        return f"Reason={reason}: the job asks for more than partition {fields.get('Partition', '?')} offers"
+    return (
+        f"Reason={reason}: ExcNodeList={excluded} leaves no node of partition {fields.get('Partition', '?')} it can "
+        f"run on; once the nodes are sound: scontrol update JobId={job_id} ExcNodeList="
+    )
+
+
 def _status(record: RunRecord, fields: dict[str, str] | None) -> JobStatus:
     fields = fields or {}
     return JobStatus(
@@ -143,6 +165,7 @@ def _status(record: RunRecord, fields: dict[str, str] | None) -> JobStatus:
         started=_time(_value(fields, "StartTime")),
         comment=_value(fields, "Comment"),
         stdout=_value(fields, "StdOut") or record.stdout,
+        unschedulable=_unschedulable(record.job_id, fields),
     )
 
 

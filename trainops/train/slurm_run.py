@@ -138,7 +138,7 @@ def run_slurm(
 ) -> SlurmRunResult:
     """Supervise this allocation's training (module docstring), in the container of `image`
     (pyxis) when one is named; restart, requeue, drain or fail."""
-    from trainops.slurm.nodes import allocation_nodes
+    from trainops.slurm.nodes import allocation_nodes, check_node
     from trainops.train.faulted import Watch, run_supervised
 
     job_id = os.environ.get("SLURM_JOB_ID")
@@ -178,6 +178,7 @@ def run_slurm(
                 job_id=job_id,
                 nodes=allocation_nodes(SlurmHost()),
                 act=lambda decision: _requeue(job_id, decision),
+                probe=lambda node: check_node(SlurmHost(), job_id=job_id, node=node),
             ),
             on_push=on_push,
             on_decision=lambda decision: _restarting(job_id, decision),
