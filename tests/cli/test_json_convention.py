@@ -65,6 +65,7 @@ SLURM_COMMANDS = {("train", "status"), ("train", "cancel")}  # run by test_the_s
 NOT_RUN = {
     ("hub", "export"): "a writable Hugging Face Hub (tests/hub runs olah, which refuses uploads)",
     ("incidents", "show"): "an incident, which only a supervised (Slurm) run that failed records",
+    ("incidents", "report"): "a run's incidents: tests/faults/test_incidents_cli.py checks its JSON (bad_keys)",
     ("drill",): "a trainer running under `train run --slurm` to inject the fault into",
     ("train", "watch"): "the simulated Kubernetes cluster: tests/faults/test_kube_watch.py checks its JSON (bad_keys)",
 }
@@ -323,6 +324,8 @@ def _run_the_flow(f: Flow, tmp: Path) -> None:
     f.json("init", str(tmp / "fresh"), "--ci", "none", manifest=False)
     f.json("incidents", "ls")
     f.json("incidents", "classes")
+    f.json("incidents", "classes", "nvlink")
+    f.json("incidents", "dcgm-counters", manifest=False)
     f.json("run", "--dry-run", "--serve-image", SERVE_IMAGE)
     f.json("ci", "--since", "HEAD", "--serve-image", SERVE_IMAGE)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.runner import run
+from tests.cli.test_json_convention import bad_keys
 from trainops import clock
 from trainops.faults import incidents as records
 from trainops.faults.incidents import Incident
@@ -116,3 +117,55 @@ def test_an_unknown_or_malformed_id_is_not_found_in_one_line(project: Path) -> N
         result = run("incidents", "show", bad, "-f", str(project / "trainops.yaml"))
         assert result.code == 4, (bad, result.stderr)
         assert len(result.stderr.strip().splitlines()) <= 2 and bad in result.stderr
+
+
+def test_report_walks_each_incident_from_signal_to_recovery(project: Path) -> None:
+    manifest = str(project / "trainops.yaml")
+    result = run("incidents", "report", "run-a", "-f", manifest, "-o", "json")
+    assert result.code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert not list(bad_keys(data)), list(bad_keys(data))
+    first, second = data["incidents"]
+    assert [p["phase"] for p in first["phases"]] == ["signal", "diagnosis", "action", "recovery"]
+    assert first["bucket"] == "restart-app" and second["bucket"] == "drain-service"  # Xid 79: NVIDIA's RESTART_BM
+    assert first["phases"][1]["seconds"] == 1.2 and first["phases"][3]["seconds"] == 8.3
+    assert first["phases"][0]["evidence"] == ["Watchdog caught …"]
+    assert second["phases"][3]["at"] is None and "not yet" in second["phases"][3]["text"]
+    text = run("incidents", "report", "run-a", "-f", manifest)
+    assert text.code == 0, text.stderr
+    assert "run-a.2  fell-off-bus on gpu-1 → drain  (resolves: drain-service)" in text.stdout, text.stdout
+    assert "NVRM: Xid (PCI:0000:3b:00): 79, pid=1" in text.stdout
+    missing = run("incidents", "report", "no-such-run", "-f", manifest)
+    assert missing.code == 4 and len(missing.stderr.strip().splitlines()) <= 2, missing.stderr
+
+
+def test_one_class_shows_its_xids_signals_and_lines(project: Path) -> None:
+    manifest = str(project / "trainops.yaml")
+    data = json.loads(run("incidents", "classes", "fell-off-bus", "-f", manifest, "-o", "json").stdout)
+    assert data["bucket"] == "drain-service" and data["action"] == "drain"
+    assert [(x["xid"], x["nvidia"]) for x in data["xids"]] == [(79, "RESTART_BM")]
+    assert "DCGM_FI_DEV_PCIE_REPLAY_COUNTER" in data["counters"] and "DCGM_FR_FALLEN_OFF_BUS" in data["health"]
+    text = run("incidents", "classes", "nvlink", "-f", manifest)
+    assert text.code == 0 and "Xid 74" in text.stdout and "recalled" in text.stdout, text.stdout
+    assert "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL" in text.stdout
+    unknown = run("incidents", "classes", "gremlins", "-f", manifest)
+    assert unknown.code != 0 and "gremlins" in unknown.stderr and len(unknown.stderr.strip().splitlines()) <= 2
+
+
+def test_dcgm_counters_turn_on_what_the_exporter_leaves_off() -> None:
+    result = run("incidents", "dcgm-counters")
+    assert result.code == 0, result.stderr
+    rows = [line.split(",", 2) for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    assert all(len(r) == 3 and r[0].startswith("DCGM_FI_") and r[1].strip() in ("gauge", "counter") for r in rows)
+    fields = [r[0] for r in rows]
+    assert len(fields) == len(set(fields))
+    for wanted in (  # commented out in dcgm-exporter's etc/default-counters.csv
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_THERMAL_VIOLATION",
+    ):
+        assert wanted in fields
+    assert "DCGM_FI_DEV_XID_ERRORS" in fields and "DCGM_FI_DEV_GPU_TEMP" in fields  # its defaults stay

@@ -59,6 +59,15 @@ def test_a_killed_trainer_on_a_healthy_only_node_restarts_in_place(project: Path
     assert _excluded(info) == "", info
     assert steps(project)[-1] == STEPS
     assert _incidents(project, run_id)[0]["recovered"] is not None
+    result = run("incidents", "report", run_id, "-f", str(project / "trainops.yaml"), "-o", "json")
+    assert result.code == 0, result.stderr
+    (item,) = json.loads(result.stdout)["incidents"]
+    assert (item["fault"], item["bucket"]) == ("task-killed", "restart-app"), item
+    signal, diagnosis, action, recovery = item["phases"]
+    assert action["text"].startswith("restart"), action
+    assert "the trainer was killed (exit 137)" in signal["text"] or "Killed" in signal["text"], signal
+    assert f"{slurm.host} answers the scheduler" in diagnosis["text"], diagnosis
+    assert recovery["at"] is not None and recovery["seconds"] > 0, recovery
 
 
 def test_a_requeue_that_would_exclude_the_last_node_restarts_in_place_flagged(

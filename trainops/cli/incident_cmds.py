@@ -66,6 +66,7 @@ def show_cmd(file: str | None, env: str | None, incident_id: str, insecure: bool
         ("class", f"{found.fault}: {found.detail}"),
         ("node", (found.node or "-") + (" (flagged: see the action)" if found.node_flagged else "")),
         ("action", found.action_note),
+        ("resolves", found.bucket or "-"),
         ("evidence", clock.display(found.evidence_at)),
         ("acted", clock.display(found.detected)),
         (
@@ -131,6 +132,57 @@ def _class_text(row: ClassRow) -> None:
     for key, values in (("DCGM health", row.health), ("DCGM fields", row.counters), ("lines", row.lines)):
         for i, value in enumerate(values):
             click.echo(f"  {key if i == 0 else '':<11} {value}")
+
+
+@incidents.command("report")
+@manifest_options
+@click.argument("run_id", metavar="RUN", shell_complete=options.complete_run)
+@options.insecure_option
+@output_option
+def report_cmd(file: str | None, env: str | None, run_id: str, insecure: bool, output: str) -> None:
+    """RUN's post-incident report: each incident's signal, diagnosis, action and recovery,
+    with the evidence, the time of each and the seconds between, and the run's ETTR."""
+    from trainops import clock
+    from trainops.faults.query import run_report
+
+    report = run_report(options.load(file, env), run_id=run_id, insecure=insecure)
+    if output == "json":
+        echo_json(report)
+        return
+    ettr = report.ettr
+    figure = f"ETTR {ettr.ettr:.3f}" if ettr.ettr is not None else "ETTR -"
+    click.echo(
+        f"run {report.run_id} ({report.pipeline}): {report.starts} start(s), {len(report.incidents)} incident(s), "
+        f"{figure}, MTTR {duration_text(ettr.mttr_seconds)}"
+    )
+    for item in report.incidents:
+        where = f" on {item.node}" if item.node else ""
+        click.echo(f"\n{item.id}  {item.fault}{where} → {item.action}  (resolves: {item.bucket})")
+        for phase in item.phases:
+            after = f" (+{duration_text(phase.seconds)})" if phase.seconds else ""
+            click.echo(f"  {phase.phase:<10}{clock.display(phase.at) or '-'}{after}")
+            click.echo(f"    {phase.text}")
+            for line in phase.evidence[1:]:
+                click.echo(f"    {line}")
+
+
+@incidents.command("dcgm-counters")
+@output_option
+def dcgm_counters_cmd(output: str) -> None:
+    """dcgm-exporter's counters file, with the DCGM fields that come before GPU failures.
+
+    dcgm-exporter's default file leaves the ECC, retired-page, row-remap-pending, NVLink
+    error and throttle fields off; this one keeps its defaults and turns those on. Give it
+    to dcgm-exporter with `-f FILE` (or the Helm chart's counters ConfigMap):
+    `trainops incidents dcgm-counters > counters.csv`. With -o json: each field, whether
+    dcgm-exporter's defaults have it, and the fault classes its rise comes before.
+    """
+    from trainops.faults.catalog import COUNTERS, counters_csv
+
+    if output == "json":
+        echo_json(list(COUNTERS))
+        return
+    click.echo(counters_csv(), nl=False)
 
 
 @click.command("drill")

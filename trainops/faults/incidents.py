@@ -49,6 +49,9 @@ class Incident(BaseModel):
     evidence: list[str]
     node: str | None = None
     action: str = Field(description="restart, requeue, drain or stop; what was done.")
+    bucket: str | None = Field(
+        None, description="What resolves it: restart-app, reset-gpu, drain-service or fix-app (incidents classes)."
+    )
     action_note: str = Field(description="The action in words: the Slurm commands run, why it escalated.")
     evidence_at: str = Field(description="When the first evidence was read (ISO 8601 UTC).")
     detected: str = Field(description="When the supervisor acted on it.")

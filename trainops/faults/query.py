@@ -9,6 +9,7 @@ from trainops.faults import incidents as records
 from trainops.faults import timeline as timelines
 from trainops.faults.ettr import Ettr, compute
 from trainops.faults.incidents import Incident, NodeCount, node_counts
+from trainops.faults.report import RunReport, incident_report
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.spec import Manifest
@@ -68,6 +69,24 @@ def run_ettr(manifest: Manifest, *, run_id: str, insecure: bool = False) -> Ettr
         )
         found = records.list_incidents(registries, repository=repository, run_id=run_id)
     return compute(line, found)
+
+
+def run_report(manifest: Manifest, *, run_id: str, insecure: bool = False) -> RunReport:
+    """RUN's post-incident report (trainops.faults.report); unknown run: not found."""
+    pipeline = manifest.pipeline.metadata.name
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        repository = _repository(manifest, registries)
+        found = records.list_incidents(registries, repository=repository, run_id=run_id)
+        if not found:
+            _require_run(registries, repository, run_id)
+        line = timelines.load(registries, repository=repository, pipeline=pipeline, run_id=run_id)
+    return RunReport(
+        run_id=run_id,
+        pipeline=pipeline,
+        starts=len(line.segments),
+        ettr=compute(line, found),
+        incidents=[incident_report(i) for i in found],
+    )
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from trainops import clock
 from trainops.faults import incidents as records
 from trainops.faults import timeline as timelines
 from trainops.faults.actions import Action
+from trainops.faults.catalog import bucket_for
 from trainops.faults.detect import Diagnosis, Monitor
 from trainops.faults.hang import ProgressClock
 from trainops.faults.health import Follower, sources_for
@@ -202,6 +203,7 @@ class FaultSession:
             evidence=diagnosis.evidence,
             node=diagnosis.node,
             action=action,
+            bucket=bucket_for(diagnosis.fault, diagnosis.detail),
             action_note=f"{action}{why}",
             evidence_at=clock.iso(diagnosis.detected),
             detected=clock.iso(self.monitor.stopped_at or clock.now()),

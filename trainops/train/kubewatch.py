@@ -35,6 +35,7 @@ from trainops import clock
 from trainops.cluster.access import ClusterAccess
 from trainops.faults import incidents as records
 from trainops.faults.actions import action_for
+from trainops.faults.catalog import bucket_for
 from trainops.faults.incidents import Incident
 from trainops.faults.session import decide
 from trainops.faults.signals import MEANINGS, Signal, classify_line
@@ -179,6 +180,7 @@ class KubeWatch:
             evidence=[e.signal.line for e in fresh][:20],
             node=node,
             action=action,
+            bucket=bucket_for(chosen.fault, chosen.detail),
             action_note=f"{action}{why}",
             evidence_at=clock.iso(first),
             detected=clock.iso(clock.now()),
