@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from kube_api import ApiError
 from kube_cluster import RACK_LABEL, KubeCluster, Shape
+from kube_jobs import ensure_namespace
 from services import wait_for
 
 from tests.cli.runner import run
@@ -35,12 +39,28 @@ NAMESPACE = "tiny-llm"
 SERVE = "clusters/dev-serve"
 IMAGE = "harbor.example.com/llm/tiny-llm/serve-vllm@sha256:" + "ab" * 32
 CRDS = ("gie-inferencepool", "gateway-httproute", "prometheus-servicemonitor", "prometheus-prometheusrule")
+CRDS += ("kserve-llminferenceservice",)
 
 
 @pytest.fixture(scope="module")
 def cluster(sim: KubeCluster) -> KubeCluster:
     sim.install_crds([VENDORED / f"{name}.yaml" for name in CRDS])
+    # a CRD Established may still answer 429 (its storage initializing) for a moment: until each lists
+    for name in CRDS:
+        (doc,) = [d for d in yaml.safe_load_all((VENDORED / f"{name}.yaml").read_text()) if d]
+        group, kind = doc["spec"]["group"], doc["spec"]["names"]["kind"]
+        version = next(v["name"] for v in doc["spec"]["versions"] if v.get("storage"))
+        api_version = f"{group}/{version}"
+        wait_for(partial(_lists, sim, api_version, kind), timeout=60, what=f"{kind} served")
     return sim
+
+
+def _lists(sim: KubeCluster, api_version: str, kind: str) -> bool:
+    try:
+        sim.api.list(api_version, kind, NAMESPACE)
+    except ApiError:
+        return False
+    return True
 
 
 @pytest.fixture(autouse=True)
@@ -228,3 +248,26 @@ def test_the_endpoint_picker_is_admitted_with_its_pool_and_flags(cluster: KubeCl
         assert answer["status"].get("allowed", False) is allowed, (resource, verb, answer["status"])
     svc = cluster.api.get("v1", "Service", "tiny-llm-stable-epp", NAMESPACE)
     assert svc["spec"]["ports"][0]["port"] == pool["spec"]["endpointPickerRef"]["port"]["number"]
+
+
+def test_kserves_llm_inference_services_and_the_route_are_admitted(cluster: KubeCluster, tmp_path: Path) -> None:
+    """The KServe target, as trainops renders it mid-canary, through the API server with KServe's
+    CRD (its schema and CEL rules): admitted for real. KServe's controller is not run here, so its
+    pools, pickers and Deployments are not made."""
+    from tests.serve.helpers import tree
+    from tests.serve.test_disagg import overlay
+
+    rendered = tree(tmp_path, overlay(workload="llm-inference-service", endpointPicker=None))
+    sent = [o for o in rendered.objects if o["kind"] in ("LLMInferenceService", "HTTPRoute")]
+    ensure_namespace(cluster.api, NAMESPACE)
+    for obj in sent:
+        cluster.api.apply(obj)
+    stored = cluster.api.list("serving.kserve.io/v1alpha2", "LLMInferenceService", NAMESPACE)
+    assert sorted(s["metadata"]["labels"]["trainops.dev/track"] for s in stored) == ["canary", "stable"]
+    for service in stored:
+        assert service["spec"]["prefill"]["parallelism"]["tensor"] == 2
+        assert service["spec"]["router"]["route"]["http"]["refs"] == [{"name": "tiny-llm"}]
+    names = {s["metadata"]["name"] + "-inference-pool" for s in stored}
+    assert set(route_weights(cluster)) == names
+    for service in stored:
+        cluster.api.delete("serving.kserve.io/v1alpha2", "LLMInferenceService", service["metadata"]["name"], NAMESPACE)

@@ -65,6 +65,8 @@ CASES = {
         prefill={"replicas": 1, "gpusPerReplica": 16, "tensorParallel": 16},
         slices=1,
     ),
+    # KServe makes each release's workloads, pool and picker; trainops' HTTPRoute weights the pools
+    "vllm-disaggregated-kserve": overlay(workload="llm-inference-service", endpointPicker=None),
 }
 
 
@@ -266,3 +268,43 @@ def test_the_pickers_access_is_checked_strictly(tmp_path: Path) -> None:
     problems = [str(p) for p in check_tree(rendered)]
     assert any("RoleBinding/tiny-llm-stable-epp: roleRef.kind" in p for p in problems), problems
     assert any("Role/tiny-llm-stable-epp: rules[0].verb: unknown field" in p for p in problems), problems
+
+
+def test_kserve_llm_inference_services_are_one_per_release_and_the_route_weights_their_pools(tmp_path: Path) -> None:
+    """With workload llm-inference-service KServe makes each release's prefill and decode, pool and
+    picker; a release's service is named by its revision, so a promote renames no object and
+    updates none in place: v2's service as the canary is the very spec it has as stable."""
+    from tests.gitops.helpers import git
+    from tests.serve.conftest import IMAGE, make_project
+    from tests.serve.test_flows import rollout as act
+    from trainops.serve.lineage import pool_history
+    from trainops.spec import load_manifest
+
+    project = make_project(tmp_path / "p", overlay(workload="llm-inference-service", endpointPicker=None))
+
+    def services() -> dict[str, dict[str, Any]]:
+        text = git("--git-dir", str(project.gitops), "show", "main:clusters/dev-serve/llminferenceservice.yaml")
+        return {d["metadata"]["name"]: d for d in yaml.safe_load_all(text) if d}
+
+    act(project, "start", "tiny-llm/model:v1", "--image", IMAGE)
+    (v1,) = services()
+    act(project, "start", "tiny-llm/model:v2", "--image", IMAGE)
+    canary = services()
+    (v2,) = set(canary) - {v1}
+    assert _route_weights(project) == {f"{v1}-inference-pool": 90, f"{v2}-inference-pool": 10}
+    act(project, "promote", "--full")
+    after = services()
+    assert set(after) == {v2} and after[v2]["spec"] == canary[v2]["spec"]
+    assert after[v2]["metadata"]["labels"]["trainops.dev/track"] == "stable"
+    assert _route_weights(project) == {f"{v2}-inference-pool": 100}
+    manifest = load_manifest(project.manifest)
+    digest = after[v2]["spec"]["model"]["uri"].rsplit("@", 1)[1]
+    history = [(p.pool, p.weight) for p in pool_history(manifest, digest)]
+    assert history == [(f"{v2}-inference-pool", 10), (f"{v2}-inference-pool", 100)]
+
+
+def test_kserve_needs_vllm_and_the_others_need_a_picker(tmp_path: Path) -> None:
+    text, _ = _problem(tmp_path / "a", overlay("sglang", workload="llm-inference-service", endpointPicker=None))
+    assert "spec.rollout.disaggregation.workload: KServe's LLMInferenceService presets run vLLM" in text
+    text, _ = _problem(tmp_path / "b", overlay(endpointPicker=None))
+    assert "spec.rollout.disaggregation: missing required field 'endpointPicker'" in text

@@ -57,7 +57,7 @@ TRAIN_KINDS = {
 SERVING_KINDS = frozenset(
     {"Rollout", "AnalysisTemplate", "Service", "HTTPRoute", "Deployment", "InferenceService"}
     | {"LeaderWorkerSet", "ServiceMonitor", "Application", "PrometheusRule", "ConfigMap"}
-    | {"DisaggregatedSet", "InferencePool", "ServiceAccount", "Role", "RoleBinding"}
+    | {"DisaggregatedSet", "InferencePool", "ServiceAccount", "Role", "RoleBinding", "LLMInferenceService"}
 )
 PLACEHOLDER_DIGEST = "sha256:" + "0" * 64
 CHECK_RUN_ID = "validate"

@@ -23,12 +23,12 @@ import hashlib
 import json
 from typing import Any
 
-from trainops.errors import ManifestError
+from trainops.errors import InputError, ManifestError
 from trainops.serve.context import LABEL_TRACK, ServeContext
-from trainops.serve.engine import nodes_per_replica
+from trainops.serve.engine import nodes_per_replica, served_name
 from trainops.serve.state import RolloutState, Served
-from trainops.serve.workload import LWS_GROUP_KEY, leader_worker_set
-from trainops.spec.disagg import ROLES, Disaggregation
+from trainops.serve.workload import LWS_GROUP_KEY, leader_worker_set, resources
+from trainops.spec.disagg import ROLES, Disaggregation, EndpointPicker
 from trainops.spec.serving import RolloutSpec
 
 LABEL_ROLE = "llm-d.ai/role"  # the label llm-d's P/D filters read
@@ -52,6 +52,12 @@ def _spec(ctx: ServeContext) -> Disaggregation:
     d = ctx.rollout.disaggregation
     assert d is not None
     return d
+
+
+def _picker(ctx: ServeContext) -> EndpointPicker:
+    picker = _spec(ctx).endpoint_picker
+    assert picker is not None  # the manifest's checks require it unless KServe runs the picker
+    return picker
 
 
 def _role_flags(rollout: RolloutSpec, d: Disaggregation, role: str) -> list[str]:
@@ -117,6 +123,8 @@ def pair_objects(ctx: ServeContext, served: Served, track: str) -> list[dict[str
     d = _spec(ctx)
     name = f"{ctx.name}-{track}"
     objects: list[dict[str, Any]] = []
+    if d.workload == "llm-inference-service":
+        return [llm_inference_service(ctx, served, track)]
     if d.workload == "disaggregated-set":
         roles = []
         for role in ROLES:
@@ -155,7 +163,7 @@ def pool(ctx: ServeContext, served: Served, track: str) -> dict[str, Any]:
             "targetPorts": [{"number": ctx.rollout.port}],
             "endpointPickerRef": {
                 "name": f"{name}-epp",
-                "port": {"number": _spec(ctx).endpoint_picker.port},
+                "port": {"number": _picker(ctx).port},
                 "failureMode": "FailClose",
             },
         },
@@ -193,7 +201,7 @@ def picker_config() -> str:
 
 
 def picker_args(ctx: ServeContext, track: str) -> list[str]:
-    picker = _spec(ctx).endpoint_picker
+    picker = _picker(ctx)
     args = ["--pool-name", f"{ctx.name}-{track}"]
     if ctx.namespace:
         args += ["--pool-namespace", ctx.namespace]
@@ -203,7 +211,7 @@ def picker_args(ctx: ServeContext, track: str) -> list[str]:
 
 def endpoint_picker(ctx: ServeContext, track: str) -> list[dict[str, Any]]:
     """The pool's endpoint picker: a Deployment and the Service the Gateway reaches it by."""
-    picker = _spec(ctx).endpoint_picker
+    picker = _picker(ctx)
     name = f"{ctx.name}-{track}-epp"
     selector = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "endpoint-picker"}
     labels = {**ctx.labels(track), **selector}
@@ -271,13 +279,68 @@ def _picker_access(ctx: ServeContext, track: str, name: str, labels: dict[str, s
     ]
 
 
-def pool_backend(ctx: ServeContext, track: str, weight: int) -> dict[str, Any]:
-    return {
-        "group": "inference.networking.k8s.io",
-        "kind": "InferencePool",
-        "name": f"{ctx.name}-{track}",
-        "weight": weight,
+# -- KServe's LLMInferenceService -------------------------------------------------------------------
+
+KSERVE_API = "serving.kserve.io/v1alpha2"
+KSERVE_POOL_SUFFIX = "-inference-pool"  # the InferencePool KServe makes for an LLMInferenceService
+
+
+def kserve_name(ctx: ServeContext, served: Served) -> str:
+    """One LLMInferenceService per release, named by its revision: a promote never updates a
+    service in place (KServe would roll its prefill and decode Deployments one after the other)."""
+    name = f"{ctx.name}-{hashlib.sha256(revision(served).encode()).hexdigest()[:10]}"
+    if len(name + KSERVE_POOL_SUFFIX) > 63:
+        raise InputError(
+            f"the pipeline name {ctx.pipeline} is too long for KServe's pool name ({name}{KSERVE_POOL_SUFFIX})",
+            hint="use a pipeline name of at most 36 characters with workload llm-inference-service",
+        )
+    return name
+
+
+def _kserve_role(ctx: ServeContext, served: Served, role: str, replicas: int) -> dict[str, Any]:
+    """A role of an LLMInferenceService: KServe's vLLM preset runs `vllm serve /mnt/models` and
+    appends the container's args (the connector, data parallelism, the engine flags)."""
+    d = _spec(ctx)
+    size = getattr(d, role)
+    args = list(_role_flags(ctx.rollout, d, role))
+    if ctx.rollout.max_model_len is not None:
+        args += ["--max-model-len", str(ctx.rollout.max_model_len)]
+    args += [*ctx.rollout.engine_args, *size.engine_args]
+    gpus = resources(role_context(ctx, role), size.gpus_per_replica)
+    container = {"name": "main", "image": served.image, "args": args, "resources": gpus}
+    parallelism = {"tensor": size.tensor_parallel, "data": size.data_parallel}
+    return {"replicas": replicas, "parallelism": parallelism, "template": {"containers": [container]}}
+
+
+def llm_inference_service(ctx: ServeContext, served: Served, track: str) -> dict[str, Any]:
+    d = _spec(ctx)
+    if served.release.startswith("file://"):
+        ctx.warn(
+            "the release is in a file:// registry, which KServe's storage initializer cannot read: "
+            "serve from oci:// or s3://"
+        )
+    # the pods' labels name the release, not the track: a promote relabels the service, not its pods
+    labels = {**ctx.labels(), LABEL_REVISION: revision(served)}
+    spec: dict[str, Any] = {
+        "model": {"uri": served.release, "name": served_name(ctx.rollout, ctx.pipeline)},
+        "labels": labels,  # on every pod KServe makes
+        **_kserve_role(ctx, served, "decode", d.decode.replicas * d.slices),
+        "prefill": {**_kserve_role(ctx, served, "prefill", d.prefill.replicas * d.slices), "labels": labels},
+        # KServe makes the pool and its picker; the route is trainops' (it weights the releases' pools)
+        "router": {"scheduler": {}, "route": {"http": {"refs": [{"name": ctx.name}]}}},
     }
+    meta = ctx.metadata(kserve_name(ctx, served), track=track, labels={LABEL_REVISION: revision(served)})
+    return {"apiVersion": KSERVE_API, "kind": "LLMInferenceService", "metadata": meta, "spec": spec}
+
+
+def pool_backend(ctx: ServeContext, state: RolloutState, track: str, weight: int) -> dict[str, Any]:
+    """The route's backend of a track's pool: trainops' `<name>-<track>`, or KServe's of the release."""
+    name = f"{ctx.name}-{track}"
+    if _spec(ctx).workload == "llm-inference-service":
+        served = state.canary if track == "canary" else (state.stable or state.canary)
+        assert served is not None
+        name = kserve_name(ctx, served) + KSERVE_POOL_SUFFIX
+    return {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": name, "weight": weight}
 
 
 # -- a release is a pair ------------------------------------------------------------------------
@@ -341,8 +404,6 @@ def disaggregated(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]
 
     stable = state.stable or state.canary
     if stable is None:
-        from trainops.errors import InputError
-
         raise InputError("nothing is served: start a rollout with a release first")
     objects = pair_objects(ctx, stable, "stable")
     rules: list[dict[str, Any]] = []
@@ -350,9 +411,16 @@ def disaggregated(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]
         weight = _weight(ctx, state)
         objects += pair_objects(ctx, state.canary, "canary")
         if ctx.rollout.ab_test is not None:
-            rules.append({"matches": _header_matches(ctx), "backendRefs": [pool_backend(ctx, "canary", 1)]})
-        rules.append({"backendRefs": [pool_backend(ctx, "stable", 100 - weight), pool_backend(ctx, "canary", weight)]})
+            rules.append({"matches": _header_matches(ctx), "backendRefs": [pool_backend(ctx, state, "canary", 1)]})
+        rules.append(
+            {
+                "backendRefs": [
+                    pool_backend(ctx, state, "stable", 100 - weight),
+                    pool_backend(ctx, state, "canary", weight),
+                ]
+            }
+        )
     else:
-        rules.append({"backendRefs": [pool_backend(ctx, "stable", 100)]})
+        rules.append({"backendRefs": [pool_backend(ctx, state, "stable", 100)]})
     objects.append(_route(ctx, rules))
     return objects

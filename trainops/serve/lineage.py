@@ -50,8 +50,9 @@ class PoolServed:
     weight: int
 
 
-def _pool_at(files: dict[str, bytes], pool: str) -> tuple[str, int] | None:
-    """(revision, weight) of `pool` in a committed serving tree, None when it has no such pool."""
+def _pool_at(files: dict[str, bytes], pool: str) -> tuple[str, str, int] | None:
+    """(pool, revision, weight) of the pool `<name>-<track>` in a committed serving tree (KServe's
+    pool of the track's LLMInferenceService where trainops renders none), None when there is none."""
     import yaml
 
     from trainops.serve.disagg import LABEL_REVISION
@@ -61,15 +62,24 @@ def _pool_at(files: dict[str, bytes], pool: str) -> tuple[str, int] | None:
         return [d for d in yaml.safe_load_all(text.decode("utf-8")) if isinstance(d, dict)] if text else []
 
     pools = {d["metadata"]["name"]: d for d in docs("inferencepool.yaml") if d.get("kind") == "InferencePool"}
-    if pool not in pools:
-        return None
-    revision = str(pools[pool]["spec"]["selector"]["matchLabels"].get(LABEL_REVISION, "-"))
+    if pool in pools:
+        revision = str(pools[pool]["spec"]["selector"]["matchLabels"].get(LABEL_REVISION, "-"))
+    else:  # KServe's LLMInferenceService of the track: its pool is KServe's, named after it
+        from trainops.serve.context import LABEL_TRACK
+        from trainops.serve.disagg import KSERVE_POOL_SUFFIX
+
+        track = pool.rsplit("-", 1)[1]
+        found = [d for d in docs("llminferenceservice.yaml") if d["metadata"]["labels"].get(LABEL_TRACK) == track]
+        if not found:
+            return None
+        pool = found[0]["metadata"]["name"] + KSERVE_POOL_SUFFIX
+        revision = str(found[0]["metadata"]["labels"].get(LABEL_REVISION, "-"))
     weight = 0
     for route in docs("httproute.yaml"):
         rules = route["spec"].get("rules") or []
         if rules:  # the last rule splits by weight; those before it are A/B header matches
             weight = sum(int(b.get("weight", 1)) for b in rules[-1].get("backendRefs", []) if b.get("name") == pool)
-    return revision, weight
+    return pool, revision, weight
 
 
 def pool_history(manifest: Manifest, digest: str, *, limit: int = 1000) -> list[PoolServed]:
@@ -99,8 +109,7 @@ def pool_history(manifest: Manifest, digest: str, *, limit: int = 1000) -> list[
                 continue
             found = _pool_at(files, f"{ctx.name}-{track}")
             if found is not None:
-                pool = f"{ctx.name}-{track}"
-                out.append(PoolServed(item.commit, item.date, item.action, item.step, pool, *found))
+                out.append(PoolServed(item.commit, item.date, item.action, item.step, *found))
     return out
 
 

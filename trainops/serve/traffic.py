@@ -320,6 +320,8 @@ def traffic_objects(ctx: ServeContext, state: RolloutState) -> list[dict[str, An
     if ctx.rollout.traffic == "gateway-api" and ctx.rollout.disaggregation is not None:
         from trainops.serve.disagg import disaggregated
 
+        if ctx.rollout.disaggregation.workload == "llm-inference-service":
+            return disaggregated(ctx, state)  # KServe's pods: its own ports and monitors
         return disaggregated(ctx, state) + metrics_objects(ctx, ctx.selector())
     if ctx.rollout.traffic == "gateway-api":
         return gateway_api(ctx, state)

@@ -81,17 +81,21 @@ class Disaggregation(StrictModel):
         description='prefill:decode engines of a slice, such as "1:2": the replicas must be a whole multiple of it.',
     )
     slices: int = Field(1, ge=1, le=100, description="Whole prefill+decode copies; each rolls out as one.")
-    workload: Literal["disaggregated-set", "leader-worker-sets"] = Field(
+    workload: Literal["disaggregated-set", "leader-worker-sets", "llm-inference-service"] = Field(
         "disaggregated-set",
         description="disaggregated-set: one LeaderWorkerSet DisaggregatedSet per release (LWS ≥ 0.10); "
-        "leader-worker-sets: a LeaderWorkerSet per role, for clusters without DisaggregatedSet.",
+        "leader-worker-sets: a LeaderWorkerSet per role, for clusters without DisaggregatedSet; "
+        "llm-inference-service: one KServe LLMInferenceService per release (KServe makes the workloads, the pool "
+        "and its endpoint picker; trainops' HTTPRoute, which it names, splits the traffic).",
     )
     placement: Name | None = Field(
         None,
         description="A tier of spec.cluster.topology (rack…): each slice's prefill and decode inside one domain "
         "of it, slices in different domains.",
     )
-    endpoint_picker: EndpointPicker
+    endpoint_picker: EndpointPicker | None = Field(
+        None, description="Required unless workload llm-inference-service (whose picker KServe runs)."
+    )
 
 
 def _ratio(text: str) -> tuple[int, int]:
@@ -147,6 +151,15 @@ def disaggregation_problems(spec: PipelineSpec) -> list[tuple[tuple[str | int, .
                     f"gpusPerNode ({rollout.gpus_per_node})",
                 )
             )
+    if d.workload == "llm-inference-service" and rollout.engine != "vllm":
+        out.append(
+            (
+                (*at, "workload"),
+                "KServe's LLMInferenceService presets run vLLM: use engine vllm, or workload disaggregated-set",
+            )
+        )
+    if d.endpoint_picker is None and d.workload != "llm-inference-service":
+        out.append((at, "missing required field 'endpointPicker': the image of each pool's endpoint picker"))
     if d.placement is not None and d.workload != "disaggregated-set":
         out.append(((*at, "placement"), "placement is DisaggregatedSet's: set workload disaggregated-set"))
     elif d.placement is not None:
