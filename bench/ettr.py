@@ -7,7 +7,8 @@ test cluster (tests/slurm_cluster.py: munged, slurmctld, slurmd on free ports):
 1. **undisturbed**: its wall clock T0, from Slurm's StartTime to EndTime of the job;
 2. **faulted**: `trainops drill` injects a fault every `--every` seconds, cycling through
    the classes a restart in place handles (NCCL watchdog timeout, application Xid 13 on
-   the node's health file, a hung trainer, CUDA-side ECC contained Xid 94); its wall clock T1.
+   the node's health file, a hung trainer, CUDA-side ECC contained Xid 94) — or, with
+   `--kill`, SIGKILLs the trainer on its healthy node each time; its wall clock T1.
 
 The independent ETTR is T0 / T1 (the faulted run did the same useful work in T1); trainops'
 ETTR is what `trainops train status RUN -o json` reports from the run's timeline and
@@ -19,6 +20,7 @@ when faults were injected and measured. The 1-minute load average before and aft
     python bench/ettr.py --quick         # ~1 minute, a fault every 20 s (CI)
     python bench/ettr.py --write-doc docs/operations/reliability.md
     python bench/ettr.py --side-by-side  # both runs at once, under the same load (shared machines)
+    python bench/ettr.py --kill          # every fault a SIGKILLed trainer on a node that answers
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from tests.slurm_cluster import SlurmCluster  # noqa: E402
 
 DRILLS = (("nccl-timeout", ()), ("xid", ("--xid", "13")), ("hang", ()), ("xid", ("--xid", "94")))
+# --kill: every fault is the trainer SIGKILLed on its healthy node (the node-lost drill), which
+# the supervisor must restart in place after asking slurmctld, not requeue away from the node
+KILLS = (("node-lost", ()),)
 DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
 STEPS_PER_SECOND_GUESS = 40
 
@@ -121,7 +126,13 @@ def _wait(cluster: SlurmCluster, job: str, *, timeout: float) -> None:
 
 
 def _faulted(
-    cluster: SlurmCluster, root: Path, env: dict[str, str], *, every: float, timeout: float
+    cluster: SlurmCluster,
+    root: Path,
+    env: dict[str, str],
+    *,
+    every: float,
+    timeout: float,
+    drills: tuple[tuple[str, tuple[str, ...]], ...] = DRILLS,
 ) -> tuple[str, str, int]:
     job, run_id = _submit(root, env)
     while cluster.job(job).get("JobState") != "RUNNING":
@@ -135,7 +146,7 @@ def _faulted(
         if time.monotonic() > deadline:
             raise RuntimeError(f"faulted job {job} did not finish in {timeout:.0f} s")
         if time.monotonic() >= next_at:
-            drill, extra = DRILLS[faults % len(DRILLS)]
+            drill, extra = drills[faults % len(drills)]
             try:
                 _trainops(
                     "drill",
@@ -159,7 +170,13 @@ def _faulted(
 
 
 def measure(
-    *, steps: int, every: float, ckpt_every: int, baseline: float | None = None, side_by_side: bool = False
+    *,
+    steps: int,
+    every: float,
+    ckpt_every: int,
+    baseline: float | None = None,
+    side_by_side: bool = False,
+    kill: bool = False,
 ) -> Result:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="trainops-ettr-") as tmp:
@@ -171,7 +188,9 @@ def measure(
             if side_by_side:
                 # both runs at once, one per node, on the same shared machine: they see the same load
                 plain_job, _ = _submit(_project(base / "plain", steps=steps, ckpt_every=ckpt_every), env)
-                job, run_id, faults = _faulted(cluster, faulted, env, every=every, timeout=expected * 8 + 120)
+                job, run_id, faults = _faulted(
+                    cluster, faulted, env, every=every, timeout=expected * 8 + 120, drills=KILLS if kill else DRILLS
+                )
                 _wait(cluster, plain_job, timeout=expected * 6 + 120)
                 t0 = _wall(cluster, plain_job)
             else:
@@ -185,7 +204,9 @@ def measure(
                 # a fault every `every` seconds, or every third of the undisturbed run when that is
                 # shorter (a quiet machine trains the quick run's steps in seconds): faults always land
                 every = min(every, max(2.0, t0 / 3))
-                job, run_id, faults = _faulted(cluster, faulted, env, every=every, timeout=t0 * 3 + 120)
+                job, run_id, faults = _faulted(
+                    cluster, faulted, env, every=every, timeout=t0 * 3 + 120, drills=KILLS if kill else DRILLS
+                )
             t1 = _wall(cluster, job)
             status = json.loads(
                 _trainops(
@@ -264,13 +285,21 @@ def main() -> int:
         help="run the undisturbed and the faulted run at once, one per Slurm node, so that both see the "
         "same machine load (a shared machine's load swings between two runs done one after the other)",
     )
+    parser.add_argument(
+        "--kill", action="store_true", help="every fault: the trainer SIGKILLed on its healthy node (node-lost drill)"
+    )
     parser.add_argument("--write-doc", type=Path, default=None, help="put the table into this markdown file")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     steps = args.steps or (2400 if args.quick else 1200 * STEPS_PER_SECOND_GUESS)
     every = args.every or (20.0 if args.quick else 120.0)
     result = measure(
-        steps=steps, every=every, ckpt_every=args.ckpt_every, baseline=args.baseline, side_by_side=args.side_by_side
+        steps=steps,
+        every=every,
+        ckpt_every=args.ckpt_every,
+        baseline=args.baseline,
+        side_by_side=args.side_by_side,
+        kill=args.kill,
     )
     print(json.dumps(asdict(result), indent=2) if args.json else table(result))
     if args.write_doc:
