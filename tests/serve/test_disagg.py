@@ -308,3 +308,20 @@ def test_kserve_needs_vllm_and_the_others_need_a_picker(tmp_path: Path) -> None:
     assert "spec.rollout.disaggregation.workload: KServe's LLMInferenceService presets run vLLM" in text
     text, _ = _problem(tmp_path / "b", overlay(endpointPicker=None))
     assert "spec.rollout.disaggregation: missing required field 'endpointPicker'" in text
+
+
+def test_a_role_relabelled_to_another_revision_is_refused(tmp_path: Path) -> None:
+    """A patch giving the decode LeaderWorkerSet's pods another release's revision leaves the pool
+    with prefill pods only: nothing renders, one line at the patch."""
+    relabel = {
+        "spec": {"leaderWorkerTemplate": {"workerTemplate": {"metadata": {"labels": {LABEL_REVISION: "other"}}}}}
+    }
+    data = overlay("sglang", workload="leader-worker-sets", slices=1)
+    data["spec"]["patches"] = [
+        {"target": {"kind": "LeaderWorkerSet", "name": "tiny-llm-stable-decode"}, "merge": relabel}
+    ]
+    with pytest.raises(ManifestError) as err:
+        tree(tmp_path, data, STABLE)
+    text = str(err.value)
+    assert "\n" not in text
+    assert "spec.patches[0]: InferencePool tiny-llm-stable reaches no decode pods" in text

@@ -39,6 +39,7 @@ DS_NAME_LABEL = "disaggregatedset.x-k8s.io/name"
 EPP_HEALTH_PORT = 9003
 EPP_METRICS_PORT = 9090
 _AT = ("spec", "rollout", "disaggregation")
+_PAIR_KINDS = ("InferencePool", "DisaggregatedSet", "LeaderWorkerSet")
 
 
 def revision(served: Served) -> str:
@@ -391,10 +392,11 @@ def check_pairs(ctx: ServeContext, objects: list[dict[str, Any]]) -> None:
                 (
                     ("spec", "patches", i)
                     for i, p in enumerate(patches)
-                    if p.target.kind == "InferencePool" and p.target.name in (None, name)
+                    if p.target.kind in _PAIR_KINDS
+                    and (p.target.name is None or p.target.name == name or p.target.name.startswith(f"{name}-"))
                 ),
                 _AT,
-            )  # the patch that changed the pool, else the section that made it
+            )  # the patch that changed the pool or its pair, else the section that made them
             raise ManifestError([field_problem(manifest.path, env=manifest.env, loc=loc, message=problem)])
 
 
