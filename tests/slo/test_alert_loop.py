@@ -11,6 +11,7 @@ of it takes seconds.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -120,6 +121,26 @@ def _state(project: Project) -> dict[str, Any]:
     return data
 
 
+def _browser_page(stack: Stack, path: str) -> str:
+    """A page of the registry browser started with the project's manifest (in-process)."""
+    from starlette.testclient import TestClient
+
+    from trainops.registry.context import open_registries
+    from trainops.ui.app import create_app
+    from trainops.ui.index import Index
+    from trainops.ui.views import Browser
+
+    opened = open_registries(file=str(stack.project.manifest), env=None, insecure=False)
+    with opened.registries as registries:
+        url = registries.default_registry
+        assert url is not None
+        index = Index(stack.project.root / "ui.sqlite")
+        browser = Browser(index=index, registries=registries, urls=[url], manifest=opened.manifest)
+        response = TestClient(create_app(browser), base_url="http://127.0.0.1").get(path)
+        assert response.status_code == 200, response.text
+        return response.text
+
+
 def test_canary_latency_regression_pages_is_recorded_and_aborted(stack: Stack) -> None:
     stack.canary.ttft = 2.5  # every canary request over the 1 s TTFT threshold: burn 100 of a 99% SLO
     wait_for(lambda: any(i.slo == "tiny-llm-ttft" and i.action == "page" for i in _incidents(stack)),
@@ -144,6 +165,9 @@ def test_canary_latency_regression_pages_is_recorded_and_aborted(stack: Stack) -
     assert sorted(by_service) == ["tiny-llm-canary", "tiny-llm-stable"], ttft
     assert by_service["tiny-llm-canary"]["sliNow"] == 0 and by_service["tiny-llm-canary"]["burnRates"]["5s"] > 14.4
     assert by_service["tiny-llm-stable"]["sliNow"] == 1 and by_service["tiny-llm-stable"]["budgetLeft"] == 1
+    page = _browser_page(stack, "/slo")
+    row = re.search(r'<tr data-slo="tiny-llm-ttft" data-of="tiny-llm-canary">(.*?)</tr>', page)
+    assert row is not None and '<td class="sli">0.000%</td>' in row.group(1), page
 
     outcome = run("rollout", *stack.project.cli("promote", "--auto"))
     assert outcome.code == 8, outcome.stderr

@@ -99,6 +99,18 @@ class Pages(Views):
         status = rollout_status(b.manifest, access=b.cluster)
         return self.render("rollout.html", s=status, live=status.live)
 
+    def slo(self, request: Request, db: Any) -> Response:
+        """Each SLO of the manifest's spec.slo as Prometheus has it now (trainops.slo.status)."""
+        from trainops.errors import NotFoundError
+        from trainops.slo.status import status
+
+        b = self.browser
+        if b.manifest is None or b.manifest.pipeline.spec.slo is None:
+            raise NotFoundError(
+                "no service levels to show: the browser was started without a manifest that sets spec.slo"
+            )
+        return self.render("slo.html", report=status(b.manifest))
+
     def search(self, request: Request, db: Any) -> Response:
         q = request.query_params.get("q", "")
         found = queries.search(db, query=q) if q.strip(queries.SEARCH_BLANKS) else None
@@ -135,6 +147,7 @@ def create_app(browser: Browser) -> Starlette:
         Route("/search", pages.guarded(pages.search), name="search"),
         Route("/incidents", pages.guarded(pages.incidents), name="incidents"),
         Route("/rollout", pages.guarded(pages.rollout), name="rollout"),
+        Route("/slo", pages.guarded(pages.slo), name="slo"),
         Route("/blobs/{digest}", download_route(browser, pages), name="blob"),
         Route("/openapi.json", lambda request: JSONResponse(document), name="openapi"),
         *[Route(e.path, _api_handler(browser, e), name=f"api-{e.name}") for e in api.ENDPOINTS],
