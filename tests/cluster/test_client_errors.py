@@ -126,7 +126,9 @@ def test_a_certificate_the_kubeconfig_does_not_trust_is_a_tls_failure(tmp_path: 
 def test_a_missing_kubeconfig_or_context_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nowhere"))
     out = run("train", "status", "-f", str(EXAMPLE))
-    assert out.code == 4 and f"no kubeconfig at {tmp_path / 'nowhere'}" in out.stderr
+    assert out.code == 4 and f"no kubeconfig at {tmp_path / 'nowhere'} (from $KUBECONFIG)" in out.stderr
+    out = run("train", "status", "-f", str(EXAMPLE), "--kubeconfig", str(tmp_path / "given"))
+    assert out.code == 4 and f"no kubeconfig at {tmp_path / 'given'} (from --kubeconfig)" in out.stderr
     config = _kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1")
     out = run("train", "logs", "r1", "-f", str(EXAMPLE), "--kubeconfig", str(config), "--context", "prod")
     assert out.code == 3 and "Context 'prod' not found" in out.stderr

@@ -65,13 +65,15 @@ class ObjectRefused(InputError):
         self.causes = causes or []
 
 
-def _load_config(path: Path, context: str | None) -> Any:
+def _load_config(access: ClusterAccess) -> Any:
     from lightkube.config.kubeconfig import KubeConfig
     from lightkube.core.exceptions import ConfigError
 
+    path, context = access.path, access.context
     if not path.is_file():
         raise NotFoundError(
-            f"no kubeconfig at {path}", hint="pass --kubeconfig FILE or set KUBECONFIG to your cluster's kubeconfig"
+            f"no kubeconfig at {path} (from {access.found})",
+            hint="pass --kubeconfig FILE or set KUBECONFIG to your cluster's kubeconfig",
         )
     try:
         config = KubeConfig.from_file(path).get(context_name=context)
@@ -90,7 +92,7 @@ def connect(access: ClusterAccess | None = None, *, timeout: float = 10.0) -> Cl
     """A Cluster for `access` (default: the user's own kubeconfig and its current context)."""
     access = access or ClusterAccess()
     path = access.path
-    config = _load_config(path, access.context)
+    config = _load_config(access)
     from httpx2 import Timeout
     from lightkube.config.client_adapter import Client, ConnectionParams
     from lightkube.core.exceptions import ConfigError
