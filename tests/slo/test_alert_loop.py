@@ -200,4 +200,6 @@ def test_healthy_canary_is_promoted_with_no_alert(stack: Stack) -> None:
     assert len(bodies) == 3  # 10% → 50% → 100% → stable, each judged by the three SLOs
     for body in bodies:
         assert body.count("canary SLI") == 3 and "FAILED" not in body
+    # the first step re-checks the release's eval gate: a model pushed outside `release create` has none
+    assert "eval gate: release v2 records no eval (nothing to re-check)" in bodies[-1]
     assert stack.alertmanager.alerts() == [] and _incidents(stack) == []

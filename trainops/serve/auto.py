@@ -35,8 +35,8 @@ from trainops.serve.flows import (
     read_state,
 )
 from trainops.serve.state import RolloutState
+from trainops.slo.gate import eval_gate, serving_slos
 from trainops.slo.gate import judge as judge_slos
-from trainops.slo.gate import serving_slos
 from trainops.slo.rules import promql_duration
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
@@ -91,6 +91,12 @@ def auto_promote(
                 bad = next(m for m in reversed(outcome.measurements) if not m.ok)
                 why = f"analysis failed: {bad.metric} past failureLimit {analysis.failure_limit}"
                 return _Verdict(lines, why, bad.text())
+        if slos and before.step == 0 and before.canary is not None:
+            gate = eval_gate(manifest, before.canary.release)
+            lines.append(f"analysis: {gate.text}")
+            log.warning("%s", gate.text)
+            if not gate.ok:
+                return _Verdict(lines, f"the eval gate of release {gate.release} fails", gate.text)
         if slos:
             window = step_window(manifest, step)
             if analysis is None:

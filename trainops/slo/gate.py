@@ -113,3 +113,44 @@ def judge(manifest: Manifest, *, window_seconds: float) -> list[SloJudgement]:
             stable_burn=None if stable is None else stable / slo.budget, window=window,
         ))  # fmt: skip
     return out
+
+
+@dataclass(frozen=True)
+class EvalJudgement:
+    """The canary release's eval gate, re-applied with today's eval.gates."""
+
+    release: str
+    ok: bool
+    text: str
+
+
+def eval_gate(manifest: Manifest, release: str, *, insecure: bool = False) -> EvalJudgement:
+    """The eval the release was made with (its annotation), against today's eval.gates. A release
+    forced past its gate fails; one with no eval recorded (a model pushed outside `release
+    create`) passes with a note: nothing to re-check."""
+    from trainops.evaluate.gates import check_gates, failing
+    from trainops.evaluate.report import read_report
+    from trainops.registry import media
+    from trainops.registry.context import Registries
+    from trainops.registry.reference import parse_reference
+    from trainops.registry.store import resolve as resolve_ref
+
+    ref = parse_reference(release)
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        notes = resolve_ref(registries, ref=ref).parsed.annotations
+        version = notes.get(media.A_VERSION) or ref.tag or release
+        if notes.get(media.A_RELEASE_FORCED) == "true":
+            why = notes.get(media.A_RELEASE_REASON, "")
+            return EvalJudgement(
+                version, False, f"eval gate: release {version} was forced past its gate ({why}): FAILED"
+            )
+        report_ref = notes.get(media.A_RELEASE_EVAL)
+        if report_ref is None:
+            return EvalJudgement(version, True, f"eval gate: release {version} records no eval (nothing to re-check)")
+        report = read_report(registries, ref=parse_reference(report_ref)).report
+    gates = manifest.pipeline.spec.eval.gates if manifest.pipeline.spec.eval is not None else []
+    failed = failing(check_gates(gates, report.metrics))
+    if not report.passed or failed:
+        detail = "; ".join(g.describe() for g in failed) or "its eval failed"
+        return EvalJudgement(version, False, f"eval gate: release {version}: {detail}: FAILED")
+    return EvalJudgement(version, True, f"eval gate: release {version} passes today's eval.gates: ok")
