@@ -138,10 +138,15 @@ def is_local_run(manifest: Manifest, *, run_id: str, insecure: bool = False) -> 
     registry keeps its timeline (the output goes with the machine; the timeline stays)."""
     from trainops.faults.timeline import run_log_path
 
+    from trainops.errors import RemoteError
+
     if run_log_path(manifest, run_id).is_file():
         return True
-    with Registries.for_manifest(manifest, insecure=insecure) as registries:
-        return _local_timeline(registries, _repository(manifest, registries), manifest, run_id) is not None
+    try:
+        with Registries.for_manifest(manifest, insecure=insecure) as registries:
+            return _local_timeline(registries, _repository(manifest, registries), manifest, run_id) is not None
+    except RemoteError:  # a cluster run's status must not need the registry: not known to be local
+        return False
 
 
 def local_status(manifest: Manifest, *, run_id: str, insecure: bool = False) -> LocalRunStatus:
