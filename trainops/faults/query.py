@@ -136,9 +136,8 @@ def _status(line: timelines.Timeline, incidents: list[Incident]) -> LocalRunStat
 def is_local_run(manifest: Manifest, *, run_id: str, insecure: bool = False) -> bool:
     """Whether run_id is a local run of this pipeline: its output is kept here, or the
     registry keeps its timeline (the output goes with the machine; the timeline stays)."""
-    from trainops.faults.timeline import run_log_path
-
     from trainops.errors import RemoteError
+    from trainops.faults.timeline import run_log_path
 
     if run_log_path(manifest, run_id).is_file():
         return True
