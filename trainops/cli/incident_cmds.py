@@ -187,24 +187,49 @@ def dcgm_counters_cmd(output: str) -> None:
 
 @click.command("drill")
 @manifest_options
-@click.argument("drill", metavar="FAULT", type=click.Choice(["hang", "nccl-timeout", "cuda-oom", "xid", "node-lost"]))
+@click.argument(
+    "drill", metavar="FAULT", type=click.Choice(["hang", "nccl-timeout", "cuda-oom", "xid", "node-lost", "slow-node"])
+)
 @click.argument("run_id", metavar="RUN", shell_complete=options.complete_run)
 @click.option("--node", metavar="NODE", default=None, help="Only the trainer processes on this Slurm node.")
 @click.option("--xid", type=int, default=79, show_default=True, help="The Xid of the xid drill.")
+@click.option("--rank", type=click.IntRange(min=0), default=1, show_default=True, help="The rank slow-node throttles.")
+@click.option(
+    "--duty", type=float, default=0.5, show_default=True, help="slow-node: the share of the time the rank is stopped."
+)
+@click.option("--seconds", type=float, default=60.0, show_default=True, help="slow-node: how long it throttles.")
 @output_option
 def drill_cmd(
-    file: str | None, env: str | None, drill: str, run_id: str, node: str | None, xid: int, output: str
+    file: str | None,
+    env: str | None,
+    drill: str,
+    run_id: str,
+    node: str | None,
+    xid: int,
+    rank: int,
+    duty: float,
+    seconds: float,
+    output: str,
 ) -> None:
     """Inject FAULT into RUN's trainer on this machine, to rehearse detection and recovery.
 
     hang stops the trainer (SIGSTOP); nccl-timeout and cuda-oom write PyTorch's line to its
     stderr; xid appends an NVRM Xid message to the node-health file; node-lost kills every
-    trainer process (SIGKILL). On a cluster, run it on the node: `srun --jobid=JOB --overlap
-    -w NODE trainops drill …`.
+    trainer process (SIGKILL); slow-node throttles one rank (--rank, RANK in its environment)
+    with a duty cycle of SIGSTOP and SIGCONT (--duty of every half second, for --seconds),
+    returning when done. On a cluster, run it on the node: `srun --jobid=JOB --overlap -w
+    NODE trainops drill …`.
     """
-    from trainops.faults.drill import inject
+    from trainops.faults.drill import Throttle, inject
 
-    result = inject(options.load(file, env), run_id=run_id, drill=drill, node=node, xid=xid)
+    result = inject(
+        options.load(file, env),
+        run_id=run_id,
+        drill=drill,
+        node=node,
+        xid=xid,
+        throttle=Throttle(rank=rank, duty=duty, seconds=seconds),
+    )
     if output == "json":
         echo_json(result)
         return

@@ -33,6 +33,7 @@ DEFAULT_ACTIONS: dict[str, Action] = {
     "ecc-contained": "restart",
     "node-lost": "requeue",
     "task-killed": "restart",
+    "slow-node": "requeue",
     "nvlink": "requeue",
     "row-remap-pending": "requeue",
     "row-remap-failed": "drain",

@@ -178,7 +178,13 @@ COUNTERS: tuple[Counter, ...] = (
     Counter("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", True),
     Counter("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", True),
     Counter("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).", True),
-    Counter("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", True, ("fell-off-bus",)),
+    Counter(
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "counter",
+        "Total number of PCIe retries.",
+        True,
+        ("fell-off-bus", "slow-node"),
+    ),
     Counter("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", True),
     Counter("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", True),
     Counter(
@@ -261,23 +267,37 @@ COUNTERS: tuple[Counter, ...] = (
         ("nvlink",),
     ),
     Counter("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter", "NVLink data CRC errors.", False, ("nvlink",)),
-    Counter("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter", "NVLink retries.", False, ("nvlink",)),
+    Counter(
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter", "NVLink retries.", False, ("nvlink", "slow-node")
+    ),
     Counter("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "NVLink recovery errors.", False, ("nvlink",)),
     Counter(
         "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
         "gauge",
         "Clock throttle reasons (bitmask; DCGM_FI_DEV_CLOCKS_EVENT_REASONS in DCGM 3.3 and later).",
         False,
+        ("slow-node",),
     ),
-    Counter("DCGM_FI_DEV_POWER_VIOLATION", "counter", "Throttling duration due to power constraints (in us).", False),
     Counter(
-        "DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "Throttling duration due to thermal constraints (in us).", False
+        "DCGM_FI_DEV_POWER_VIOLATION",
+        "counter",
+        "Throttling duration due to power constraints (in us).",
+        False,
+        ("slow-node",),
+    ),
+    Counter(
+        "DCGM_FI_DEV_THERMAL_VIOLATION",
+        "counter",
+        "Throttling duration due to thermal constraints (in us).",
+        False,
+        ("slow-node",),
     ),
     Counter(
         "DCGM_FI_DEV_RELIABILITY_VIOLATION",
         "counter",
         "Throttling duration due to reliability constraints (in us).",
         False,
+        ("slow-node",),
     ),
 )
 
@@ -302,6 +322,7 @@ BUCKET_OF: dict[str, Bucket] = {
     "xid-application": "restart-app",
     "ecc-contained": "restart-app",
     "task-killed": "restart-app",
+    "slow-node": "drain-service",
     "node-lost": "drain-service",
     "nvlink": "reset-gpu",
     "row-remap-pending": "reset-gpu",
@@ -331,6 +352,7 @@ LINES: dict[str, list[str]] = {
     "segfault": ["Segmentation fault (core dumped)", "signal 11 (SIGSEGV)"],
     "xid-application": ["NVRM: Xid (PCI:0000:3b:00): 13, pid=…, Graphics Exception …"],
     "ecc-contained": ["NVRM: Xid (PCI:…): 94, pid=…, Contained: … Reset: No"],
+    "slow-node": ['{"rank": 3, "step": 400, "node": "gpu-7"} (each rank\'s progress; the detector\'s verdict)'],
     "task-killed": ["srun: error: NODE: task 0: Killed (exit 137) on a node the scheduler still reaches"],
     "node-lost": ["srun: error: Node failure on NODE", "NODE_FAIL", "(exit 137, the scheduler says the node is down)"],
     "nvlink": ["NVRM: Xid (PCI:…): 74, pid=…, NVLink: fatal error detected on link …"],

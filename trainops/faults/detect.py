@@ -28,6 +28,7 @@ from trainops.faults.signals import (
     most_specific,
     nan_signal,
 )
+from trainops.faults.straggler import Detector, Settings
 
 if TYPE_CHECKING:
     from trainops.spec.faults import FaultPolicy
@@ -92,6 +93,7 @@ class Monitor:
         self.stopped_at: datetime | None = None  # when the watchdog acted
         self.exception: str | None = None  # the last exception line of a traceback the trainer wrote
         self._in_traceback: dict[str, bool] = {}  # per stream: inside a traceback, before its last line
+        self.stragglers = Detector(_straggler_settings(policy))  # fed by per-rank progress lines
 
     # -- feeding ------------------------------------------------------------------------
     def on_line(self, line: str, stream: str = "stdout") -> None:
@@ -99,6 +101,9 @@ class Monitor:
         point = metrics_line(line)
         if point is not None:
             self._advance(point.step)
+            if point.rank is not None:
+                with self.lock:
+                    self.stragglers.step(point.rank, point.step, clock.now(), node=point.node)
             found = nan_signal(point, line, node=self.node)
         else:
             found = classify_line(line, source="trainer", node=self.node)
@@ -164,6 +169,11 @@ class Monitor:
             cause = most_specific(seen)
             assert cause is not None
             return f"{cause.fault}: {cause.detail or MEANINGS[cause.fault]}"
+        with self.lock:
+            slow = self.stragglers.check(clock.now())
+        if slow is not None:  # tolerated until it cost what moving costs: leave its node
+            self._add(Signal("slow-node", "progress", slow.summary, slow.node, MEANINGS["slow-node"]))
+            return f"slow-node: {slow.summary}"
         reason = self.hang() if self.hang is not None else None
         if reason is None:
             return None
@@ -200,3 +210,13 @@ class Monitor:
             evidence=lines[:MAX_EVIDENCE],
             detected=min(e.at for e in same),
         )
+
+
+def _straggler_settings(policy: FaultPolicy | None) -> Settings:
+    """The detector's settings from train.faults.slowNode (defaults without a policy)."""
+    from trainops.spec.common import duration_seconds
+
+    if policy is None:
+        return Settings()
+    slow = policy.slow_node
+    return Settings(ratio=slow.ratio, move_seconds=duration_seconds(slow.move_cost))

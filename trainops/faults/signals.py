@@ -34,6 +34,7 @@ PRIORITY: tuple[str, ...] = (
     "xid-application",
     "node-lost",
     "task-killed",
+    "slow-node",
     "cuda-oom",
     "nan-loss",
     "storage-error",
@@ -62,6 +63,7 @@ MEANINGS: dict[str, str] = {
     "xid-application": "an application Xid (8/13/31/43/45)",
     "ecc-contained": "a contained ECC error (Xid 94)",
     "node-lost": "the node or its processes were lost (killed, node failure)",
+    "slow-node": "a rank's steps stayed slower than its peers' (a throttled GPU, a flapping link, a noisy neighbour)",
     "task-killed": "the trainer was killed (SIGKILL: the OOM killer, an operator) on a node that still answers",
     "nvlink": "an NVLink error (Xid 74)",
     "row-remap-pending": "a GPU row remapping is pending (Xid 63): the GPU needs a reset",
@@ -167,10 +169,12 @@ def classify_line(line: str, *, source: Source, node: str | None = None) -> Sign
 
 @dataclass(frozen=True)
 class Progress:
-    """A step the trainer reported on its metrics line."""
+    """A step the trainer reported on its metrics line (one rank's, with `rank`)."""
 
     step: int
     losses: dict[str, float]
+    rank: int | None = None
+    node: str | None = None
 
 
 def metrics_line(line: str) -> Progress | None:
@@ -194,7 +198,13 @@ def metrics_line(line: str) -> Progress | None:
         for key, value in data.items()
         if key in LOSS_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool)
     }
-    return Progress(step=step, losses=losses)
+    rank, node = data.get("rank"), data.get("node")
+    return Progress(
+        step=step,
+        losses=losses,
+        rank=rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None,
+        node=node if isinstance(node, str) and node else None,
+    )
 
 
 def nan_signal(progress: Progress, line: str, *, node: str | None) -> Signal | None:

@@ -25,6 +25,7 @@ FaultClass = Literal[
     "ecc-contained",
     "node-lost",
     "task-killed",
+    "slow-node",
     "nvlink",
     "row-remap-pending",
     "row-remap-failed",
@@ -59,6 +60,15 @@ class DrainAfter(StrictModel):
     window: Duration = "24h"
 
 
+class SlowNode(StrictModel):
+    """When a slow rank's node is left (trainops.faults.straggler): a rank slower than its
+    peers' median by `ratio` (and beyond their noise) is a straggler; its node is excluded
+    once the run's time lost to it reaches `moveCost`, what a restart elsewhere costs."""
+
+    ratio: float = Field(1.3, gt=1.0, description="Slower than the peers' median step time by this factor.")
+    move_cost: Duration = Field("60s", description="Tolerate a straggler until it has cost this much run time.")
+
+
 class FaultPolicy(StrictModel):
     """Diagnosis → action. `actions` overrides the defaults class by class: restart (in place,
     transient), requeue (exclude the node and requeue), drain (drain the node with the
@@ -70,3 +80,4 @@ class FaultPolicy(StrictModel):
     node_health: list[NodeHealthSource] = Field(default_factory=list, description="Node-health sources to follow.")
     kill_after: Duration = Field("30s", description="After SIGTERM, how long a faulted trainer gets before SIGKILL.")
     drain_after: DrainAfter = Field(default_factory=DrainAfter)
+    slow_node: SlowNode = Field(default_factory=SlowNode)

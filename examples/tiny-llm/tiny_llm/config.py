@@ -68,6 +68,7 @@ class TrainConfig:
     max_steps: int = 5000
     ckpt_every: int = 500
     log_every: int = 200
+    progress_every: int = 20
     ckpt_dir: str = "./checkpoints"
     run_id: str | None = None
     rank: int = 0
@@ -144,6 +145,10 @@ TRAIN_OPTIONS: tuple[Option, ...] = (
     Option("max_steps", "TRAINOPS_MAX_STEPS", _non_negative_int, "train until this step"),
     Option("ckpt_every", "TRAINOPS_CKPT_EVERY", _positive_int, "steps between checkpoints"),
     Option("log_every", "TINY_LLM_LOG_EVERY", _positive_int, "steps between JSON log lines"),
+    Option(
+        "progress_every", "TINY_LLM_PROGRESS_EVERY", _non_negative_int,
+        "steps between per-rank progress lines with WORLD_SIZE > 1 (0=off)",
+    ),
     Option("ckpt_dir", "TRAINOPS_CKPT_DIR", str, "checkpoint directory"),
     Option("run_id", "TRAINOPS_RUN_ID", str, "run id recorded in checkpoints"),
     Option("rank", "RANK", _non_negative_int, "process rank (only rank 0 writes)"),

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -100,6 +102,7 @@ def run(cfg: TrainConfig) -> int:
     started = time.perf_counter()
     ckpt_dir = Path(cfg.ckpt_dir)
     writer = cfg.rank == 0
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     if cfg.world_size > 1:
         log.warning(
             "WORLD_SIZE=%d: this example has no gradient all-reduce; every rank trains the "
@@ -215,6 +218,9 @@ def run(cfg: TrainConfig) -> int:
             log_losses.append(batch_loss)
             ckpt_losses.append(batch_loss)
             last = step == cfg.max_steps
+            if cfg.world_size > 1 and cfg.progress_every and step % cfg.progress_every == 0:
+                # every rank's progress, for the supervisor's straggler detector
+                emit({"rank": cfg.rank, "step": step, "node": node})
             if step % cfg.log_every == 0 or last:
                 train_loss = float(np.mean(log_losses))
                 last_metrics["train_loss"] = train_loss
