@@ -20,8 +20,9 @@ from trainops.cli.main import cli
 
 # Commands that print something other than a data report: the schema is JSON already, the
 # completion script is a shell script, `train logs` prints a job's output file verbatim and
-# `ui` serves web pages (its JSON is the /api it serves).
-NOT_DATA = {"schema", "completion", "logs", "ui"}
+# `ui` serves web pages (its JSON is the /api it serves), `alerts serve` receives Alertmanager's
+# webhook (a server) and `slo rules` prints a Prometheus rule file (YAML, read by Prometheus).
+NOT_DATA = {"schema", "completion", "logs", "ui", "serve", "rules"}
 
 
 def _walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:

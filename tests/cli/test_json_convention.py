@@ -68,6 +68,7 @@ NOT_RUN = {
     ("incidents", "report"): "a run's incidents: tests/faults/test_incidents_cli.py checks its JSON (bad_keys)",
     ("drill",): "a trainer running under `train run --slurm` to inject the fault into",
     ("train", "watch"): "the simulated Kubernetes cluster: tests/faults/test_kube_watch.py checks its JSON (bad_keys)",
+    ("slo", "status"): "a Prometheus evaluating the SLO rules: tests/slo/test_alert_loop.py checks its JSON",
 }
 
 

@@ -22,6 +22,7 @@ import pytest
 from services import LOOPBACK, ServiceError, free_port, wait_for
 
 from tests.cli.runner import run
+from tests.cli.test_json_convention import bad_keys
 from tests.gitops.helpers import git, tip
 from tests.serve.conftest import IMAGE, Project, make_project
 from tests.slo.stack import Alertmanager, RulePrometheus, VllmStandIn
@@ -121,6 +122,11 @@ def _state(project: Project) -> dict[str, Any]:
     return data
 
 
+def burn(series: dict[str, Any], window: str) -> float:
+    rate: float = next(b["burnRate"] for b in series["burnRates"] if b["window"] == window)
+    return rate
+
+
 def _browser_page(stack: Stack, path: str) -> str:
     """A page of the registry browser started with the project's manifest (in-process)."""
     from starlette.testclient import TestClient
@@ -160,10 +166,12 @@ def test_canary_latency_regression_pages_is_recorded_and_aborted(stack: Stack) -
     wait_for(lambda: bool(stack.prometheus.query(stable)), timeout=30, what="the stable's SLI recorded")
     status = run("slo", *stack.project.cli("status", "-o", "json"))
     assert status.code == 0, status.stderr
-    ttft = next(s for s in json.loads(status.stdout)["slos"] if s["slo"] == "tiny-llm-ttft")
+    report = json.loads(status.stdout)
+    assert list(bad_keys(report)) == []  # the one JSON convention
+    ttft = next(s for s in report["slos"] if s["slo"] == "tiny-llm-ttft")
     by_service = {s["labels"]["service"]: s for s in ttft["series"]}
     assert sorted(by_service) == ["tiny-llm-canary", "tiny-llm-stable"], ttft
-    assert by_service["tiny-llm-canary"]["sliNow"] == 0 and by_service["tiny-llm-canary"]["burnRates"]["5s"] > 14.4
+    assert by_service["tiny-llm-canary"]["sliNow"] == 0 and burn(by_service["tiny-llm-canary"], "5s") > 14.4
     assert by_service["tiny-llm-stable"]["sliNow"] == 1 and by_service["tiny-llm-stable"]["budgetLeft"] == 1
     page = _browser_page(stack, "/slo")
     row = re.search(r'<tr data-slo="tiny-llm-ttft" data-of="tiny-llm-canary">(.*?)</tr>', page)

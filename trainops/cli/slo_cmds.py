@@ -36,7 +36,7 @@ def status_cmd(file: str | None, env: str | None, prometheus: str | None, output
             rows.append((item.slo, "-", f"{item.objective:g}%", "no data", "-", "-"))
         for series in item.series:
             who = series.labels.get("service") or series.labels.get("run") or series.labels.get("model_name", "-")
-            burns = " ".join(f"{w}:{b:.3g}" for w, b in series.burn_rates.items())
+            burns = " ".join(f"{b.window}:{b.burn_rate:.3g}" for b in series.burn_rates)
             rows.append((item.slo, who, f"{item.objective:g}%", _percent(series.sli_now),
                          _percent(series.budget_left), burns or "-"))  # fmt: skip
     echo_columns(f"SLOs ({report.prometheus})", ("slo", "of", "objective", "sli now", "budget left", "burn rates"),

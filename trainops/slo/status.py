@@ -23,11 +23,17 @@ _KEEP = ("model_name", "service", "run")
 
 
 @dataclass(frozen=True)
+class BurnRate:
+    window: str
+    burn_rate: float
+
+
+@dataclass(frozen=True)
 class SeriesStatus:
     labels: dict[str, str]
     sli_now: float | None
     budget_left: float | None
-    burn_rates: dict[str, float]  # window → burn rate
+    burn_rates: list[BurnRate]  # over every window the alerts read
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,7 @@ def slo_status(slo: Slo, *, url: str, scrape_seconds: float) -> SloStatus:
         short, whole = windows[1], windows[-1]
         now = ratios.get(short)
         spent = ratios.get(whole)
-        burns = {w: r / slo.budget for w in windows[:-1] if (r := ratios.get(w)) is not None}
+        burns = [BurnRate(w, r / slo.budget) for w in windows[:-1] if (r := ratios.get(w)) is not None]
         series.append(SeriesStatus(
             labels=dict(key),
             sli_now=None if now is None else 1 - now,
