@@ -85,3 +85,17 @@ def test_incidents_per_run_and_per_node_with_the_drain_flag(base: str) -> None:
 def test_values_are_escaped(base: str) -> None:
     page = requests.get(f"{base}/incidents", timeout=30).text
     assert "<script>x</script>" not in page and "n&lt;script&gt;x&lt;/script&gt;" in page
+
+
+def test_a_runs_post_incident_report_page(base: str) -> None:
+    page = requests.get(f"{base}/incidents/report", params={"run": "run-b"}, timeout=30)
+    assert page.status_code == 200, page.text[-2000:]
+    text = page.text
+    assert "Post-incident report of run run-b" in text and "run-b.3 · nvlink on gpu-2 → restart" in text
+    assert text.count("<td>signal</td>") == 3 and text.count("<td>recovery</td>") == 3
+    assert "resolves: reset-gpu" in text  # nvlink: NVIDIA's bucket folded
+    assert HOSTILE not in text and "n&lt;script&gt;x&lt;/script&gt;" in text
+    listed = requests.get(f"{base}/incidents", params={"run": "run-b"}, timeout=30).text
+    assert "/incidents/report?run=run-b" in listed
+    missing = requests.get(f"{base}/incidents/report", params={"run": "no-such-run"}, timeout=30)
+    assert missing.status_code == 404

@@ -73,13 +73,17 @@ def run_ettr(manifest: Manifest, *, run_id: str, insecure: bool = False) -> Ettr
 
 def run_report(manifest: Manifest, *, run_id: str, insecure: bool = False) -> RunReport:
     """RUN's post-incident report (trainops.faults.report); unknown run: not found."""
-    pipeline = manifest.pipeline.metadata.name
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         repository = _repository(manifest, registries)
-        found = records.list_incidents(registries, repository=repository, run_id=run_id)
-        if not found:
-            _require_run(registries, repository, run_id)
-        line = timelines.load(registries, repository=repository, pipeline=pipeline, run_id=run_id)
+        return report_from(registries, repository, pipeline=manifest.pipeline.metadata.name, run_id=run_id)
+
+
+def report_from(registries: Registries, repository: Reference, *, pipeline: str, run_id: str) -> RunReport:
+    """RUN's report from an incidents repository (the CLI's, or one the browser indexed)."""
+    found = records.list_incidents(registries, repository=repository, run_id=run_id)
+    if not found:
+        _require_run(registries, repository, run_id)
+    line = timelines.load(registries, repository=repository, pipeline=pipeline, run_id=run_id)
     return RunReport(
         run_id=run_id,
         pipeline=pipeline,

@@ -87,6 +87,11 @@ class Pages(Views):
         )
         return self.render("incidents.html", result=found)
 
+    def report(self, request: Request, db: Any) -> Response:
+        """A run's post-incident report: signal → diagnosis → action → recovery per incident."""
+        found = incidents.run_report(db, self.browser.registries, run=api._need(dict(request.query_params), "run"))
+        return self.render("report.html", r=found)
+
     def rollout(self, request: Request, db: Any) -> Response:
         """The release served by the manifest's spec.rollout, as the GitOps repo says and,
         started with a kubeconfig, as Argo CD and Argo Rollouts report it (read-only)."""
@@ -146,6 +151,7 @@ def create_app(browser: Browser) -> Starlette:
         Route("/diff", pages.guarded(pages.diff), name="diff"),
         Route("/search", pages.guarded(pages.search), name="search"),
         Route("/incidents", pages.guarded(pages.incidents), name="incidents"),
+        Route("/incidents/report", pages.guarded(pages.report), name="report"),
         Route("/rollout", pages.guarded(pages.rollout), name="rollout"),
         Route("/slo", pages.guarded(pages.slo), name="slo"),
         Route("/blobs/{digest}", download_route(browser, pages), name="blob"),

@@ -7,10 +7,15 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from trainops import clock
 from trainops.registry import media
 from trainops.ui.models import IncidentList, IncidentRow, NodeIncidents
+
+if TYPE_CHECKING:
+    from trainops.faults.report import RunReport
+    from trainops.registry.context import Registries
 
 MAX_ROWS = 5000
 
@@ -80,3 +85,18 @@ def incidents(
         incidents=shown,
         nodes=_nodes(rows, threshold=threshold, window=span),
     )
+
+
+def run_report(db: sqlite3.Connection, registries: Registries, *, run: str) -> RunReport:
+    """The post-incident report of a run whose incidents the index holds (read from their
+    repository: trainops.faults.query.report_from)."""
+    from trainops.errors import NotFoundError
+    from trainops.faults import incidents as records
+    from trainops.faults.query import report_from
+
+    rows = [r for r in _rows(db) if r.run_id == run]
+    if not rows:
+        raise NotFoundError(f"no incident of run {run!r} is indexed", hint="the incidents page lists the runs")
+    repository = registries.ref(rows[0].repository)
+    first = records.read(registries, repository=repository, incident_id=rows[0].id)
+    return report_from(registries, repository, pipeline=first.pipeline, run_id=run)
