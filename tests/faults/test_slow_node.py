@@ -85,14 +85,15 @@ def _incidents(project: Path, run_id: str) -> list[Incident]:
         return records.list_incidents(registries, repository=repo, run_id=run_id)
 
 
-def test_a_throttled_rank_is_named_tolerated_then_left(tmp_path: Path) -> None:
-    project = _project(tmp_path, steps=200000)
-    trainer = _train(project, "slow")
+def _throttled(project: Path, run_id: str) -> tuple[subprocess.Popen[str], str, str, float]:
+    """Train `run_id` with rank 1 throttled 2× from its start; the trainer, its output and
+    the seconds from the drill's start to the supervisor's end."""
+    trainer = _train(project, run_id)
     drill = None
     try:
         log = project / ".trainops" / "runs"
         wait_for(lambda: any(log.rglob("*.log")), timeout=60, what="the run's log", interval=0.2)
-        argv = [sys.executable, "-m", "trainops.cli.main", "drill", "slow-node", "slow", "--rank", "1"]
+        argv = [sys.executable, "-m", "trainops.cli.main", "drill", "slow-node", run_id, "--rank", "1"]
         started = time.monotonic()
 
         def throttling() -> bool:
@@ -116,6 +117,12 @@ def test_a_throttled_rank_is_named_tolerated_then_left(tmp_path: Path) -> None:
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+    return trainer, out, err, detected
+
+
+def test_a_throttled_rank_is_named_tolerated_then_left_and_drained_when_slow_again(tmp_path: Path) -> None:
+    project = _project(tmp_path, steps=200000)
+    trainer, out, err, detected = _throttled(project, "slow")
     assert trainer.returncode == 9, (trainer.returncode, err[-2000:])
     assert "slow-node" in err and "needs another node" in err, err[-2000:]
     (incident,) = _incidents(project, "slow")
@@ -126,6 +133,12 @@ def test_a_throttled_rank_is_named_tolerated_then_left(tmp_path: Path) -> None:
     assert detected < 60, detected  # tolerated ~6 s (3 s lost at 2×) after it was seen
     result = json.loads(out)
     assert result["fault"] == "slow-node" and result["action"] == "requeue", result
+    # the same node slow again, in the next run: drained, not just left
+    trainer, out, err, _ = _throttled(project, "slow-again")
+    assert trainer.returncode == 9, (trainer.returncode, err[-2000:])
+    (again,) = _incidents(project, "slow-again")
+    assert (again.fault, again.action, again.node_flagged) == ("slow-node", "drain", True), again
+    assert f"was slow before: incident {incident.id}" in again.action_note, again
 
 
 def test_ranks_at_the_same_pace_see_no_action(tmp_path: Path) -> None:

@@ -65,6 +65,17 @@ def decide(
     return action, ""
 
 
+def _slow_again(diagnosis: Diagnosis, past: list[Incident]) -> str | None:
+    """Why a slow node is drained rather than left again: it was slow before (an incident of
+    class slow-node on the same node), or None."""
+    if diagnosis.fault != "slow-node" or diagnosis.node is None:
+        return None
+    before = [i for i in past if i.fault == "slow-node" and i.node == diagnosis.node]
+    if not before:
+        return None
+    return f" (node {diagnosis.node} was slow before: incident {before[-1].id}; drained, not just left)"
+
+
 def this_node() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
@@ -173,6 +184,9 @@ class FaultSession:
             policy=self.policy,
             max_retry=self.train.fault_tolerance.max_retry,
         )
+        again = _slow_again(diagnosis, past) if action == "requeue" else None
+        if again is not None:  # leaving it did not fix it last time: a person should look
+            action, why = "drain", again
         flagged = action == "drain" and diagnosis.action != "drain"
         instead = keep_schedulable(action, check) if check is not None else None
         if instead is not None:
