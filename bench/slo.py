@@ -98,9 +98,9 @@ def _trainops(project: Any, *args: str, check: bool = True) -> subprocess.Comple
 
 def _one(root: Path) -> tuple[float, float, float, list[Any]]:
     from trainops.faults.query import list_incidents
-    from trainops.slo.receiver import Receiver
-    from trainops.slo.render import rule_file_of
+    from trainops.serve.render import rule_file_of
     from trainops.spec import load_manifest
+    from trainops.ui.alert_receiver import Receiver
 
     stable, canary = VllmStandIn(), VllmStandIn()
     port = free_port()

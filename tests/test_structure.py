@@ -63,6 +63,7 @@ LAYERS: dict[str, int] = {
             "cluster",
             "faults",
             "signing",
+            "slo",
         ),
         2,
     ),

@@ -27,9 +27,9 @@ from tests.gitops.helpers import git, tip
 from tests.serve.conftest import IMAGE, Project, make_project
 from tests.slo.stack import Alertmanager, RulePrometheus, VllmStandIn
 from trainops.faults.query import list_incidents
-from trainops.slo.receiver import Receiver
-from trainops.slo.render import rule_file_of
+from trainops.serve.render import rule_file_of
 from trainops.spec import load_manifest
+from trainops.ui.alert_receiver import Receiver
 
 TOKEN = "s3cret-alert-token"
 FAST = {"window": "1h"}  # the page's windows: 1h/5m scaled by 1h/30d → 5s (and 4 scrapes: 4s)

@@ -8,9 +8,9 @@ import pytest
 
 from tests.cli.runner import run
 from trainops.errors import ManifestError
-from trainops.slo.catalog import resolve
-from trainops.slo.engines import ENGINES
 from trainops.spec import load_manifest
+from trainops.spec.slo_catalog import resolve
+from trainops.spec.slo_engines import ENGINES
 
 HEADER = """apiVersion: trainops.dev/v1alpha1
 kind: Pipeline

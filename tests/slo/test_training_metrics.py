@@ -15,7 +15,7 @@ import yaml
 from services import LOOPBACK, ServiceError, free_port, wait_for
 
 from tests.slo.stack import RulePrometheus
-from trainops.slo.render import rule_file_of
+from trainops.serve.render import rule_file_of
 from trainops.spec import load_manifest
 
 TRAINER = Path(__file__).resolve().parent / "paced_trainer.py"

@@ -177,10 +177,10 @@ def dcgm_counters_cmd(output: str) -> None:
     `trainops incidents dcgm-counters > counters.csv`. With -o json: each field, whether
     dcgm-exporter's defaults have it, and the fault classes its rise comes before.
     """
-    from trainops.faults.catalog import COUNTERS, counters_csv
+    from trainops.faults.catalog import counters, counters_csv
 
     if output == "json":
-        echo_json(list(COUNTERS))
+        echo_json(counters())
         return
     click.echo(counters_csv(), nl=False)
 

@@ -302,6 +302,11 @@ COUNTERS: tuple[Counter, ...] = (
 )
 
 
+def counters() -> list[Counter]:
+    """The fields of the counters file: dcgm-exporter's defaults, then what precedes failures."""
+    return list(COUNTERS)
+
+
 @dataclass(frozen=True)
 class ClassEntry:
     """One fault class in the knowledge base."""

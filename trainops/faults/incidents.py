@@ -65,7 +65,7 @@ class Incident(BaseModel):
         description="The node is flagged for a person: it reached faults.drainAfter incidents in its window, or "
         "it was the last node the job could run on and was not excluded (the action says what was done instead).",
     )
-    # an SLO's burn-rate alert (source alertmanager, trainops.slo.alerts): runId names the run or the release
+    # an SLO's burn-rate alert (source alertmanager, trainops.ui.alerts): runId names the run or the release
     slo: str | None = Field(None, description="The SLO whose error budget burned.")
     subject: Literal["run", "release"] | None = Field(None, description="What runId names: a run or a release.")
     burn_rate: float | None = Field(None, description="The burn rate the alert reported last.")

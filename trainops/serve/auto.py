@@ -34,20 +34,15 @@ from trainops.serve.flows import (
     promote_check,
     read_state,
 )
+from trainops.serve.slo_gate import eval_gate, serving_slos, slo_interval
+from trainops.serve.slo_gate import judge as judge_slos
 from trainops.serve.state import RolloutState
-from trainops.slo.gate import eval_gate, serving_slos
-from trainops.slo.gate import judge as judge_slos
 from trainops.slo.rules import promql_duration
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
 from trainops.spec.serving import Analysis, CanaryStep
 
 log = logging.getLogger(__name__)
-
-
-def slo_interval(manifest: Manifest) -> float:
-    spec = manifest.pipeline.spec.slo
-    return duration_seconds(spec.canary_window if spec is not None else "5m")
 
 
 def step_window(manifest: Manifest, step: CanaryStep) -> float:

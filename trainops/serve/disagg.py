@@ -25,7 +25,8 @@ from typing import Any
 
 from trainops.errors import InputError, ManifestError
 from trainops.serve.context import LABEL_TRACK, ServeContext
-from trainops.serve.engine import nodes_per_replica, served_name
+from trainops.serve.engine import nodes_per_replica
+from trainops.serve.routes import canary_weight, header_matches, http_route
 from trainops.serve.state import RolloutState, Served
 from trainops.serve.workload import LWS_GROUP_KEY, leader_worker_set, resources
 from trainops.spec.disagg import ROLES, Disaggregation, EndpointPicker
@@ -323,7 +324,7 @@ def llm_inference_service(ctx: ServeContext, served: Served, track: str) -> dict
     # the pods' labels name the release, not the track: a promote relabels the service, not its pods
     labels = {**ctx.labels(), LABEL_REVISION: revision(served)}
     spec: dict[str, Any] = {
-        "model": {"uri": served.release, "name": served_name(ctx.rollout, ctx.pipeline)},
+        "model": {"uri": served.release, "name": ctx.rollout.served_name(ctx.pipeline)},
         "labels": labels,  # on every pod KServe makes
         **_kserve_role(ctx, served, "decode", d.decode.replicas * d.slices),
         "prefill": {**_kserve_role(ctx, served, "prefill", d.prefill.replicas * d.slices), "labels": labels},
@@ -402,7 +403,6 @@ def check_pairs(ctx: ServeContext, objects: list[dict[str, Any]]) -> None:
 
 def disaggregated(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
     """The objects of rollout.traffic gateway-api with rollout.disaggregation (see the module)."""
-    from trainops.serve.traffic import _header_matches, _route, _weight
 
     stable = state.stable or state.canary
     if stable is None:
@@ -410,10 +410,10 @@ def disaggregated(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]
     objects = pair_objects(ctx, stable, "stable")
     rules: list[dict[str, Any]] = []
     if state.canary is not None and state.stable is not None:
-        weight = _weight(ctx, state)
+        weight = canary_weight(ctx, state)
         objects += pair_objects(ctx, state.canary, "canary")
         if ctx.rollout.ab_test is not None:
-            rules.append({"matches": _header_matches(ctx), "backendRefs": [pool_backend(ctx, state, "canary", 1)]})
+            rules.append({"matches": header_matches(ctx), "backendRefs": [pool_backend(ctx, state, "canary", 1)]})
         rules.append(
             {
                 "backendRefs": [
@@ -424,5 +424,5 @@ def disaggregated(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]
         )
     else:
         rules.append({"backendRefs": [pool_backend(ctx, state, "stable", 100)]})
-    objects.append(_route(ctx, rules))
+    objects.append(http_route(ctx, rules))
     return objects

@@ -34,10 +34,6 @@ class EngineCommands:
     worker: list[str] | None
 
 
-def served_name(rollout: RolloutSpec, pipeline: str) -> str:
-    return rollout.served_model_name or pipeline
-
-
 def nodes_per_replica(rollout: RolloutSpec) -> int:
     """Pods per replica: 1, or gpusPerReplica / gpusPerNode when a replica spans nodes."""
     if rollout.gpus_per_replica <= rollout.gpus_per_node:
@@ -50,7 +46,7 @@ def gpus_per_pod(rollout: RolloutSpec) -> int:
 
 
 def _vllm_args(rollout: RolloutSpec, pipeline: str) -> list[str]:
-    args = ["vllm", "serve", MODEL_DIR, "--served-model-name", served_name(rollout, pipeline)]
+    args = ["vllm", "serve", MODEL_DIR, "--served-model-name", rollout.served_name(pipeline)]
     args += ["--host", "0.0.0.0", "--port", str(rollout.port)]
     args += ["--tensor-parallel-size", str(rollout.tensor_parallel)]
     args += ["--pipeline-parallel-size", str(rollout.pipeline_parallel)]
@@ -61,7 +57,7 @@ def _vllm_args(rollout: RolloutSpec, pipeline: str) -> list[str]:
 
 def _sglang_args(rollout: RolloutSpec, pipeline: str) -> list[str]:
     args = ["python3", "-m", "sglang.launch_server", "--model-path", MODEL_DIR]
-    args += ["--served-model-name", served_name(rollout, pipeline), "--host", "0.0.0.0", "--port", str(rollout.port)]
+    args += ["--served-model-name", rollout.served_name(pipeline), "--host", "0.0.0.0", "--port", str(rollout.port)]
     args += ["--tp-size", str(rollout.tensor_parallel), "--pp-size", str(rollout.pipeline_parallel)]
     if rollout.max_model_len is not None:
         args += ["--context-length", str(rollout.max_model_len)]

@@ -21,11 +21,11 @@ from trainops.render.model import RenderedFile, SchemaProblem
 from trainops.render.patches import apply_patches
 from trainops.render.validate import validate_objects
 from trainops.render.yamlio import dump_documents
-from trainops.serve.context import ServeContext
+from trainops.serve.context import ServeContext, serve_context
 from trainops.serve.disagg import check_pairs
 from trainops.serve.state import STATE_FILE, RolloutState
 from trainops.serve.traffic import traffic_objects
-from trainops.slo.render import serving_objects
+from trainops.slo.render import serving_objects, serving_rule_file_groups, training_rule_file_groups
 from trainops.spec import Manifest
 
 
@@ -103,3 +103,11 @@ def build_tree(ctx: ServeContext, state: RolloutState) -> ServingTree:
 def check_tree(tree: ServingTree) -> list[SchemaProblem]:
     """Every object of the tree checked strictly against its CRD or trainops' core schema."""
     return validate_objects(tree.objects, sources=tree.sources)
+
+
+def rule_file_of(manifest: Manifest) -> dict[str, Any]:
+    """Every SLO's rule group of the manifest as one Prometheus rule file (`trainops slo rules`)."""
+    groups = training_rule_file_groups(manifest)
+    if manifest.pipeline.spec.rollout is not None:
+        groups = serving_rule_file_groups(manifest, serve_context(manifest).name) + groups
+    return {"groups": groups}

@@ -32,6 +32,7 @@ from typing import Any
 
 from trainops.errors import InputError
 from trainops.serve.context import ServeContext
+from trainops.serve.routes import canary_weight, header_matches, http_route, service_backend
 from trainops.serve.state import RolloutState, Served
 from trainops.serve.workload import metrics_objects, pod_template, service, workload
 from trainops.spec.common import duration_seconds
@@ -40,18 +41,6 @@ PLUGIN = "argoproj-labs/gatewayAPI"
 AB_ROUTE = "ab-test"
 DEPLOYMENT_MODE = "serving.kserve.io/deploymentMode"
 _ARGO_OPS = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
-
-
-def _weight(ctx: ServeContext, state: RolloutState) -> int:
-    if state.canary is None or state.step is None:
-        return 0
-    canary = ctx.rollout.canary
-    if canary is None or state.step >= len(canary.steps):
-        raise InputError(
-            f"the GitOps repo is at canary step {state.step}, which rollout.canary.steps does not have",
-            hint="abort the canary, or restore the steps it was started with",
-        )
-    return canary.steps[state.step].weight
 
 
 def _held_weight(ctx: ServeContext, state: RolloutState) -> int:
@@ -105,51 +94,19 @@ def _served_now(state: RolloutState) -> Served:
     return served
 
 
-def _route(ctx: ServeContext, rules: list[dict[str, Any]]) -> dict[str, Any]:
-    gateway = ctx.rollout.gateway
-    assert gateway is not None
-    parent: dict[str, Any] = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway.name}
-    if gateway.namespace:
-        parent["namespace"] = gateway.namespace
-    if gateway.section_name:
-        parent["sectionName"] = gateway.section_name
-    return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": ctx.metadata(ctx.name),
-        "spec": {"parentRefs": [parent], "rules": rules},
-    }
-
-
-def _backend(ctx: ServeContext, name: str, weight: int) -> dict[str, Any]:
-    return {"group": "", "kind": "Service", "name": name, "port": ctx.rollout.port, "weight": weight}
-
-
-def _header_matches(ctx: ServeContext) -> list[dict[str, Any]]:
-    ab = ctx.rollout.ab_test
-    if ab is None:
-        return []
-    headers = [
-        {"type": "Exact" if m.type == "exact" else "RegularExpression", "name": m.header, "value": m.value}
-        for m in ab.match
-    ]
-    return [{"headers": headers}]
-
-
 # -- argo-rollouts ---------------------------------------------------------------------------
 
 
 def has_analysis(ctx: ServeContext) -> bool:
     """Whether a canary step runs an analysis: rollout.analysis, or the SLOs of spec.slo.serving."""
-    from trainops.slo.gate import serving_slos
+    from trainops.serve.slo_gate import serving_slos
 
     return ctx.rollout.analysis is not None or bool(serving_slos(ctx.manifest))
 
 
 def _slo_metrics(ctx: ServeContext) -> list[dict[str, Any]]:
-    """One metric per serving SLO (trainops.slo.gate): measured once, after the canary window."""
-    from trainops.serve.auto import slo_interval
-    from trainops.slo.gate import analysis_query, serving_slos
+    """One metric per serving SLO (trainops.serve.slo_gate): measured once, after the canary window."""
+    from trainops.serve.slo_gate import analysis_query, serving_slos, slo_interval
     from trainops.slo.rules import promql_duration
 
     spec = ctx.manifest.pipeline.spec.slo
@@ -205,7 +162,7 @@ def _argo_steps(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
     held = _held_weight(ctx, state)
     if held:
         steps.append({"setWeight": held})
-    steps.append({"setWeight": _weight(ctx, state)})
+    steps.append({"setWeight": canary_weight(ctx, state)})
     ab = ctx.rollout.ab_test
     if ab is not None:
         match = [{"headerName": m.header, "headerValue": {m.type: m.value}} for m in ab.match]
@@ -250,8 +207,13 @@ def argo_rollouts(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]
     for track in ("stable", "canary"):
         objects.append(service(ctx, name=f"{ctx.name}-{track}", selector=ctx.selector(), track=track))
     if ctx.rollout.gateway is not None:
-        rule = {"backendRefs": [_backend(ctx, f"{ctx.name}-stable", 100), _backend(ctx, f"{ctx.name}-canary", 0)]}
-        objects.append(_route(ctx, [rule]))
+        rule = {
+            "backendRefs": [
+                service_backend(ctx, f"{ctx.name}-stable", 100),
+                service_backend(ctx, f"{ctx.name}-canary", 0),
+            ]
+        }
+        objects.append(http_route(ctx, [rule]))
     if has_analysis(ctx):
         objects.append(analysis_template(ctx))
     return objects + metrics_objects(ctx, ctx.selector())
@@ -268,16 +230,21 @@ def gateway_api(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
     objects.append(service(ctx, name=f"{ctx.name}-stable", selector=ctx.selector("stable"), track="stable"))
     rules: list[dict[str, Any]] = []
     if state.canary is not None and state.stable is not None:
-        weight = _weight(ctx, state)
+        weight = canary_weight(ctx, state)
         objects.append(workload(ctx, state.canary, name=f"{ctx.name}-canary", track="canary"))
         objects.append(service(ctx, name=f"{ctx.name}-canary", selector=ctx.selector("canary"), track="canary"))
         if ctx.rollout.ab_test is not None:
-            rules.append({"matches": _header_matches(ctx), "backendRefs": [_backend(ctx, f"{ctx.name}-canary", 1)]})
-        backends = [_backend(ctx, f"{ctx.name}-stable", 100 - weight), _backend(ctx, f"{ctx.name}-canary", weight)]
+            rules.append(
+                {"matches": header_matches(ctx), "backendRefs": [service_backend(ctx, f"{ctx.name}-canary", 1)]}
+            )
+        backends = [
+            service_backend(ctx, f"{ctx.name}-stable", 100 - weight),
+            service_backend(ctx, f"{ctx.name}-canary", weight),
+        ]
         rules.append({"backendRefs": backends})
     else:
-        rules.append({"backendRefs": [_backend(ctx, f"{ctx.name}-stable", 100)]})
-    objects.append(_route(ctx, rules))
+        rules.append({"backendRefs": [service_backend(ctx, f"{ctx.name}-stable", 100)]})
+    objects.append(http_route(ctx, rules))
     return objects + metrics_objects(ctx, ctx.selector())
 
 
@@ -298,7 +265,7 @@ def kserve(ctx: ServeContext, state: RolloutState) -> list[dict[str, Any]]:
         "securityContext": spec["securityContext"],
     }
     if state.canary is not None and state.stable is not None:
-        predictor["canaryTrafficPercent"] = _weight(ctx, state)
+        predictor["canaryTrafficPercent"] = canary_weight(ctx, state)
     if "initContainers" in spec:
         predictor["initContainers"] = spec["initContainers"]
     predictor["containers"] = [container]

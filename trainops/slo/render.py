@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainops.slo.catalog import Catalog, Slo, resolve
 from trainops.slo.rules import (
     RECORD,
     TRAIN_CKPT_AGE,
@@ -38,6 +37,7 @@ from trainops.slo.rules import (
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
 from trainops.spec.slo import SloSpec
+from trainops.spec.slo_catalog import Catalog, Slo, resolve
 
 MONITORING = "monitoring.coreos.com/v1"
 DASHBOARD_LABEL = "grafana_dashboard"
@@ -237,13 +237,3 @@ def training_objects(
         dashboard_config_map(metadata(f"{pipeline}-{run_id}-dashboard"), f"{pipeline}-{run_id}.json",
                              run_dashboard(manifest, run_id, catalog, slo)),
     ]  # fmt: skip
-
-
-def rule_file_of(manifest: Manifest) -> dict[str, Any]:
-    """Every SLO's rule group of the manifest as one Prometheus rule file (`trainops slo rules`)."""
-    from trainops.serve.context import serve_context
-
-    groups = training_rule_file_groups(manifest)
-    if manifest.pipeline.spec.rollout is not None:
-        groups = serving_rule_file_groups(manifest, serve_context(manifest).name) + groups
-    return {"groups": groups}

@@ -166,8 +166,8 @@ def _validate(data: YMap, shown: str, env: str | None) -> tuple[Pipeline | None,
 def _cross_problems(pipeline: Pipeline, data: YMap, shown: str, env: str | None) -> list[Problem]:
     """Checks across sections, each at the line of the field at fault (spec.slo: the model it
     names, a latency threshold on the engine's histogram)."""
-    from trainops.slo.catalog import resolve
-    from trainops.spec.disagg import disaggregation_problems
+    from trainops.spec.disagg_checks import disaggregation_problems
+    from trainops.spec.slo_catalog import resolve
 
     found = [*resolve(pipeline).problems, *disaggregation_problems(pipeline.spec)]
     return [problem_at(data, loc, message, file=shown, env=env) for loc, message in found]

@@ -160,6 +160,10 @@ class RolloutSpec(StrictModel):
         "InferencePool (traffic gateway-api).",
     )
 
+    def served_name(self, pipeline: str) -> str:
+        """The model's name as the engine serves it: servedModelName, else the pipeline's."""
+        return self.served_model_name or pipeline
+
     @field_validator("pinned_image")
     @classmethod
     def _by_digest(cls, value: str | None) -> str | None:

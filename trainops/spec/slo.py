@@ -1,7 +1,7 @@
 """`spec.slo`: service levels declared once — per served model and for training.
 
 The shape only; what the engines export (metric names, histogram bucket edges) lives in
-trainops.slo.engines, and what is rendered from an SLO (recording rules, burn-rate alerts,
+trainops.spec.slo_engines, and what is rendered from an SLO (recording rules, burn-rate alerts,
 monitors, dashboards) in trainops.slo. Checks that need the rest of the manifest (the model
 named, the engine's histogram) are made after validation (trainops.spec.load) and located at
 the field's line like every other problem.

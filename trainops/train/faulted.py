@@ -135,21 +135,36 @@ def run_supervised(
                     on_restore=on_restore,
                 )
                 decision = session.finish(code=result.exit_code, passed_on=result.signal)
-                if decision.incident is not None:
-                    recorded.append(decision.incident)
-                if on_decision is not None:
-                    on_decision(decision)
-                if decision.action != "restart":
-                    if decision.action in ("requeue", "drain") and watch.act is not None:
-                        note = watch.act(decision)
-                        if decision.incident is not None:
-                            session.note_action(decision.incident, note)
+                if _conclude(session, decision, watch=watch, recorded=recorded, on_decision=on_decision):
                     return SupervisedRun(result, starts, decision, recorded, session.warnings)
                 log.warning("trainops: run %s: %s; restarting in place", run_id, decision.note)
         finally:
             session.close()
             if server is not None:
                 server.close()
+
+
+def _conclude(
+    session: FaultSession,
+    decision: Decision,
+    *,
+    watch: Watch,
+    recorded: list[Incident],
+    on_decision: Callable[[Decision], None] | None,
+) -> bool:
+    """Record a start's decision and act on it; True when the run ends there (anything but
+    a restart in place): a requeue or drain is the watch's to carry out."""
+    if decision.incident is not None:
+        recorded.append(decision.incident)
+    if on_decision is not None:
+        on_decision(decision)
+    if decision.action == "restart":
+        return False
+    if decision.action in ("requeue", "drain") and watch.act is not None:
+        note = watch.act(decision)
+        if decision.incident is not None:
+            session.note_action(decision.incident, note)
+    return True
 
 
 @dataclass(frozen=True)

@@ -105,9 +105,9 @@ class Pages(Views):
         return self.render("rollout.html", s=status, live=status.live)
 
     def slo(self, request: Request, db: Any) -> Response:
-        """Each SLO of the manifest's spec.slo as Prometheus has it now (trainops.slo.status)."""
+        """Each SLO of the manifest's spec.slo as Prometheus has it now (trainops.serve.slo_status)."""
         from trainops.errors import NotFoundError
-        from trainops.slo.status import status
+        from trainops.serve.slo_status import status
 
         b = self.browser
         if b.manifest is None or b.manifest.pipeline.spec.slo is None:

@@ -20,9 +20,10 @@ import math
 from dataclasses import dataclass
 
 from trainops.errors import GateFailedError, InputError
-from trainops.slo.catalog import Slo, resolve
 from trainops.slo.rules import error_ratio, promql_duration
 from trainops.spec import Manifest
+from trainops.spec.common import duration_seconds
+from trainops.spec.slo_catalog import Slo, resolve
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,12 @@ class SloJudgement:
             f"slo {self.slo}: canary SLI {self.canary_sli * 100:.3f}% over {self.window} "
             f"(objective {self.objective:g}%), burn {self.canary_burn:.3g} vs {stable}: {verdict}{note}"
         )
+
+
+def slo_interval(manifest: Manifest) -> float:
+    """Seconds a canary step is judged by the SLOs when its pause does not say: spec.slo.canaryWindow."""
+    spec = manifest.pipeline.spec.slo
+    return duration_seconds(spec.canary_window if spec is not None else "5m")
 
 
 def _matchers(manifest: Manifest, model: str, track: str) -> str:

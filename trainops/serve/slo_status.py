@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from trainops.slo.catalog import Slo, resolve
 from trainops.slo.rules import RECORD, windows_of
 from trainops.spec import Manifest
 from trainops.spec.common import duration_seconds
+from trainops.spec.slo_catalog import Slo, resolve
 
 _KEEP = ("model_name", "service", "run")
 

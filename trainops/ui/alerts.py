@@ -134,7 +134,7 @@ def _subject(
 def _plan(manifest: Manifest, payload: WebhookPayload, known: dict[str, Incident]) -> tuple[list[_Planned], int]:
     """Every alert checked and its subject named before anything is written; an alert recorded
     before (its fingerprint) keeps the subject it was recorded against (the canary may be gone)."""
-    from trainops.slo.catalog import resolve
+    from trainops.spec.slo_catalog import resolve
 
     catalog = resolve(manifest.pipeline)
     pipeline = manifest.pipeline.metadata.name

@@ -20,8 +20,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from trainops.errors import TrainopsError, UsageError
-from trainops.slo.alerts import MAX_BODY, BadAlert, MalformedAlert, record, serialize_body
 from trainops.spec import Manifest
+from trainops.ui.alerts import MAX_BODY, BadAlert, MalformedAlert, record, serialize_body
 from trainops.ui.security import is_loopback
 
 log = logging.getLogger(__name__)

@@ -8,9 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from trainops.slo.engines import ENGINES, Histogram, edge_at_or_below, is_edge, mlperf_row, nearest_edges, seconds_text
 from trainops.spec.common import duration_seconds
 from trainops.spec.slo import ServingSlo, window_seconds
+from trainops.spec.slo_engines import (
+    ENGINES,
+    Histogram,
+    edge_at_or_below,
+    is_edge,
+    mlperf_row,
+    nearest_edges,
+    seconds_text,
+)
 
 SloKind = Literal["availability", "ttft", "itl", "e2e", "goodput", "ettr", "step-time", "checkpoint-age"]
 Loc = tuple[str | int, ...]
@@ -90,12 +98,11 @@ def burn_windows(slo: Slo, *, scrape_seconds: float) -> list[tuple[str, float, i
 
 
 def _model_names(pipeline: object) -> list[str]:
-    from trainops.serve.engine import served_name
     from trainops.spec.pipeline import Pipeline
 
     assert isinstance(pipeline, Pipeline)
     rollout = pipeline.spec.rollout
-    return [] if rollout is None else [served_name(rollout, pipeline.metadata.name)]
+    return [] if rollout is None else [rollout.served_name(pipeline.metadata.name)]
 
 
 def _serving(entry: ServingSlo, index: int, engine: str, problems: list[tuple[Loc, str]]) -> list[Slo]:
