@@ -1,6 +1,6 @@
 """Ctrl-C on `trainops train run --local`, as a terminal sends it: SIGINT to the foreground
-process group. The trainer runs in its own group (as in a pod it hears SIGTERM from trainops,
-saves and stops), trainops exits 130 with one line naming what was pushed, no traceback from
+process group, the trainer's too (trainops also passes SIGTERM on); the scaffold's trainer
+saves and stops, trainops exits 130 with one line naming what was pushed, no traceback from
 either, and the next run resumes from the checkpoint saved on the way out."""
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def test_ctrl_c_stops_the_trainer_with_a_checkpoint_and_exits_130(tmp_path: Path
     assert "Traceback" not in said + printed
     last = said.splitlines()[-1]
     assert last.startswith("Interrupted: train.command stopped on SIGINT (run local-"), last
-    saved = re.search(r"stopped at step (\d+) on SIGTERM", printed)
-    assert saved, printed[-2000:]  # the trainer heard SIGTERM, not the terminal's SIGINT
+    saved = re.search(r"stopped at step (\d+) on SIG(INT|TERM)", printed)
+    assert saved, printed[-2000:]  # the trainer saved on the signal, and said so
     step = int(saved.group(1))
     assert f":step-{step:06d}@sha256:" in last or f":step-{step}@sha256:" in last, last  # pushed on the way out
     again = subprocess.run(

@@ -13,10 +13,11 @@ The run goes through the same three steps a cluster pod does:
    retention policy; when the command ends, one last scan pushes what it wrote last.
 
 SIGTERM or SIGINT to trainops is passed on to the command as SIGTERM (which may checkpoint),
-then the last scan runs; on Ctrl-C (SIGINT) trainops exits 130 saying what was pushed. The command runs in
-its own process group, as in a pod: a terminal's Ctrl-C reaches trainops only, and a second
-one kills the command. A command killed outright (SIGKILL, OOM) leaves its half-written checkpoint
-behind, and the watcher never pushes it.
+then the last scan runs; on Ctrl-C (SIGINT) trainops exits 130 saying what was pushed, and
+a second Ctrl-C kills the command. The command stays in trainops' process group, so what
+ends the terminal's group (closing it, a kill of the group) ends the trainer too. A command
+killed outright (SIGKILL, OOM) leaves its half-written checkpoint behind, and the watcher
+never pushes it.
 """
 
 from __future__ import annotations
@@ -332,9 +333,6 @@ def run_local(
             tick=scans.scan,
             stdout=options.command_stdout,
             supervision=options.supervision,
-            # as in a pod, the trainer hears SIGTERM from trainops (and saves), not the
-            # terminal's SIGINT (a KeyboardInterrupt traceback); a second Ctrl-C kills it
-            group=True,
         )
         final_ok = scans.scan(final=True)
     return LocalRunResult(
