@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,27 @@ from services import LOOPBACK, ServiceError, _http_status, _ManagedProcess, free
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 HISTOGRAMS = ("vllm:e2e_request_latency_seconds", "vllm:time_to_first_token_seconds")
+
+
+def serve_metrics_text(render: Callable[[], str]) -> ThreadingHTTPServer:
+    """A /metrics endpoint on a free loopback port, in a daemon thread: every GET of /metrics
+    answers `render()` in Prometheus' text format (the stand-ins of the engines' exporters)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = render().encode()
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 class VllmExporter:
@@ -38,24 +60,8 @@ class VllmExporter:
         self._total = 0
         self._sum = 0.0
         self._lock = threading.Lock()
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = exporter.render().encode()
-                self.send_response(200 if self.path == "/metrics" else 404)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
+        self.server = serve_metrics_text(self.render)
         self.port = self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
 
     def render(self) -> str:
         with self._lock:

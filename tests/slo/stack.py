@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import yaml
+from serve.prometheus import serve_metrics_text
 from services import LOOPBACK, _http_status, _ManagedProcess, free_port, require, wait_for
 
 # vLLM's bucket edges (vllm/v1/metrics/loggers.py), written here as vLLM writes them, not imported
@@ -70,24 +70,9 @@ class VllmStandIn:
         self._e2e = _Histogram("vllm:e2e_request_latency_seconds", E2E_EDGES)
         self._finished = {"stop": 0, "length": 0, "abort": 0}
         self._lock = threading.Lock()
-        stand_in = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = stand_in.render().encode()
-                self.send_response(200 if self.path == "/metrics" else 404)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
+        self.server = serve_metrics_text(self.render)
         self.port = self.server.server_address[1]
         self.target = f"{LOOPBACK}:{self.port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def render(self) -> str:
         with self._lock:
