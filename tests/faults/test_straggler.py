@@ -23,18 +23,21 @@ def _run(
     slow: dict[int, float] | None = None,
     slow_between: tuple[float, float] = (0.0, float("inf")),
     seed: int = 7,
+    done: dict[int, int] | None = None,
+    late: dict[int, float] | None = None,
 ) -> tuple[list[tuple[int, Straggler]], list[tuple[float, list[int]]]]:
     """Each rank trains for `seconds` (step time `step`, ±jitter uniform noise; ranks in
-    `slow` slower by their factor between the two times), one check a second; what the
-    checks returned (and when), and who straggled when."""
+        `slow` slower by their factor between the two times, ranks in `done` stopping at that
+    step, as a finished trainer does, ranks in `late` starting that many seconds late), one check a second; what the
+        checks returned (and when), and who straggled when."""
     rng = random.Random(seed)
-    clocks = dict.fromkeys(range(ranks), 0.0)
+    clocks = {rank: (late or {}).get(rank, 0.0) for rank in range(ranks)}
     steps = dict.fromkeys(range(ranks), 0)
     found: list[tuple[int, Straggler]] = []
     straggling: list[tuple[float, list[int]]] = []
     for second in range(1, seconds + 1):
         for rank in range(ranks):
-            while clocks[rank] < second:
+            while clocks[rank] < second and steps[rank] < (done or {}).get(rank, 1 << 62):
                 factor = (slow or {}).get(rank, 1.0) if slow_between[0] <= clocks[rank] < slow_between[1] else 1.0
                 clocks[rank] += step * factor * (1 + rng.uniform(-jitter, jitter))
                 steps[rank] += 1
@@ -80,3 +83,25 @@ def test_a_slowdown_below_the_ratio_is_tolerated_as_noise() -> None:
     detector = Detector(Settings(move_seconds=5))
     found, straggling = _run(detector, ranks=6, seconds=600, slow={1: 1.1}, jitter=0.05)
     assert found == [] and all(not who for _, who in straggling)
+
+
+def test_a_finished_rank_is_ahead_not_slow() -> None:
+    """Ranks started seconds apart finish seconds apart: the first one done stops reporting
+    (its step time grows with every check) while its peers still train — never a straggler."""
+    for ranks in (2, 3, 8):
+        detector = Detector(Settings(move_seconds=3))
+        others = range(1, ranks)
+        late = dict.fromkeys(others, 10.0)  # rank 0 started (so finishes) 10 s before the rest
+        found, straggling = _run(
+            detector, ranks=ranks, seconds=68, done=dict.fromkeys(range(ranks), 600), late=late, seed=ranks
+        )
+        assert found == [], found[:1]
+        assert all(not who for _, who in straggling), [s for s in straggling if s[1]][:3]
+
+
+def test_a_rank_that_stops_reporting_behind_its_peers_is_slow() -> None:
+    """A rank stalled mid-run (not finished: its peers are past its step) grows slower with
+    every check and is left once it has cost the move."""
+    detector = Detector(Settings(move_seconds=5))
+    found, _ = _run(detector, ranks=4, seconds=60, done={3: 200})
+    assert found and found[0][1].rank == 3, found[:1]

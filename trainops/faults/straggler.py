@@ -11,6 +11,9 @@ shows as the slowdown it averages to, and a rank that stops reporting grows slow
 rank): with m their median and MAD their median absolute deviation, the rank is slow when
 its step time is above m·`ratio` and its robust z-score (x − m) / (1.4826·MAD) is above `z`,
 MAD floored at `noise`·m so that near-identical peers do not turn jitter into a verdict.
+A rank ahead of its peers (its last step above their median last step) is never slow: it
+is not what they wait for, and a rank that has finished — it stops reporting, so its step
+time grows — is ahead of the ranks still training.
 Hysteresis: a rank becomes a straggler after `enter` slow checks in a row and stops being
 one after `leave` checks below m·`ratio_leave`; one slow check among normal ones is noise.
 
@@ -118,6 +121,7 @@ class Detector:
         elapsed = (now - self.checked).total_seconds() if self.checked is not None else 0.0
         self.checked = now
         due: list[Straggler] = []
+        last = {rank: self.ranks[rank].points[-1][0] for rank in times}
         for rank, mine in times.items():
             peers = [t for r, t in times.items() if r != rank]
             if not peers:
@@ -126,7 +130,8 @@ class Detector:
             mad = statistics.median([abs(t - median) for t in peers])
             spread = max(MAD_SCALE * mad, cfg.noise * median)
             state = self.ranks[rank]
-            slow = mine > median * cfg.ratio and (mine - median) / spread > cfg.z
+            ahead = last[rank] > statistics.median([s for r, s in last.items() if r != rank])
+            slow = not ahead and mine > median * cfg.ratio and (mine - median) / spread > cfg.z
             if slow:
                 state.slow_checks, state.normal_checks = state.slow_checks + 1, 0
             elif mine < median * cfg.ratio_leave:
