@@ -190,9 +190,9 @@ def _keeper(registry: str, env: dict[str, str], role: str, repos: int, stop: Any
     """Retention (the newest three of each repository) or gc, again and again until stop."""
     os.environ.update(env)
     from trainops.checkpoint.retention import apply_retention
+    from trainops.manifest.stages import Retention
     from trainops.registry.context import Registries
     from trainops.registry.gc import collect
-    from trainops.spec.stages import Retention
 
     tally = {"runs": 0, "failures": 0, "deferred": 0, "deleting": 0, "freed": 0}
     with Registries(default_registry=registry) as registries:
@@ -216,9 +216,9 @@ def _keeper(registry: str, env: dict[str, str], role: str, repos: int, stop: Any
 def gc_during_pushes(registry: str, env: dict[str, str], writers: int, pushes: int) -> Row:
     """Pushers (one repository each), retention and gc at once; then every tag must pull whole."""
     from trainops.checkpoint.retention import apply_retention
+    from trainops.manifest.stages import Retention
     from trainops.registry.context import Registries
     from trainops.registry.gc import collect
-    from trainops.spec.stages import Retention
 
     row = Row(registry.split(":")[0], f"{writers} pushers x {pushes} checkpoints, retention and gc in a loop")
     context = multiprocessing.get_context("spawn")

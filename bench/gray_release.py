@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from harness import docresult  # noqa: E402
 
 from tests.argo.helpers import NAME, NAMESPACE, Live, serving_overlay, start_args  # noqa: E402
-from tests.serve.conftest import make_project  # noqa: E402
+from tests.rollout.conftest import make_project  # noqa: E402
 
 SERVING = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
 SLOW, FAST = 2.0, 0.05

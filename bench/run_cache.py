@@ -137,8 +137,8 @@ def _tree(root: Path, files: int) -> None:
 
 
 def keys(work: Path, *, files: int, repeat: int) -> dict[str, Any]:
+    from trainops.manifest import load_manifest
     from trainops.pipeline.keys import source_digest
-    from trainops.spec import load_manifest
 
     root, cache = work / "big", work / "keys-cache"
     root.mkdir()

@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from services import LOOPBACK, free_port, git_env  # noqa: E402
 
-from tests.serve.conftest import IMAGE, make_project  # noqa: E402
+from tests.rollout.conftest import IMAGE, make_project  # noqa: E402
 from tests.slo.stack import Alertmanager, RulePrometheus, VllmStandIn  # noqa: E402
 from tests.slo.test_alert_loop import overlay  # noqa: E402
 
@@ -98,8 +98,8 @@ def _trainops(project: Any, *args: str, check: bool = True) -> subprocess.Comple
 
 def _one(root: Path) -> tuple[float, float, float, list[Any]]:
     from trainops.faults.query import list_incidents
-    from trainops.serve.render import rule_file_of
-    from trainops.spec import load_manifest
+    from trainops.manifest import load_manifest
+    from trainops.rollout.render import rule_file_of
     from trainops.ui.alert_receiver import Receiver
 
     stable, canary = VllmStandIn(), VllmStandIn()

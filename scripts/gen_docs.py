@@ -9,7 +9,7 @@
     docs/reference/exit-codes.md     the table of trainops/errors.py and the error classes per code;
     docs/reference/environment.md    the environment variables trainops reads or sets;
     docs/reference/browser-api.md    the registry browser's JSON API, from its OpenAPI document;
-    docs/reference/manifest.md       trainops.yaml, from the pydantic models (trainops.spec.schema);
+    docs/reference/manifest.md       trainops.yaml, from the pydantic models (trainops.manifest.schema);
     docs/operations/*.md             the regions <!-- results:NAME:start/end -->, each the table of
                                      docs/operations/results/NAME.json, which `python bench/NAME.py
                                      --doc` writes (bench/docresult.py).
@@ -137,7 +137,9 @@ def _arguments(command: click.Command) -> list[str]:
 
 
 def _usage(path: tuple[str, ...], command: click.Command) -> str:
-    ctx = click.Context(command, info_name=" ".join(("trainops", *path)))
+    # the CLI's help names: click caches a command's help option from the first context it
+    # sees, so a context with click's default (--help only) would take -h from the real CLI
+    ctx = click.Context(command, info_name=" ".join(("trainops", *path)), help_option_names=["-h", "--help"])
     return " ".join(command.collect_usage_pieces(ctx)).join((f"trainops {' '.join(path)} ".replace("  ", " "), ""))
 
 
@@ -605,7 +607,7 @@ def environment_page() -> str:
 
 
 def browser_api_page() -> str:
-    from trainops.spec.schema import schema_table
+    from trainops.manifest.schema import schema_table
     from trainops.ui.api import openapi
 
     document = openapi()
@@ -696,7 +698,7 @@ def mkdocs_config(pages: Mapping[Path, str]) -> str:
 
 
 def pages() -> dict[Path, str]:
-    from trainops.spec.schema import manifest_reference_markdown
+    from trainops.manifest.schema import manifest_reference_markdown
 
     out = cli_pages()
     out[REPO / "mkdocs.yml"] = mkdocs_config(out)

@@ -46,8 +46,8 @@ def render_job(
     directory: Path, *, run_id: str, env: str = "sim", cluster: dict[str, Any] | None = None, **train: Any
 ) -> list[dict[str, Any]]:
     """The training job's objects, rendered by trainops for tiny-llm with ``train`` overrides."""
+    from trainops.manifest.load import load_manifest
     from trainops.render.api import render_train
-    from trainops.spec.load import load_manifest
 
     manifest = load_manifest(manifest_with(directory, env=env, cluster=cluster, **train), env=env)
     return list(render_train(manifest, image=IMAGE, run_id=run_id).objects)
@@ -63,8 +63,8 @@ def render_tenants(
 ) -> list[dict[str, Any]]:
     """spec.tenants rendered by trainops (Volcano Queues, or Kueue flavors and queues), with
     spec.cluster.topology's objects when ``cluster`` declares one."""
+    from trainops.manifest.load import load_manifest
     from trainops.render.api import render_tenants as render
-    from trainops.spec.load import load_manifest
 
     path = manifest_with(directory, env=env, cluster=cluster, **train)
     if tenants is not None:

@@ -1,7 +1,7 @@
 """vLLM's /metrics for the serving pods of the simulated cluster, scraped by a real Prometheus.
 
 kwok runs no containers, so the serving pods of a Rollout answer nothing. In their place,
-one exporter per serving ReplicaSet of the Rollout (tests/serve/prometheus.py's
+one exporter per serving ReplicaSet of the Rollout (tests/rollout/prometheus.py's
 VllmExporter: vLLM's real metric names) runs on loopback, and Prometheus discovers them
 through a file_sd targets file that this class rewrites as ReplicaSets come and go. Every
 series is labelled as a ServiceMonitor on the stable and canary Services would label it

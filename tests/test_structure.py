@@ -4,11 +4,11 @@ dependencies), no function is longer than 80 lines, no module longer than 600.
 
 Layers, lowest first; a package may import its own layer and the ones below, never above:
 
-    0  the foundation: errors, spec, clock, serialize, units, retry, podenv, projectdir,
+    0  the foundation: errors, manifest, clock, serialize, units, retry, podenv, projectdir,
        gitinfo, templating, supervise, scaffold, interrupt, modelfiles, lazy, runid (everything may use them)
     1  registry (its backends are inside it)
-    2  the rooms that work with artifacts and the cluster: build, render, gitops,
-       checkpoint, evaluate, release, serve, slurm, cluster, faults, signing
+    2  the rooms that work with artifacts and the cluster: image, render, gitops,
+       checkpoint, eval, release, rollout, slurm, cluster, faults, signing
     3  train: one training room, every target (local, Slurm, Kubernetes) behind one interface
     4  pipeline, and what sits beside it reading through the registry: ui, hub; completion
     5  cli
@@ -31,7 +31,7 @@ LAYERS: dict[str, int] = {
         (
             "__init__",
             "errors",
-            "spec",
+            "manifest",
             "clock",
             "serialize",
             "units",
@@ -52,13 +52,13 @@ LAYERS: dict[str, int] = {
     "registry": 1,
     **dict.fromkeys(
         (
-            "build",
+            "image",
             "render",
             "gitops",
             "checkpoint",
-            "evaluate",
+            "eval",
             "release",
-            "serve",
+            "rollout",
             "slurm",
             "cluster",
             "faults",
@@ -394,8 +394,8 @@ def test_the_design_page_states_these_layers() -> None:
 
 
 def test_the_design_table_reader_reads_rows() -> None:
-    text = "| Layer | Rooms |\n|---|---|\n| 0 | `errors`, `spec` | base |\n| 3 | `train` | training |\n"
-    assert _design_layers(text) == {"errors": 0, "spec": 0, "train": 3}
+    text = "| Layer | Rooms |\n|---|---|\n| 0 | `errors`, `manifest` | base |\n| 3 | `train` | training |\n"
+    assert _design_layers(text) == {"errors": 0, "manifest": 0, "train": 3}
 
 
 # What cli/train_cmds.py may import besides the CLI's own helpers, the foundation and the room:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from trainops.spec import Manifest
+    from trainops.manifest import Manifest
 
 _T = TypeVar("_T")
 
@@ -46,7 +46,7 @@ def environments(file: str | None, incomplete: str) -> list[str]:
 
 
 def _load(file: str | None, env: str | None) -> Manifest | None:
-    from trainops.spec import load_manifest
+    from trainops.manifest import load_manifest
 
     path = _manifest_path(file)
     return load_manifest(path, env=env) if path else None

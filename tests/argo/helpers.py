@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from argo_cluster import ArgoStack
 
-from tests.serve.conftest import IMAGE, Project, make_project
+from tests.rollout.conftest import IMAGE, Project, make_project
 
 T = TypeVar("T")
 NAMESPACE = "tiny-llm"

@@ -31,7 +31,7 @@ from argo_cluster import ArgoStack
 
 from tests.argo.helpers import NAMESPACE, serving_overlay
 from tests.render.helpers import write_variant
-from tests.serve.conftest import push_model
+from tests.rollout.conftest import push_model
 from tests.services import bare_git_repo, git_env
 
 REPO = Path(__file__).resolve().parents[2]

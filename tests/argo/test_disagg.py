@@ -23,8 +23,8 @@ from services import ServiceError
 from tests.argo.helpers import Live, wait
 from tests.cli.runner import run
 from tests.kube.test_disagg import pool_revisions, route_weights, served_pairs, slice_placement
-from tests.serve.conftest import IMAGE, Project, make_project
-from tests.serve.test_disagg import TOPOLOGY, overlay
+from tests.rollout.conftest import IMAGE, Project, make_project
+from tests.rollout.test_disagg import TOPOLOGY, overlay
 from tests.services import git_env
 from trainops.render.crds import VENDORED
 

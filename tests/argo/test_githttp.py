@@ -17,7 +17,7 @@ from services import free_port, git_env
 
 from tests.argo.helpers import start_args
 from tests.cli.runner import run
-from tests.serve.conftest import make_project
+from tests.rollout.conftest import make_project
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from tests.argo.pushflow import (
     volcano_jobs,
 )
 from tests.cli.runner import run
-from tests.serve.conftest import push_model
+from tests.rollout.conftest import push_model
 
 
 @pytest.fixture

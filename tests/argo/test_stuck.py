@@ -16,7 +16,7 @@ from argo_cluster import ArgoStack
 
 from tests.argo.helpers import Live, app_synced, healthy_stable, serving_overlay, start_args, wait
 from tests.cli.runner import run
-from tests.serve.conftest import make_project
+from tests.rollout.conftest import make_project
 
 SYNC = 90.0
 

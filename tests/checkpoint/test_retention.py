@@ -11,13 +11,13 @@ from tests.checkpoint.helpers import trainops_ckpt, watcher
 from tests.registry.conftest import Target, make_tree
 from trainops.checkpoint import CheckpointInfo, apply_retention, list_checkpoints, plan_retention
 from trainops.errors import NotFoundError
+from trainops.manifest.stages import Retention
 from trainops.registry import listing as listing_mod
 from trainops.registry import pulling, store
 from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
 from trainops.registry.gc import collect
 from trainops.registry.reference import Reference
-from trainops.spec.stages import Retention
 
 # step → val_loss: the best (lowest) are steps 2 and 3, the worst (highest) 6 and 1.
 LOSSES = {1: 3.0, 2: 1.0, 3: 1.5, 4: 2.0, 5: 2.5, 6: 4.0, 7: 2.2, 8: 2.1}

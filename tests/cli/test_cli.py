@@ -18,7 +18,7 @@ import yaml
 
 from tests.cli.runner import REPO, run, run_subprocess
 from trainops import __version__
-from trainops.spec import check_manifest
+from trainops.manifest import check_manifest
 
 EXAMPLE = REPO / "examples" / "tiny-llm" / "trainops.yaml"
 GOLDEN = REPO / "tests" / "golden" / "plan-tiny-llm.json"
@@ -549,10 +549,10 @@ def test_importing_the_cli_imports_nothing_heavy() -> None:
 @pytest.mark.parametrize(
     "module",
     [
-        "trainops.spec",
-        "trainops.serve",
+        "trainops.manifest",
+        "trainops.rollout",
         "trainops.render",
-        "trainops.evaluate",
+        "trainops.eval",
         "trainops.release",
         "trainops.render.image",
     ],
@@ -621,7 +621,8 @@ def test_checkpoint_reads_on_a_registry_import_nothing_heavy(tmp_path: Path, reg
 def test_the_probe_sees_heavy_imports() -> None:
     """The probe is not blind: validating a manifest does import pydantic."""
     code = (
-        f"from pathlib import Path\nfrom trainops.spec import check_manifest\ncheck_manifest(Path({str(EXAMPLE)!r}))\n"
+        "from pathlib import Path\nfrom trainops.manifest import check_manifest\n"
+        f"check_manifest(Path({str(EXAMPLE)!r}))\n"
     )
     assert "pydantic" in _heavy_loaded(code)
 

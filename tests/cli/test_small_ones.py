@@ -13,8 +13,8 @@ from safetensors.numpy import save_file
 from services import git_env
 
 from tests.cli.runner import run
-from tests.evaluate.conftest import Project, _own_cache, local_project  # noqa: F401  (fixtures)
-from tests.evaluate.test_release import released, setup
+from tests.eval.conftest import Project, _own_cache, local_project  # noqa: F401  (fixtures)
+from tests.eval.test_release import released, setup
 from tests.signing.conftest import ec_key
 from trainops.registry import store
 from trainops.registry.artifact import Lineage

@@ -10,7 +10,7 @@ import yaml
 
 from tests.render.helpers import EXAMPLE, merge
 from trainops.cluster.dryrun import Sent, rendered_objects
-from trainops.spec import Manifest, load_manifest
+from trainops.manifest import Manifest, load_manifest
 
 # the simulated cluster's fabric (tests/kube_cluster.py labels its kwok nodes so)
 FABRIC: dict[str, Any] = {
@@ -96,6 +96,6 @@ def manifests(directory: Path) -> list[Manifest]:
 
 
 def sent(manifest: Manifest) -> list[Sent]:
-    from trainops.serve.check import serving_sent
+    from trainops.rollout.check import serving_sent
 
     return rendered_objects(manifest) + (serving_sent(manifest) if manifest.pipeline.spec.rollout else [])

@@ -28,7 +28,7 @@ from trainops.cluster.applier import apply_object
 from trainops.cluster.client import Cluster, ObjectRefused, connect
 from trainops.cluster.dryrun import Sent, describe, queue_pending
 from trainops.errors import InputError
-from trainops.spec import load_manifest
+from trainops.manifest import load_manifest
 
 CRDS = Path(__file__).resolve().parents[2] / "trainops" / "render" / "crds"
 VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")

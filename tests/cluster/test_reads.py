@@ -23,7 +23,7 @@ from trainops.cluster.access import ClusterAccess
 from trainops.cluster.applier import TRACKING_LABEL, sync
 from trainops.cluster.client import connect
 from trainops.errors import RemoteError
-from trainops.spec import load_manifest
+from trainops.manifest import load_manifest
 from trainops.train.kube_jobs import RunState, run_states, wait_finished
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-llm" / "trainops.yaml"

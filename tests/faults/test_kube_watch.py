@@ -40,9 +40,9 @@ from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import connect
 from trainops.cluster.nodes import FAULT_TAINT, REASON_ANNOTATION
 from trainops.faults import incidents as records
+from trainops.manifest import load_manifest
 from trainops.registry.context import Registries
 from trainops.render.names import LABEL_RUN_ID
-from trainops.spec import load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "tiny-llm"

@@ -20,8 +20,8 @@ import yaml
 from trainops import clock
 from trainops.faults import incidents as records
 from trainops.faults.incidents import Incident
+from trainops.manifest import load_manifest
 from trainops.registry.context import Registries
-from trainops.spec import load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = Path(__file__).resolve().parent / "trainer_on_cue.py"

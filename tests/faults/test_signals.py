@@ -11,7 +11,7 @@ from trainops.faults.actions import DEFAULT_ACTIONS, action_for
 from trainops.faults.ettr import compute
 from trainops.faults.signals import FAULT_CLASSES, XID_TABLE, classify_line, metrics_line, most_specific, nan_signal
 from trainops.faults.timeline import Mark, Segment, Timeline
-from trainops.spec import load_manifest
+from trainops.manifest import load_manifest
 
 
 @pytest.mark.parametrize(

@@ -21,8 +21,8 @@ from services import wait_for
 
 from trainops.faults import incidents as records
 from trainops.faults.incidents import Incident
+from trainops.manifest import load_manifest
 from trainops.registry.context import Registries
-from trainops.spec import load_manifest
 
 pytestmark = pytest.mark.slow
 

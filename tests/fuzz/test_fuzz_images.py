@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainops.build.image import Platform, resolve_image
 from trainops.errors import TrainopsError
+from trainops.image.image import Platform, resolve_image
 from trainops.registry import media
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
 from trainops.registry.context import Registries

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from trainops.checkpoint.layouts import detect_layout, get_layout
 from trainops.checkpoint.metrics import read_metrics
 from trainops.errors import TrainopsError
+from trainops.manifest.load import load_manifest
 from trainops.registry.reference import parse_reference
-from trainops.spec.load import load_manifest
 
 FUZZ = settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-llm" / "trainops.yaml"

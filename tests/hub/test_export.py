@@ -38,8 +38,8 @@ def _push(registries: Registries, root: Path, name: str, files: dict[str, bytes]
 
 
 def _eval_report(registries: Registries, checkpoint: str) -> str:
-    """An eval report pushed the way `trainops eval run` pushes one (trainops.evaluate)."""
-    from trainops.evaluate.report import EvalReport, ReportGate, push_report
+    """An eval report pushed the way `trainops eval run` pushes one (trainops.eval)."""
+    from trainops.eval.report import EvalReport, ReportGate, push_report
 
     found = store.resolve(registries, ref=registries.ref(checkpoint))
     report = EvalReport(

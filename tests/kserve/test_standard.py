@@ -15,9 +15,9 @@ from typing import Any
 
 from services import wait_for
 
-from tests.serve.helpers import CANARY, NO_AB, STABLE, V1, V2, rollout, tree
-from trainops.serve.state import RolloutState
-from trainops.serve.traffic import DEPLOYMENT_MODE
+from tests.rollout.helpers import CANARY, NO_AB, STABLE, V1, V2, rollout, tree
+from trainops.rollout.state import RolloutState
+from trainops.rollout.traffic import DEPLOYMENT_MODE
 
 ISVC = ("serving.kserve.io/v1beta1", "InferenceService")
 STANDARD = rollout({"traffic": "kserve", "kserveDeploymentMode": "Standard", "canary": None, "analysis": None, **NO_AB})

@@ -29,7 +29,7 @@ from trainops.cluster.access import ClusterAccess
 from trainops.cluster.applier import sync
 from trainops.cluster.client import connect
 from trainops.render.crds import VENDORED
-from trainops.serve.disagg import DS_NAME_LABEL, LABEL_REVISION, LABEL_ROLE
+from trainops.rollout.disagg import DS_NAME_LABEL, LABEL_REVISION, LABEL_ROLE
 
 SLICE_LABEL = "disaggregatedset.x-k8s.io/slice"  # the DisaggregatedSet controller labels each slice's sets and pods
 
@@ -141,8 +141,8 @@ class Walk:
     """A project whose serving tree each step commits, then syncs to the cluster and waits for."""
 
     def __init__(self, sim: KubeCluster, root: Path) -> None:
-        from tests.serve.conftest import make_project
-        from tests.serve.test_disagg import TOPOLOGY, overlay
+        from tests.rollout.conftest import make_project
+        from tests.rollout.test_disagg import TOPOLOGY, overlay
 
         self.sim = sim
         self.project = make_project(root, overlay(spec=TOPOLOGY, placement="rack"))
@@ -254,8 +254,8 @@ def test_kserves_llm_inference_services_and_the_route_are_admitted(cluster: Kube
     """The KServe target, as trainops renders it mid-canary, through the API server with KServe's
     CRD (its schema and CEL rules): admitted for real. KServe's controller is not run here, so its
     pools, pickers and Deployments are not made."""
-    from tests.serve.helpers import tree
-    from tests.serve.test_disagg import overlay
+    from tests.rollout.helpers import tree
+    from tests.rollout.test_disagg import overlay
 
     rendered = tree(tmp_path, overlay(workload="llm-inference-service", endpointPicker=None))
     sent = [o for o in rendered.objects if o["kind"] in ("LLMInferenceService", "HTTPRoute")]

@@ -23,8 +23,8 @@ from tests.cluster.targets import sent, write_variant
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import connect
 from trainops.cluster.dryrun import Sent, dry_run
-from trainops.serve.workload import LWS_GROUP_KEY, LWS_NAME_LABEL
-from trainops.spec import Manifest, load_manifest
+from trainops.manifest import Manifest, load_manifest
+from trainops.rollout.workload import LWS_GROUP_KEY, LWS_NAME_LABEL
 
 SHAPE = Shape(nodes=4, gpus_per_node=8, racks=1, spines=1)
 COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "lws")

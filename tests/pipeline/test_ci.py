@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.pipeline.flow import Project, base_manifest, make_project
+from trainops.manifest import load_manifest
 from trainops.pipeline.ci import PushRange, classify, push_range
-from trainops.spec import load_manifest
 
 ROLLOUT = {
     "engine": "vllm",

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trainops.manifest import load_manifest
 from trainops.pipeline.keys import installed_packages, run_environment, source_digest, stage_key
 from trainops.registry.digestcache import DigestCache
-from trainops.spec import load_manifest
 
 
 def _manifest(root: Path) -> Path:

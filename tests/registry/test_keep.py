@@ -131,7 +131,7 @@ def test_every_deleting_path_keeps_what_is_served_and_what_it_needs(target: Targ
 def test_the_watchers_retention_keeps_the_checkpoint_a_release_came_from(target: Target, tmp_path: Path) -> None:
     from tests.checkpoint.helpers import trainops_ckpt, watcher
     from trainops.checkpoint.watch import WatchEvent
-    from trainops.spec.stages import Retention
+    from trainops.manifest.stages import Retention
 
     project = Project(target, tmp_path)
     events: list[WatchEvent] = []

@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
+from trainops.manifest import Manifest, load_manifest
 from trainops.render import Rendered, render_all
-from trainops.spec import Manifest, load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tiny-llm" / "trainops.yaml"

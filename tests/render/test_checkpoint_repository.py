@@ -10,9 +10,9 @@ import pytest
 from tests.render.helpers import train, variant
 from trainops.checkpoint.catalog import checkpoint_repository as resolved
 from trainops.errors import InputError
+from trainops.manifest import Manifest
 from trainops.registry.context import Registries
 from trainops.render.context import checkpoint_repository as rendered
-from trainops.spec import Manifest
 
 
 def _both(manifest: Manifest) -> tuple[str, str]:

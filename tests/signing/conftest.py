@@ -11,8 +11,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from tests.evaluate.conftest import Project, _own_cache, _project  # noqa: F401 - fixtures shared
-from tests.evaluate.test_release import released, setup
+from tests.eval.conftest import Project, _own_cache, _project  # noqa: F401 - fixtures shared
+from tests.eval.test_release import released, setup
 
 
 def write_key(directory: Path, name: str, key: Any, passphrase: bytes | None = None) -> tuple[Path, Path]:

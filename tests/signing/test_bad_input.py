@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from tests.evaluate.conftest import Project
-from tests.evaluate.test_release import setup
+from tests.eval.conftest import Project
+from tests.eval.test_release import setup
 from tests.signing.conftest import ec_key, other_keys, signed_release
+from trainops.manifest.stages import SigningSpec
 from trainops.registry import media
 from trainops.registry.store import resolve
 from trainops.signing.records import push_record
 from trainops.signing.signer import Statement, open_signer
-from trainops.spec.stages import SigningSpec
 
 
 def _refused(project: Project, signing: dict[str, object], expected: str) -> None:

@@ -9,7 +9,7 @@ import requests
 from services import free_port
 from ui.conftest import ServerThread
 
-from tests.evaluate.conftest import Project
+from tests.eval.conftest import Project
 from tests.signing.conftest import signed_release
 from trainops.registry.store import resolve
 from trainops.ui import queries

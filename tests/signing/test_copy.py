@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from tests.evaluate.conftest import Project
+from tests.eval.conftest import Project
 from tests.signing.conftest import signed_release
 from trainops.registry import media
 from trainops.registry.store import resolve

@@ -17,7 +17,7 @@ import pytest
 from kube_bins import SKIP_ENV, binary
 from services import MissingDependency
 
-from tests.evaluate.conftest import Project, _project
+from tests.eval.conftest import Project, _project
 from tests.signing.conftest import ec_key, signed_release
 from trainops.registry import media
 from trainops.registry.store import resolve

@@ -15,11 +15,11 @@ from model_signing._hashing import hashing
 from model_signing._signing import signing as ms_signing
 
 from tests.signing.conftest import ec_key
+from trainops.manifest.stages import SigningSpec
 from trainops.registry.backends.base import sha256_digest
 from trainops.signing.keys import load_public_key
 from trainops.signing.model_sig import IGNORED, model_statement, verified_files
 from trainops.signing.signer import open_signer
-from trainops.spec.stages import SigningSpec
 
 FILES = {"model.safetensors": b"weights" * 1000, "config.json": b'{"a": 1}', "sub/tokenizer.json": b"{}"}
 

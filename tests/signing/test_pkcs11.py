@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.evaluate.conftest import Project
-from tests.evaluate.test_release import setup
+from tests.eval.conftest import Project
+from tests.eval.test_release import setup
 from tests.signing.conftest import ec_key
 from tests.signing.softhsm import PIN, Token, make_token
 from trainops.signing.keys import load_public_key

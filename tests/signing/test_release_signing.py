@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.evaluate.conftest import Project
-from tests.evaluate.test_release import setup
+from tests.eval.conftest import Project
+from tests.eval.test_release import setup
 from tests.signing.conftest import ec_key, signed_release
 from trainops.registry import media
 from trainops.registry.store import resolve

@@ -11,17 +11,17 @@ import pytest
 import yaml
 
 from tests.cli.runner import run
-from tests.evaluate.conftest import Project as ReleaseProject
+from tests.eval.conftest import Project as ReleaseProject
 from tests.render.helpers import REPO
-from tests.serve.conftest import IMAGE, make_project
-from tests.serve.helpers import rollout, tree
+from tests.rollout.conftest import IMAGE, make_project
+from tests.rollout.helpers import rollout, tree
 from tests.signing.conftest import ec_key, signed_release
 from trainops.errors import InputError
+from trainops.manifest import load_manifest
+from trainops.manifest.stages import SigningSpec
 from trainops.registry.store import resolve
 from trainops.signing.attest import attest
 from trainops.signing.signer import open_signer
-from trainops.spec import load_manifest
-from trainops.spec.stages import SigningSpec
 
 GOLDEN = REPO / "tests/golden/serve/vllm-argo-rollouts-signed/rollout.yaml"
 

@@ -24,11 +24,11 @@ from services import LOOPBACK, ServiceError, free_port, wait_for
 from tests.cli.runner import run
 from tests.cli.test_json_convention import bad_keys
 from tests.gitops.helpers import git, tip
-from tests.serve.conftest import IMAGE, Project, make_project
+from tests.rollout.conftest import IMAGE, Project, make_project
 from tests.slo.stack import Alertmanager, RulePrometheus, VllmStandIn
 from trainops.faults.query import list_incidents
-from trainops.serve.render import rule_file_of
-from trainops.spec import load_manifest
+from trainops.manifest import load_manifest
+from trainops.rollout.render import rule_file_of
 from trainops.ui.alert_receiver import Receiver
 
 TOKEN = "s3cret-alert-token"

@@ -8,7 +8,7 @@ from services import LOOPBACK
 
 from tests.cli.runner import run
 from tests.gitops.helpers import git
-from tests.serve.conftest import IMAGE, make_project
+from tests.rollout.conftest import IMAGE, make_project
 from tests.slo.test_alert_loop import overlay
 from trainops.registry import media
 

@@ -12,10 +12,10 @@ import requests
 from services import LOOPBACK
 
 from tests.cli.runner import run
-from tests.serve.conftest import IMAGE, Project, make_project
+from tests.rollout.conftest import IMAGE, Project, make_project
 from tests.slo.test_alert_loop import overlay
 from trainops.faults.query import list_incidents
-from trainops.spec import load_manifest
+from trainops.manifest import load_manifest
 from trainops.ui.alert_receiver import Receiver
 
 TOKEN = "t0ken"

@@ -12,7 +12,7 @@ import yaml
 from services import require
 
 from tests.render.helpers import render, variant
-from tests.serve.helpers import rollout, tree
+from tests.rollout.helpers import rollout, tree
 from trainops.slo.render import serving_rule_file_groups, training_rule_file_groups
 
 EXAMPLE: dict[str, Any] = rollout({})

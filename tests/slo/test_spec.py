@@ -8,9 +8,9 @@ import pytest
 
 from tests.cli.runner import run
 from trainops.errors import ManifestError
-from trainops.spec import load_manifest
-from trainops.spec.slo_catalog import resolve
-from trainops.spec.slo_engines import ENGINES
+from trainops.manifest import load_manifest
+from trainops.manifest.slo_catalog import resolve
+from trainops.manifest.slo_engines import ENGINES
 
 HEADER = """apiVersion: trainops.dev/v1alpha1
 kind: Pipeline

@@ -15,8 +15,8 @@ import yaml
 from services import LOOPBACK, ServiceError, free_port, wait_for
 
 from tests.slo.stack import RulePrometheus
-from trainops.serve.render import rule_file_of
-from trainops.spec import load_manifest
+from trainops.manifest import load_manifest
+from trainops.rollout.render import rule_file_of
 
 TRAINER = Path(__file__).resolve().parent / "paced_trainer.py"
 RUN = "paced-1"

@@ -13,8 +13,8 @@ from trainops import clock
 from trainops.cluster.access import ClusterAccess
 from trainops.errors import NotFoundError, UsageError
 from trainops.faults.timeline import run_log_path
+from trainops.manifest import Manifest, load_manifest
 from trainops.slurm.record import RunRecord, write_record
-from trainops.spec import Manifest, load_manifest
 from trainops.train.target import (
     KubernetesTarget,
     LocalTarget,

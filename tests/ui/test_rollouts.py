@@ -13,7 +13,7 @@ import requests
 from services import free_port, git_env
 
 from tests.cli.runner import run
-from tests.serve.conftest import IMAGE, Project, make_project
+from tests.rollout.conftest import IMAGE, Project, make_project
 from trainops.registry.context import open_registries
 from trainops.registry.store import resolve
 from trainops.ui.app import create_app
@@ -120,7 +120,7 @@ def test_a_disaggregated_releases_page_lists_the_pools_revisions_and_weights_tha
     """Read from the GitOps history: v2's pair entered as the canary pool at 10%, went to 50% and
     100%, then served as the stable pool at 100% — each row a commit, its pool, the pair's
     revision and the HTTPRoute's weight; the lineage graph's edges say the same."""
-    from tests.serve.test_disagg import overlay
+    from tests.rollout.test_disagg import overlay
 
     for name, value in git_env({}).items():
         monkeypatch.setenv(name, value)

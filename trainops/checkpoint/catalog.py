@@ -16,9 +16,9 @@ from trainops.registry.listing import Tagged, tagged_manifests
 from trainops.registry.reference import Reference
 
 if TYPE_CHECKING:
-    from trainops.spec import Manifest
-    from trainops.spec.pipeline import PipelineSpec
-    from trainops.spec.stages import TrainSpec
+    from trainops.manifest import Manifest
+    from trainops.manifest.pipeline import PipelineSpec
+    from trainops.manifest.stages import TrainSpec
 
 STEP_TAG = re.compile(r"^step-([0-9]+)$")
 A_NAME = media.A_CKPT_NAME

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 
 from trainops.checkpoint.catalog import KIND, STEP_TAG, CheckpointInfo, info_of, ranked, tagged
 from trainops.errors import NotFoundError, RemoteError
+from trainops.manifest.stages import Retention
 from trainops.registry import removal, tombstone
 from trainops.registry.context import Registries
 from trainops.registry.keep import Kept, kept_by_others, neighbourhood
 from trainops.registry.lineage import forget_manifest
 from trainops.registry.reference import Reference
-from trainops.spec.stages import Retention
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,8 @@ from trainops.checkpoint.state import (
     save_pushed,
 )
 from trainops.errors import ExistsError, InputError, NotFoundError, TrainopsError, UsageError
+from trainops.manifest import Manifest
+from trainops.manifest.stages import Retention
 from trainops.podenv import PodEnvironment
 from trainops.registry import store
 from trainops.registry.artifact import Lineage, Parent, ParsedManifest, scan_tree
@@ -53,8 +55,6 @@ from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache
 from trainops.registry.plain_lineage import Relation
 from trainops.registry.reference import Reference
-from trainops.spec import Manifest
-from trainops.spec.stages import Retention
 
 log = logging.getLogger(__name__)
 

@@ -140,8 +140,8 @@ def watch(
     (or until --until-pid's process exits), then scans a last time and exits 0.
     """
     from trainops.errors import UsageError
+    from trainops.manifest.common import parse_seconds
     from trainops.podenv import PodEnvironment
-    from trainops.spec.common import parse_seconds
     from trainops.supervise import idle_until, stop_when
 
     if until_pid is not None and scan_mode is not None:

@@ -72,7 +72,7 @@ def run_cmd(
     crashes, times out or writes anything but one JSON object of numbers (nothing pushed).
     """
     from trainops.cli.progress import transfer_progress
-    from trainops.evaluate import require_passed, run_eval
+    from trainops.eval import require_passed, run_eval
     from trainops.registry.context import Registries
 
     manifest = options.load(file, env)
@@ -106,9 +106,9 @@ def run_cmd(
 @options.wide_option
 def ls_cmd(checkpoint: str | None, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
     """List the evaluations of CKPT (default: eval.checkpoint), oldest first."""
-    from trainops.evaluate import list_evals
-    from trainops.evaluate.run import eval_spec
-    from trainops.evaluate.select import resolve_checkpoint
+    from trainops.eval import list_evals
+    from trainops.eval.run import eval_spec
+    from trainops.eval.select import resolve_checkpoint
     from trainops.registry.context import Registries
 
     manifest = options.load(file, env)
@@ -158,7 +158,7 @@ def render_cmd(
 ) -> None:
     """Print the eval of CKPT as a Kubernetes Job (Volcano when train.scheduler is volcano)
     running `trainops eval run` in the image; the checkpoint is pinned by digest."""
-    from trainops.evaluate.cluster import render_eval
+    from trainops.eval.cluster import render_eval
     from trainops.registry.context import Registries
 
     manifest = options.load(file, env)
@@ -195,7 +195,7 @@ def submit_cmd(
     output: str,
 ) -> None:
     """Commit the eval Job of CKPT to <spec.gitops.path>-eval in the GitOps repository."""
-    from trainops.evaluate.cluster import submit_eval
+    from trainops.eval.cluster import submit_eval
     from trainops.registry.context import Registries
 
     manifest = options.load(file, env)

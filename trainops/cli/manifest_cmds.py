@@ -127,7 +127,7 @@ def plan(file: str | None, env: str | None, output: str, wide: bool) -> None:
 @click.command()
 def schema() -> None:
     """Print the JSON Schema of trainops.yaml (for editors and CI)."""
-    from trainops.spec.schema import pipeline_json_schema
+    from trainops.manifest.schema import pipeline_json_schema
 
     echo_json(pipeline_json_schema())
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
+    from trainops.manifest import Manifest
     from trainops.registry.context import Opened, Registries
-    from trainops.spec import Manifest
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -239,8 +239,8 @@ def registry_options(func: F) -> F:
 
 def load(file: str | None, env: str | None) -> Manifest:
     """The manifest -f names (else the nearest trainops.yaml), with --env's overlay."""
+    from trainops.manifest import load_manifest
     from trainops.projectdir import manifest_path
-    from trainops.spec import load_manifest
 
     return load_manifest(manifest_path(file), env=env)
 

@@ -523,7 +523,7 @@ def rm(ref: str, override: Override | None, file: str | None, env: str | None, i
     """Remove a tag (REPO:TAG) or a manifest with its tags (REPO@sha256:…).
 
     A release needs --force --reason; one the manifest's GitOps repo serves is never removed."""
-    from trainops.serve.protect import remove_unless_served
+    from trainops.rollout.protect import remove_unless_served
 
     with options.opened(file, env, insecure) as opened:
         registries = opened.registries
@@ -567,7 +567,7 @@ def gc(
     Never removed: what the manifest's GitOps repo serves, releases (unless --force
     --reason), and what a kept artifact needs (lineage parents, eval reports, signatures,
     provenance). Safe while pushes run: a repository with a push in flight is left whole."""
-    from trainops.serve.protect import collect_unless_served
+    from trainops.rollout.protect import collect_unless_served
 
     with options.opened(file, env, insecure) as ctx:
         result = collect_unless_served(

@@ -24,7 +24,7 @@ def _percent(value: float | None) -> str:
 @output_option
 def status_cmd(file: str | None, env: str | None, prometheus: str | None, output: str) -> None:
     """Each SLO's SLI now, error budget left and burn rates, per model Service or run."""
-    from trainops.serve.slo_status import status
+    from trainops.rollout.slo_status import status
 
     report = status(options.load(file, env), prometheus=prometheus)
     if output == "json":
@@ -49,7 +49,7 @@ def rules_cmd(file: str | None, env: str | None) -> None:
     """The SLOs' rules as a plain Prometheus rule file (rule_files:), for a Prometheus without the operator."""
     import yaml
 
-    from trainops.serve.render import rule_file_of
+    from trainops.rollout.render import rule_file_of
 
     click.echo(yaml.safe_dump(rule_file_of(options.load(file, env)), sort_keys=False, width=1000), nl=False)
 

@@ -87,7 +87,7 @@ class RolloutLive:
     header_routes: list[str] = field(default_factory=list)  # named rules matching headers
     analysis: AnalysisState | None = None
     # the step in trainops' terms ("2/3 50%") and what the controller does in it, mapped from
-    # controller_step over canary_steps by trainops.serve.live.read_live
+    # controller_step over canary_steps by trainops.rollout.live.read_live
     step: str | None = None
     doing: str | None = None
     canary_steps: list[dict[str, Any]] = field(default_factory=list, metadata=HIDDEN)  # spec.strategy.canary.steps

@@ -25,8 +25,8 @@ from typing import Any
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import Cluster, ObjectRefused
 from trainops.errors import NotFoundError, Problem, TrainopsError
-from trainops.spec import Manifest
-from trainops.spec.load import field_problem
+from trainops.manifest import Manifest
+from trainops.manifest.load import field_problem
 
 # a field the API server names → the train.* field it is rendered from
 _TRAIN_FIELDS = (
@@ -96,7 +96,7 @@ def _origin(manifest: Manifest, obj: dict[str, Any], source: str) -> tuple[str |
 
 def rendered_objects(manifest: Manifest) -> list[Sent]:
     """The training job, tenants and eval Job `validate --render` checks offline for this
-    manifest (one environment); the serving objects are trainops.serve.check.serving_sent."""
+    manifest (one environment); the serving objects are trainops.rollout.check.serving_sent."""
     from trainops.render.api import render_for_check
 
     spec = manifest.pipeline.spec
@@ -387,7 +387,7 @@ def check_against_cluster(
     """For each target: what `render` makes of it dry-run applied, and its topology checked
     against the nodes (trainops.pipeline.validate passes the serving objects in too)."""
     from trainops.cluster.client import connect
-    from trainops.spec import load_manifest
+    from trainops.manifest import load_manifest
 
     checks = []
     with connect(access) as cluster:

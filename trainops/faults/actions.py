@@ -20,7 +20,7 @@ from trainops.faults.catalog import XIDS, Bucket, XidEntry, entries
 from trainops.faults.signals import FAULT_CLASSES, MEANINGS
 
 if TYPE_CHECKING:
-    from trainops.spec.faults import FaultPolicy
+    from trainops.manifest.faults import FaultPolicy
 
 Action = Literal["restart", "requeue", "drain", "stop"]
 

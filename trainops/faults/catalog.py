@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from trainops.spec.faults import FaultClass
+from trainops.manifest.faults import FaultClass
 
 Bucket = Literal["restart-app", "reset-gpu", "drain-service", "fix-app"]
 BUCKETS: tuple[str, ...] = get_args(Bucket)

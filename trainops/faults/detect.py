@@ -31,7 +31,7 @@ from trainops.faults.signals import (
 from trainops.faults.straggler import Detector, Settings
 
 if TYPE_CHECKING:
-    from trainops.spec.faults import FaultPolicy
+    from trainops.manifest.faults import FaultPolicy
 
 MAX_EVIDENCE = 20
 MAX_LINE = 500
@@ -214,7 +214,7 @@ class Monitor:
 
 def _straggler_settings(policy: FaultPolicy | None) -> Settings:
     """The detector's settings from train.faults.slowNode (defaults without a policy)."""
-    from trainops.spec.common import duration_seconds
+    from trainops.manifest.common import duration_seconds
 
     if policy is None:
         return Settings()

@@ -27,7 +27,7 @@ from typing import Literal, get_args
 from trainops import clock
 from trainops.errors import InputError, NotFoundError
 from trainops.faults.signals import XID_TABLE
-from trainops.spec import Manifest
+from trainops.manifest import Manifest
 
 DrillKind = Literal["hang", "nccl-timeout", "cuda-oom", "xid", "node-lost", "slow-node"]
 DRILLS: tuple[str, ...] = get_args(DrillKind)

@@ -10,10 +10,10 @@ from trainops.faults import timeline as timelines
 from trainops.faults.ettr import Ettr, compute
 from trainops.faults.incidents import Incident, NodeCount, node_counts
 from trainops.faults.report import RunReport, incident_report
+from trainops.manifest import Manifest
+from trainops.manifest.common import duration_seconds
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
-from trainops.spec import Manifest
-from trainops.spec.common import duration_seconds
 
 
 @dataclass(frozen=True)

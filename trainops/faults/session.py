@@ -29,12 +29,12 @@ from trainops.faults.health import Follower, sources_for
 from trainops.faults.incidents import Incident
 from trainops.faults.timeline import Mark, Segment, Timeline
 from trainops.faults.verify import EXCLUDING, NodeCheck, NodeProbe, keep_schedulable, reclassify
-from trainops.spec.common import duration_seconds
+from trainops.manifest.common import duration_seconds
 
 if TYPE_CHECKING:
+    from trainops.manifest import Manifest
+    from trainops.manifest.faults import FaultPolicy
     from trainops.registry.context import Registries
-    from trainops.spec import Manifest
-    from trainops.spec.faults import FaultPolicy
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from trainops.faults.catalog import XIDS
-from trainops.spec.faults import FaultClass
+from trainops.manifest.faults import FaultClass
 
 FAULT_CLASSES: tuple[str, ...] = get_args(FaultClass)
 

@@ -19,10 +19,10 @@ from pydantic.alias_generators import to_camel
 
 from trainops.errors import IntegrityError, NotFoundError
 from trainops.faults.incidents import read_file, save_record
+from trainops.manifest import Manifest
 from trainops.registry import media
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
-from trainops.spec import Manifest
 
 TIMELINE_FILE = "timeline.json"
 TIMELINE_SUFFIX = ".timeline"

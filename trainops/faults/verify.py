@@ -27,7 +27,7 @@ from trainops.faults.signals import MEANINGS
 
 if TYPE_CHECKING:
     from trainops.faults.detect import Diagnosis
-    from trainops.spec.faults import FaultPolicy
+    from trainops.manifest.faults import FaultPolicy
 
 EXCLUDING: tuple[str, ...] = ("requeue", "drain")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trainops.spec import Manifest
+    from trainops.manifest import Manifest
 
 
 def gitops_url(manifest: Manifest) -> tuple[str, bool]:

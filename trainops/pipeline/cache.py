@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainops.errors import NotFoundError
+from trainops.manifest import Manifest
 from trainops.pipeline.keys import key_hex
 from trainops.pipeline.stage import Output
 from trainops.registry import media
@@ -26,7 +27,6 @@ from trainops.registry.artifact import Lineage, Parent, canonical_json, parse_ma
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.serialize import to_data
-from trainops.spec import Manifest
 
 A_STAGE_KEY = media.A_STAGE_KEY
 A_STAGE_NAME = "dev.trainops.stage.name"

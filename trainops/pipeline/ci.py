@@ -27,11 +27,11 @@ from typing import Any, ClassVar
 
 from trainops.errors import InputError, UsageError
 from trainops.gitinfo import run_git
+from trainops.manifest import Manifest
 from trainops.pipeline.graph import STAGES, build_graph
 from trainops.pipeline.run import RunOptions, RunResult, run_pipeline
 from trainops.pipeline.stage import EventSink, no_events
 from trainops.serialize import HIDDEN
-from trainops.spec import Manifest
 
 ZERO = "0" * 40
 _ZEROS = re.compile(r"0{40}|0{64}")  # git's null object id (SHA-1, SHA-256)
@@ -145,7 +145,7 @@ def _overlay_sections(doc: Any, env: str | None) -> dict[str, Any]:
 def manifest_sections(*, manifest: Manifest, before: str, rel: str) -> list[str]:
     """The sections of trainops.yaml (spec.X, metadata, environments.ENV.X) that differ from
     `before`, both read by the manifest's own hardened loader (size cap, alias bombs, depth)."""
-    from trainops.spec.yamlsafe import MAX_BYTES, YamlProblem, load_yaml_mapping
+    from trainops.manifest.yamlsafe import MAX_BYTES, YamlProblem, load_yaml_mapping
 
     size = run_git(manifest.root, "cat-file", "-s", f"{before}:{rel}")
     old_text = run_git(manifest.root, "show", f"{before}:{rel}") if size and int(size) <= MAX_BYTES else None

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from trainops.errors import InputError, UsageError
-from trainops.spec import Manifest
+from trainops.manifest import Manifest
 
 STAGES = ("image", "train", "checkpoint", "eval", "release", "rollout")
 _WANTS: Mapping[str, tuple[str, ...]] = {

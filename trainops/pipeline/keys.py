@@ -7,7 +7,7 @@ report, the release). Same key, same output: a stage whose key already has an ou
 the registry is not run again (trainops.pipeline.cache).
 
 The source tree's digest reuses the image builder's context selection and the digest
-cache (trainops.build.context), so a warm tree of 10,000 files costs a stat per file.
+cache (trainops.image.context), so a warm tree of 10,000 files costs a stat per file.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trainops.manifest import Manifest
 from trainops.registry.artifact import Environment, canonical_json
 from trainops.registry.backends.base import sha256_digest
-from trainops.spec import Manifest
 
 KEY_VERSION = 1
 
@@ -53,7 +53,7 @@ def source_digest(*, manifest: Manifest) -> SourceDigest:
     else the manifest's directory without trainops' and git's own files and Python's bytecode
     caches (a trainer importing the project writes them, which must not change the key):
     paths, modes and sha256 of every file."""
-    from trainops.build.context import hash_entries, select_context
+    from trainops.image.context import hash_entries, select_context
 
     image = manifest.pipeline.spec.image
     root = manifest.local_path(image.context) if image is not None else manifest.root

@@ -1,6 +1,6 @@
 """`trainops lineage TARGET`: which walk answers it. Nothing heavy at import: walking an
 artifact's lineage on a project without spec.rollout reads plain data only (no pydantic),
-as `ckpt ls` does; the commit and rollout walks load trainops.serve when they are asked for."""
+as `ckpt ls` does; the commit and rollout walks load trainops.rollout when they are asked for."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from trainops.registry.context import Registries
 from trainops.registry.lineage import Direction, Graph, lineage_graph
 
 if TYPE_CHECKING:
-    from trainops.spec import Manifest
+    from trainops.manifest import Manifest
 
 GIT_PREFIX = "git:"  # `trainops lineage git:REV`
 
@@ -33,7 +33,7 @@ def walk_lineage(
     records of `trainops run` too."""
     root = registries.root(scan) if scan else None
     if target.startswith(GIT_PREFIX):
-        from trainops.serve.lineage import lineage_from_commit
+        from trainops.rollout.lineage import lineage_from_commit
 
         repo_dir = manifest.root if manifest is not None else Path.cwd()
         same = None
@@ -54,7 +54,7 @@ def walk_lineage(
         )
     ref = registries.ref(target)
     if manifest is not None and manifest.pipeline.spec.rollout is not None:
-        from trainops.serve.lineage import lineage_with_rollouts
+        from trainops.rollout.lineage import lineage_with_rollouts
 
         return lineage_with_rollouts(registries, manifest, ref=ref, direction=direction, scan=root, records=records)
     return lineage_graph(registries, ref=ref, direction=direction, scan=root, records=records)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainops.spec import Manifest, PipelineSpec
-from trainops.spec.serving import RolloutSpec
-from trainops.spec.stages import TrainSpec
+from trainops.manifest import Manifest, PipelineSpec
+from trainops.manifest.serving import RolloutSpec
+from trainops.manifest.stages import TrainSpec
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import IO, Any, ClassVar
 
 from trainops.cluster.access import ClusterAccess
 from trainops.errors import InputError, TrainopsError, UsageError
+from trainops.manifest import Manifest
 from trainops.pipeline import cache
 from trainops.pipeline.executors import EXECUTORS, skip_check, stage_functions
 from trainops.pipeline.executors.base import StageContext
@@ -28,7 +29,6 @@ from trainops.registry.artifact import Lineage, canonical_json
 from trainops.registry.backends.base import sha256_digest
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
-from trainops.spec import Manifest
 
 
 @dataclass
@@ -178,8 +178,8 @@ def named_inputs(manifest: Manifest, window: list[str]) -> list[tuple[str, str, 
 
 def check_references(manifest: Manifest, registries: Registries, window: list[str]) -> None:
     """Every reference the manifest names as a stage input exists, before anything runs."""
-    from trainops.build.api import base_reference
     from trainops.errors import NotFoundError
+    from trainops.image.api import base_reference
     from trainops.registry.store import resolve
 
     for stage, name, text in named_inputs(manifest, window):

@@ -12,7 +12,7 @@ from trainops.registry.backends.base import Backend
 from trainops.registry.reference import Reference, RegistryRoot, parse_reference, parse_registry
 
 if TYPE_CHECKING:
-    from trainops.spec import Manifest
+    from trainops.manifest import Manifest
 
 
 class ProgressSink(Protocol):
@@ -122,7 +122,7 @@ def open_registries(*, file: str | None, env: str | None = None, insecure: bool 
 
         raise NotFoundError(f"--env {env} needs a manifest: {no_manifest()}", hint="pass -f FILE")
     if path is not None:
-        from trainops.spec import load_manifest
+        from trainops.manifest import load_manifest
 
         manifest = load_manifest(path, env=env)
     return Opened(manifest, Registries.for_manifest(manifest, insecure=insecure))

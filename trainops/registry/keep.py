@@ -4,7 +4,7 @@
 their own rule for what they would remove; none of them removes what this module keeps:
 
 - a release the GitOps repository serves, as stable or as the canary (`served`, read from
-  the manifest's GitOps repo by trainops.serve.protect): never, whatever the flags;
+  the manifest's GitOps repo by trainops.rollout.protect): never, whatever the flags;
 - a tagged release (a model `trainops release` made): only with `--force --reason`
   (trainops.registry.protect); one whose tags went that way is no longer kept for itself;
 - what a kept artifact needs: its lineage parents (a pruned parent's record stands for

@@ -65,7 +65,7 @@ BOOKKEEPING_REPOSITORIES = ("incidents", "stages")
 PRUNED_TAG_PREFIX = "pruned-"  # tags of pruned records (trainops.registry.tombstone)
 A_VERSION = "org.opencontainers.image.version"
 
-# Eval reports (trainops.evaluate): one layer of this type; the verdict and the evaluated
+# Eval reports (trainops.eval): one layer of this type; the verdict and the evaluated
 # checkpoint (ref@sha256:…) as manifest annotations
 EVAL_REPORT = "application/vnd.trainops.eval.report.v1+json"
 A_EVAL_PASSED = "dev.trainops.eval.passed"  # "true" | "false"

@@ -5,7 +5,7 @@ with the `dev.trainops.release.checkpoint` annotation). A tag that names one —
 release repository or anywhere else — is moved (push, `registry tag`, `registry copy`) or
 removed (`registry rm`, `registry gc`) only with an override: `--force --reason TEXT`.
 Whether anything may be deleted is decided in trainops.registry.keep; a release the
-GitOps repository serves is never removed, even then (trainops.serve.protect reads it).
+GitOps repository serves is never removed, even then (trainops.rollout.protect reads it).
 """
 
 from __future__ import annotations

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 from trainops.checkpoint.catalog import CheckpointInfo, checkpoint_repository, list_checkpoints, ranked
 from trainops.errors import GateFailedError, NotFoundError
-from trainops.evaluate.gates import GateResult, check_gates, failing
-from trainops.evaluate.report import EvalEntry, list_evals
-from trainops.evaluate.select import WORDS, ranking, resolve_checkpoint
+from trainops.eval.gates import GateResult, check_gates, failing
+from trainops.eval.report import EvalEntry, list_evals
+from trainops.eval.select import WORDS, ranking, resolve_checkpoint
+from trainops.manifest import Manifest
 from trainops.registry.context import Registries
 from trainops.registry.store import Resolved, resolve
-from trainops.spec import Manifest
 
 
 @dataclass(frozen=True)

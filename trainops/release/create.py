@@ -24,6 +24,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from trainops import clock
 from trainops.errors import GateFailedError, InputError, TrainopsError, UsageError
+from trainops.manifest import Manifest
+from trainops.manifest.stages import ReleaseSpec
 from trainops.modelfiles.safetensors import ModelInfo, model_info
 from trainops.registry import media
 from trainops.registry.artifact import Forced, Lineage, ModelConfig, Parent
@@ -34,8 +36,6 @@ from trainops.registry.store import Resolved, assemble, push, resolve
 from trainops.release.choose import Candidate, choose
 from trainops.release.immutable import local_files, same_release
 from trainops.release.package import exported_files, rebuilt_files, remote_info, select_files
-from trainops.spec import Manifest
-from trainops.spec.stages import ReleaseSpec
 
 if TYPE_CHECKING:
     from trainops.signing.signer import Signer
@@ -245,7 +245,7 @@ def _who(manifest: Manifest) -> str:
 def image_parent(manifest: Manifest, registries: Registries, digest: str | None) -> Parent | None:
     """The training image a checkpoint recorded (its imageDigest), as a parent, when it is in
     the repository the manifest builds images to (or train.image's); else None."""
-    from trainops.build.api import base_reference
+    from trainops.image.api import base_reference
 
     if digest is None:
         return None

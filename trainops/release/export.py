@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from trainops.errors import CommandFailedError
+from trainops.manifest import Manifest
 from trainops.registry.store import Resolved
-from trainops.spec import Manifest
 
 ENV_INPUT = "TRAINOPS_EXPORT_INPUT"
 ENV_OUTPUT = "TRAINOPS_EXPORT_OUTPUT"

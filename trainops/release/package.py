@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from trainops.errors import InputError, NotFoundError
+from trainops.manifest import Manifest
+from trainops.manifest.stages import ReleaseSpec
 from trainops.modelfiles.safetensors import MAX_CONFIG, ModelInfo, SafetensorsHeader, read_header, summarize
 from trainops.registry import media
 from trainops.registry.artifact import safe_relpath, scan_tree
@@ -25,8 +27,6 @@ from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.pulling import pull
 from trainops.registry.store import Resolved
-from trainops.spec import Manifest
-from trainops.spec.stages import ReleaseSpec
 
 
 def selected(relpath: str, spec: ReleaseSpec) -> bool:

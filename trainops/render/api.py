@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from trainops.errors import TrainopsError
+from trainops.manifest import Manifest
+from trainops.manifest.stages import TrainSpec
 from trainops.render.context import RunContext, build_context
 from trainops.render.env import secret_looking
 from trainops.render.image import is_pinned
@@ -41,8 +43,6 @@ from trainops.render.pod import main_resources
 from trainops.render.tenants import kueue_queues, uncovered, volcano_queues
 from trainops.render.validate import validate_objects
 from trainops.render.yamlio import dump_documents
-from trainops.spec import Manifest
-from trainops.spec.stages import TrainSpec
 
 TENANT_KINDS = {
     "volcano": frozenset({"Queue", "HyperNode"}),
@@ -53,7 +53,7 @@ TRAIN_KINDS = {
     "kueue": frozenset({"JobSet", "Job", "Service"}),
     "pytorchjob": frozenset({"PyTorchJob"}),
 }
-# what trainops.serve renders with spec.rollout: patches of these kinds are the serving render's
+# what trainops.rollout renders with spec.rollout: patches of these kinds are the serving render's
 SERVING_KINDS = frozenset(
     {"Rollout", "AnalysisTemplate", "Service", "HTTPRoute", "Deployment", "InferenceService"}
     | {"LeaderWorkerSet", "ServiceMonitor", "Application", "PrometheusRule", "ConfigMap"}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainops.spec import Manifest
+from trainops.manifest import Manifest
 
 APPLICATION_FILE = "argocd/application.yaml"
 # a failed sync of the training path is retried (Argo CD's backoff: 5 s, doubling, up to 1 min)

@@ -20,7 +20,7 @@ spec.insecureRegistries (an agent in a pod has no trainops.yaml to read it from)
 from __future__ import annotations
 
 from trainops.errors import InputError
-from trainops.spec.stages import TrainSpec
+from trainops.manifest.stages import TrainSpec
 
 
 def qualify(ref: str, registry: str) -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from trainops import runid
+from trainops.manifest import Manifest
+from trainops.manifest.pipeline import PipelineSpec
+from trainops.manifest.stages import TrainSpec
 from trainops.render.image import PinnedImage, pin_image
 from trainops.render.names import ANNOTATION_COMMIT, ANNOTATION_IMAGE, check_commit, common_labels
-from trainops.spec import Manifest
-from trainops.spec.pipeline import PipelineSpec
-from trainops.spec.stages import TrainSpec
 
 _SCHEMES = ("oci://", "s3://", "file://")
 

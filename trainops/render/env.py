@@ -26,8 +26,8 @@ import re
 
 from trainops import podenv
 from trainops.errors import InputError
-from trainops.spec.common import duration_seconds
-from trainops.spec.stages import TrainSpec
+from trainops.manifest.common import duration_seconds
+from trainops.manifest.stages import TrainSpec
 
 RDZV_PORT = 29500
 CONTRACT = podenv.CONTRACT

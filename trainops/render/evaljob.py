@@ -18,12 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trainops.manifest.common import duration_seconds
+from trainops.manifest.pipeline import PipelineSpec
+from trainops.manifest.stages import EvalSpec, TrainSpec
 from trainops.render.image import PinnedImage
 from trainops.render.names import ANNOTATION_IMAGE, common_labels, object_name
 from trainops.render.pod import REGISTRY_AUTH_DIR, placement, pod_security
-from trainops.spec.common import duration_seconds
-from trainops.spec.pipeline import PipelineSpec
-from trainops.spec.stages import EvalSpec, TrainSpec
 
 MANIFEST_DIR = "/etc/trainops"
 MANIFEST_FILE = "trainops.yaml"

@@ -36,12 +36,12 @@ from __future__ import annotations
 from typing import Any
 
 from trainops.errors import InputError
+from trainops.manifest.common import duration_seconds
 from trainops.render.context import RunContext
 from trainops.render.env import RDZV_PORT
 from trainops.render.names import digits, object_name
 from trainops.render.pod import PodRole, pod_template
 from trainops.render.topology import kueue_level
-from trainops.spec.common import duration_seconds
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainops.errors import InputError
-from trainops.spec.pipeline import Patch
+from trainops.manifest.pipeline import Patch
 
 
 def plain(value: Any) -> Any:

@@ -28,12 +28,12 @@ from typing import Any
 
 from trainops import podenv
 from trainops.errors import InputError
+from trainops.manifest.common import duration_seconds
+from trainops.manifest.stages import TrainSpec
 from trainops.render.checkpoint import pull_argv, qualify, restore_steps, watch_argv
 from trainops.render.context import RunContext
 from trainops.render.env import RDZV_PORT, check_names, launch_argv, run_identity
 from trainops.render.names import LABEL_ROLE
-from trainops.spec.common import duration_seconds
-from trainops.spec.stages import TrainSpec
 
 UID = 1000
 REGISTRY_AUTH_DIR = "/var/run/secrets/trainops/registry"

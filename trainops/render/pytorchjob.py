@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainops.manifest.common import duration_seconds
 from trainops.render.context import RunContext
 from trainops.render.env import RDZV_PORT, nproc_per_node
 from trainops.render.names import digits, object_name
 from trainops.render.pod import PodRole, pod_template
-from trainops.spec.common import duration_seconds
 
 
 def pytorch_job(ctx: RunContext) -> dict[str, Any]:

@@ -17,11 +17,11 @@ import re
 import shlex
 
 from trainops.errors import InputError
+from trainops.manifest.common import duration_seconds
 from trainops.render.context import RunContext
 from trainops.render.env import check_names
 from trainops.render.names import object_name
 from trainops.render.quantity import mebibytes, whole_cpus
-from trainops.spec.common import duration_seconds
 
 TEMPLATE = "slurm/sbatch.sh.j2"
 _DIRECTIVE_SAFE = re.compile(r"^[A-Za-z0-9_.,:@%+=/\[\]|&*()!-]+$")

@@ -25,9 +25,9 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from trainops.manifest.pipeline import PipelineSpec, Tenant, TenantQuota
 from trainops.render import quantity
 from trainops.render.names import common_labels
-from trainops.spec.pipeline import PipelineSpec, Tenant, TenantQuota
 
 KUEUE_VERSION = "kueue.x-k8s.io/v1beta2"
 DEFAULT_FLAVOR = "default-flavor"

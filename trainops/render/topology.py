@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainops.manifest.cluster import ClusterTopology
 from trainops.render.names import common_labels
-from trainops.spec.cluster import ClusterTopology
 
 HYPERNODE_VERSION = "topology.volcano.sh/v1alpha1"
 KUEUE_VERSION = "kueue.x-k8s.io/v1beta2"

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainops.manifest.common import duration_seconds
 from trainops.render.context import RunContext
 from trainops.render.env import RDZV_PORT
 from trainops.render.names import digits, object_name
 from trainops.render.pod import PodRole, pod_template
-from trainops.spec.common import duration_seconds
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
 MASTER, WORKER = "master", "worker"

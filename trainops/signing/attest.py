@@ -26,7 +26,7 @@ from trainops.signing.records import list_records, push_record
 from trainops.signing.signer import Signer
 
 if TYPE_CHECKING:
-    from trainops.spec import Manifest
+    from trainops.manifest import Manifest
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def artifact_files(found: Resolved) -> dict[str, str]:
 
 def eval_facts(registries: Registries, found: Resolved) -> EvalFacts | None:
     """The eval report that let a release (its annotation), read from the registry."""
-    from trainops.evaluate.report import read_report
+    from trainops.eval.report import read_report
 
     text = found.parsed.annotations.get(media.A_RELEASE_EVAL)
     if not text:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from trainops.errors import InputError
 
 if TYPE_CHECKING:
-    from trainops.spec.stages import SigningSpec
+    from trainops.manifest.stages import SigningSpec
 
 PASSPHRASE_ENV = "TRAINOPS_SIGNING_PASSPHRASE"
 CURVES = ("secp256r1", "secp384r1", "secp521r1")

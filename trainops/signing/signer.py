@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from trainops.errors import InputError
+from trainops.manifest.stages import SigningSpec
 from trainops.registry import media
 from trainops.signing.keys import KEYLESS_REFUSED, PublicKey, ecdsa_hash, load_private_key, public_key_of
-from trainops.spec.stages import SigningSpec
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 

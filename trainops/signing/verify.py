@@ -31,8 +31,8 @@ from trainops.signing.provenance import dependency_text, differences, open_envel
 from trainops.signing.records import Record, list_records
 
 if TYPE_CHECKING:
+    from trainops.manifest.stages import SigningSpec
     from trainops.registry.pulling import PullResult
-    from trainops.spec.stages import SigningSpec
 
 
 @dataclass(frozen=True)

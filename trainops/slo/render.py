@@ -1,6 +1,6 @@
 """The Kubernetes objects of spec.slo, rendered beside what they observe.
 
-Serving tree (trainops.serve.render), with spec.slo.serving and rollout.traffic argo-rollouts
+Serving tree (trainops.rollout.render), with spec.slo.serving and rollout.traffic argo-rollouts
 or gateway-api:
 
     PrometheusRule <name>-slo            every serving SLO's rule group (trainops.slo.rules)
@@ -24,6 +24,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from trainops.manifest import Manifest
+from trainops.manifest.common import duration_seconds
+from trainops.manifest.slo import SloSpec
+from trainops.manifest.slo_catalog import Catalog, Slo, resolve
 from trainops.slo.rules import (
     RECORD,
     TRAIN_CKPT_AGE,
@@ -34,10 +38,6 @@ from trainops.slo.rules import (
     serving_matchers,
     windows_of,
 )
-from trainops.spec import Manifest
-from trainops.spec.common import duration_seconds
-from trainops.spec.slo import SloSpec
-from trainops.spec.slo_catalog import Catalog, Slo, resolve
 
 MONITORING = "monitoring.coreos.com/v1"
 DASHBOARD_LABEL = "grafana_dashboard"

@@ -8,7 +8,7 @@ For every SLO, one rule group `slo-<name>`:
                                   the first pair, or > 6 over the second
     SLOBurnRateTicket             severity ticket: > 3 or > 1 over the third and fourth pairs
                                   (the SRE workbook's table; windows scaled to the SLO's,
-                                  trainops.spec.slo_catalog)
+                                  trainops.manifest.slo_catalog)
 
 Burn rate = error ratio / error budget (1 − objective): 1 spends the budget exactly over the
 window. Each alert's value is the long window's burn rate; its labels name the SLO, the
@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from trainops.spec.common import duration_seconds
-from trainops.spec.slo import SloSpec
-from trainops.spec.slo_catalog import Catalog, Slo, burn_windows
-from trainops.spec.slo_engines import ENGINES, Histogram
+from trainops.manifest.common import duration_seconds
+from trainops.manifest.slo import SloSpec
+from trainops.manifest.slo_catalog import Catalog, Slo, burn_windows
+from trainops.manifest.slo_engines import ENGINES, Histogram
 
 RECORD = "slo:sli_error:ratio_rate"
 GOOD_NOW = "trainops:slo_good:instant"

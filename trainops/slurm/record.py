@@ -19,7 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from trainops import runid
 from trainops.errors import ExistsError, InputError, NotFoundError
-from trainops.spec import Manifest
+from trainops.manifest import Manifest
 
 RECORD = "run.json"
 

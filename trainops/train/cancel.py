@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainops.errors import NotFoundError, RemoteError
+from trainops.manifest import Manifest
 from trainops.render.names import LABEL_RUN_ID
-from trainops.spec import Manifest
 
 ACTION_TRAILER = "Trainops-Action"
 

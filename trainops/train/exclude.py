@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainops.errors import NotFoundError, RemoteError
-from trainops.spec import Manifest
+from trainops.manifest import Manifest
 from trainops.train.cancel import ACTION_TRAILER, commit_files, read_run
 
 HOSTNAME = "kubernetes.io/hostname"

@@ -20,10 +20,10 @@ from trainops.faults.detect import Monitor
 from trainops.faults.ettr import compute
 from trainops.faults.hang import HEARTBEAT_ENV, ProgressClock
 from trainops.faults.session import Decision, FaultSession
+from trainops.manifest import Manifest
+from trainops.manifest.common import duration_seconds
 from trainops.serialize import FLATTEN
 from trainops.slo.exporter import TrainingMetrics, serve_metrics
-from trainops.spec import Manifest
-from trainops.spec.common import duration_seconds
 from trainops.supervise import Supervision
 from trainops.train.local import LocalRunOptions, LocalRunResult, run_local
 

@@ -21,10 +21,10 @@ from typing import Any
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import Cluster
 from trainops.errors import NotFoundError, RemoteError
+from trainops.manifest import Manifest
+from trainops.manifest.stages import TrainSpec
 from trainops.render.kueue import QUEUE_LABEL
 from trainops.render.names import LABEL_PIPELINE, LABEL_RUN_ID
-from trainops.spec import Manifest
-from trainops.spec.stages import TrainSpec
 
 WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
 LOCAL_QUEUE = ("kueue.x-k8s.io/v1beta2", "LocalQueue")

@@ -43,9 +43,9 @@ from trainops.faults.signals import MEANINGS, Signal, classify_line
 if TYPE_CHECKING:
     from trainops.cluster.client import Cluster
     from trainops.cluster.nodes import Cordon
+    from trainops.manifest import Manifest
     from trainops.registry.context import Registries
     from trainops.registry.reference import Reference
-    from trainops.spec import Manifest
     from trainops.train.exclude import RestartResult
     from trainops.train.kube_jobs import RunState
 

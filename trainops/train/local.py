@@ -32,11 +32,11 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple
 from trainops import podenv
 from trainops.errors import InputError, TrainopsError
 from trainops.interrupt import Interrupted
+from trainops.manifest import Manifest
 from trainops.registry.artifact import Environment, Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.reference import Reference
 from trainops.render.image import cluster_image
-from trainops.spec import Manifest
 from trainops.supervise import Supervision, run_command
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class LocalRunResult:
 
 def pinned_image(manifest: Manifest, *, image: str, insecure: bool = False) -> Any:
     """--image as the run names it: pinned to its digest (a tag is resolved now)."""
-    from trainops.build.pinned import training_image
+    from trainops.image.pinned import training_image
 
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         return training_image(manifest, registries, image=image)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from trainops import clock
 from trainops.errors import TrainopsError
+from trainops.manifest import Manifest
+from trainops.manifest.stages import SlurmOptions
 from trainops.slurm.client import SlurmHost, control, read_file, sbatch, show_job
 from trainops.slurm.record import (
     RunRecord,
@@ -26,8 +28,6 @@ from trainops.slurm.record import (
     remove_record,
     write_record,
 )
-from trainops.spec import Manifest
-from trainops.spec.stages import SlurmOptions
 
 if TYPE_CHECKING:
     from trainops.faults.ettr import Ettr

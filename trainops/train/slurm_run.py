@@ -39,12 +39,12 @@ from typing import IO, TYPE_CHECKING, Any
 from trainops import podenv
 from trainops.errors import CommandFailedError, InputError, UsageError
 from trainops.faults.hang import HEARTBEAT_ENV, ProgressClock
+from trainops.manifest import Manifest
+from trainops.manifest.common import duration_seconds
+from trainops.manifest.stages import TrainSpec
 from trainops.render.env import RDZV_PORT
 from trainops.serialize import FLATTEN
 from trainops.slurm.client import SlurmHost, control
-from trainops.spec import Manifest
-from trainops.spec.common import duration_seconds
-from trainops.spec.stages import TrainSpec
 from trainops.train.local import LocalRunOptions, LocalRunResult
 
 if TYPE_CHECKING:

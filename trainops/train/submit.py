@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainops import runid
-from trainops.build.pinned import training_image
 from trainops.errors import InputError
 from trainops.gitops.target import gitops_url
+from trainops.image.pinned import training_image
+from trainops.manifest import Manifest
+from trainops.manifest.stages import TrainSpec
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.render.image import cluster_image
-from trainops.spec import Manifest
-from trainops.spec.stages import TrainSpec
 
 if TYPE_CHECKING:
     from trainops.render import Rendered

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from trainops.errors import NotFoundError, UsageError
-from trainops.spec import Manifest
+from trainops.manifest import Manifest
 
 if TYPE_CHECKING:
     from trainops.cluster.access import ClusterAccess

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from trainops.errors import TrainopsError, UsageError
-from trainops.spec import Manifest
+from trainops.manifest import Manifest
 from trainops.ui.alerts import MAX_BODY, BadAlert, MalformedAlert, record, serialize_body
 from trainops.ui.security import is_loopback
 

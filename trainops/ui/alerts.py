@@ -30,8 +30,8 @@ from trainops import clock
 from trainops.errors import InputError
 from trainops.faults import incidents as records
 from trainops.faults.incidents import Incident
+from trainops.manifest import Manifest
 from trainops.registry.context import Registries
-from trainops.spec import Manifest
 
 FAULT = "slo-burn"
 SOURCE = "alertmanager"
@@ -115,8 +115,8 @@ def _subject(
         if not run:
             raise BadAlert(f"alert of {slo_name} has no run label: it names no run")
         return "run", run
-    from trainops.serve.context import serve_context
-    from trainops.serve.flows import read_state
+    from trainops.rollout.context import serve_context
+    from trainops.rollout.flows import read_state
 
     service = alert.labels.get("service", "")
     name = serve_context(manifest).name
@@ -134,7 +134,7 @@ def _subject(
 def _plan(manifest: Manifest, payload: WebhookPayload, known: dict[str, Incident]) -> tuple[list[_Planned], int]:
     """Every alert checked and its subject named before anything is written; an alert recorded
     before (its fingerprint) keeps the subject it was recorded against (the canary may be gone)."""
-    from trainops.spec.slo_catalog import resolve
+    from trainops.manifest.slo_catalog import resolve
 
     catalog = resolve(manifest.pipeline)
     pipeline = manifest.pipeline.metadata.name

@@ -96,7 +96,7 @@ class Pages(Views):
         """The release served by the manifest's spec.rollout, as the GitOps repo says and,
         started with a kubeconfig, as Argo CD and Argo Rollouts report it (read-only)."""
         from trainops.errors import NotFoundError
-        from trainops.serve import rollout_status
+        from trainops.rollout import rollout_status
 
         b = self.browser
         if b.manifest is None or b.manifest.pipeline.spec.rollout is None:
@@ -105,9 +105,9 @@ class Pages(Views):
         return self.render("rollout.html", s=status, live=status.live)
 
     def slo(self, request: Request, db: Any) -> Response:
-        """Each SLO of the manifest's spec.slo as Prometheus has it now (trainops.serve.slo_status)."""
+        """Each SLO of the manifest's spec.slo as Prometheus has it now (trainops.rollout.slo_status)."""
         from trainops.errors import NotFoundError
-        from trainops.serve.slo_status import status
+        from trainops.rollout.slo_status import status
 
         b = self.browser
         if b.manifest is None or b.manifest.pipeline.spec.slo is None:

@@ -4,7 +4,7 @@ artifacts known from their records, unknown parents marked missing), both direct
 once, plus a node for each git commit an artifact was built from. With a manifest whose
 spec.rollout is set, `add_rollouts` adds below each release the rollout commits that served
 it (text nodes: commit, action, step and weight), read from the GitOps history by
-trainops.serve.lineage, as `trainops lineage --down` reads them."""
+trainops.rollout.lineage, as `trainops lineage --down` reads them."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from trainops.ui.models import GraphEdge, GraphNode, LineageGraph
 from trainops.ui.queries import DIGEST, TAG_OF, artifact_row
 
 if TYPE_CHECKING:
-    from trainops.spec import Manifest
+    from trainops.manifest import Manifest
 
 log = logging.getLogger(__name__)
 MAX_NODES = 400
@@ -112,7 +112,7 @@ def add_rollouts(found: LineageGraph, *, manifest: Manifest) -> LineageGraph:
     artifacts), linked to each release it served; unchanged when the manifest sets no
     rollout, or (logged) when the GitOps history cannot be read."""
     from trainops.registry.lineage import Graph, Node
-    from trainops.serve.lineage import add_rollouts as served_by
+    from trainops.rollout.lineage import add_rollouts as served_by
 
     releases = {n.id: Node(digest=n.id, ref=n.label, kind=n.kind) for n in found.nodes if n.kind == "model"}
     served = Graph(root=found.root, direction="down", nodes=releases)

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from trainops.spec.common import StrictModel as _ManifestModel
+from trainops.manifest.common import StrictModel as _ManifestModel
 
 
 class StrictModel(_ManifestModel):

@@ -19,7 +19,7 @@ from trainops.ui.views import Browser
 
 if TYPE_CHECKING:
     from trainops.cluster.access import ClusterAccess
-    from trainops.spec import Manifest
+    from trainops.manifest import Manifest
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8321

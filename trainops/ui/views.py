@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from trainops.cluster.access import ClusterAccess
-    from trainops.serve.audit import RolloutStatus
-    from trainops.spec import Manifest
+    from trainops.manifest import Manifest
+    from trainops.rollout.audit import RolloutStatus
 
 
 @dataclass
@@ -41,7 +41,7 @@ class Browser:
 
     def drain_after(self) -> tuple[int, float]:
         """train.faults.drainAfter of the manifest it was started with (else 3 in 24 h)."""
-        from trainops.spec.common import duration_seconds
+        from trainops.manifest.common import duration_seconds
 
         train = self.manifest.pipeline.spec.train if self.manifest is not None else None
         if train is None:
@@ -73,7 +73,7 @@ def serving(browser: Browser, digest: str) -> Serving | None:
     no rollout or serves other releases."""
     if browser.manifest is None or browser.manifest.pipeline.spec.rollout is None:
         return None
-    from trainops.serve import rollout_status
+    from trainops.rollout import rollout_status
 
     try:
         status = rollout_status(browser.manifest, access=browser.cluster)
@@ -90,7 +90,7 @@ class PoolsNote:
     """The pools that served a release of a disaggregated rollout, oldest first, or why they
     could not be read."""
 
-    served: list[Any]  # trainops.serve.lineage.PoolServed
+    served: list[Any]  # trainops.rollout.lineage.PoolServed
     error: str | None = None
 
 
@@ -104,7 +104,7 @@ def served_pools(browser: Browser, digest: str) -> PoolsNote | None:
         or manifest.pipeline.spec.rollout.disaggregation is None
     ):
         return None
-    from trainops.serve.lineage import pool_history
+    from trainops.rollout.lineage import pool_history
 
     try:
         found = pool_history(manifest, digest)

@@ -6,8 +6,8 @@
              pushes (checkpoint tags) with a timeout
 
 Every stage function takes a StageContext and returns an Outcome; eval, release and
-rollout are the same for both executors (thin adapters over trainops.evaluate,
-trainops.release and trainops.serve).
+rollout are the same for both executors (thin adapters over trainops.eval,
+trainops.release and trainops.rollout).
 """
 
 from __future__ import annotations

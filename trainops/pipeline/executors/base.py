@@ -8,10 +8,10 @@ from typing import IO, Any
 
 from trainops.cluster.access import ClusterAccess
 from trainops.errors import InputError
+from trainops.manifest import Manifest
 from trainops.pipeline.keys import SourceDigest
 from trainops.pipeline.stage import Output, StageResult
 from trainops.registry.context import Registries
-from trainops.spec import Manifest
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""The eval, release and rollout stages: thin adapters over trainops.evaluate,
-trainops.release and trainops.serve, the same under every executor."""
+"""The eval, release and rollout stages: thin adapters over trainops.eval,
+trainops.release and trainops.rollout, the same under every executor."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from trainops.errors import InputError
 from trainops.pipeline.executors.base import StageContext
 from trainops.pipeline.stage import Outcome, Output
 
-PROVIDERS = {"eval": "trainops.evaluate", "release": "trainops.release", "rollout": "trainops.serve"}
+PROVIDERS = {"eval": "trainops.eval", "release": "trainops.release", "rollout": "trainops.rollout"}
 
 
 def missing_provider(stage: str) -> str | None:
@@ -84,7 +84,7 @@ def release_stage(ctx: StageContext) -> Outcome:
 def _taken_off(ctx: StageContext) -> tuple[str, Any]:
     """The release the rollout stage serves, pinned, and the GitOps history's word on it
     (serve.Abandoned when it was rolled back or aborted and not served since, else None)."""
-    from trainops.serve.resolve import resolve_release
+    from trainops.rollout.resolve import resolve_release
 
     serve = _provider("rollout")
     model = ctx.optional("release", "model")

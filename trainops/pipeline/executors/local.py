@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainops.errors import CommandFailedError, InputError, NotFoundError, RemoteError
+from trainops.manifest import Manifest
 from trainops.pipeline.executors.base import StageContext
 from trainops.pipeline.keys import run_environment
 from trainops.pipeline.stage import Outcome, Output
 from trainops.registry.reference import Reference
-from trainops.spec import Manifest
 
 if TYPE_CHECKING:
     from trainops.train.local import LocalRunResult
@@ -31,7 +31,7 @@ def engine_problem() -> str | None:
     host = os.environ.get("DOCKER_HOST")
     if not host and not Path(DEFAULT_SOCKET).exists():
         return f"no container engine: DOCKER_HOST is unset and {DEFAULT_SOCKET} does not exist"
-    from trainops.build.engine import Engine
+    from trainops.image.engine import Engine
 
     try:
         Engine.connect(timeout=10).close()
@@ -63,8 +63,8 @@ def image_skip(ctx: StageContext) -> Outcome | None:
 
 def image_stage(ctx: StageContext) -> Outcome:
     """train.image pinned to its digest, or the manifest's image built and pushed."""
-    from trainops.build.api import build_image
-    from trainops.build.pinned import training_image
+    from trainops.image.api import build_image
+    from trainops.image.pinned import training_image
 
     train = ctx.manifest.pipeline.spec.train
     if train is not None and train.image:
