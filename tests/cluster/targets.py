@@ -48,6 +48,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         }
     },
     "pytorchjob": {"spec": {"train": {"scheduler": "pytorchjob", "topology": None}, "patches": None}},
+    "ray": {"spec": {"train": {"scheduler": "ray", "topology": None}, "tenants": KUEUE_TENANTS, "patches": None}},
     "gateway-api": {"spec": {"rollout": {"traffic": "gateway-api"}}},
     "kserve": {"spec": {"rollout": {"traffic": "kserve", "abTest": None}}},
     "multi-node-serving": {

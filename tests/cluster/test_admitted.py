@@ -136,7 +136,7 @@ def test_every_target_in_every_environment_is_admitted_dry_run_then_for_real(clu
     served |= {"gateway.networking.k8s.io/v1 HTTPRoute", "serving.kserve.io/v1beta1 InferenceService"}
     served |= {"monitoring.coreos.com/v1 ServiceMonitor", "argoproj.io/v1alpha1 Application"}
     served |= {"batch.volcano.sh/v1alpha1 Job", "batch/v1 Job", "jobset.x-k8s.io/v1alpha2 JobSet"}
-    served |= {"kubeflow.org/v1 PyTorchJob", "scheduling.volcano.sh/v1beta1 Queue"}
+    served |= {"kubeflow.org/v1 PyTorchJob", "scheduling.volcano.sh/v1beta1 Queue", "ray.io/v1 RayJob"}
     served |= {"kueue.x-k8s.io/v1beta2 ClusterQueue", "kueue.x-k8s.io/v1beta2 LocalQueue"}
     served |= {"kueue.x-k8s.io/v1beta2 ResourceFlavor", "kueue.x-k8s.io/v1beta2 Topology"}
     served |= {"topology.volcano.sh/v1alpha1 HyperNode"}

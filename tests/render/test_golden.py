@@ -95,6 +95,30 @@ CASES: dict[str, dict[str, Any]] = {
             ],
         }
     },
+    # KubeRay RayJob queued by Kueue: a head and 2 workers on a shared checkpoint PVC, the
+    # entrypoint train.command shell-quoted, the tenant's Kueue queues, a patch of the RayJob.
+    "ray": {
+        "spec": {
+            "registry": "oci://harbor.example.com/llm",
+            "train": {
+                "scheduler": "ray",
+                "nodes": 3,
+                "topology": None,
+                "command": ["python", "-m", "tiny_llm.train", "--run-name", "it's a ray run"],
+                "checkpoint": {"claim": "tiny-llm-ckpt"},
+            },
+            "patches": [{"target": {"kind": "RayJob"}, "merge": {"spec": {"submitterConfig": {"backoffLimit": 1}}}}],
+        }
+    },
+    # A one-node RayJob without a queue (the default scheduler places its pods): no worker group.
+    "ray-one-node": {
+        "spec": {
+            "registry": "oci://harbor.example.com/llm",
+            "train": {"scheduler": "ray", "nodes": 1, "queue": None, "topology": None, "maxRunDuration": None},
+            "patches": None,
+            "tenants": None,
+        }
+    },
     # Slurm sbatch under pyxis; patches and tenants are Kubernetes-only.
     "slurm": {
         "spec": {

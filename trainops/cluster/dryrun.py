@@ -267,10 +267,15 @@ def dry_run(cluster: Cluster, manifest: Manifest, items: Sequence[Sent]) -> list
 # only, and the pods are validated when the controller creates them (GPU requests unequal to
 # their limits show up later as a StatefulSet that cannot create its pods). A dry-run Pod of
 # each template asks now.
-_POD_TEMPLATES: dict[str, tuple[tuple[str, ...], ...]] = {
+_POD_TEMPLATES: dict[str, tuple[tuple[str | int, ...], ...]] = {
     "LeaderWorkerSet": (
         ("spec", "leaderWorkerTemplate", "leaderTemplate"),
         ("spec", "leaderWorkerTemplate", "workerTemplate"),
+    ),
+    "RayJob": (
+        ("spec", "rayClusterSpec", "headGroupSpec", "template"),
+        ("spec", "rayClusterSpec", "workerGroupSpecs", 0, "template"),
+        ("spec", "submitterPodTemplate"),
     ),
 }
 
@@ -282,14 +287,18 @@ def _template_pods(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     for path in _POD_TEMPLATES.get(str(obj.get("kind")), ()):
         template: Any = obj
         for key in path:
-            template = template.get(key) if isinstance(template, dict) else None
+            if isinstance(key, int):
+                template = template[key] if isinstance(template, list) and len(template) > key else None
+            else:
+                template = template.get(key) if isinstance(template, dict) else None
         if not isinstance(template, dict):
             continue
-        pod_meta = {**(template.get("metadata") or {}), "name": f"{meta['name']}-{path[-1].lower()}"}
+        part = next(str(key) for key in reversed(path) if isinstance(key, str) and key != "template").lower()
+        pod_meta = {**(template.get("metadata") or {}), "name": f"{meta['name']}-{part}"}
         if meta.get("namespace"):
             pod_meta["namespace"] = meta["namespace"]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": template.get("spec") or {}}
-        out.append((".".join(path), pod))
+        out.append((".".join(str(key) for key in path), pod))
     return out
 
 

@@ -302,7 +302,7 @@ MetricsAddress = Annotated[str, StringConstraints(pattern=r"^(\[[0-9a-fA-F:]+\]|
 class TrainSpec(StrictModel):
     """The distributed training job."""
 
-    scheduler: Literal["volcano", "kueue", "pytorchjob", "slurm", "local"] = "volcano"
+    scheduler: Literal["volcano", "kueue", "pytorchjob", "ray", "slurm", "local"] = "volcano"
     image: ImageRef | None = Field(None, description="A prebuilt image; default: the one `image` builds.")
     namespace: Name | None = None
     queue: str | None = Field(None, description="Volcano queue, Kueue LocalQueue or Slurm partition.")

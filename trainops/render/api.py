@@ -6,9 +6,10 @@ Files of the rendered tree (relative to the GitOps path):
     train/kueue-jobset.yaml   scheduler kueue, workload jobset
     train/kueue-job.yaml      scheduler kueue, workload job (the Service, then the Job)
     train/pytorchjob.yaml     scheduler pytorchjob
+    train/rayjob.yaml         scheduler ray (KubeRay)
     train/sbatch.sh           scheduler slurm (not a Kubernetes object)
     tenants/volcano-queues.yaml   spec.tenants for volcano and pytorchjob
-    tenants/kueue-queues.yaml     spec.tenants for kueue (ResourceFlavor, ClusterQueues, LocalQueues)
+    tenants/kueue-queues.yaml     spec.tenants for kueue and ray (ResourceFlavor, ClusterQueues, LocalQueues)
     cluster/volcano-hypernodes.yaml  spec.cluster.topology for volcano and pytorchjob (HyperNodes)
     cluster/kueue-topology.yaml      spec.cluster.topology for kueue (Topology, its ResourceFlavor)
     slo/prometheusrule.yaml   spec.slo.training, Kubernetes targets: the training SLOs' rules
@@ -52,6 +53,7 @@ TRAIN_KINDS = {
     "volcano": frozenset({"Job"}),
     "kueue": frozenset({"JobSet", "Job", "Service"}),
     "pytorchjob": frozenset({"PyTorchJob"}),
+    "ray": frozenset({"RayJob"}),
 }
 # what trainops.rollout renders with spec.rollout: patches of these kinds are the serving render's
 SERVING_KINDS = frozenset(
@@ -86,7 +88,7 @@ class _Tree:
 def _tenant_scheduler(manifest: Manifest) -> str | None:
     train = manifest.pipeline.spec.train
     scheduler = train.scheduler if train is not None else "volcano"
-    return {"volcano": "volcano", "pytorchjob": "volcano", "kueue": "kueue"}.get(scheduler)
+    return {"volcano": "volcano", "pytorchjob": "volcano", "kueue": "kueue", "ray": "kueue"}.get(scheduler)
 
 
 def _train_part(ctx: RunContext) -> _Part:
@@ -105,6 +107,10 @@ def _train_part(ctx: RunContext) -> _Part:
         from trainops.render.pytorchjob import pytorch_job
 
         return _Part("train/pytorchjob.yaml", [pytorch_job(ctx)])
+    if train.scheduler == "ray":
+        from trainops.render.ray import ray_job
+
+        return _Part("train/rayjob.yaml", [ray_job(ctx)])
     from trainops.render.slurm import sbatch_script
 
     return _Part("train/sbatch.sh", text=sbatch_script(ctx))
@@ -120,11 +126,12 @@ def _train_warnings(ctx: RunContext) -> None:
             "pod's are pushed; set it to a ReadWriteMany PVC if every rank writes a shard"
         )
     names = [t.name for t in ctx.spec.tenants]
-    if names and train.queue and train.queue not in names and train.scheduler in ("volcano", "kueue", "pytorchjob"):
+    queued = train.scheduler in ("volcano", "kueue", "pytorchjob", "ray")
+    if names and train.queue and train.queue not in names and queued:
         ctx.warn(
             f"train.queue {train.queue!r} is none of spec.tenants ({', '.join(names)}): it must exist in the cluster"
         )
-    if train.scheduler == "kueue" and train.queue in names and train.namespace:
+    if train.scheduler in ("kueue", "ray") and train.queue in names and train.namespace:
         tenant = next(t for t in ctx.spec.tenants if t.name == train.queue)
         if train.namespace not in tenant.namespaces:
             ctx.warn(

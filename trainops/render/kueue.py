@@ -52,7 +52,8 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 LEADER, WORKERS = "leader", "workers"
 
 
-def _labels(ctx: RunContext) -> dict[str, str]:
+def queue_labels(ctx: RunContext) -> dict[str, str]:
+    """The job's labels with its LocalQueue (train.queue, required) and train.maxRunDuration."""
     train = ctx.train
     if not train.queue:
         raise InputError(
@@ -103,7 +104,7 @@ def jobset(ctx: RunContext) -> dict[str, Any]:
     # pod hostname: <jobset>-<replicatedJob>-<job index>-<pod index>
     name = object_name(ctx.pipeline, ctx.run_id, reserve=len(f"-{WORKERS}-0-") + digits(max(workers, 1)))
     endpoint = f"{name}-{LEADER}-0-0.{name}:{RDZV_PORT}"
-    labels = _labels(ctx)
+    labels = queue_labels(ctx)
     group = name if workers else None
     shared = train.checkpoint.claim is not None
     leader = PodRole(
@@ -155,7 +156,7 @@ def indexed_job(ctx: RunContext) -> list[dict[str, Any]]:
     train = ctx.train
     name = object_name(ctx.pipeline, ctx.run_id, reserve=1 + digits(train.nodes))  # hostname <job>-<index>
     endpoint = f"{name}-0.{name}:{RDZV_PORT}"
-    labels = _labels(ctx)
+    labels = queue_labels(ctx)
     role = PodRole(
         role="node",
         endpoint=endpoint,

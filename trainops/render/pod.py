@@ -48,7 +48,7 @@ class PodRole:
     """What differs between the pod templates of one job."""
 
     role: str  # the trainops.dev/role label: leader, worker or node
-    endpoint: str  # host:port of the c10d rendezvous (the rank-0 pod)
+    endpoint: str | None  # host:port of the c10d rendezvous (the rank-0 pod); None: the scheduler's own (Ray)
     container: str = "train"
     port_name: str = "rdzv"
     is_host: bool | None = None  # whether this template's pods host the rendezvous store
@@ -254,7 +254,9 @@ def pod_template(ctx: RunContext, role: PodRole) -> dict[str, Any]:
         "name": role.container,
         "image": ctx.image.ref,
         "imagePullPolicy": "IfNotPresent",
-        "command": launch_argv(
+        "command": list(train.command)
+        if role.endpoint is None
+        else launch_argv(
             list(train.command), train=train, endpoint=role.endpoint, run_id=ctx.run_id, is_host=role.is_host
         ),
     }

@@ -74,6 +74,8 @@ def job_kind(train: TrainSpec) -> tuple[str, str]:
         return "batch.volcano.sh/v1alpha1", "Job"
     if train.scheduler == "pytorchjob":
         return "kubeflow.org/v1", "PyTorchJob"
+    if train.scheduler == "ray":
+        return "ray.io/v1", "RayJob"
     if train.scheduler == "kueue":
         if train.kueue is not None and train.kueue.workload == "job":
             return "batch/v1", "Job"
@@ -91,11 +93,13 @@ def _true(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def job_phase(obj: dict[str, Any]) -> str:
-    """The phase of a Volcano Job, batch Job, JobSet or PyTorchJob from its status."""
+    """The phase of a Volcano Job, batch Job, JobSet, PyTorchJob or RayJob from its status."""
     status = obj.get("status") or {}
     kind = obj.get("kind")
     if str(obj.get("apiVersion", "")).startswith("batch.volcano.sh/"):
         return str((status.get("state") or {}).get("phase") or "Pending")
+    if kind == "RayJob":
+        return _ray_phase(status)
     if kind == "PyTorchJob":
         true = [c for c in _conditions(obj) if c.get("status") == "True"]
         last = str(true[-1].get("type")) if true else "Pending"
@@ -110,6 +114,33 @@ def job_phase(obj: dict[str, Any]) -> str:
         return "Running"
     jobs = status.get("replicatedJobsStatus") or []
     return "Running" if any(j.get("active") or j.get("ready") for j in jobs if isinstance(j, dict)) else "Pending"
+
+
+# KubeRay's jobDeploymentStatus (the RayJob's own lifecycle) in the jobs' vocabulary; Complete
+# is read with the Ray job's status (SUCCEEDED, or FAILED/STOPPED when the driver failed)
+_RAY_DEPLOYMENT = {
+    "Running": "Running",
+    "Suspended": "Suspended",
+    "Suspending": "Suspended",
+    "Failed": "Failed",
+    "ValidationFailed": "Failed",
+}
+
+
+def _ray_phase(status: dict[str, Any]) -> str:
+    deployment = str(status.get("jobDeploymentStatus") or "")
+    if deployment == "Complete":
+        return "Completed" if status.get("jobStatus") in (None, "", "SUCCEEDED") else "Failed"
+    return _RAY_DEPLOYMENT.get(deployment, "Pending")  # New, Initializing, Retrying, Waiting
+
+
+def _status_reason(job: dict[str, Any]) -> str | None:
+    """A job that says why in status.reason and status.message (a RayJob) rather than conditions."""
+    status = job.get("status") or {}
+    if not status.get("reason"):
+        return None
+    words = " ".join(str(status.get("message") or "").split())
+    return f"{status['reason']}: {words}" if words else str(status["reason"])
 
 
 def _pod_state(pod: dict[str, Any]) -> PodState:
@@ -254,7 +285,7 @@ def _state(cluster: Cluster, job: dict[str, Any], pods: list[dict[str, Any]]) ->
     reason = None if phase in DONE or phase == "Running" else scheduler_reason(cluster, job)
     if reason is None and phase in FAILED:
         failed = [c for c in _conditions(job) if c.get("status") == "True"]
-        reason = _condition_text(failed[-1]) if failed else None
+        reason = _condition_text(failed[-1]) if failed else _status_reason(job)
     retries = int((job.get("status") or {}).get("retryCount") or 0)
     return RunState(
         run_id=run_id,
