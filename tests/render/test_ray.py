@@ -1,0 +1,68 @@
+"""The ray target: the RayJob's entrypoint is train.command and nothing else, its cluster is
+the manifest's nodes, and its name fits what KubeRay accepts."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli.runner import run
+from tests.render.helpers import only, render, variant, write_variant
+from trainops.errors import InputError
+from trainops.render.ray import MAX_NAME
+
+RAY = {"scheduler": "ray", "topology": None}
+
+
+def _ray(overlay: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    """The example on the ray target (its patch of the Volcano Job dropped), with `overlay` over spec.train."""
+    return {"spec": {"train": {**RAY, **(overlay or {})}, "patches": None, **spec}}
+
+
+def test_the_entrypoint_is_train_command_quoted_for_the_shell(tmp_path: Path) -> None:
+    command = ["python", "-m", "tiny_llm.train", "--note", "it's $HOME; rm -rf /", "--glob", "*"]
+    job = only(render(variant(tmp_path, _ray({"command": command}))), "RayJob")
+    assert shlex.split(job["spec"]["entrypoint"]) == command
+    head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert "command" not in head["containers"][0]  # KubeRay's `ray start`, not ours
+    assert [c["name"] for c in head["initContainers"]][-1] == "ckpt-watch"
+
+
+def test_the_cluster_is_the_manifests_nodes(tmp_path: Path) -> None:
+    job = only(render(variant(tmp_path, _ray({"nodes": 5, "gpusPerNode": 4}))), "RayJob")
+    cluster = job["spec"]["rayClusterSpec"]
+    (workers,) = cluster["workerGroupSpecs"]
+    assert workers["replicas"] == workers["minReplicas"] == workers["maxReplicas"] == 4
+    for group in (cluster["headGroupSpec"], workers):
+        assert group["rayStartParams"] == {"num-gpus": "4"}
+        assert group["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 4
+    assert len(job["metadata"]["name"]) <= MAX_NAME
+
+
+def test_a_long_pipeline_name_still_fits_kuberays_limit(tmp_path: Path) -> None:
+    job = only(render(variant(tmp_path, {"metadata": {"name": "a" * 40}, **_ray()})), "RayJob")
+    assert len(job["metadata"]["name"]) <= MAX_NAME
+
+
+def test_a_patch_giving_another_entrypoint_is_refused_at_the_patch(tmp_path: Path) -> None:
+    patch = {"target": {"kind": "RayJob"}, "merge": {"spec": {"entrypoint": "python other.py"}}}
+    manifest = variant(tmp_path, _ray(patches=[patch]))
+    with pytest.raises(InputError) as err:
+        render(manifest)
+    assert str(err.value).startswith(
+        "spec.patches[0].merge.spec.entrypoint: the RayJob's entrypoint is train.command "
+        "('python -m tiny_llm.train'), not 'python other.py'"
+    )
+
+
+def test_validate_render_says_so_in_one_line(tmp_path: Path) -> None:
+    patch = {"target": {"kind": "RayJob"}, "merge": {"spec": {"entrypoint": "python other.py"}}}
+    path = write_variant(tmp_path, _ray(patches=[patch]))
+    out = run("validate", "-f", str(path), "--render")
+    assert out.code != 0
+    said = [line for line in out.stdout.splitlines() + out.stderr.splitlines() if "entrypoint" in line]
+    assert len(said) == 1 and "spec.patches[0].merge.spec.entrypoint" in said[0], out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
