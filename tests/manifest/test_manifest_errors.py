@@ -97,7 +97,10 @@ CASES = [
     Case(
         "enum-value",
         "spec:\n  image: {}\n  train:\n    command: [python]\n    scheduler: k8s\n",
-        ("9:16: spec.train.scheduler: should be 'volcano', 'kueue', 'pytorchjob', 'ray', 'slurm' or 'local' (got 'k8s')",),
+        (
+            "9:16: spec.train.scheduler: should be 'volcano', 'kueue', 'pytorchjob', 'ray', 'slurm' or 'local' "
+            "(got 'k8s')",
+        ),
     ),
     Case(
         "bad-duration",
@@ -355,7 +358,8 @@ CASES = [
         "spec:\n  image: {}\n  train:\n    command: [python]\n    nodes: 1\n    nodes: 2\n    scheduler: k8s\n",
         (
             "10:5: duplicate key 'nodes' (first written at line 9)",
-            "11:16: spec.train.scheduler: should be 'volcano', 'kueue', 'pytorchjob', 'ray', 'slurm' or 'local' (got 'k8s')",
+            "11:16: spec.train.scheduler: should be 'volcano', 'kueue', 'pytorchjob', 'ray', 'slurm' or 'local' "
+            "(got 'k8s')",
         ),
     ),
     Case(
