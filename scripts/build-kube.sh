@@ -279,11 +279,18 @@ for e in json.load(sys.stdin).get("Exclude") or []:
     mv "$bin/manager-$version" "$bin/kserve-manager-$version"
 }
 
+# KubeRay's operator (RayCluster, RayJob, RayService): its module ray-operator has no replace
+# directives and the module proxy serves it and all it needs (volcano.sh/apis v1.12.1 included).
+build_kuberay() {
+    version="$KUBERAY_VERSION"; have ray-operator && return 0
+    plain kuberay github.com/ray-project/kuberay/ray-operator "$version" "" github.com/ray-project/kuberay/ray-operator
+}
+
 # Order: what the simulated cluster needs first. Volcano, JobSet, Kueue and LeaderWorkerSet
 # build from their git trees at the tag (TRAINOPS_<NAME>_SRC or a fetch from GitHub); Argo CD
 # v3.6.2 needs Go 1.27, which GOTOOLCHAIN takes from the module proxy. Any failure fails the
 # script (scripts/kube_components.py says what the component needs).
-components=(etcd kubernetes kwok volcano jobset kueue lws argocd rollouts kserve)
+components=(etcd kubernetes kwok volcano jobset kueue lws argocd rollouts kserve kuberay)
 
 selected=("$@")
 [ "${#selected[@]}" -gt 0 ] || selected=("${components[@]}")

@@ -51,6 +51,7 @@ COMPONENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "argocd": ("ARGOCD_VERSION", ("argocd",)),
     "rollouts": ("ROLLOUTS_VERSION", ("rollouts-controller", "gatewayapi-plugin")),
     "kserve": ("KSERVE_VERSION", ("kserve-manager",)),
+    "kuberay": ("KUBERAY_VERSION", ("ray-operator",)),
     "cosign": ("COSIGN_VERSION", ("cosign",)),
 }
 
