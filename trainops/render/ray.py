@@ -33,11 +33,11 @@ import shlex
 from typing import Any
 
 from trainops.errors import InputError
+from trainops.manifest.common import duration_seconds
 from trainops.render.context import RunContext
 from trainops.render.kueue import queue_labels
 from trainops.render.names import LABEL_ROLE, MAX_LABEL, object_name
 from trainops.render.pod import PodRole, placement, pod_security, pod_template
-from trainops.spec.common import duration_seconds
 
 API_VERSION = "ray.io/v1"
 KIND = "RayJob"
