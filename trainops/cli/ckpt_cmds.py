@@ -6,8 +6,9 @@ TRAINOPS_IMAGE_DIGEST, TRAINOPS_NODE_RANK) and from trainops.yaml's train.checkp
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +111,13 @@ def ckpt() -> None:
 @click.option("--image-digest", default=None, metavar="SHA256", help=f"Training image digest [env {IMAGE_DIGEST_ENV}].")
 @_until_options
 @click.option("--leader-only", is_flag=True, help=f"Push nothing unless {NODE_RANK_ENV} is unset or 0.")
+@click.option(
+    "--metrics-address",
+    default=None,
+    metavar="HOST:PORT",
+    help="Serve the run's Prometheus metrics (/metrics) from the checkpoints pushed: step, loss, checkpoint age "
+    "(a training pod's port `metrics`, which its PodMonitor scrapes).",
+)
 @options.registry_options
 @output_option
 def watch(
@@ -129,6 +137,7 @@ def watch(
     scan_mode: str | None,
     until_pid: int | None,
     leader_only: bool,
+    metrics_address: str | None,
     file: str | None,
     env: str | None,
     insecure: bool,
@@ -154,8 +163,9 @@ def watch(
         parse_seconds(settle, what="--settle"),
         parse_seconds(drain, what="--drain"),
     )
-    with stop_when(stop, signals=not once, until_pid=until_pid):
-        if leader_only and not pod.leader:
+    idle = leader_only and not pod.leader
+    with stop_when(stop, signals=not once, until_pid=until_pid), _serving(metrics_address, pod, run_id, idle) as fed:
+        if idle:
             click.echo(f"node rank {pod.node_rank} is not the leader: pushing nothing", err=True)
             if not once:
                 idle_until(stop)  # the leader's sidecar does the work; this one ends with the pod
@@ -173,7 +183,22 @@ def watch(
             stop=stop,
             context=(file, env, insecure),
             output=output,
+            metrics=fed,
         )
+
+
+@contextlib.contextmanager
+def _serving(address: str | None, pod: podenv.PodEnvironment, run_id: str | None, idle: bool) -> Iterator[Any]:
+    """--metrics-address: the run's metrics while the watcher runs (an idle one serves no series)."""
+    from trainops.slo.exporter import NoSeries, TrainingMetrics, serve_metrics
+
+    metrics = TrainingMetrics(pipeline=pod.pipeline or "", run_id=run_id or pod.run_id or "")
+    server = serve_metrics(NoSeries() if idle else metrics, address)
+    try:
+        yield metrics if server is not None else None
+    finally:
+        if server is not None:
+            server.close()
 
 
 def _watch(
@@ -190,6 +215,7 @@ def _watch(
     stop: threading.Event,
     context: tuple[str | None, str | None, bool],
     output: str,
+    metrics: Any = None,
 ) -> None:
     from trainops.checkpoint import WatchConfig, Watcher
     from trainops.checkpoint.retention import retention_override
@@ -220,7 +246,8 @@ def _watch(
         )
         config.attest = checkpoint_attester(ctx.manifest, ctx.registries)
         with transfer_progress(once and output == "text") as progress:
-            watcher = Watcher(ctx.registries, config, progress=progress if once else None, on_event=_printer(output))
+            watcher = Watcher(ctx.registries, config, progress=progress if once else None,
+                              on_event=_printer(output, metrics, directory))  # fmt: skip
             if once:
                 if not directory.is_dir():  # a running watcher waits for the trainer to create it
                     from trainops.errors import NotFoundError
@@ -236,8 +263,12 @@ def _watch(
         )
 
 
-def _printer(output: str) -> Callable[[Any], None]:
+def _printer(output: str, metrics: Any = None, directory: Path | None = None) -> Callable[[Any], None]:
     def show(event: Any) -> None:
+        if metrics is not None and directory is not None and event.kind == "pushed" and event.checkpoint is not None:
+            from trainops.slo.exporter import checkpoint_pushed
+
+            checkpoint_pushed(metrics, directory, name=event.checkpoint.name, step=event.checkpoint.step)
         if output == "json":
             from trainops.serialize import dumps
 

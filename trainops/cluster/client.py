@@ -263,12 +263,26 @@ class Cluster:
         items: list[dict[str, Any]] = data.get("items", [])
         return items
 
-    def logs(self, *, namespace: str, pod: str, container: str | None = None, previous: bool = False) -> str:
-        """A container's log. The API server fetches it from the pod's node (its kubelet): when it
-        cannot, the error names the pod and says so, whatever the status the server answered."""
+    def logs(
+        self,
+        *,
+        namespace: str,
+        pod: str,
+        container: str | None = None,
+        previous: bool = False,
+        tail: int | None = None,
+        timestamps: bool = False,
+    ) -> str:
+        """A container's log (its last `tail` lines; each after its RFC 3339 time with `timestamps`).
+        The API server fetches it from the pod's node (its kubelet): when it cannot, the error names
+        the pod and says so, whatever the status the server answered."""
         params = {"container": container} if container else {}
         if previous:
             params["previous"] = "true"
+        if tail is not None:
+            params["tailLines"] = str(tail)
+        if timestamps:
+            params["timestamps"] = "true"
         where = f"logs of pod {namespace}/{pod}"
         try:
             response = self.request("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/log", params=params)

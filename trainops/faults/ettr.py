@@ -119,3 +119,17 @@ def compute(timeline: Timeline, incidents: list[Incident]) -> Ettr:
         advised_interval_seconds=round(advised, 1) if advised is not None else None,
         running=running,
     )
+
+
+def from_incidents(incidents: list[Incident], *, started: str, now: str) -> float | None:
+    """ETTR so far of a run without a timeline (Kubernetes: trainops does not see each start of
+    the trainer), from its incidents: the time from each one's first evidence to the run's
+    progress again (to now while it has not recovered) is lost; the rest of the time since the
+    run's job was created is counted productive. None before any time has passed."""
+    wall = _seconds(started, now)
+    if wall <= 0:
+        return None
+    lost = sum(
+        max(0.0, _seconds(max(i.evidence_at, started), i.recovered or now)) for i in incidents if i.slo is None
+    )
+    return round(max(0.0, wall - lost) / wall, 4)

@@ -34,6 +34,8 @@ from trainops.render.checkpoint import pull_argv, qualify, restore_steps, watch_
 from trainops.render.context import RunContext
 from trainops.render.env import RDZV_PORT, check_names, launch_argv, run_identity
 from trainops.render.names import LABEL_ROLE
+from trainops.slo.exporter import POD_HOST
+from trainops.slo.render import METRICS_PORT, pod_metrics_port
 
 UID = 1000
 REGISTRY_AUTH_DIR = "/var/run/secrets/trainops/registry"
@@ -285,7 +287,12 @@ def pod_template(ctx: RunContext, role: PodRole) -> dict[str, Any]:
         init.append(_agent(ctx, role, volume, command, [{"name": volume, "mountPath": data.mount_path}, *auth]))
     if role.sidecar:
         command = watch_argv(train, ctx.repository, ctx.run_id, leader_only=role.leader_only, insecure=ctx.insecure)
+        port = pod_metrics_port(ctx.spec)
+        if port is not None:  # what the run's PodMonitor scrapes (trainops.slo.render)
+            command += ["--metrics-address", f"{POD_HOST}:{port}"]
         watcher = _agent(ctx, role, "ckpt-watch", command, agent_mounts)
+        if port is not None:
+            watcher["ports"] = [{"name": METRICS_PORT, "containerPort": port, "protocol": "TCP"}]
         init.append({"name": watcher.pop("name"), "restartPolicy": "Always", **watcher})
 
     spec: dict[str, Any] = {}

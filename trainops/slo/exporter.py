@@ -1,4 +1,5 @@
-"""The training run's Prometheus metrics, served by its supervisor (`train run`, local and Slurm).
+"""The training run's Prometheus metrics, served by its supervisor (`train run`, local and Slurm),
+by the checkpoint sidecar of its pods and by `train watch` (Kubernetes).
 
 Series (labels pipeline, run), the sources of the training SLOs (trainops.slo.rules):
 
@@ -25,11 +26,30 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 TOKENS_KEYS = ("tokens_per_second", "tokens_per_sec", "tokens_per_s")
 LOSS_KEYS = ("train_loss", "loss")
+POD_HOST = "0.0.0.0"  # in a pod: every address of the pod's own network, where Prometheus scrapes it
+
+
+class Exposition(Protocol):
+    def render(self) -> str: ...
+
+
+class NoSeries:
+    """An exposition with no series: a pod that trains but reports nothing (a Kueue worker's
+    idle sidecar) answers its scrape rather than counting as a target down."""
+
+    def render(self) -> str:
+        return ""
+
+
+def port_of(address: str) -> int:
+    """The port of HOST:PORT (train.metricsAddress)."""
+    return int(address.rpartition(":")[2])
 
 
 def _escape(value: str) -> str:
@@ -72,19 +92,30 @@ class TrainingMetrics:
         step = data.get("step") if isinstance(data, dict) else None
         if isinstance(step, bool) or not isinstance(step, int):
             return
+        tokens = next((float(data[k]) for k in TOKENS_KEYS if _is_number(data.get(k))), None)
+        self.progress(step, loss=next((float(data[k]) for k in LOSS_KEYS if _is_number(data.get(k))), None),
+                      tokens_per_second=tokens)  # fmt: skip
+
+    def progress(self, step: int, *, loss: float | None = None, tokens_per_second: float | None = None) -> None:
+        """The trainer reached `step` now (a metrics line; in a pod's sidecar, a checkpoint)."""
         now = time.monotonic()
         with self._lock:
             if self._last is not None and step > self._last[0]:
                 self.step_seconds = (now - self._last[1]) / (step - self._last[0])
             self._last = (step, now)
             self.step = step
-            self.tokens_per_second = next((float(data[k]) for k in TOKENS_KEYS if _is_number(data.get(k))),
-                                          self.tokens_per_second)  # fmt: skip
-            self.loss = next((float(data[k]) for k in LOSS_KEYS if _is_number(data.get(k))), self.loss)
+            self.tokens_per_second = tokens_per_second if tokens_per_second is not None else self.tokens_per_second
+            self.loss = loss if loss is not None else self.loss
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, age: float = 0.0) -> None:
+        """The last complete checkpoint is `age` seconds old (pushed now: 0)."""
         with self._lock:
-            self.checkpointed = time.monotonic()
+            self.checkpointed = time.monotonic() - max(age, 0.0)
+
+    def restarts_at_least(self, count: int) -> None:
+        """Restarts counted elsewhere (a Kubernetes job's): the counter never goes back."""
+        with self._lock:
+            self.restarts = max(self.restarts, count)
 
     def restarted(self) -> None:
         with self._lock:
@@ -123,7 +154,7 @@ def _is_number(value: Any) -> bool:
 class MetricsServer:
     """GET /metrics of a TrainingMetrics on host:port, in a thread."""
 
-    def __init__(self, metrics: TrainingMetrics, address: str) -> None:
+    def __init__(self, metrics: Exposition, address: str) -> None:
         host, _, port = address.rpartition(":")
         host = host.strip("[]")
         served = metrics
@@ -154,7 +185,7 @@ class MetricsServer:
         self._thread.join(timeout=5)
 
 
-def serve_metrics(metrics: TrainingMetrics, address: str | None) -> MetricsServer | None:
+def serve_metrics(metrics: Exposition, address: str | None) -> MetricsServer | None:
     """The server, or None (no address; or it cannot listen: said once, the run goes on without it)."""
     if address is None:
         return None
@@ -166,3 +197,14 @@ def serve_metrics(metrics: TrainingMetrics, address: str | None) -> MetricsServe
         return None
     log.warning("trainops: the run's Prometheus metrics: %s", server.url)
     return server
+
+
+def checkpoint_pushed(metrics: TrainingMetrics, directory: Path, *, name: str, step: int) -> None:
+    """What a pod's checkpoint sidecar knows of the run (it does not see the trainer's output):
+    each checkpoint it pushed is progress — its step, its loss when the checkpoint records one
+    (trainer_state.json's metrics, metrics.json) — and the checkpoint age starts over."""
+    from trainops.checkpoint.metrics import read_metrics
+
+    values = read_metrics(directory / name)
+    metrics.progress(step, loss=next((values[k] for k in LOSS_KEYS if k in values), None))
+    metrics.checkpoint()

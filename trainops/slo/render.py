@@ -17,6 +17,15 @@ Training path (trainops.render.api.render_all), with spec.slo.training on a Kube
 scheduler: `slo/prometheusrule.yaml` (the pipeline's training SLOs, per run), and beside the run's
 job `train/podmonitor.yaml` (the run's pods, port `metrics`) and `train/dashboard.yaml` (the run's
 dashboard), which `train cancel` removes with the job.
+
+Who serves the PodMonitor's port: the checkpoint sidecar of the run's pods (`trainops ckpt watch
+--metrics-address 0.0.0.0:PORT`, PORT train.metricsAddress's), its container declaring the port
+`metrics` (Prometheus' pod discovery lists init containers' ports, the native sidecar's too). It
+is the one trainops process inside the pod — `train watch` runs on the user's side of the API
+server, out of the cluster Prometheus' reach — and it sees what the series need but the
+trainer's output: each checkpoint it pushes gives the step, the loss it records and the
+checkpoint age; the step time is measured between checkpoints. Without train.metricsAddress
+there is no port and no PodMonitor.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from typing import Any
 
 from trainops.manifest import Manifest
 from trainops.manifest.common import duration_seconds
+from trainops.manifest.pipeline import PipelineSpec
 from trainops.manifest.slo import SloSpec
 from trainops.manifest.slo_catalog import Catalog, Slo, resolve
 from trainops.slo.rules import (
@@ -43,6 +53,17 @@ MONITORING = "monitoring.coreos.com/v1"
 DASHBOARD_LABEL = "grafana_dashboard"
 TRACKED = ("argo-rollouts", "gateway-api")  # traffic methods with stable and canary Services
 METRICS_PORT = "metrics"
+
+
+def pod_metrics_port(spec: PipelineSpec) -> int | None:
+    """The port the run's pods serve their metrics on (the sidecar's), or None: no training SLOs
+    on a Kubernetes scheduler, or no train.metricsAddress."""
+    from trainops.slo.exporter import port_of
+
+    train = spec.train
+    if train is None or train.scheduler in ("local", "slurm") or spec.slo is None or spec.slo.training is None:
+        return None
+    return port_of(train.metrics_address) if train.metrics_address is not None else None
 
 
 def service_regex(manifest: Manifest, name: str) -> str | None:
@@ -231,9 +252,10 @@ def training_objects(
             "podMetricsEndpoints": [{"port": METRICS_PORT, "path": "/metrics", "interval": slo.scrape_interval}],
         },
     }
+    monitors = [monitor] if pod_metrics_port(manifest.pipeline.spec) is not None else []
     return [
         prometheus_rule(metadata(f"{pipeline}-train-slo"), training_rule_file_groups(manifest)),
-        monitor,
+        *monitors,
         dashboard_config_map(metadata(f"{pipeline}-{run_id}-dashboard"), f"{pipeline}-{run_id}.json",
                              run_dashboard(manifest, run_id, catalog, slo)),
     ]  # fmt: skip

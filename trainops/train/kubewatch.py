@@ -39,6 +39,7 @@ from trainops.faults.catalog import bucket_for
 from trainops.faults.incidents import Incident
 from trainops.faults.session import decide
 from trainops.faults.signals import MEANINGS, Signal, classify_line
+from trainops.train.kubemetrics import RunMetrics
 
 if TYPE_CHECKING:
     from trainops.cluster.client import Cluster
@@ -67,6 +68,7 @@ class WatchReport:
     incidents: list[Incident] = field(default_factory=list)
     cordoned: list[Cordon] = field(default_factory=list)
     restarts: list[RestartResult] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # evidence not trusted, sources not read
 
 
 def _when(text: object, default: datetime) -> datetime:
@@ -119,6 +121,8 @@ class KubeWatch:
         self.open: list[Incident] = []
         self.stopped = False  # the run was cancelled (a stop): nothing more to watch
         self.report = WatchReport(run_id, 0, None)
+        past = records.list_incidents(registries, repository=self.repository, run_id=run_id)
+        self.metrics = RunMetrics(manifest, registries, run_id=run_id, past=past)
 
     def state(self) -> RunState:
         from trainops.train.kube_jobs import run_states
@@ -140,6 +144,8 @@ class KubeWatch:
             return None
         self.report = _replace(self.report, phase=state.phase)
         self._recovered(state)
+        self.metrics.look(self.cluster, state)
+        self.report = _replace(self.report, warnings=list(self.metrics.warnings))
         self.nodes |= {p.node for p in state.pods if p.node and p.node not in self.excluded}
         since = _when(state.created, clock.now())
         for node in sorted(self.nodes):
@@ -192,6 +198,8 @@ class KubeWatch:
         records.save(self.registries, repository=self.repository, incident=incident)
         if action in ("requeue", "drain"):  # closed when the run runs again elsewhere
             self.open.append(incident)
+            self.metrics.requeued()
+        self.metrics.incident(incident)
         self.report = _replace(self.report, incidents=[*self.report.incidents, incident])
 
     def _carry_out(self, incident: Incident, state: RunState, *, prune_timeout: float, interval: float) -> str:
@@ -268,6 +276,7 @@ class KubeWatch:
                 return
             done = incident.model_copy(update={"recovered": clock.iso(min(started))})
             records.save(self.registries, repository=self.repository, incident=done)
+            self.metrics.incident(done)
             self.report = _replace(
                 self.report, incidents=[done if i.id == done.id else i for i in self.report.incidents]
             )
@@ -321,13 +330,30 @@ def watch_run(
     ):
         watch = KubeWatch(manifest, cluster, registries, run_id=run_id)
         watch.state()  # the run must be on the cluster when the watch starts (NotFoundError)
-        while True:
-            before = set(watch.nodes)
-            state = watch.check(prune_timeout=prune_timeout, interval=interval)
-            if on_nodes is not None and state is not None and (watch.nodes != before or watch.report.checks == 1):
-                on_nodes(state, sorted(watch.nodes))
-            if once or watch.stopped or (state is not None and state.finished):
-                return watch.report
-            if deadline is not None and time.monotonic() > deadline:
-                return watch.report
-            time.sleep(interval)
+        watch.metrics.serve()
+        try:
+            return _loop(watch, interval=interval, deadline=deadline, prune_timeout=prune_timeout, once=once,
+                         on_nodes=on_nodes)  # fmt: skip
+        finally:
+            watch.metrics.close()
+
+
+def _loop(
+    watch: KubeWatch,
+    *,
+    interval: float,
+    deadline: float | None,
+    prune_timeout: float,
+    once: bool,
+    on_nodes: Callable[[RunState, list[str]], None] | None,
+) -> WatchReport:
+    while True:
+        before = set(watch.nodes)
+        state = watch.check(prune_timeout=prune_timeout, interval=interval)
+        if on_nodes is not None and state is not None and (watch.nodes != before or watch.report.checks == 1):
+            on_nodes(state, sorted(watch.nodes))
+        if once or watch.stopped or (state is not None and state.finished):
+            return watch.report
+        if deadline is not None and time.monotonic() > deadline:
+            return watch.report
+        time.sleep(interval)
