@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from serve.prometheus import VllmExporter
+from rollout.prometheus import VllmExporter
 from services import LOOPBACK, ServiceError, _http_status, _ManagedProcess, free_port, require, wait_for
 
 RELEASE_ANNOTATION = "trainops.dev/release"

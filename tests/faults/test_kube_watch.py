@@ -29,11 +29,12 @@ import pytest
 import yaml
 from kube_cluster import Shape
 from kube_jobs import finish_pods, priority_class
-from services import ServiceError, wait_for
+from services import LOOPBACK, ServiceError, free_port, wait_for
 
 from tests.cli.test_json_convention import bad_keys
 from tests.cli.test_train_cli import IMAGE, _git
 from tests.cluster.targets import write_variant
+from tests.slo.stack import RulePrometheus
 from trainops import clock
 from trainops.cluster import applier
 from trainops.cluster.access import ClusterAccess
@@ -95,6 +96,7 @@ def project(tmp_path: Path, git_remote: Path, cluster: Any) -> Path:
     # no SLOs: this cluster has no prometheus-operator CRDs for the run's PodMonitor and rules
     # (a restart keeping them is tests/faults/test_exclude.py's)
     doc["spec"].pop("slo", None)
+    doc["spec"]["train"]["metricsAddress"] = f"{LOOPBACK}:{free_port()}"  # where `train watch` serves the run's
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path.parent
 
@@ -264,11 +266,37 @@ def test_a_gpu_off_the_bus_cordons_the_node_and_restarts_the_run_elsewhere_throu
     assert report["cordoned"][0]["node"] == broken
 
 
+def _pushed_checkpoint(project: Path, run_id: str, step: int) -> None:
+    """A checkpoint of the run in the registry, as its pods' sidecar pushes one."""
+    directory = project / "ckpt" / f"step-{step:06d}"
+    directory.mkdir(parents=True)
+    (directory / "trainer_state.json").write_text(json.dumps({"step": step, "metrics": {"train_loss": 0.5}}))
+    pushed = _cli(project, "ckpt", "watch", str(directory.parent), "--run-id", run_id, "--once")
+    assert pushed.returncode == 0, pushed.stderr
+
+
+def _value(prometheus: RulePrometheus, query: str) -> float | None:
+    result = prometheus.query(query)
+    return float(result[0]["value"][1]) if result else None
+
+
 def test_a_lost_node_restarts_the_run_elsewhere_through_git_without_writing_to_a_node(
-    cluster: Any, project: Path, git_remote: Path
+    cluster: Any, project: Path, git_remote: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    address = load_manifest(project / "trainops.yaml").require_train().metrics_address
+    assert address is not None
+    prometheus = RulePrometheus(tmp_path / "prom", targets={"train": [address]}, rules={"groups": []},
+                                alertmanager=None)  # fmt: skip
+    request.addfinalizer(prometheus.stop)
+    prometheus.start()
+    _pushed_checkpoint(project, "x2", 40)
     with GitOpsController(cluster.kubeconfig, f"file://{git_remote}") as gitops:
         watcher = _start(cluster, project, "x2")
+        run = 'run="x2",pipeline="tiny-llm"'
+        # what `train watch` serves (the supervisor's series), scraped by a real Prometheus
+        wait_for(lambda: _value(prometheus, f"trainops_train_step{{{run}}}") == 40, timeout=60,
+                 what="the watch's metrics scraped")  # fmt: skip
+        assert _value(prometheus, f"trainops_train_restarts_total{{{run}}}") == 0
         lost = sorted(_running_nodes(cluster.api, "x2"))[0]
         cordoned_before = {
             n["metadata"]["name"] for n in cluster.api.list("v1", "Node") if n["spec"].get("unschedulable")
@@ -290,6 +318,17 @@ def test_a_lost_node_restarts_the_run_elsewhere_through_git_without_writing_to_a
     assert (clock.parse(incident.detected) - injected).total_seconds() < 5
     assert "cordoned" not in incident.action_note and "restarted through git away from" in incident.action_note
     assert lost not in after and len(after) == 2
+    # the watch has ended: its last values (the run's series went stale with it)
+    assert _value(prometheus, f"last_over_time(trainops_train_loss{{{run}}}[5m])") == 0.5
+    age = _value(prometheus, f"last_over_time(trainops_train_checkpoint_age_seconds{{{run}}}[5m])")
+    assert age is not None and age < 300, age
+    # the restart through git counted; ETTR so far: the time from the loss to the pods running again lost
+    assert _value(prometheus, f"max_over_time(trainops_train_restarts_total{{{run}}}[5m])") == 1
+    ettr = _value(prometheus, f"min_over_time(trainops_train_ettr{{{run}}}[5m])")
+    assert ettr is not None and 0 < ettr < 1, ettr
+    # kwok's nodes keep no container logs: said once per pod, the checkpoints stood in
+    assert "cannot read the log of pod" in watcher.stderr()
+    assert report["warnings"] and all("cannot read the log of pod" in w for w in report["warnings"])
     cordoned = {n["metadata"]["name"] for n in cluster.api.list("v1", "Node") if n["spec"].get("unschedulable")}
     assert cordoned == cordoned_before  # a requeue writes to no node
     assert report["restarts"][0]["excluded"] == [lost]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests import planted
 from tests.render.helpers import (
@@ -15,6 +16,7 @@ from tests.render.helpers import (
     RUN_ID,
     container,
     env_of,
+    example_data,
     only,
     render,
     templates,
@@ -22,6 +24,7 @@ from tests.render.helpers import (
     variant,
 )
 from trainops.errors import InputError
+from trainops.manifest import load_manifest
 from trainops.render import check_render, render_train, validate_objects
 from trainops.render.env import launch_argv
 from trainops.render.names import object_name
@@ -226,7 +229,9 @@ def test_restore_and_sidecar_run_the_exact_commands(tmp_path: Path) -> None:
     assert watch["command"] == [
         "trainops", "ckpt", "watch", "/ckpt", "--repository", REPO, "--run-id", RUN_ID, "--layout", "trainops",
         "--keep-last", "5", "--keep-best", "1", "--metric", "val_loss", "--mode", "min", "--until-signal",
+        "--metrics-address", "0.0.0.0:9464",  # the example's training SLOs: the PodMonitor scrapes the sidecar
     ]  # fmt: skip
+    assert watch["ports"] == [{"name": "metrics", "containerPort": 9464, "protocol": "TCP"}]
     assert [c["name"] for c in leader["spec"]["initContainers"]][-1] == "ckpt-watch"  # after the restore
     assert "ckpt-watch" not in [c["name"] for c in worker["spec"]["initContainers"]]
     assert container(worker, "ckpt-restore")["command"] == restore["command"]
@@ -254,7 +259,7 @@ def test_the_indexed_job_watcher_is_leader_only_with_the_completion_index(tmp_pa
     overlay = {"spec": {"train": KUEUE_JOB}}
     tmpl = templates(_job(tmp_path, overlay))["node"]
     watch = container(tmpl, "ckpt-watch")
-    assert watch["command"][-2:] == ["--until-signal", "--leader-only"]
+    assert watch["command"][-4:-2] == ["--until-signal", "--leader-only"]
     rank = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
     assert env_of(watch)["TRAINOPS_NODE_RANK"] == rank
     assert env_of(container(tmpl, "train"))["TRAINOPS_NODE_RANK"] == rank
@@ -424,3 +429,16 @@ def test_node_selector_and_tolerations_reach_every_pod(tmp_path: Path) -> None:
                 "tolerationSeconds": 600,
             },
         ]
+
+
+def test_without_a_metrics_address_no_port_and_no_podmonitor(tmp_path: Path) -> None:
+    """train.metricsAddress null: the sidecar serves nothing, and nothing scrapes the pods."""
+    data = example_data()
+    data.pop("environments", None)
+    data["spec"]["train"]["metricsAddress"] = None
+    (tmp_path / "trainops.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    rendered = render(load_manifest(tmp_path / "trainops.yaml"))
+    assert not [o for o in rendered.objects if o["kind"] == "PodMonitor"]
+    job = next(o for o in rendered.objects if o["kind"] == "Job")
+    watch = container(templates(job)["leader"], "ckpt-watch")
+    assert "ports" not in watch and "--metrics-address" not in watch["command"]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from serve.prometheus import serve_metrics_text
+from rollout.prometheus import serve_metrics_text
 from services import LOOPBACK, _http_status, _ManagedProcess, free_port, require, wait_for
 
 # vLLM's bucket edges (vllm/v1/metrics/loggers.py), written here as vLLM writes them, not imported

@@ -96,6 +96,14 @@ def ckpt() -> None:
 
 # -- watch ---------------------------------------------------------------------------------
 
+_metrics_option = click.option(
+    "--metrics-address",
+    default=None,
+    metavar="HOST:PORT",
+    help="Serve the run's Prometheus metrics (/metrics) from the checkpoints pushed: step, loss, checkpoint age "
+    "(a training pod's port `metrics`, which its PodMonitor scrapes).",
+)
+
 
 @ckpt.command("watch")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
@@ -111,13 +119,7 @@ def ckpt() -> None:
 @click.option("--image-digest", default=None, metavar="SHA256", help=f"Training image digest [env {IMAGE_DIGEST_ENV}].")
 @_until_options
 @click.option("--leader-only", is_flag=True, help=f"Push nothing unless {NODE_RANK_ENV} is unset or 0.")
-@click.option(
-    "--metrics-address",
-    default=None,
-    metavar="HOST:PORT",
-    help="Serve the run's Prometheus metrics (/metrics) from the checkpoints pushed: step, loss, checkpoint age "
-    "(a training pod's port `metrics`, which its PodMonitor scrapes).",
-)
+@_metrics_option
 @options.registry_options
 @output_option
 def watch(
@@ -158,11 +160,8 @@ def watch(
     stop = threading.Event()
     once = scan_mode == "once"
     pod = PodEnvironment.read()
-    timing = (
-        parse_seconds(interval, what="--interval"),
-        parse_seconds(settle, what="--settle"),
-        parse_seconds(drain, what="--drain"),
-    )
+    timing = tuple(parse_seconds(v, what=f"--{k}") for k, v in (("interval", interval), ("settle", settle),
+                                                                 ("drain", drain)))  # fmt: skip
     idle = leader_only and not pod.leader
     with stop_when(stop, signals=not once, until_pid=until_pid), _serving(metrics_address, pod, run_id, idle) as fed:
         if idle:
@@ -177,7 +176,7 @@ def watch(
             layout=layout,
             dedup=dedup,
             keep={"last": keep_last, "best": keep_best, "metric": metric, "mode": mode},
-            timing=timing,
+            timing=(timing[0], timing[1], timing[2]),
             image_digest=image_digest,
             once=once,
             stop=stop,

@@ -129,7 +129,5 @@ def from_incidents(incidents: list[Incident], *, started: str, now: str) -> floa
     wall = _seconds(started, now)
     if wall <= 0:
         return None
-    lost = sum(
-        max(0.0, _seconds(max(i.evidence_at, started), i.recovered or now)) for i in incidents if i.slo is None
-    )
+    lost = sum(max(0.0, _seconds(max(i.evidence_at, started), i.recovered or now)) for i in incidents if i.slo is None)
     return round(max(0.0, wall - lost) / wall, 4)
