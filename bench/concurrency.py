@@ -42,9 +42,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tests.services import DistributionRegistry, MotoS3, bare_git_repo, git_env  # noqa: E402
+from trainops_testing.services import DistributionRegistry, MotoS3, bare_git_repo, git_env  # noqa: E402
 
 
 @dataclass

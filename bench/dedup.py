@@ -44,16 +44,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from harness import docresult  # noqa: E402
 
 from tests.registry.chunked_helpers import FineTune  # noqa: E402
-from tests.services import DistributionRegistry, MotoS3  # noqa: E402
 from trainops.registry import pulling, store  # noqa: E402
 from trainops.registry.chunks import chunker  # noqa: E402
 from trainops.registry.context import Registries  # noqa: E402
 from trainops.registry.plain_lineage import PlainLineage, PlainParent  # noqa: E402
+from trainops_testing.services import DistributionRegistry, MotoS3  # noqa: E402
 
 MiB = 1024 * 1024
 

@@ -2,7 +2,7 @@
 an independent one.
 
 Two runs of the same steps of examples/tiny-llm go through `trainops train submit` on the
-test cluster (tests/slurm_cluster.py: munged, slurmctld, slurmd on free ports):
+test cluster (trainops_testing/slurm_cluster.py: munged, slurmctld, slurmd on free ports):
 
 1. **undisturbed**: its wall clock T0, from Slurm's StartTime to EndTime of the job;
 2. **faulted**: `trainops drill` injects a fault every `--every` seconds, cycling through
@@ -38,10 +38,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from tests.slurm_cluster import SlurmCluster  # noqa: E402
+from trainops_testing.slurm_cluster import SlurmCluster  # noqa: E402
 
 DRILLS = (("nccl-timeout", ()), ("xid", ("--xid", "13")), ("hang", ()), ("xid", ("--xid", "94")))
 # --kill: every fault is the trainer SIGKILLed on its healthy node (the node-lost drill), which

@@ -1,11 +1,11 @@
 """Gray release through the real controllers: how long a promote takes to reach the HTTPRoute,
 and a failing metric to abort the canary.
 
-On the simulated cluster (tests/kube_cluster.py: etcd, API server, controller-manager,
+On the simulated cluster (trainops_testing/kube_cluster.py: etcd, API server, controller-manager,
 scheduler, kwok) with Argo CD (repo-server, application-controller, redis) syncing the
 GitOps repo over git's HTTP transport and Argo Rollouts with the Gateway API plugin
-(tests/argo_cluster.py), and Debian's Prometheus scraping one vLLM-named exporter per serving
-ReplicaSet (tests/serving_metrics.py, a stand-in: kwok pods serve nothing):
+(trainops_testing/argo_cluster.py), and Debian's Prometheus scraping one vLLM-named exporter per serving
+ReplicaSet (trainops_testing/serving_metrics.py, a stand-in: kwok pods serve nothing):
 
 1. **promote → weight**: from `trainops rollout promote` returning (the commit pushed) to
    the new canary weight on the HTTPRoute, read from the API server; through Argo CD
@@ -38,8 +38,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from harness import docresult  # noqa: E402
 
@@ -175,10 +173,10 @@ class _Latency:
 
 
 def run(rounds: int, work: Path) -> Result:
-    from argo_cluster import ArgoStack
-    from kube_bins import binary
-    from kube_cluster import KubeCluster
-    from serving_metrics import FileSdPrometheus, ReplicaSetExporters
+    from trainops_testing.argo_cluster import ArgoStack
+    from trainops_testing.kube_bins import binary
+    from trainops_testing.kube_cluster import KubeCluster
+    from trainops_testing.serving_metrics import FileSdPrometheus, ReplicaSetExporters
 
     load_before = os.getloadavg()[0]
     cluster = KubeCluster(work / "kube", components=SERVING)

@@ -28,11 +28,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from harness import docresult  # noqa: E402
 
-from tests.services import DistributionRegistry  # noqa: E402
+from trainops_testing.services import DistributionRegistry  # noqa: E402
 
 PY = sys.executable
 MIB = 1024 * 1024

@@ -99,7 +99,6 @@ def main() -> None:
     parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/hub_import.json")
     args = parser.parse_args()
     load = docresult.Load()
-    sys.path.insert(0, str(REPO))
     from tests.hub.conftest import build_hf_cache  # the same cache layout the tests read
 
     runs = 1 if args.quick else args.runs

@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from harness import docresult  # noqa: E402
 
-from tests.services import DistributionRegistry, PodmanService, build_busybox_image, git_env  # noqa: E402
+from trainops_testing.services import DistributionRegistry, PodmanService, build_busybox_image, git_env  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "tiny-llm"
 SETUP = "find /workspace -name '*.py' | wc -l > /tmp/python-files"  # a step after COPY, as pip install is

@@ -1,6 +1,6 @@
 """Volcano at scale on the simulated cluster: gang binding time, rack placement, throughput.
 
-On kwok nodes × 8 GPUs in racks of 16 under 8 spines (tests/kube_cluster.py: the upstream
+On kwok nodes × 8 GPUs in racks of 16 under 8 spines (trainops_testing/kube_cluster.py: the upstream
 control plane, Volcano 1.15 scheduler and controllers), with jobs rendered by trainops
 (examples/tiny-llm's training job, nodes and topology changed):
 
@@ -32,12 +32,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 
 from harness import docresult  # noqa: E402
-from kube_cluster import RACK_LABEL, KubeApi, KubeCluster, Shape  # noqa: E402
-from kube_jobs import apply, render_job, render_tenants  # noqa: E402
+
+from trainops_testing.kube_cluster import RACK_LABEL, KubeApi, KubeCluster, Shape  # noqa: E402
+from trainops_testing.kube_jobs import apply, render_job, render_tenants  # noqa: E402
 
 NS = "bench"
 JOB_LABEL = "volcano.sh/job-name"

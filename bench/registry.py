@@ -9,7 +9,7 @@ time and peak RSS (os.wait4) are its own. Prints a table and writes bench/result
     python bench/registry.py --runs 3        # three runs: each ratio's median and range
 
 Resume: a push and a pull of one --resume-size-mib file (1.5 GiB; 64 MiB with --quick)
-interrupted with SIGINT at half (from inside the process: tests/interrupting.py), then run
+interrupted with SIGINT at half (from inside the process: trainops_testing/interrupting.py), then run
 again; what the re-run sends or receives is measured outside trainops (a TCP proxy in
 front of Distribution; bytes the process writes for file://), as a fraction of the file.
 """
@@ -32,13 +32,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from harness import docresult  # noqa: E402
 
-from tests.interrupting import command  # noqa: E402
 from tests.registry.tcp_proxy import TcpProxy  # noqa: E402
-from tests.services import DistributionRegistry, MotoS3  # noqa: E402
+from trainops_testing.interrupting import command  # noqa: E402
+from trainops_testing.services import DistributionRegistry, MotoS3  # noqa: E402
 
 PY = sys.executable
 REPUSH_RUNS = 5

@@ -40,9 +40,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from tests.services import DistributionRegistry, MotoS3, git_env  # noqa: E402
+from trainops_testing.services import DistributionRegistry, MotoS3, git_env  # noqa: E402
 
 PY = sys.executable
 MiB = 1024 * 1024

@@ -38,17 +38,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from harness import docresult  # noqa: E402
 
-from tests.services import DistributionRegistry, MotoS3  # noqa: E402
 from trainops.registry import media  # noqa: E402
 from trainops.registry.artifact import Lineage, Parent, build_manifest, canonical_json  # noqa: E402
 from trainops.registry.backends import open_backend  # noqa: E402
 from trainops.registry.backends.base import Backend, Descriptor, ManifestData, sha256_digest  # noqa: E402
 from trainops.registry.reference import RegistryRoot  # noqa: E402
 from trainops.registry.store import bytes_source  # noqa: E402
+from trainops_testing.services import DistributionRegistry, MotoS3  # noqa: E402
 
 PY = sys.executable
 RUNS = [3]  # each command's runs (one in --quick mode)

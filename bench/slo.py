@@ -45,14 +45,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from services import LOOPBACK, free_port, git_env  # noqa: E402
 
 from tests.rollout.conftest import IMAGE, make_project  # noqa: E402
 from tests.slo.stack import Alertmanager, RulePrometheus, VllmStandIn  # noqa: E402
 from tests.slo.test_alert_loop import overlay  # noqa: E402
+from trainops_testing.services import LOOPBACK, free_port, git_env  # noqa: E402
 
 TOKEN = "bench-token"
 TIMEOUT = 120.0

@@ -40,10 +40,8 @@ from urllib.parse import quote
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "ui_index.json"
-sys.path.insert(0, str(REPO / "tests"))
 
 from harness import docresult  # noqa: E402
-from services import free_port, wait_for  # noqa: E402
 
 from trainops.registry import media  # noqa: E402
 from trainops.registry.artifact import (  # noqa: E402
@@ -58,6 +56,7 @@ from trainops.registry.artifact import (  # noqa: E402
 from trainops.registry.backends.base import Descriptor, sha256_digest  # noqa: E402
 from trainops.registry.context import Registries  # noqa: E402
 from trainops.ui.index import Index, refresh  # noqa: E402
+from trainops_testing.services import free_port, wait_for  # noqa: E402
 
 PAGE_TARGET_MS = 300.0
 ARTIFACT_TARGET_MS = 100.0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the Kubernetes components of the simulated cluster (tests/kube_cluster.py) from their
+# Build the Kubernetes components of the simulated cluster (trainops_testing/kube_cluster.py) from their
 # upstream Go modules at the versions pinned in scripts/kube-versions.env: the recipe whose
 # output scripts/kube-sums.txt pins. scripts/kube_components.py runs it when neither the cache
 # nor a prebuilt archive has a component, into a directory it then checks against those sums.

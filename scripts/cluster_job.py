@@ -1,9 +1,9 @@
 """The whole flow on the simulated cluster, with the real controllers.
 
-Starts the simulated cluster (tests/kube_cluster.py: etcd, API server, controller-manager,
+Starts the simulated cluster (trainops_testing/kube_cluster.py: etcd, API server, controller-manager,
 scheduler, kwok GPU nodes, the Volcano scheduler and controllers), Argo CD (repo-server,
 application-controller, redis) and Argo Rollouts with the Gateway API plugin
-(tests/argo_cluster.py), and a GitOps repository served over git's HTTP transport on
+(trainops_testing/argo_cluster.py), and a GitOps repository served over git's HTTP transport on
 loopback. Then, as a user and their CI would (tests/argo/pushflow.py):
 
 1. the project's bare git remote gets a `post-receive` hook that runs `trainops ci` for the
@@ -32,8 +32,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from tests.argo.helpers import NAME, Live, start_args  # noqa: E402
 from tests.argo.pushflow import (  # noqa: E402
@@ -134,10 +132,10 @@ def canary(project: PushProject, stack: Any, kubeconfig: Path) -> None:
 
 
 def main() -> int:
-    from argo_cluster import ArgoStack
-    from kube_bins import binary
-    from kube_cluster import KubeCluster
-    from services import ServiceError
+    from trainops_testing.argo_cluster import ArgoStack
+    from trainops_testing.kube_bins import binary
+    from trainops_testing.kube_cluster import KubeCluster
+    from trainops_testing.services import ServiceError
 
     with tempfile.TemporaryDirectory(prefix="cluster-job-") as tmp:
         work = Path(tmp)

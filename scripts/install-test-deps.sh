@@ -18,13 +18,13 @@
 #   prometheus-alertmanager   the SLO alert loop: burn-rate alerts delivered to `trainops alerts serve`
 #   chromium                  the real browser the registry browser's tests drive through
 #                             Playwright (executable_path=/usr/bin/chromium; never `playwright install`)
-#   slurmctld slurmd slurm-client munge  a one-node Slurm cluster (tests/slurm_cluster.py)
+#   slurmctld slurmd slurm-client munge  a one-node Slurm cluster (trainops_testing/slurm_cluster.py)
 #   openssh-server openssh-client        sshd on loopback: the Slurm login host of the tests
 #   zstd                      reads the prebuilt cluster components' archives (scripts/kube_components.py)
 #   redis-server              Argo CD's cache (its repo-server and application-controller) in
 #                             the gray-release tests on the simulated cluster (tests/argo/)
 # Not needed: fuse-overlayfs/slirp4netns/uidmap (tests run as root with the vfs driver and
-# host networking; see tests/services.py for the containers.conf they use).
+# host networking; see trainops_testing/services.py for the containers.conf they use).
 set -euo pipefail
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -61,7 +61,7 @@ fi
 
 apt-get install -y --no-install-recommends "${packages[@]}"
 
-# The simulated Kubernetes cluster of the cluster tests (tests/kube_cluster.py: etcd, the
+# The simulated Kubernetes cluster of the cluster tests (trainops_testing/kube_cluster.py: etcd, the
 # Kubernetes control plane, kwok, Volcano, JobSet, Kueue, LeaderWorkerSet, Argo CD, Argo
 # Rollouts, KServe) and cosign (tests/signing/test_cosign.py), at the versions pinned in
 # scripts/kube-versions.env, into ${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}/bin: from

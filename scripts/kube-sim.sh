@@ -8,10 +8,10 @@
 #   scripts/kube-sim.sh down [--dir DIR]
 #
 # `up` prints `export KUBECONFIG=…` on stdout: eval "$(scripts/kube-sim.sh up)". The binaries
-# come from scripts/kube_components.py (install-test-deps.sh runs it). The code is tests/kube_cluster.py,
+# come from scripts/kube_components.py (install-test-deps.sh runs it). The code is trainops_testing/kube_cluster.py,
 # the same the pytest fixtures use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python="${TRAINOPS_TEST_VENV:-.venv}/bin/python"
 [ -x "$python" ] || python=python3
-exec "$python" tests/kube_cluster.py "$@"
+exec "$python" -m trainops_testing.kube_cluster "$@"

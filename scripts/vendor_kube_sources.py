@@ -135,7 +135,7 @@ HEADER = """# Upstream files of the simulated cluster's components
 
 Copied byte for byte by `scripts/vendor_kube_sources.py` at the versions pinned in
 `scripts/kube-versions.env` (the component's directory is `<component>-<version>`); the
-cluster harness (tests/kube_addons.py, tests/kserve_cluster.py, tests/argo_cluster.py) reads
+cluster harness (trainops_testing: kube_addons, kserve_cluster, argo_cluster) reads
 them from here. Git repositories at the version's tag; Go modules from the module proxy,
 checked against the checksum database. All are Apache-2.0 licensed. `tests/test_upstream.py`
 checks every file against its sha256 below.

@@ -1,4 +1,4 @@
-"""Fixtures for real services.  The logic lives in ``tests/services.py``.
+"""Fixtures for real services.  The logic lives in ``trainops_testing/services.py``.
 
 Services start only when a test asks for them (no autouse fixture).  A missing binary
 fails the test with the install command; it never skips.
@@ -6,7 +6,6 @@ fails the test with the install command; it never skips.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,9 +13,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from services import (
+from trainops_testing.services import (
     DistributionRegistry,
     MotoS3,
     PodmanService,
@@ -24,6 +21,12 @@ from services import (
     bare_git_repo,
     build_busybox_image,
 )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `after_all` run after every other test collected, whatever their
+    folder's name: the planted-secrets scan reads what all the others wrote."""
+    items.sort(key=lambda item: item.get_closest_marker("after_all") is not None)  # stable
 
 
 def _start(service: DistributionRegistry | MotoS3 | PodmanService) -> None:
@@ -112,7 +115,7 @@ def _kube_skipped() -> None:
 
 
 def _start_kube(directory: Path, **kwargs: Any) -> Any:
-    from kube_cluster import KubeCluster
+    from trainops_testing.kube_cluster import KubeCluster
 
     cluster = KubeCluster(directory, **kwargs)
     try:
@@ -126,7 +129,7 @@ def _start_kube(directory: Path, **kwargs: Any) -> Any:
 
 @pytest.fixture(scope="session")
 def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The simulated cluster (tests/kube_cluster.py) with every component: 8 kwok nodes × 8 GPUs
+    """The simulated cluster (trainops_testing/kube_cluster.py) with every component: 8 kwok nodes × 8 GPUs
     in 2 racks; ``.kubeconfig``, ``.server``, ``.api`` (a small REST client), ``.nodes``,
     ``.env`` (KUBECONFIG), ``.kubectl(...)``. Shared by the session: tests use their own
     namespaces and delete what they create."""

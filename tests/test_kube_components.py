@@ -13,7 +13,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from kube_bins import COMPONENTS, versions
+
+from trainops_testing.kube_bins import COMPONENTS, versions
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "kube_components.py"

@@ -14,7 +14,8 @@ import boto3
 import pytest
 import requests
 from botocore.exceptions import ClientError
-from services import (
+
+from trainops_testing.services import (
     DistributionRegistry,
     MissingDependency,
     MotoS3,

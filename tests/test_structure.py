@@ -434,3 +434,63 @@ def test_the_cli_never_chooses_a_scheduler() -> None:
 def test_the_scheduler_comparison_finder_finds_comparisons() -> None:
     tree = ast.parse('a = t.scheduler == "slurm"\nb = "x" in m.scheduler\nc = t.scheduler\nd = s == "slurm"\n')
     assert _compares_a_scheduler(tree) == [1, 2]
+
+
+# -- the harness is a package -----------------------------------------------------------------
+
+REPO = PACKAGE.parent
+HARNESS = REPO / "trainops_testing"
+# a script importing the script beside it (scripts/ is not a package); never tests/
+PATH_EDITS_ALLOWED = {"scripts/vendor_kube_sources.py"}
+
+
+def _path_edits(path: Path) -> list[int]:
+    """The lines of `path` that change sys.path (sys.path.insert/append/extend, or assign it)."""
+
+    def is_sys_path(node: ast.expr) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", None) == "sys"
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Assign) and any(is_sys_path(t) for t in node.targets)) or (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("insert", "append", "extend")
+            and is_sys_path(node.func.value)
+        ):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_nothing_edits_sys_path_to_reach_the_harness() -> None:
+    """Tests, benchmarks and scripts import the harness (trainops_testing) and tests' helpers
+    as packages: an editable install puts the project's root on the path."""
+    found = []
+    for folder in ("trainops", "trainops_testing", "tests", "bench", "scripts"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            rel = path.relative_to(REPO).as_posix()
+            if rel.startswith("tests/upstream/") or rel in PATH_EDITS_ALLOWED:
+                continue
+            found += [f"{rel}:{line}" for line in _path_edits(path)]
+    assert found == []
+
+
+def test_the_path_edit_finder_finds_edits(tmp_path: Path) -> None:
+    source = tmp_path / "x.py"
+    source.write_text("import sys\nsys.path.insert(0, 'tests')\nsys.path = []\nprint(sys.path)\n")
+    assert _path_edits(source) == [2, 3]
+
+
+def test_the_package_never_imports_its_harness() -> None:
+    found = [
+        name
+        for name, path in MODULES.items()
+        if "trainops_testing" in path.read_text(encoding="utf-8")
+        and any(
+            isinstance(node, (ast.Import, ast.ImportFrom))
+            and any("trainops_testing" in (getattr(node, "module", None) or a.name) for a in node.names)
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    ]
+    assert found == []
+    assert (HARNESS / "__init__.py").is_file()

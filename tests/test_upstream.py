@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 
-from kube_bins import UPSTREAM, version
+from trainops_testing.kube_bins import UPSTREAM, version
 
 
 def _table() -> dict[str, str]:

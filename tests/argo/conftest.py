@@ -1,4 +1,4 @@
-"""Argo CD and Argo Rollouts on the simulated cluster (tests/argo_cluster.py), once per session.
+"""Argo CD and Argo Rollouts on the simulated cluster (trainops_testing/argo_cluster.py), once per session.
 
 `argo` starts them beside the `kube_cluster` fixture's API server; `gitops_http` is a fresh
 GitOps repository served to Argo CD over git's HTTP transport (trainops pushes to it too).
@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from argo_cluster import ArgoStack
-from kube_bins import binary
-from services import ServiceError
+
+from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.kube_bins import binary
+from trainops_testing.services import ServiceError
 
 # what serving needs: the control plane, the default scheduler and kwok's Ready pods; and
 # Volcano, which places the training job Argo CD syncs from a push (test_push_train)

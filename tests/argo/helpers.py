@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from argo_cluster import ArgoStack
-
 from tests.rollout.conftest import IMAGE, Project, make_project
+from trainops_testing.argo_cluster import ArgoStack
 
 T = TypeVar("T")
 NAMESPACE = "tiny-llm"
@@ -175,7 +174,6 @@ def rollout_page(project: Project, *, kubeconfig: Path | None, index: Path, rele
     project's manifest and, when given, the kubeconfig; with `release`, that release's
     artifact page instead."""
     import requests
-    from services import free_port
     from ui.conftest import ServerThread
 
     from trainops.cluster.access import ClusterAccess
@@ -183,6 +181,7 @@ def rollout_page(project: Project, *, kubeconfig: Path | None, index: Path, rele
     from trainops.ui.app import create_app
     from trainops.ui.index import Index, refresh
     from trainops.ui.views import Browser
+    from trainops_testing.services import free_port
 
     opened = open_registries(file=str(project.manifest), env=None, insecure=False)
     with opened.registries as registries:

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from argo_cluster import ArgoStack
 
 from tests.argo.helpers import NAMESPACE, serving_overlay
 from tests.render.helpers import write_variant
 from tests.rollout.conftest import push_model
-from tests.services import bare_git_repo, git_env
+from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.services import bare_git_repo, git_env
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_IMAGE = "tiny-llm/image:v1"

@@ -2,7 +2,7 @@
 
 The AnalysisTemplate trainops renders from rollout.analysis.thresholds runs as an
 AnalysisRun; Prometheus scrapes one exporter per serving ReplicaSet with vLLM's metric names
-(tests/serving_metrics.py: kwok pods serve nothing, so the series are labelled
+(trainops_testing/serving_metrics.py: kwok pods serve nothing, so the series are labelled
 `source="kwok-stand-in"`). The canary's time to first token is over the threshold: the
 AnalysisRun fails, the controller aborts, and trainops reports it and refuses to promote.
 """
@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from argo_cluster import ArgoStack
-from serving_metrics import FileSdPrometheus, ReplicaSetExporters
 
 from tests.argo.helpers import NAME, NAMESPACE, Live, app_synced, healthy_stable, serving_project, start_args, wait
 from tests.cli.runner import run
+from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.serving_metrics import FileSdPrometheus, ReplicaSetExporters
 
 SYNC = 90.0
 SLOW, FAST = 2.0, 0.05  # seconds to the first token: the canary's, the stable's

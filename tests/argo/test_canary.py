@@ -12,8 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from argo_cluster import ArgoStack
-
 from tests.argo.helpers import (
     NAME,
     Live,
@@ -27,6 +25,7 @@ from tests.argo.helpers import (
     wait,
 )
 from tests.cli.runner import run
+from trainops_testing.argo_cluster import ArgoStack
 
 SYNC = 90.0  # Argo CD polls git every 2 s here; the cluster's pods become Ready through kwok
 

@@ -15,18 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from argo_cluster import ArgoStack
-from kube_bins import binary
-from kube_cluster import KubeCluster, Shape
-from services import ServiceError
 
 from tests.argo.helpers import Live, wait
 from tests.cli.runner import run
 from tests.kube.test_disagg import pool_revisions, route_weights, served_pairs, slice_placement
 from tests.rollout.conftest import IMAGE, Project, make_project
 from tests.rollout.test_disagg import TOPOLOGY, overlay
-from tests.services import git_env
 from trainops.render.crds import VENDORED
+from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.kube_bins import binary
+from trainops_testing.kube_cluster import KubeCluster, Shape
+from trainops_testing.services import ServiceError, git_env
 
 APP = "tiny-llm-serve-default"
 COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "lws")

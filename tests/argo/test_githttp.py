@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from argo_cluster import HERE, _Proc
-from services import free_port, git_env
 
 from tests.argo.helpers import start_args
 from tests.cli.runner import run
 from tests.rollout.conftest import make_project
+from trainops_testing.argo_cluster import HERE, _Proc
+from trainops_testing.services import free_port, git_env
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def git_http(tmp_path: Path) -> Iterator[tuple[Path, int]]:
 
 
 def test_trainops_pushes_and_git_clones_over_http(git_http: tuple[Path, int], tmp_path: Path) -> None:
-    from githttp import bare_repo
+    from trainops_testing.githttp import bare_repo
 
     root, port = git_http
     bare_repo(root, "gitops.git")

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from argo_cluster import ArgoStack
 
 from tests.argo.helpers import NAMESPACE, wait
 from tests.argo.pushflow import (
@@ -30,6 +29,7 @@ from tests.argo.pushflow import (
 )
 from tests.cli.runner import run
 from tests.rollout.conftest import push_model
+from trainops_testing.argo_cluster import ArgoStack
 
 
 @pytest.fixture

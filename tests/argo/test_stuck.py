@@ -12,11 +12,11 @@ import json
 from pathlib import Path
 
 import yaml
-from argo_cluster import ArgoStack
 
 from tests.argo.helpers import Live, app_synced, healthy_stable, serving_overlay, start_args, wait
 from tests.cli.runner import run
 from tests.rollout.conftest import make_project
+from trainops_testing.argo_cluster import ArgoStack
 
 SYNC = 90.0
 

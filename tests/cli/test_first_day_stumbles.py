@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli.runner import run
-from tests.services import DistributionRegistry
 from trainops.registry import store
 from trainops.registry.backends.base import BlobSource, sha256_digest
 from trainops.registry.context import Registries
+from trainops_testing.services import DistributionRegistry
 
 
 def test_registry_ls_of_a_registry_url_lists_its_repositories(registry: DistributionRegistry) -> None:

@@ -24,12 +24,12 @@ from typing import Any
 
 import pytest
 import yaml
-from services import bare_git_repo, git_env
 
 from tests.cli.runner import Outcome, run, run_subprocess
 from tests.cli.test_conventions import LEAVES, NOT_DATA
 from tests.signing.conftest import ec_key
 from tests.slurm.conftest import slurm, slurm_cluster  # noqa: F401  (fixtures)
+from trainops_testing.services import bare_git_repo, git_env
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tiny-llm"

@@ -13,13 +13,13 @@ import sys
 from pathlib import Path
 
 import yaml
-from services import git_env
 
 from tests.checkpoint.test_ckpt_cli import MANIFEST
 from tests.cli.runner import run
 from tests.cli.test_init_ci import SCHEMAS, _check
 from tests.eval.conftest import Project, _own_cache, local_project  # noqa: F401  (fixtures)
 from tests.eval.test_release import released, setup
+from trainops_testing.services import git_env
 
 
 def test_release_ls_and_show_agree_and_show_takes_the_listed_version(local_project: Project) -> None:  # noqa: F811

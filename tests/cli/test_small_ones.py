@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import save_file
-from services import git_env
 
 from tests.cli.runner import run
 from tests.eval.conftest import Project, _own_cache, local_project  # noqa: F401  (fixtures)
@@ -20,6 +19,7 @@ from trainops.registry import store
 from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
 from trainops.templating import render_template
+from trainops_testing.services import git_env
 
 
 def test_bookkeeping_repositories_are_listed_with_all(tmp_path: Path) -> None:

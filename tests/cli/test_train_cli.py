@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import planted
 from tests.cli.runner import run
-from tests.services import git_env
 from trainops.render import validate_objects
+from trainops_testing import planted
+from trainops_testing.services import git_env
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-llm"
 DIGEST = "sha256:" + "ab" * 32

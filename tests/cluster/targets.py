@@ -12,7 +12,7 @@ from tests.render.helpers import EXAMPLE, merge
 from trainops.cluster.dryrun import Sent, rendered_objects
 from trainops.manifest import Manifest, load_manifest
 
-# the simulated cluster's fabric (tests/kube_cluster.py labels its kwok nodes so)
+# the simulated cluster's fabric (trainops_testing/kube_cluster.py labels its kwok nodes so)
 FABRIC: dict[str, Any] = {
     "name": "gpu-fabric",
     "nodeLabels": {"node.trainops.dev/pool": "gpu"},

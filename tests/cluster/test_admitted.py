@@ -4,7 +4,7 @@ Every variant of tests/cluster/targets.py (each training scheduler, the cluster 
 Volcano and Kueue, each serving traffic mode) in every environment of the example: the
 training job, the tenants, the eval Job and the serving objects, sent with server-side
 apply and fieldValidation=Strict, first as a dry run (what `trainops validate --kubeconfig`
-asks) and then for real, into the simulated cluster of tests/kube_cluster.py with the
+asks) and then for real, into the simulated cluster of trainops_testing/kube_cluster.py with the
 vendored CRDs of the serving kinds installed, Volcano's admission webhook among the
 admission steps (every Volcano Job stored as rendered, nothing left for it to default). Then the same through the CLI,
 and refusals only a server knows (an immutable Topology, a label no node has, a Volcano Job
@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_jobs import priority_class
 
 from tests.cli.runner import run
 from tests.cluster.targets import FABRIC, manifests, sent, write_variant
@@ -29,6 +28,7 @@ from trainops.cluster.client import Cluster, ObjectRefused, connect
 from trainops.cluster.dryrun import Sent, describe, queue_pending
 from trainops.errors import InputError
 from trainops.manifest import load_manifest
+from trainops_testing.kube_jobs import priority_class
 
 CRDS = Path(__file__).resolve().parents[2] / "trainops" / "render" / "crds"
 VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")

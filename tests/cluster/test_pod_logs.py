@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_cluster import Shape
-from services import wait_for
 
 from tests.cli.runner import run
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import Cluster, connect
 from trainops.render.names import LABEL_RUN_ID
 from trainops.train.kube_jobs import COMPONENT
+from trainops_testing.kube_cluster import Shape
+from trainops_testing.services import wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-llm" / "trainops.yaml"
 NAMESPACE = "tiny-llm"  # the example's train.namespace

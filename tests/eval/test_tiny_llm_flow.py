@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.eval.conftest import PYTHON, Project
-from tests.services import require
 from trainops.registry import media
+from trainops_testing.services import require
 
 
 def write(project: Project) -> None:

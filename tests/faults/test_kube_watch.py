@@ -27,9 +27,6 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_cluster import Shape
-from kube_jobs import finish_pods, priority_class
-from services import LOOPBACK, ServiceError, free_port, wait_for
 
 from tests.cli.test_json_convention import bad_keys
 from tests.cli.test_train_cli import IMAGE, _git
@@ -44,6 +41,9 @@ from trainops.faults import incidents as records
 from trainops.manifest import load_manifest
 from trainops.registry.context import Registries
 from trainops.render.names import LABEL_RUN_ID
+from trainops_testing.kube_cluster import Shape
+from trainops_testing.kube_jobs import finish_pods, priority_class
+from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "tiny-llm"

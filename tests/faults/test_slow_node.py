@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 import yaml
-from services import wait_for
 
 from trainops.faults import incidents as records
 from trainops.faults.incidents import Incident
 from trainops.manifest import load_manifest
 from trainops.registry.context import Registries
+from trainops_testing.services import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from services import git_env
 
 from trainops.gitops.scratch import TEMP_PREFIX
+from trainops_testing.services import git_env
 
 
 @pytest.fixture(autouse=True)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tests import planted
 from trainops.errors import InputError, RemoteError, TrainopsError
 from trainops.gitops import history, write_tree
 from trainops.gitops.remote import parse_remote, redact_url
 from trainops.gitops.scratch import one_line, reason
+from trainops_testing import planted
 
 
 @pytest.mark.parametrize(

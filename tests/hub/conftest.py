@@ -125,7 +125,7 @@ class Hub:
 def hub_server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     """olah serving the model as a git repository over the Hub's HTTP API, offline."""
     from tests.hub.hubserver import OlahHub, git_mirror
-    from tests.services import ServiceError
+    from trainops_testing.services import ServiceError
 
     work = tmp_path_factory.mktemp("olah")
     commit = git_mirror(work / "mirrors", REPO_ID, model_dir, tag=TAG)

@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.services import LOOPBACK, MissingDependency, ServiceError, _ManagedProcess, free_port, wait_for
+from trainops_testing.services import LOOPBACK, MissingDependency, ServiceError, _ManagedProcess, free_port, wait_for
 
 
 def git_mirror(root: Path, repo_id: str, files: Path, *, tag: str) -> str:

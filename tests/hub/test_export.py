@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from tests.cli.runner import run
-from tests.services import free_port
 from trainops.hub.exporter import operations, prepare_export
 from trainops.registry import store
 from trainops.registry.artifact import Lineage, Parent
 from trainops.registry.context import Registries
+from trainops_testing.services import free_port
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "hub" / "model-card.md"
 UPDATE = os.environ.get("TRAINOPS_UPDATE_GOLDEN") == "1"
@@ -144,7 +144,7 @@ def test_an_artifact_with_a_readme_keeps_its_own(hf_cache: object, tmp_path: Pat
 def test_export_to_an_unreachable_hub_is_one_line_exit_6(
     lineage_registry: tuple[Registries, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.planted import secret
+    from trainops_testing.planted import secret
 
     _, url = lineage_registry
     monkeypatch.delenv("HF_HUB_OFFLINE")

@@ -131,7 +131,7 @@ def test_bad_repo_or_revision_is_one_line_and_pushes_nothing(
 
 
 def test_unreachable_hub_is_a_remote_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.services import free_port
+    from trainops_testing.services import free_port
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
@@ -184,7 +184,7 @@ def test_import_to_a_distribution_registry(hf_cache: HfCache, registry: object, 
 
 def test_a_cached_commit_needs_no_network(hf_cache: HfCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Online, but the Hub unreachable: a commit the cache holds imports all the same."""
-    from tests.services import free_port
+    from trainops_testing.services import free_port
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setenv("HF_HUB_CACHE", str(hf_cache.root))
@@ -218,7 +218,7 @@ def test_import_over_http_from_a_hub_server(
     """snapshot_download for real, over HTTP from olah; then the cache serves a re-import."""
     from huggingface_hub import constants
 
-    from tests.planted import secret
+    from trainops_testing.planted import secret
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setenv("HF_TOKEN", secret("hf-token"))  # sent to the Hub; found nowhere trainops writes

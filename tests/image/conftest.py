@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from services import PodmanService, require
 
 from tests.image.helpers import BASE_REPO, Layout, run
+from trainops_testing.services import PodmanService, require
 
 
 @pytest.fixture(autouse=True)

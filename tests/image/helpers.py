@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services import git_env
+from trainops_testing.services import git_env
 
 BASE_REPO = "base/busybox"
 

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from services import DistributionRegistry, PodmanService
 
-from tests import planted
 from tests.cli.runner import run as trainops
 from tests.image.helpers import git, make_project, manifest_text, run, skopeo_json
 from trainops import clock
+from trainops_testing import planted
+from trainops_testing.services import DistributionRegistry, PodmanService
 
 CODE: dict[str, str | bytes] = {
     "app/hello.sh": "#!/bin/sh\necho hello from the docker build\n",

@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from services import DistributionRegistry, PodmanService, bare_git_repo
 
-from tests import planted
 from tests.cli.runner import run as trainops
 from tests.image.helpers import (
     BASE_REPO,
@@ -32,6 +30,8 @@ from tests.image.helpers import (
     skopeo_json,
     write_tree,
 )
+from trainops_testing import planted
+from trainops_testing.services import DistributionRegistry, PodmanService, bare_git_repo
 
 CODE: dict[str, str | bytes] = {
     "app/hello.sh": "#!/bin/sh\necho hello from the code layer\n",

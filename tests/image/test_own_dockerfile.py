@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from services import PodmanService
-
 from tests.cli.runner import run as trainops
 from tests.image.helpers import make_project
-from tests.planted import secret
+from trainops_testing.planted import secret
+from trainops_testing.services import PodmanService
 
 SECRET = secret("own-dockerfile-token")  # planted: the last test looks for it everywhere
 DOCKERFILE = """FROM {base} AS runtime

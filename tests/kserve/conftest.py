@@ -1,6 +1,6 @@
 """KServe's controller manager in Standard (RawDeployment) mode on the simulated cluster, once
 per module: the control plane, the default scheduler and kwok's Ready pods, then KServe
-(tests/kserve_cluster.py) with the cluster-wide default deployment mode Standard."""
+(trainops_testing/kserve_cluster.py) with the cluster-wide default deployment mode Standard."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kserve_cluster import start_kserve
-from kube_cluster import Shape
-from services import ServiceError
+
+from trainops_testing.kserve_cluster import start_kserve
+from trainops_testing.kube_cluster import Shape
+from trainops_testing.services import ServiceError
 
 SERVING = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services import wait_for
-
 from tests.rollout.helpers import CANARY, NO_AB, STABLE, V1, V2, rollout, tree
 from trainops.rollout.state import RolloutState
 from trainops.rollout.traffic import DEPLOYMENT_MODE
+from trainops_testing.services import wait_for
 
 ISVC = ("serving.kserve.io/v1beta1", "InferenceService")
 STANDARD = rollout({"traffic": "kserve", "kserveDeploymentMode": "Standard", "canary": None, "analysis": None, **NO_AB})

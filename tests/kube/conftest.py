@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kube_cluster import Shape
+
+from trainops_testing.kube_cluster import Shape
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The simulated cluster itself (tests/kube_cluster.py, scripts/kube-sim.sh): what it starts,
+"""The simulated cluster itself (trainops_testing/kube_cluster.py, scripts/kube-sim.sh): what it starts,
 what it listens on, that kwok runs and finishes pods, and that `down` stops what `up` started."""
 
 from __future__ import annotations
@@ -10,10 +10,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_bins import versions
-from kube_cluster import EXIT_ANNOTATION, GPU, RACK_LABEL, SPINE_LABEL, KubeCluster, Shape, _alive, listening
-from kube_jobs import ensure_namespace
-from services import MissingDependency, wait_for
+
+from trainops_testing.kube_bins import versions
+from trainops_testing.kube_cluster import (
+    EXIT_ANNOTATION,
+    GPU,
+    RACK_LABEL,
+    SPINE_LABEL,
+    KubeCluster,
+    Shape,
+    _alive,
+    listening,
+)
+from trainops_testing.kube_jobs import ensure_namespace
+from trainops_testing.services import MissingDependency, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CORE = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")

@@ -18,18 +18,17 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_api import ApiError
-from kube_cluster import RACK_LABEL, KubeCluster, Shape
-from kube_jobs import ensure_namespace
-from services import wait_for
 
 from tests.cli.runner import run
-from tests.services import git_env
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.applier import sync
 from trainops.cluster.client import connect
 from trainops.render.crds import VENDORED
 from trainops.rollout.disagg import DS_NAME_LABEL, LABEL_REVISION, LABEL_ROLE
+from trainops_testing.kube_api import ApiError
+from trainops_testing.kube_cluster import RACK_LABEL, KubeCluster, Shape
+from trainops_testing.kube_jobs import ensure_namespace
+from trainops_testing.services import git_env, wait_for
 
 SLICE_LABEL = "disaggregatedset.x-k8s.io/slice"  # the DisaggregatedSet controller labels each slice's sets and pods
 

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_cluster import POOL_LABEL, RACK_LABEL, SPINE_LABEL, KubeApi, KubeCluster, Shape
-from kube_jobs import apply, finish_pods, priority_class, racks_of, render_job, render_tenants
-from services import wait_for
 
 from tests.cli.runner import run
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.dryrun import check_against_cluster
+from trainops_testing.kube_cluster import POOL_LABEL, RACK_LABEL, SPINE_LABEL, KubeApi, KubeCluster, Shape
+from trainops_testing.kube_jobs import apply, finish_pods, priority_class, racks_of, render_job, render_tenants
+from trainops_testing.services import wait_for
 
 SHAPE = Shape(nodes=8, racks=2, spines=1)
 COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "jobset", "kueue")
@@ -257,7 +257,7 @@ def test_kueue_reads_the_metrics_certificate_of_its_own_cluster(sim: KubeCluster
     """Kueue v0.19.2 reads its metrics certificate from the fixed /etc/kueue/metrics/certs:
     each cluster's Kueue sees its own copy there, bind-mounted in a mount namespace of its own
     (where the machine allows one; else the shared path holds the latest cluster's copy)."""
-    from kube_addons import KUEUE_METRICS_CERTS, _mount_namespaces
+    from trainops_testing.kube_addons import KUEUE_METRICS_CERTS, _mount_namespaces
 
     (kueue,) = [p for p in sim.procs if p.name == "kueue"]
     own = sim.directory / "kueue-metrics-certs"

@@ -15,9 +15,6 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_cluster import GPU, KubeCluster, Shape, listening
-from kube_jobs import apply, ensure_namespace
-from services import wait_for
 
 from tests.cluster.targets import sent, write_variant
 from trainops.cluster.access import ClusterAccess
@@ -25,6 +22,9 @@ from trainops.cluster.client import connect
 from trainops.cluster.dryrun import Sent, dry_run
 from trainops.manifest import Manifest, load_manifest
 from trainops.rollout.workload import LWS_GROUP_KEY, LWS_NAME_LABEL
+from trainops_testing.kube_cluster import GPU, KubeCluster, Shape, listening
+from trainops_testing.kube_jobs import apply, ensure_namespace
+from trainops_testing.services import wait_for
 
 SHAPE = Shape(nodes=4, gpus_per_node=8, racks=1, spines=1)
 COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "lws")

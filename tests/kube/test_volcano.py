@@ -10,9 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kube_cluster import KubeCluster, Shape
-from kube_config import VOLCANO_PREEMPTING_CONF, VOLCANO_SCHEDULER_CONF
-from kube_jobs import (
+from trainops.cluster.access import ClusterAccess
+from trainops.cluster.client import connect
+from trainops.train.kube_jobs import scheduler_reason
+from trainops_testing.kube_cluster import KubeCluster, Shape
+from trainops_testing.kube_config import VOLCANO_PREEMPTING_CONF, VOLCANO_SCHEDULER_CONF
+from trainops_testing.kube_jobs import (
     Placement,
     apply,
     delete_all,
@@ -25,11 +28,7 @@ from kube_jobs import (
     stays_unbound,
     wait_bound,
 )
-from services import wait_for
-
-from trainops.cluster.access import ClusterAccess
-from trainops.cluster.client import connect
-from trainops.train.kube_jobs import scheduler_reason
+from trainops_testing.services import wait_for
 
 SHAPE = Shape(nodes=8, racks=2, spines=1)
 COMPONENTS = ("etcd", "apiserver", "controller-manager", "kwok", "volcano")

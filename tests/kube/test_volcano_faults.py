@@ -9,9 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kube_cluster import EXIT_ANNOTATION, KubeCluster, Shape
-from kube_jobs import JOB_NAME_LABEL, apply, delete_all, priority_class, render_job, render_tenants, wait_bound
-from services import wait_for
+from trainops_testing.kube_cluster import EXIT_ANNOTATION, KubeCluster, Shape
+from trainops_testing.kube_jobs import (
+    JOB_NAME_LABEL,
+    apply,
+    delete_all,
+    priority_class,
+    render_job,
+    render_tenants,
+    wait_bound,
+)
+from trainops_testing.services import wait_for
 
 SHAPE = Shape(nodes=4, racks=1, spines=1)
 COMPONENTS = ("etcd", "apiserver", "controller-manager", "kwok", "volcano")

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kube_cluster import KubeCluster, Shape
-from kube_jobs import (
+from trainops_testing.kube_cluster import KubeCluster, Shape
+from trainops_testing.kube_jobs import (
     apply,
     delete_all,
     podgroup_says,

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from tests.services import git_env, require
 from trainops.registry.context import Registries
+from trainops_testing.services import git_env, require
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tiny-llm"

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.cli.runner import run
-from tests.services import bare_git_repo, require
+from trainops_testing.services import bare_git_repo, require
 
 NULL = "0" * 40
 HOOK = """#!/bin/sh

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from tests.pipeline.flow import TRAINOPS, Project, base_manifest, make_project
-from tests.services import require, sigint_default
+from trainops_testing.services import require, sigint_default
 
 
 def _gitops_runs(project: Project) -> list[str]:

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from tests.pipeline.flow import REPO, base_manifest, make_project
-from tests.services import bare_git_repo, require
 from trainops.registry.context import Registries
 from trainops.registry.listing import list_repository
+from trainops_testing.services import bare_git_repo, require
 
 HOOK = """#!/bin/sh
 # post-receive: check out what was pushed into the runner's workspace, then `trainops ci`.

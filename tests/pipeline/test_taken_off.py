@@ -17,8 +17,8 @@ import yaml
 
 from tests.cli.runner import run
 from tests.registry.conftest import make_tree
-from tests.services import git_env
 from trainops.registry import media
+from trainops_testing.services import git_env
 
 PLACEHOLDER = "registry.example.com/serve-vllm@sha256:" + "0" * 64
 

@@ -317,8 +317,7 @@ ckpt.mkdir()
 
 
 def test_a_failed_last_push_makes_the_run_fail_and_says_how_to_finish(tmp_path: Path, registry: Any) -> None:
-    sys.path.insert(0, str(REPO / "tests" / "registry"))
-    from proxy import FaultProxy
+    from tests.registry.proxy import FaultProxy
 
     with FaultProxy(registry.host) as proxy:
         project = Project(tmp_path / "gated", f"oci://{proxy.host}/gated{uuid.uuid4().hex[:6]}", (proxy.host,))

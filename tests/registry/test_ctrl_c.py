@@ -13,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.services import DistributionRegistry, sigint_default
 from trainops.errors import NotFoundError
 from trainops.registry import store
 from trainops.registry.context import Registries
+from trainops_testing.services import DistributionRegistry, sigint_default
 
 SIZE = 256 * 1024 * 1024
 LIMIT = 1.5  # seconds from SIGINT to exit (the issue: "within a second"; margin for a loaded CI machine)

@@ -6,7 +6,6 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from tests.registry.conftest import Target
-from tests.services import DistributionRegistry
 from trainops.checkpoint import latest_checkpoint, list_checkpoints
 from trainops.registry import listing as listing_mod
 from trainops.registry import media
@@ -16,6 +15,7 @@ from trainops.registry.backends.base import Backend, Descriptor, ManifestData
 from trainops.registry.backends.s3 import S3Backend
 from trainops.registry.reference import RegistryRoot
 from trainops.registry.store import bytes_source
+from trainops_testing.services import DistributionRegistry
 
 LAYER = b"weights" * 100
 CONFIG = b'{"schemaVersion":1}'

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tests import planted
 from tests.registry.proxy import FaultProxy
-from tests.services import DistributionRegistry
 from trainops.errors import IntegrityError, RemoteError
 from trainops.registry.backends.base import BlobSource
 from trainops.registry.backends.oci import OCIBackend
 from trainops.registry.reference import RegistryRoot
+from trainops_testing import planted
+from trainops_testing.services import DistributionRegistry
 
 PASSWORD = planted.secret("registry-password")
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.registry.proxy import FaultProxy
-from tests.services import DistributionRegistry
 from trainops.errors import IntegrityError
 from trainops.registry.backends.base import BlobSource
 from trainops.registry.backends.oci import OCIBackend
 from trainops.registry.reference import RegistryRoot
+from trainops_testing.services import DistributionRegistry
 
 KiB = 1024
 

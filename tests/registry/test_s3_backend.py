@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from services import MotoS3, free_port
 
-from tests import planted
 from tests.registry.tcp_proxy import TcpProxy
 from trainops.errors import InputError, IntegrityError, NotFoundError, RemoteError
 from trainops.registry import media
@@ -32,6 +30,8 @@ from trainops.registry.backends.s3 import MIN_PART_SIZE, S3Backend
 from trainops.registry.backends.s3_tags import shard_of
 from trainops.registry.backends.s3_transfer import MAX_PARTS, MiB, part_size_for
 from trainops.registry.reference import RegistryRoot
+from trainops_testing import planted
+from trainops_testing.services import MotoS3, free_port
 
 REPO = "reg/team/model"
 PART = MIN_PART_SIZE  # 5 MiB, the smallest part S3 (and moto) accepts

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests import planted
-from tests.services import DistributionRegistry
-from tests.token_issuer import TokenIssuer
+from trainops_testing import planted
+from trainops_testing.services import DistributionRegistry
+from trainops_testing.token_issuer import TokenIssuer
 
 PASSWORD = planted.secret("token-service-password")
 

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests import planted
 from tests.render.helpers import (
     DIGEST,
     IMAGE,
@@ -28,6 +27,7 @@ from trainops.manifest import load_manifest
 from trainops.render import check_render, render_train, validate_objects
 from trainops.render.env import launch_argv
 from trainops.render.names import object_name
+from trainops_testing import planted
 
 REPO = "file://.trainops/registry/tiny-llm/checkpoints"
 KUEUE_JOB = {"scheduler": "kueue", "kueue": {"workload": "job"}, "topology": None}

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from services import bare_git_repo, git_env
 
 from tests.cli.runner import run
 from tests.render.helpers import write_variant
+from trainops_testing.services import bare_git_repo, git_env
 
 IMAGE = "harbor.example.com/llm/tiny-llm/serve-vllm@sha256:" + "ab" * 32
 

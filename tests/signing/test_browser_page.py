@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 
 import requests
-from services import free_port
 from ui.conftest import ServerThread
 
 from tests.eval.conftest import Project
@@ -16,6 +15,7 @@ from trainops.ui import queries
 from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
 from trainops.ui.views import Browser
+from trainops_testing.services import free_port
 
 
 def test_a_release_page_shows_signature_key_and_provenance(local_project: Project) -> None:

@@ -3,7 +3,7 @@ verify-attestation --key` finds trainops' SLSA provenance among the release's re
 the Distribution registry (the referrers tag schema) and checks it against the release's
 digest; `cosign verify-blob-attestation` checks the provenance bundle against a pulled file.
 Another key is refused by both. cosign (its pinned version in scripts/kube-versions.env) is one
-of the cluster components scripts/install-test-deps.sh puts in the cache (tests/kube_bins.py)."""
+of the cluster components scripts/install-test-deps.sh puts in the cache (trainops_testing/kube_bins.py)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kube_bins import SKIP_ENV, binary
-from services import MissingDependency
 
 from tests.eval.conftest import Project, _project
 from tests.signing.conftest import ec_key, signed_release
 from trainops.registry import media
 from trainops.registry.store import resolve
 from trainops.signing.records import list_records
+from trainops_testing.kube_bins import SKIP_ENV, binary
+from trainops_testing.services import MissingDependency
 
 
 def _cosign() -> str:

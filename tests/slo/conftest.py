@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from services import git_env
+
+from trainops_testing.services import git_env
 
 
 @pytest.fixture(autouse=True)

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from rollout.prometheus import serve_metrics_text
-from services import LOOPBACK, _http_status, _ManagedProcess, free_port, require, wait_for
+
+from trainops_testing.prometheus import serve_metrics_text
+from trainops_testing.services import LOOPBACK, _http_status, _ManagedProcess, free_port, require, wait_for
 
 # vLLM's bucket edges (vllm/v1/metrics/loggers.py), written here as vLLM writes them, not imported
 TTFT_EDGES = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,

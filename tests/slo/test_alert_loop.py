@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from services import LOOPBACK, ServiceError, free_port, wait_for
 
 from tests.cli.runner import run
 from tests.cli.test_json_convention import bad_keys
@@ -30,6 +29,7 @@ from trainops.faults.query import list_incidents
 from trainops.manifest import load_manifest
 from trainops.rollout.render import rule_file_of
 from trainops.ui.alert_receiver import Receiver
+from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 
 TOKEN = "s3cret-alert-token"
 FAST = {"window": "1h"}  # the page's windows: 1h/5m scaled by 1h/30d → 5s (and 4 scrapes: 4s)

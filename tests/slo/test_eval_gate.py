@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services import LOOPBACK
-
 from tests.cli.runner import run
 from tests.gitops.helpers import git
 from tests.rollout.conftest import IMAGE, make_project
 from tests.slo.test_alert_loop import overlay
 from trainops.registry import media
+from trainops_testing.services import LOOPBACK
 
 
 def test_a_release_forced_past_its_gate_is_aborted_before_any_measurement(tmp_path: Path) -> None:

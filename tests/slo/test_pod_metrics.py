@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 import requests
-from services import LOOPBACK, ServiceError, free_port, wait_for
 
 from tests.render.helpers import RUN_ID, only, render, templates, variant
 from tests.slo.stack import RulePrometheus
+from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 
 
 def _sidecar(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:

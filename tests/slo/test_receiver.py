@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import requests
-from services import LOOPBACK
 
 from tests.cli.runner import run
 from tests.rollout.conftest import IMAGE, Project, make_project
@@ -17,6 +16,7 @@ from tests.slo.test_alert_loop import overlay
 from trainops.faults.query import list_incidents
 from trainops.manifest import load_manifest
 from trainops.ui.alert_receiver import Receiver
+from trainops_testing.services import LOOPBACK
 
 TOKEN = "t0ken"
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 import yaml
-from services import require
 
 from tests.render.helpers import render, variant
 from tests.rollout.helpers import rollout, tree
 from trainops.slo.render import serving_rule_file_groups, training_rule_file_groups
+from trainops_testing.services import require
 
 EXAMPLE: dict[str, Any] = rollout({})
 TTFT = "vllm:time_to_first_token_seconds"

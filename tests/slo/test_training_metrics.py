@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import requests
 import yaml
-from services import LOOPBACK, ServiceError, free_port, wait_for
 
 from tests.slo.stack import RulePrometheus
 from trainops.manifest import load_manifest
 from trainops.rollout.render import rule_file_of
+from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 
 TRAINER = Path(__file__).resolve().parent / "paced_trainer.py"
 RUN = "paced-1"

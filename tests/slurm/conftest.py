@@ -1,4 +1,4 @@
-"""The one-node Slurm cluster fixture (tests/slurm_cluster.py): started once per session."""
+"""The one-node Slurm cluster fixture (trainops_testing/slurm_cluster.py): started once per session."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from collections.abc import Iterator
 from typing import TypeVar
 
 import pytest
-from services import ServiceError
-from slurm_cluster import SlurmCluster, SshServer
+
+from trainops_testing.services import ServiceError
+from trainops_testing.slurm_cluster import SlurmCluster, SshServer
 
 S = TypeVar("S", SlurmCluster, SshServer)
 

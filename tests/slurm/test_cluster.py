@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slurm_cluster import SlurmCluster
+from trainops_testing.slurm_cluster import SlurmCluster
 
 
 def test_sbatch_runs_a_job(slurm: SlurmCluster, tmp_path: Path) -> None:

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from services import wait_for
-from slurm_cluster import SlurmCluster
 
 from tests.cli.runner import run
 from tests.slurm.test_train_slurm import DONE, overlay, project, steps, submit
+from trainops_testing.services import wait_for
+from trainops_testing.slurm_cluster import SlurmCluster
 
 __all__ = ["project"]
 

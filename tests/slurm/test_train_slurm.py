@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from services import wait_for
-from slurm_cluster import SlurmCluster, SshServer
 
 from tests.cli.runner import run
+from trainops_testing.services import wait_for
+from trainops_testing.slurm_cluster import SlurmCluster, SshServer
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tiny-llm"

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from services import MotoS3, free_port, require, wait_for
 
 from trainops.registry.context import Registries
 from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
 from trainops.ui.views import Browser
+from trainops_testing.services import MotoS3, free_port, require, wait_for
 from ui.helpers import Filled, fill
 
 CHROMIUM = "/usr/bin/chromium"

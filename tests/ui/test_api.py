@@ -13,7 +13,7 @@ import requests
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from tests.planted import secret
+from trainops_testing.planted import secret
 from ui.conftest import Site, start_site
 from ui.helpers import COMMIT, HOSTILE_FILE, RUN
 

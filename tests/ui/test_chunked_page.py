@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import requests
-from services import free_port
 
 from tests.registry.chunked_helpers import FineTune, MiB
 from trainops.registry import store
@@ -19,6 +18,7 @@ from trainops.ui import queries
 from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
 from trainops.ui.views import Browser
+from trainops_testing.services import free_port
 from ui.conftest import ServerThread
 
 

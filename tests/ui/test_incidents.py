@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import requests
-from services import free_port
 
 from trainops import clock
 from trainops.faults import incidents as records
@@ -19,6 +18,7 @@ from trainops.registry.context import Registries
 from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
 from trainops.ui.views import Browser
+from trainops_testing.services import free_port
 from ui.conftest import ServerThread
 
 HOSTILE = "n<script>x</script>"

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import requests
-from services import free_port, git_env
 
 from tests.cli.runner import run
 from tests.rollout.conftest import IMAGE, Project, make_project
@@ -19,6 +18,7 @@ from trainops.registry.store import resolve
 from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
 from trainops.ui.views import Browser
+from trainops_testing.services import free_port, git_env
 from ui.conftest import ServerThread
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from cli.runner import REPO, run
-from services import free_port, wait_for
 
 from trainops.registry.context import Registries
+from trainops_testing.services import free_port, wait_for
 from ui.helpers import fill
 
 

@@ -19,7 +19,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from services import LOOPBACK, ServiceError, _http_status, _ManagedProcess, free_port, require, wait_for
+from trainops_testing.services import (
+    LOOPBACK,
+    ServiceError,
+    _http_status,
+    _ManagedProcess,
+    free_port,
+    require,
+    wait_for,
+)
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 HISTOGRAMS = ("vllm:e2e_request_latency_seconds", "vllm:time_to_first_token_seconds")

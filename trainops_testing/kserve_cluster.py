@@ -1,5 +1,5 @@
 """KServe's controller manager (v0.20.0, `scripts/kube_components.py kserve`) beside a running
-simulated cluster (tests/kube_cluster.py), as a real process on loopback.
+simulated cluster (trainops_testing/kube_cluster.py), as a real process on loopback.
 
 It installs KServe's CRDs (the vendored InferenceService CRD, the others upstream's own
 config/crd/full at the same version) and its `inferenceservice-config` ConfigMap (upstream's
@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kube_bins import binary, upstream
+
+from trainops_testing.kube_bins import binary, upstream
 
 NAMESPACE = "kserve"
 CONFIG_MAP = "inferenceservice-config"

@@ -2,7 +2,7 @@
 vendored ones where trainops has them, else upstream's own at the pinned version, vendored in
 tests/upstream/),
 configuration, admission webhooks and processes. A mixin of ``KubeCluster``
-(tests/kube_cluster.py), kept apart for size.
+(trainops_testing/kube_cluster.py), kept apart for size.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kube_bins import binary, upstream
-from kube_config import (
+
+from trainops_testing.kube_bins import binary, upstream
+from trainops_testing.kube_config import (
     LOOPBACK,
     RACK_LABEL,
     SPINE_LABEL,
@@ -28,7 +29,7 @@ from kube_config import (
     volcano_webhook_configurations,
     webhook_configurations,
 )
-from services import ServiceError, wait_for
+from trainops_testing.services import ServiceError, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 VENDORED_CRDS = REPO / "trainops" / "render" / "crds"

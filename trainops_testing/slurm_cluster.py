@@ -22,7 +22,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from services import ServiceError, _ManagedProcess, free_port, log_tail, require, wait_for
+from trainops_testing.services import ServiceError, _ManagedProcess, free_port, log_tail, require, wait_for
 
 INSTALL = "apt-get install -y slurmctld slurmd slurm-client munge (or scripts/install-test-deps.sh)"
 

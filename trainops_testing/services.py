@@ -430,7 +430,7 @@ class MotoS3(_ManagedProcess):
 # ------------------------------------------------------------------------ Podman
 
 _CONTAINERS_CONF = """\
-# Written by tests/services.py; used through CONTAINERS_CONF, /etc is not touched.
+# Written by trainops_testing/services.py; used through CONTAINERS_CONF, /etc is not touched.
 [containers]
 default_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]
 default_sysctls = []
@@ -448,7 +448,7 @@ tmp_dir = "{tmp_dir}"
 """
 
 _STORAGE_CONF = """\
-# Written by tests/services.py; used through CONTAINERS_STORAGE_CONF.
+# Written by trainops_testing/services.py; used through CONTAINERS_STORAGE_CONF.
 [storage]
 driver = "vfs"
 runroot = "{runroot}"
@@ -524,7 +524,7 @@ class PodmanService(_ManagedProcess):
         )
         blocks = "".join(f'\n[[registry]]\nlocation = "{host}"\ninsecure = true\n' for host in self.insecure_registries)
         (self.conf_dir / "registries.conf").write_text(
-            "# Written by tests/services.py; used through CONTAINERS_REGISTRIES_CONF.\n"
+            "# Written by trainops_testing/services.py; used through CONTAINERS_REGISTRIES_CONF.\n"
             "unqualified-search-registries = []\n" + blocks
         )
 

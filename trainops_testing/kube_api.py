@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from services import MissingDependency, ServiceError
+
+from trainops_testing.services import MissingDependency, ServiceError
 
 FIELD_MANAGER = "trainops-kubesim"
 

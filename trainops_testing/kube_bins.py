@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from services import MissingDependency
+from trainops_testing.services import MissingDependency
 
 REPO = Path(__file__).resolve().parent.parent
 UPSTREAM = REPO / "tests" / "upstream"

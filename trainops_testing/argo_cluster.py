@@ -3,7 +3,7 @@
 Beside a running API server (the simulated cluster's kubeconfig) this starts
 
 * Debian's `redis-server` (Argo CD's cache),
-* git's smart HTTP transport (`tests/githttp.py`) serving the GitOps repositories,
+* git's smart HTTP transport (`trainops_testing/githttp.py`) serving the GitOps repositories,
 * Argo CD's repo-server and application-controller (the multi-call `argocd` binary,
   `ARGOCD_BINARY_NAME` picks the role; the in-cluster destination is this kubeconfig),
 * the Argo Rollouts controller, with the Gateway API traffic-router plugin loaded from a
@@ -30,9 +30,9 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kube_bins import binary as kube_binary
-from kube_bins import upstream
-from services import (
+from trainops_testing.kube_bins import binary as kube_binary
+from trainops_testing.kube_bins import upstream
+from trainops_testing.services import (
     LOOPBACK,
     ServiceError,
     _http_status,
@@ -144,8 +144,7 @@ spec:
 
     def new_repo(self, name: str) -> str:
         """A bare repository served over HTTP (pushes accepted); its URL."""
-        sys.path.insert(0, str(HERE))
-        from githttp import bare_repo
+        from trainops_testing.githttp import bare_repo
 
         bare_repo(self.git_root, name)
         return self.repo_url(name)

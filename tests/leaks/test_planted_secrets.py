@@ -1,6 +1,7 @@
-"""The last test of the suite: no planted secret in anything the session wrote.
+"""The last test of the suite (marked `after_all`: tests/conftest.py orders it after every
+other test collected): no planted secret in anything the session wrote.
 
-Every test that hands trainops a credential takes it from tests/planted.py. Here every file
+Every test that hands trainops a credential takes it from trainops_testing/planted.py. Here every file
 under the session's temporary root is read — rendered trees, registry storage (Distribution's
 blobs, OCI layouts, moto's data), image layers (gzip ones decompressed), logs, and every
 object of every git repository (through `git cat-file`, since git compresses them) — and
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import planted
+from trainops_testing import planted
 
 LIMIT = 512 * 1024 * 1024  # larger files are read in a streaming way all the same; this bounds gzip output
 CHUNK = 4 * 1024 * 1024
@@ -71,6 +72,7 @@ def _git_objects(git_dir: Path) -> Iterator[bytes]:
     proc.wait()
 
 
+@pytest.mark.after_all
 def test_no_planted_secret_outside_its_source(tmp_path_factory: pytest.TempPathFactory) -> None:
     values = planted.planted()
     if not values:

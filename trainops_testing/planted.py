@@ -5,9 +5,9 @@ URL, HF_TOKEN) takes it from ``secret(name)``: a value unique to this session, s
 appear in no file of the repository. Files that hold a secret because the test wrote it
 there on purpose (Docker's config.json, a manifest with a credentialed URL, a `.env` the
 build must leave out) are declared with ``source(path)``. The last test of the suite
-(tests/zz_secrets) scans every file the session wrote — rendered trees, image layers and
-configs, artifacts, registry storage, logs, git objects — and fails on any planted value
-found outside a declared source.
+(tests/leaks, marked after_all) scans every file the session wrote — rendered trees, image
+layers and configs, artifacts, registry storage, logs, git objects — and fails on any
+planted value found outside a declared source.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ trainops pushes to the same URL. Every bare repository under the root is served
 
 Run as a process (what `scripts/kube-sim.sh` and the fixtures do):
 
-    python3 tests/githttp.py --root DIR --port PORT
+    python3 trainops_testing/githttp.py --root DIR --port PORT
 """
 
 from __future__ import annotations

@@ -37,13 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from kube_addons import AddonsMixin
-from kube_api import FIELD_MANAGER, ApiError, KubeApi, make_pki, write_kubeconfig
-from kube_bins import binary
-from kube_config import EXIT_ANNOTATION, RACK_LABEL, SPINE_LABEL, kwok_config
-from services import LOOPBACK, ServiceError, free_port, wait_for
+from trainops_testing.kube_addons import AddonsMixin
+from trainops_testing.kube_api import FIELD_MANAGER, ApiError, KubeApi, make_pki, write_kubeconfig
+from trainops_testing.kube_bins import binary
+from trainops_testing.kube_config import EXIT_ANNOTATION, RACK_LABEL, SPINE_LABEL, kwok_config
+from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 
 __all__ = [
     "EXIT_ANNOTATION",

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kube_cluster import EXIT_ANNOTATION, RACK_LABEL, ApiError, KubeApi, KubeCluster
-from services import wait_for
+
+from trainops_testing.kube_cluster import EXIT_ANNOTATION, RACK_LABEL, ApiError, KubeApi, KubeCluster
+from trainops_testing.services import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_LLM = REPO / "examples" / "tiny-llm" / "trainops.yaml"

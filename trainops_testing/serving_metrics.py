@@ -1,7 +1,7 @@
 """vLLM's /metrics for the serving pods of the simulated cluster, scraped by a real Prometheus.
 
 kwok runs no containers, so the serving pods of a Rollout answer nothing. In their place,
-one exporter per serving ReplicaSet of the Rollout (tests/rollout/prometheus.py's
+one exporter per serving ReplicaSet of the Rollout (trainops_testing/prometheus.py's
 VllmExporter: vLLM's real metric names) runs on loopback, and Prometheus discovers them
 through a file_sd targets file that this class rewrites as ReplicaSets come and go. Every
 series is labelled as a ServiceMonitor on the stable and canary Services would label it
@@ -20,8 +20,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rollout.prometheus import VllmExporter
-from services import LOOPBACK, ServiceError, _http_status, _ManagedProcess, free_port, require, wait_for
+from trainops_testing.prometheus import VllmExporter
+from trainops_testing.services import (
+    LOOPBACK,
+    ServiceError,
+    _http_status,
+    _ManagedProcess,
+    free_port,
+    require,
+    wait_for,
+)
 
 RELEASE_ANNOTATION = "trainops.dev/release"
 HASH_LABEL = "rollouts-pod-template-hash"
