@@ -1,14 +1,15 @@
 """Startup cost of the CLI: `trainops --help` against the bare `python -c "import click, yaml"`,
-and two commands on the hot path, whose time is mostly start-up: a re-push of unchanged
-content (digest cache warm) and `ckpt latest`, both on file://.
+and three commands on the hot path, whose time is mostly start-up: a re-push of unchanged
+content (digest cache warm), `ckpt latest` and `registry ls` of three checkpoints, all on
+file://.
 
 The commands run alternately, N times each, so that drift in the machine's load hits them
 alike. For each it reports the median and minimum wall time and the peak RSS (from the
 child's own rusage, via os.wait4), then the ratio of the medians of the first two, whose
 target is <= 2.0 (trainops may at most double the cost of the two libraries every command
 needs), and the hot-path medians against their targets (re-push <= 0.3 s, `ckpt latest`
-<= 0.5 s; bench/registry.py times the re-push on oci://, bench/scale.py `ckpt latest` among
-10,000 checkpoints).
+and `registry ls` <= 0.5 s; bench/registry.py times the re-push on oci://, bench/scale.py
+`ckpt latest` among 10,000 checkpoints).
 
     python bench/startup.py [-n 20] [--check]
 
@@ -33,7 +34,7 @@ from pathlib import Path
 from harness import docresult
 
 TARGET_RATIO = 2.0
-HOT_TARGETS = {"re-push unchanged": 0.3, "ckpt latest": 0.5}  # seconds, median wall
+HOT_TARGETS = {"re-push unchanged": 0.3, "ckpt latest": 0.5, "registry ls": 0.5}  # seconds, median wall
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "startup.json"
 
@@ -80,7 +81,11 @@ def hot_path(work: Path, quick: bool) -> dict[str, list[str]]:
     for step in (100, 200, 300):
         ckpt = [str(data), f"{repo}/ckpt:step-{step}", "--kind", "checkpoint", "--step", str(step)]
         measure(trainops_command("push", *ckpt, "--metric", f"loss={1000 / step:.3f}"))
-    return {"re-push unchanged": push, "ckpt latest": trainops_command("ckpt", "latest", f"{repo}/ckpt")}
+    return {
+        "re-push unchanged": push,
+        "ckpt latest": trainops_command("ckpt", "latest", f"{repo}/ckpt"),
+        "registry ls": trainops_command("registry", "ls", f"{repo}/ckpt"),
+    }
 
 
 def measure(command: list[str]) -> Sample:
