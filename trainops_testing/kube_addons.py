@@ -287,7 +287,9 @@ class AddonsMixin:
     def _start_jobset(self) -> None:
         src = upstream("jobset")
         self.install_crds(sorted((src / "config/components/crd/bases").glob("*.yaml")))
-        config = {"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration"}
+        config: dict[str, Any] = {"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration"}
+        if self.jobset_gates:
+            config["featureGates"] = dict(self.jobset_gates)
         self._controller_runtime(
             name="jobset",
             exe=binary("jobset"),

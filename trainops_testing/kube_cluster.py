@@ -158,6 +158,9 @@ class KubeCluster(AddonsMixin):
     # the cluster's network topology as Volcano HyperNodes (tier 1 a rack, tier 2 a spine):
     # what an administrator (or Volcano's label discovery) sets up; off to test a render's own
     hypernodes: bool = True
+    # the JobSet controller's feature gates (its Configuration's featureGates), such as
+    # {"RestartJob": True} for the failure policy action that recreates one child Job
+    jobset_gates: dict[str, bool] = field(default_factory=dict)
     procs: list[_Proc] = field(default_factory=list)
     ports: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)

@@ -221,3 +221,23 @@ def finish_pods(api: KubeApi, namespace: str, selector: str, *, code: int = 0) -
 def delete_all(api: KubeApi, namespace: str, api_version: str, kind: str) -> None:
     for obj in api.list(api_version, kind, namespace):
         api.delete(api_version, kind, obj["metadata"]["name"], namespace)
+
+
+def live_pods(api: KubeApi, namespace: str, selector: str) -> list[dict[str, Any]]:
+    """The matching pods not being deleted, by name."""
+    pods = api.list("v1", "Pod", namespace, selector=selector)
+    return sorted((p for p in pods if not p["metadata"].get("deletionTimestamp")), key=lambda p: p["metadata"]["name"])
+
+
+def fail_pod(api: KubeApi, namespace: str, pod: dict[str, Any]) -> None:
+    """kwok ends one running pod with exit code 1 (its container "crashed")."""
+    patch = {"metadata": {"annotations": {EXIT_ANNOTATION: "1"}}}
+    api.merge_patch("v1", "Pod", pod["metadata"]["name"], patch, namespace)
+
+
+def running_again(api: KubeApi, namespace: str, selector: str, pods: int, *, old: set[str]) -> bool:
+    """All ``pods`` of a job Running, and none of them one of the ``old`` uids: the restart is over."""
+    now = live_pods(api, namespace, selector)
+    return len(now) == pods and all(
+        p["metadata"]["uid"] not in old and p["status"].get("phase") == "Running" for p in now
+    )

@@ -155,3 +155,17 @@ def test_validate_without_render_does_not_render(tmp_path: Path) -> None:
     overlay = {"spec": {"patches": [{"target": {"kind": "Deployment"}, "merge": {}}]}}
     out = run("validate", "-f", str(write_variant(tmp_path, overlay)))
     assert out.code == 0 and "render (" not in out.stdout
+
+
+def test_restart_pod_on_a_jobset_fails_at_the_field_in_one_line(tmp_path: Path) -> None:
+    overlay = {
+        "spec": {
+            "patches": None,
+            "train": {"scheduler": "kueue", "faultTolerance": {"action": "RestartPod"}, "topology": None},
+        }
+    }
+    out = run("validate", "-f", str(write_variant(tmp_path, overlay)), "--render")
+    assert out.code == InputError.exit_code
+    assert out.stderr.count("\n") == 1
+    assert out.last_error_line.startswith("Error: trainops.yaml: train.faultTolerance.action: RestartPod restarts one")
+    assert "RestartTask (only the failed child Job)" in out.last_error_line

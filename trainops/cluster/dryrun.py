@@ -42,6 +42,7 @@ _TRAIN_FIELDS = (
     ("queue", "queue"),
     ("minAvailable", "nodes"),
     ("replicas", "nodes"),
+    ("failurePolicy", "faultTolerance"),
 )
 _EVAL_FROM_TRAIN = (("priorityClassName", "priorityClass"), ("queue", "queue"))
 _FIELDS_OF: dict[tuple[str | int, ...], tuple[tuple[str, str], ...]] = {
@@ -165,6 +166,17 @@ def _named_fields(err: TrainopsError) -> list[str]:
     return names
 
 
+# what to do about a refusal that names a controller's feature gate the cluster runs without
+_GATE_ADVICE = (
+    (
+        "when RestartJob feature gate is disabled",
+        "RestartTask recreates only the failed child Job, which the JobSet controller does behind its RestartJob "
+        "feature gate: have the cluster's administrator set featureGates: {RestartJob: true} in the JobSet "
+        "controller's Configuration, or use faultTolerance.action RestartJob (the whole gang restarts)",
+    ),
+)
+
+
 def _keys(tree: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     """The key paths of a patch's merge mapping, depth first."""
     if isinstance(tree, dict):
@@ -189,8 +201,11 @@ def refusal_problem(manifest: Manifest, item: Sent, err: TrainopsError) -> Probl
     """A refusal as a Problem at the manifest line the object comes from: a patch that set
     the field the refusal names, else the field it is rendered from."""
     names = _named_fields(err)
+    if "failure policy" in err.message:  # JobSet's webhook on failurePolicy rules names no field
+        names.append("failurePolicy")
     loc = _patched(manifest, item.obj, names) or _narrow(item.loc, names)
     message = f"the cluster refuses {describe(item.obj)} ({item.source}): {err}"
+    message += "".join(f"; {advice}" for words, advice in _GATE_ADVICE if words in err.message)
     return field_problem(manifest.path, env=manifest.env, loc=loc, message=message)
 
 

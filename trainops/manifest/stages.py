@@ -176,7 +176,12 @@ class FaultTolerance(StrictModel):
 
     max_retry: int = Field(3, ge=0, description="Restarts before the job is failed.")
     restart_on: list[VolcanoEvent] = Field(default_factory=lambda: _DEFAULT_RESTART_ON.copy(), min_length=1)
-    action: Literal["RestartJob", "RestartTask", "RestartPod", "AbortJob", "TerminateJob"] = "RestartJob"
+    action: Literal["RestartJob", "RestartTask", "RestartPod", "AbortJob", "TerminateJob"] = Field(
+        "RestartJob",
+        description="What a failure does: RestartJob restarts the whole gang, RestartTask only the failed task "
+        "(on a JobSet: the failed child Job), RestartPod only the failed pod (Volcano only), AbortJob and "
+        "TerminateJob fail the job.",
+    )
     hang_timeout: Duration = Field("30m", description="NCCL heartbeat timeout before a hung job is killed.")
 
 

@@ -20,9 +20,14 @@ to train.topology.level; the JobSet's two pod sets also share a
 `kueue.x-k8s.io/podset-group-name`, so the leader lands in the workers' domain.
 
 JobSet: replicatedJob `leader` (one pod, rank 0, with the checkpoint watcher) and `workers`
-(one Indexed Job of nodes-1 pods). A failed pod fails its Job (backoffLimit 0) and the JobSet
-recreates all Jobs, up to faultTolerance.maxRetry times, so every node restarts from the same
-checkpoint. Pods are reachable as `<jobset>-<job>-<index>-<pod>.<jobset>`.
+(one Indexed Job of nodes-1 pods). Pods are reachable as `<jobset>-<job>-<index>-<pod>.<jobset>`.
+A failed pod fails its Job (backoffLimit 0) and the JobSet's failurePolicy acts on that Job's
+failure: faultTolerance.maxRetry is `maxRestarts` (restarts, as on Slurm and Volcano) and
+faultTolerance.action, in Volcano's words, is one rule: RestartJob restarts the gang (the
+JobSet recreates every Job, so every node restarts from the same checkpoint), RestartTask
+recreates only the failed child Job (the leader or the workers), AbortJob and TerminateJob
+fail the JobSet. The strategy is written out (`Recreate`: JobSet's default, which Argo CD
+would otherwise see as a difference; the policy is immutable once created).
 
 Job: completionMode Indexed, parallelism = completions = nodes, and a headless Service (same
 name) that is the pods' subdomain, so pod 0 is `<job>-0.<job>`. One pod template serves every
@@ -87,6 +92,32 @@ def _topology(ctx: RunContext, *, group: str | None) -> dict[str, str]:
     return out
 
 
+# faultTolerance.action (Volcano's words) → the JobSet failure policy rule's action
+JOBSET_ACTIONS = {
+    "RestartJob": ("restartGang", "RestartJobSet"),
+    "RestartTask": ("restartFailedJob", "RestartJob"),
+    "AbortJob": ("failJobSet", "FailJobSet"),
+    "TerminateJob": ("failJobSet", "FailJobSet"),
+}
+
+
+def failure_policy(ctx: RunContext) -> dict[str, Any]:
+    """The JobSet's failurePolicy from train.faultTolerance."""
+    tolerance = ctx.train.fault_tolerance
+    rule = JOBSET_ACTIONS.get(tolerance.action)
+    if rule is None:
+        raise InputError(
+            f"train.faultTolerance.action: {tolerance.action} restarts one pod; a JobSet restarts Jobs",
+            hint="use RestartJob (the whole gang) or RestartTask (only the failed child Job)",
+        )
+    name, action = rule
+    return {
+        "maxRestarts": tolerance.max_retry,
+        "restartStrategy": "Recreate",
+        "rules": [{"name": name, "action": action}],
+    }
+
+
 def _job_spec(ctx: RunContext, *, pods: int, backoff: int, template: dict[str, Any]) -> dict[str, Any]:
     return {
         "parallelism": pods,
@@ -138,7 +169,7 @@ def jobset(ctx: RunContext) -> dict[str, Any]:
         )
     spec: dict[str, Any] = {
         "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
-        "failurePolicy": {"maxRestarts": train.fault_tolerance.max_retry},
+        "failurePolicy": failure_policy(ctx),
         "replicatedJobs": replicated,
     }
     if train.ttl_after_finished:

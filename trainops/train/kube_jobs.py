@@ -272,6 +272,16 @@ def run_states(cluster: Cluster, *, train: TrainSpec, pipeline: str, run_id: str
     return [_state(cluster, job, pods) for job in sorted(jobs, key=_created)]
 
 
+def job_restarts(job: dict[str, Any]) -> int:
+    """How often the scheduler restarted the job: a Volcano Job's retryCount; a JobSet's restarts
+    of the whole gang plus those of single child Jobs (failurePolicy action RestartJob)."""
+    status = job.get("status") or {}
+    count = int(status.get("retryCount") or 0) + int(status.get("restarts") or 0)
+    for replicated in status.get("replicatedJobsStatus") or []:
+        count += sum(int(n) for n in replicated.get("jobRestarts") or [])
+    return count
+
+
 def _created(job: dict[str, Any]) -> str:
     return str((job.get("metadata") or {}).get("creationTimestamp") or "")
 
@@ -286,7 +296,6 @@ def _state(cluster: Cluster, job: dict[str, Any], pods: list[dict[str, Any]]) ->
     if reason is None and phase in FAILED:
         failed = [c for c in _conditions(job) if c.get("status") == "True"]
         reason = _condition_text(failed[-1]) if failed else _status_reason(job)
-    retries = int((job.get("status") or {}).get("retryCount") or 0)
     return RunState(
         run_id=run_id,
         kind=f"{job.get('apiVersion')} {job.get('kind')}",
@@ -294,7 +303,7 @@ def _state(cluster: Cluster, job: dict[str, Any], pods: list[dict[str, Any]]) ->
         name=str(meta["name"]),
         phase=phase,
         reason=reason,
-        restarts=retries + sum(p.restarts for p in mine),
+        restarts=job_restarts(job) + sum(p.restarts for p in mine),
         created=meta.get("creationTimestamp"),
         pods=mine,
     )
