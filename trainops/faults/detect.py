@@ -10,7 +10,9 @@ Each signal is stamped with the moment the monitor read it: that is the detectio
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 from trainops import clock
 from trainops.faults.actions import Action, action_for
 from trainops.faults.hang import ProgressClock
+from trainops.faults.progress import SILENT, ProgressFiles, RankReport, Trust, parse_report
 from trainops.faults.signals import (
     MEANINGS,
     SRUN_TASK_KILLED,
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 
 MAX_EVIDENCE = 20
 MAX_LINE = 500
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,12 @@ class Monitor:
         policy: FaultPolicy | None,
         node: str | None,
         hang: ProgressClock | None = None,
+        nodes: list[str] | None = None,
+        warn: Callable[[str], None] | None = None,
+        silent: float = SILENT,
     ) -> None:
+        """`nodes`: the job's (a rank naming another is not trusted); `warn`: where what is not
+        trusted is said (trainops.faults.progress)."""
         self.policy, self.node, self.hang = policy, node, hang
         self.lock = threading.Lock()
         self.evidence: list[Evidence] = []
@@ -94,6 +103,9 @@ class Monitor:
         self.exception: str | None = None  # the last exception line of a traceback the trainer wrote
         self._in_traceback: dict[str, bool] = {}  # per stream: inside a traceback, before its last line
         self.stragglers = Detector(_straggler_settings(policy))  # fed by per-rank progress lines
+        self.trust = Trust(nodes=nodes, warn=warn or (lambda text: log.warning("trainops: %s", text)), silent=silent)
+        patterns = list(policy.slow_node.progress_files) if policy is not None else []
+        self.files = ProgressFiles(patterns) if patterns else None
 
     # -- feeding ------------------------------------------------------------------------
     def on_line(self, line: str, stream: str = "stdout") -> None:
@@ -102,8 +114,9 @@ class Monitor:
         if point is not None:
             self._advance(point.step)
             if point.rank is not None:
-                with self.lock:
-                    self.stragglers.step(point.rank, point.step, clock.now(), node=point.node)
+                report = parse_report(line.strip())
+                if isinstance(report, RankReport):
+                    self._rank(report)
             found = nan_signal(point, line, node=self.node)
         else:
             found = classify_line(line, source="trainer", node=self.node)
@@ -121,6 +134,25 @@ class Monitor:
             self._in_traceback[stream] = False
             with self.lock:
                 self.exception = text if len(text) <= MAX_LINE else text[:MAX_LINE] + "…"
+
+    def _rank(self, report: RankReport) -> None:
+        at = self.trust.when(report, clock.now())
+        with self.lock:
+            self.stragglers.step(report.rank, report.step, at, node=report.node)
+
+    def _read_files(self) -> set[int]:
+        """New lines of the progress files; the ranks of files that stopped (not trusted)."""
+        if self.files is None:
+            return set()
+        for name, number, text in self.files.poll():
+            report = parse_report(text)
+            if isinstance(report, str):
+                self.trust.malformed(name, number, report)
+                continue
+            self.files.files[name].ranks.add(report.rank)
+            self._advance(report.step)
+            self._rank(report)
+        return self.trust.stale(self.files)
 
     def on_health(self, line: str, node: str) -> None:
         found = classify_line(line, source="node-health", node=node)
@@ -169,8 +201,16 @@ class Monitor:
             cause = most_specific(seen)
             assert cause is not None
             return f"{cause.fault}: {cause.detail or MEANINGS[cause.fault]}"
+        stale = self._read_files()
+        self.trust.missing()
         with self.lock:
+            for rank in stale:
+                self.stragglers.forget(rank)
             slow = self.stragglers.check(clock.now())
+        if slow is not None and slow.rank in self.trust.untrusted_nodes:
+            self.trust.once(f"act/{slow.rank}", f"not acted on: {slow.summary} (rank {slow.rank}'s node is not the "
+                            "job's)")  # fmt: skip
+            slow = None
         if slow is not None:  # tolerated until it cost what moving costs: leave its node
             self._add(Signal("slow-node", "progress", slow.summary, slow.node, MEANINGS["slow-node"]))
             return f"slow-node: {slow.summary}"

@@ -118,7 +118,8 @@ class FaultSession:
     # -- a start of the trainer ---------------------------------------------------------
     def start(self) -> Monitor:
         """The Monitor of the next start; the node-health sources are followed from now."""
-        self.monitor = Monitor(policy=self.policy, node=self.nodes[0], hang=self.hang)
+        self.monitor = Monitor(policy=self.policy, node=self.nodes[0], hang=self.hang, nodes=self.nodes,
+                               warn=self._warn)  # fmt: skip
         entries = [(s.file, s.command) for s in self.policy.node_health]
         self.follower = Follower(sources_for(entries, self.nodes), sink=self.monitor.on_health, warn=self._warn)
         self.follower.start()

@@ -99,6 +99,10 @@ class Detector:
         if not state.points or step > state.points[-1][0]:
             state.points.append((step, at))
 
+    def forget(self, rank: int) -> None:
+        """Leave a rank out (its reports are not trusted) until it reports again."""
+        self.ranks.pop(rank, None)
+
     def times(self, now: datetime) -> dict[int, float]:
         """Each rank's step time (seconds) over the window before `now`, for ranks with two
         reports in it at least (the oldest report before the window start is its anchor)."""

@@ -67,6 +67,11 @@ class SlowNode(StrictModel):
 
     ratio: float = Field(1.3, gt=1.0, description="Slower than the peers' median step time by this factor.")
     move_cost: Duration = Field("60s", description="Tolerate a straggler until it has cost this much run time.")
+    progress_files: list[str] = Field(
+        default_factory=list,
+        description="Files (glob patterns) the ranks append their progress lines to, read beside the trainer's "
+        'output: JSON lines {"step": N, "rank": R, "node": "…", "time": Unix seconds}.',
+    )
 
 
 class FaultPolicy(StrictModel):
