@@ -1,7 +1,7 @@
 """Restarting a training gang after a pod fails: JobSet's failure policy beside Volcano's.
 
-On the simulated cluster (tests/kube_cluster.py: the upstream control plane, the default
-scheduler, kwok nodes, the JobSet controller with its RestartJob gate, and the Volcano
+On the simulated cluster (trainops_testing/kube_cluster.py: the upstream control plane, the
+default scheduler, kwok nodes, the JobSet controller with its RestartJob gate, and the Volcano
 scheduler and controllers), three jobs of the same size, rendered by trainops from
 examples/tiny-llm with only train.scheduler and train.faultTolerance.action changed, each
 fail one worker pod (kwok ends it with exit code 1) again and again; each time the figure
@@ -33,12 +33,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
 
 from harness import docresult  # noqa: E402
-from kube_cluster import KubeApi, KubeCluster, Shape  # noqa: E402
-from kube_jobs import (  # noqa: E402
+
+from trainops_testing.kube_cluster import KubeApi, KubeCluster, Shape  # noqa: E402
+from trainops_testing.kube_jobs import (  # noqa: E402
     JOB_NAME_LABEL,
     apply,
     fail_pod,
@@ -48,7 +47,7 @@ from kube_jobs import (  # noqa: E402
     render_tenants,
     running_again,
 )
-from services import wait_for  # noqa: E402
+from trainops_testing.services import wait_for  # noqa: E402
 
 NS = "bench"
 JOBSET = "jobset.x-k8s.io/v1alpha2"

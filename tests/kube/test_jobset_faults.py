@@ -11,8 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kube_cluster import KubeCluster, Shape
-from kube_jobs import (
+from trainops.cluster.access import ClusterAccess
+from trainops.cluster.dryrun import check_against_cluster
+from trainops.train.kube_jobs import job_restarts
+from trainops_testing.kube_cluster import KubeCluster, Shape
+from trainops_testing.kube_jobs import (
     apply,
     delete_all,
     fail_pod,
@@ -21,11 +24,7 @@ from kube_jobs import (
     render_job,
     running_again,
 )
-from services import wait_for
-
-from trainops.cluster.access import ClusterAccess
-from trainops.cluster.dryrun import check_against_cluster
-from trainops.train.kube_jobs import job_restarts
+from trainops_testing.services import wait_for
 
 SHAPE = Shape(nodes=4, racks=1, spines=1)
 COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "jobset")
