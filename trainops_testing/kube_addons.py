@@ -312,6 +312,29 @@ class AddonsMixin:
             keep_groups=frozenset({"leaderworkerset.x-k8s.io", "disaggregatedset.x-k8s.io", ""}),
         )
 
+    def _start_kuberay(self) -> None:
+        """KubeRay's operator (RayCluster, RayJob, RayService controllers) on loopback ports,
+        without its webhooks (off unless ENABLE_WEBHOOKS=true, as in its own install). The
+        RayJob controller reaches a cluster's Ray dashboard at its head Service's DNS name:
+        here no such name resolves and no Ray runs (kwok's pods run no containers), so it
+        keeps asking (docs/development/cluster-components.md says what that leaves testable)."""
+        self.install_crds(self._crd_files("kuberay", ["config/crd/bases"]))
+        health, metrics = self._port("kuberay"), self._port("kuberay-metrics")
+        args = [
+            f"--health-probe-bind-address={LOOPBACK}:{health}",
+            f"--metrics-addr={LOOPBACK}:{metrics}",
+            "--enable-leader-election=false",
+            "--log-stdout-encoder=console",
+        ]
+        self._spawn(
+            "kuberay",
+            binary("ray-operator"),
+            args,
+            what="kuberay operator (ready)",
+            ready=self._healthz(f"http://{LOOPBACK}:{health}/readyz"),
+            env={"KUBECONFIG": str(self.kubeconfig)},
+        )
+
     def _start_kueue(self) -> None:
         prefix = self._kueue_metrics_certs()
         crds = self._crd_files("kueue", ["config/components/crd/bases"])

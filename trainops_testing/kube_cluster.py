@@ -65,7 +65,8 @@ POOL_LABEL = "node.trainops.dev/pool"
 # Components in start order; each needs the ones before it that it names. ALL_COMPONENTS is
 # what starts by default; an EXTRA one only when named (`--components …,lws`).
 ALL_COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "volcano", "jobset", "kueue")
-EXTRA_COMPONENTS = ("lws",)  # the LeaderWorkerSet controller of multi-node serving
+# the LeaderWorkerSet controller of multi-node serving; KubeRay's operator of the ray target
+EXTRA_COMPONENTS = ("lws", "kuberay")
 KNOWN_COMPONENTS = ALL_COMPONENTS + EXTRA_COMPONENTS
 CORE = ("etcd", "apiserver")
 
@@ -252,6 +253,7 @@ class KubeCluster(AddonsMixin):
             "kueue": ["kueue", "kubectl"],
             "jobset": ["jobset", "kubectl"],
             "lws": ["lws", "kubectl"],  # kubectl builds its webhook configurations (kustomize)
+            "kuberay": ["ray-operator"],
         }[component]
         return [binary(n) for n in names]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -20,14 +21,10 @@ DIGEST = "sha256:" + "ab" * 32
 IMAGE = f"registry.example.com/llm/tiny-llm/image@{DIGEST}"
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_remote: Path) -> Path:
-    """tiny-llm's manifest with its GitOps repo pointed at an empty bare repo."""
+def enter_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, doc: dict[str, Any]) -> Path:
+    """`doc` as tmp_path/proj/trainops.yaml, the working directory, with a cache and git identity of its own."""
     root = tmp_path / "proj"
     root.mkdir()
-    doc = yaml.safe_load((EXAMPLE / "trainops.yaml").read_text())
-    doc["spec"]["gitops"]["repo"] = f"file://{git_remote}"
-    doc["spec"]["registry"] = "oci://registry.example.com/llm"
     (root / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     monkeypatch.chdir(root)
     monkeypatch.setenv("TRAINOPS_CACHE_DIR", str(tmp_path / "cache"))
@@ -35,6 +32,15 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_remote: Path) -
         if name.startswith("GIT_"):
             monkeypatch.setenv(name, value)
     return root
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_remote: Path) -> Path:
+    """tiny-llm's manifest with its GitOps repo pointed at an empty bare repo."""
+    doc = yaml.safe_load((EXAMPLE / "trainops.yaml").read_text())
+    doc["spec"]["gitops"]["repo"] = f"file://{git_remote}"
+    doc["spec"]["registry"] = "oci://registry.example.com/llm"
+    return enter_project(tmp_path, monkeypatch, doc)
 
 
 def _git(remote: Path, *args: str) -> str:
