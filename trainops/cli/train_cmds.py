@@ -75,15 +75,27 @@ def render_cmd(
 @manifest_options
 @_image_option
 @_run_id_option
+@options.cluster_options("Check first that your cluster serves the job's kind (its CRD installed).")
 @options.insecure_option
 @output_option
 def submit_cmd(
-    file: str | None, env: str | None, image: str | None, run_id: str | None, insecure: bool, output: str
+    file: str | None,
+    env: str | None,
+    image: str | None,
+    run_id: str | None,
+    access: ClusterAccess | None,
+    insecure: bool,
+    output: str,
 ) -> None:
-    """Commit the rendered job to the GitOps repository (with trailers) and push it."""
+    """Commit the rendered job to the GitOps repository (with trailers) and push it.
+
+    With --cluster, --kubeconfig or --context, the cluster is asked first whether it serves
+    the job's kind (KubeRay's RayJob, Volcano's Job, …): if not, the error says what to
+    install, and nothing is committed.
+    """
     from trainops.train.target import manifest_target
 
-    target = manifest_target(options.load(file, env))
+    target = manifest_target(options.load(file, env), access)
     result = target.submit(run_id=runid.given_or_new(run_id, "run"), image=image, insecure=insecure)
     if output == "json":
         echo_json(result)

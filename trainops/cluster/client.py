@@ -211,11 +211,18 @@ class Cluster:
             }
         info = self._resources[api_version].get(kind)
         if info is None:
+            from trainops.cluster.installs import install_hint
+
             raise NotFoundError(
-                f"the cluster at {self.server} does not serve {api_version} {kind}",
-                hint="install its CRD (or the controller that brings it) in the cluster",
+                f"the cluster at {self.server} does not serve {api_version} {kind}", hint=install_hint(api_version)
             )
         return info
+
+    def require_served(self, objects: list[dict[str, Any]]) -> None:
+        """NotFoundError naming the first kind of `objects` the server does not serve, and what
+        installs it (trainops.cluster.installs)."""
+        for api_version, kind in dict.fromkeys((str(o.get("apiVersion")), str(o.get("kind"))) for o in objects):
+            self.resource(api_version, kind)
 
     def rediscover(self) -> None:
         """Forget what discovery said (after CRDs were installed or removed)."""

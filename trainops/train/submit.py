@@ -24,6 +24,7 @@ from trainops.registry.reference import Reference
 from trainops.render.image import cluster_image
 
 if TYPE_CHECKING:
+    from trainops.cluster.access import ClusterAccess
     from trainops.render import Rendered
 
 
@@ -110,6 +111,15 @@ def render_tree(
     return RenderTreeResult(directory=str(out.resolve()), files=names, image=run.image, run_id=run_id)
 
 
+def _require_job_kind(train: TrainSpec, access: ClusterAccess) -> None:
+    from trainops.cluster.client import connect
+    from trainops.train.kube_jobs import job_kind
+
+    api_version, kind = job_kind(train)
+    with connect(access) as cluster:
+        cluster.require_served([{"apiVersion": api_version, "kind": kind}])
+
+
 def _bare_metal(train: TrainSpec) -> bool:
     return train.scheduler == "slurm" and train.slurm is not None and train.slurm.runtime == "bare-metal"
 
@@ -122,9 +132,14 @@ def submit(
     insecure: bool = False,
     max_attempts: int = 5,
     trailers: Mapping[str, str] | None = None,
+    access: ClusterAccess | None = None,
 ) -> SubmitResult:
     """Commit the rendered tree to the GitOps repository and push it (with the caller's
     extra `trailers`, e.g. the stage key of `trainops run`).
+
+    With `access` (a cluster named), the cluster must serve the training job's kind first
+    (its CRD installed): else NotFoundError says which and what installs it, and nothing is
+    committed.
 
     With scheduler slurm the script is also submitted with sbatch (trainops.train.slurm_jobs:
     held until the commit, which names the job, is pushed; nothing is committed if sbatch
@@ -133,6 +148,8 @@ def submit(
     from trainops.gitops import write_tree
 
     run = _render(manifest, image=image, run_id=run_id, insecure=insecure)
+    if access is not None and manifest.require_train().scheduler != "slurm":
+        _require_job_kind(manifest.require_train(), access)
     rendered = run.rendered
     gitops = manifest.pipeline.spec.gitops
     repo, create = gitops_url(manifest)

@@ -5,7 +5,7 @@ watch — and `target_for`, the one place that chooses the target.
   (output) and recorded in the registry (timeline, incidents: ETTR).
 - `SlurmTarget`: the Slurm job a run became (its record beside the manifest; sbatch,
   scontrol, scancel here or on the login host).
-- `KubernetesTarget`: Volcano, Kueue (Job, JobSet) and Kubeflow PyTorchJob alike: the job
+- `KubernetesTarget`: Volcano, Kueue (Job, JobSet), Kubeflow PyTorchJob and KubeRay RayJob alike: the job
   the GitOps controller applied, read from the API server through one reader
   (trainops.train.kube_jobs knows each kind's status and pods); cancel and the watch's
   requeue are GitOps commits.
@@ -97,7 +97,7 @@ class _Rendered:
     def submit(self, *, run_id: str, image: str | None, insecure: bool) -> SubmitResult:
         from trainops.train.submit import submit
 
-        return submit(self.manifest, run_id=run_id, image=image, insecure=insecure)
+        return submit(self.manifest, run_id=run_id, image=image, insecure=insecure, access=self.access)
 
     def watch(self, run_id: str, options: WatchOptions, on_nodes: OnNodes | None = None) -> WatchReport:
         scheduler = self.manifest.require_train().scheduler
