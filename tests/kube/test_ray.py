@@ -76,6 +76,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_remote: Path, s
     doc["spec"]["patches"] = [
         {"target": {"kind": "RayJob"}, "merge": {"spec": {"submitterConfig": {"backoffLimit": 0}}}}
     ]
+    doc["spec"]["registry"] = f"file://{tmp_path / 'registry'}"  # where train watch records incidents
     (root / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     monkeypatch.setenv("KUBECONFIG", str(sim.kubeconfig))
     yield root
