@@ -338,9 +338,13 @@ class AddonsMixin:
     def _start_kueue(self) -> None:
         prefix = self._kueue_metrics_certs()
         crds = self._crd_files("kueue", ["config/components/crd/bases"])
+        ray = "kuberay" in self.components
+        if ray:  # Kueue enables an integration only when its CRDs are there as it starts
+            crds += self._crd_files("kuberay", ["config/crd/bases"])
         self.install_crds(crds)
         src = upstream("kueue")
         frameworks = ["batch/job"] + (["jobset.x-k8s.io/jobset"] if "jobset" in self.components else [])
+        frameworks += ["ray.io/rayjob", "ray.io/raycluster"] if ray else []
         config = {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",
@@ -353,6 +357,7 @@ class AddonsMixin:
             "resources": {"excludeResourcePrefixes": ["rdma/"]},
         }
         groups = {"kueue.x-k8s.io", "batch"} | ({"jobset.x-k8s.io"} if "jobset" in self.components else set())
+        groups |= {"ray.io"} if ray else set()
         self._controller_runtime(
             name="kueue",
             exe=binary("kueue"),
