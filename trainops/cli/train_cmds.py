@@ -10,7 +10,13 @@ import click
 
 from trainops import clock, runid
 from trainops.cli import options
-from trainops.cli.options import key_values, kubeconfig_options, manifest_options, output_option, render_out_option
+from trainops.cli.options import (
+    key_values,
+    kubeconfig_options,
+    manifest_options,
+    output_option,
+    render_out_option,
+)
 from trainops.cli.output import duration_text, echo_json
 
 if TYPE_CHECKING:
@@ -90,8 +96,9 @@ def submit_cmd(
     """Commit the rendered job to the GitOps repository (with trailers) and push it.
 
     With --cluster, --kubeconfig or --context, the cluster is asked first whether it serves
-    the job's kind (KubeRay's RayJob, Volcano's Job, …): if not, the error says what to
-    install, and nothing is committed.
+    the job's kind (KubeRay's RayJob, Kubeflow's TrainJob, …) and, for a TrainJob, runs the
+    Trainer controller and has the runtime it names: if not, the error says what to install,
+    and nothing is committed.
     """
     from trainops.train.target import manifest_target
 

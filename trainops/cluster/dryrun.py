@@ -11,7 +11,8 @@ spec.tenants[i], spec.cluster.topology, spec.rollout; narrowed by the field the 
 names, such as resources or nodeSelector, or an admission webhook quotes, such as Volcano's
 'minAvailable'; a spec.patches entry when one set that field), its message naming the object
 and the server's words. `topology_problems` checks spec.cluster.topology against the nodes: a tier label no
-node has, a rack no node is in; `priority_problems` a train.priorityClass the cluster lacks.
+node has, a rack no node is in; `priority_problems` a train.priorityClass the cluster lacks;
+`trainops.cluster.controllers` the controller, CRD or runtime a target needs that it lacks.
 """
 
 from __future__ import annotations
@@ -411,6 +412,7 @@ def check_against_cluster(
     """For each target: what `render` makes of it dry-run applied, and its topology checked
     against the nodes (trainops.pipeline.validate passes the serving objects in too)."""
     from trainops.cluster.client import connect
+    from trainops.cluster.controllers import controller_problems, needs_group
     from trainops.manifest import load_manifest
 
     checks = []
@@ -422,6 +424,10 @@ def check_against_cluster(
             except TrainopsError:
                 items = []  # what cannot render is reported by the offline render check (check_render)
             problems = topology_problems(cluster, manifest) + priority_problems(cluster, manifest)
-            problems += dry_run(cluster, manifest, items)
+            lacking = controller_problems(cluster, manifest)
+            if lacking:  # said once, at the field, rather than once per object of its kinds
+                group = needs_group(manifest)
+                items = [i for i in items if str(i.obj.get("apiVersion", "")).split("/")[0] != group]
+            problems += lacking + dry_run(cluster, manifest, items)
             checks.append(ClusterCheck(target, cluster.server, len(items), problems))
     return checks

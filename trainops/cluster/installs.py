@@ -17,7 +17,15 @@ INSTALLS: dict[str, str] = {
         "tested with v1.5.0): helm repo add kuberay https://ray-project.github.io/kuberay-helm/ && "
         "helm install kuberay-operator kuberay/kuberay-operator --version 1.5.0"
     ),
+    "trainer.kubeflow.org": (
+        "install Kubeflow Trainer v2, which brings the TrainJob, TrainingRuntime and ClusterTrainingRuntime CRDs "
+        "and runs them (trainops is tested with v2.3.0): kubectl apply --server-side -k "
+        "'https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v2.3.0'"
+    ),
 }
+RUNTIMES = (
+    "kubectl apply --server-side -k 'https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=v2.3.0'"
+)
 
 
 def install_hint(api_version: str) -> str:

@@ -2,7 +2,9 @@
 
 A run's objects carry the label `trainops.dev/run-id` (every pod template too), so a run is
 found by label in train.namespace (else the kubeconfig context's namespace), whatever its
-scheduler. The scheduler's reason comes from its own objects: the Volcano PodGroup of the
+scheduler. A TrainJob's pods are its JobSet's: they carry the labels of the runtime's pod
+template (trainops' own runtime, or the RuntimePatch on the cluster's). The scheduler's
+reason comes from its own objects: the Volcano PodGroup of the
 job (conditions such as Unschedulable, with the gang's message), or the Kueue Workload
 (QuotaReserved/Admitted false with Kueue's message — no quota, no flavor —, Evicted,
 Preempted); for a Kueue job without a Workload, the queue or priority class it names that
@@ -76,11 +78,23 @@ def job_kind(train: TrainSpec) -> tuple[str, str]:
         return "kubeflow.org/v1", "PyTorchJob"
     if train.scheduler == "ray":
         return "ray.io/v1", "RayJob"
+    if train.scheduler == "kubeflow":
+        return "trainer.kubeflow.org/v1alpha1", "TrainJob"
     if train.scheduler == "kueue":
         if train.kueue is not None and train.kueue.workload == "job":
             return "batch/v1", "Job"
         return "jobset.x-k8s.io/v1alpha2", "JobSet"
     raise NotFoundError(f"train.scheduler {train.scheduler} runs no Kubernetes job")
+
+
+def job_kinds(train: TrainSpec) -> list[tuple[str, str]]:
+    """The job's apiVersion and kind, then those of the run's objects named like it that go and
+    come back with it (a restart through git waits until all are gone): trainops' own
+    TrainingRuntime of a TrainJob."""
+    kinds = [job_kind(train)]
+    if train.scheduler == "kubeflow" and (train.kubeflow is None or not train.kubeflow.runtime):
+        kinds.append(("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"))
+    return kinds
 
 
 def _conditions(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -93,7 +107,7 @@ def _true(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def job_phase(obj: dict[str, Any]) -> str:
-    """The phase of a Volcano Job, batch Job, JobSet, PyTorchJob or RayJob from its status."""
+    """The phase of a Volcano Job, batch Job, JobSet, TrainJob, PyTorchJob or RayJob from its status."""
     status = obj.get("status") or {}
     kind = obj.get("kind")
     if str(obj.get("apiVersion", "")).startswith("batch.volcano.sh/"):
@@ -112,7 +126,7 @@ def job_phase(obj: dict[str, Any]) -> str:
     active = status.get("active")
     if isinstance(active, int) and active > 0:
         return "Running"
-    jobs = status.get("replicatedJobsStatus") or []
+    jobs = status.get("replicatedJobsStatus") or status.get("jobsStatus") or []  # JobSet's, TrainJob's
     return "Running" if any(j.get("active") or j.get("ready") for j in jobs if isinstance(j, dict)) else "Pending"
 
 

@@ -230,15 +230,15 @@ class KubeWatch:
         self, incident: Incident, state: RunState, summary: str, *, prune_timeout: float, interval: float
     ) -> RestartResult:
         from trainops.train.exclude import restart_excluding
-        from trainops.train.kube_jobs import job_kind
+        from trainops.train.kube_jobs import job_kinds
 
         self.excluded.add(str(incident.node))
         self.nodes -= self.excluded
-        api_version, kind = job_kind(self.train)
+        kinds = job_kinds(self.train)
 
         def gone() -> bool:
             return _wait(
-                lambda: self.cluster.get(api_version, kind, state.name, namespace=state.namespace) is None,
+                lambda: all(self.cluster.get(a, k, state.name, namespace=state.namespace) is None for a, k in kinds),
                 timeout=prune_timeout,
                 interval=interval,
             )
