@@ -92,9 +92,8 @@ class _Tree:
 def _tenant_scheduler(manifest: Manifest) -> str | None:
     train = manifest.pipeline.spec.train
     scheduler = train.scheduler if train is not None else "volcano"
-    return {"volcano": "volcano", "pytorchjob": "volcano", "kueue": "kueue", "kubeflow": "kueue", "ray": "kueue"}.get(
-        scheduler
-    )
+    queues = {"volcano": "volcano", "pytorchjob": "volcano", "kueue": "kueue", "kubeflow": "kueue", "ray": "kueue"}
+    return queues.get(scheduler)
 
 
 def _train_part(ctx: RunContext) -> _Part:
