@@ -31,7 +31,6 @@ import yaml
 from tests.cli.test_json_convention import bad_keys
 from tests.cli.test_train_cli import IMAGE, _git
 from tests.cluster.targets import write_variant
-from tests.slo.stack import RulePrometheus
 from trainops import clock
 from trainops.cluster import applier
 from trainops.cluster.access import ClusterAccess
@@ -43,6 +42,7 @@ from trainops.registry.context import Registries
 from trainops.render.names import LABEL_RUN_ID
 from trainops_testing.kube_cluster import Shape
 from trainops_testing.kube_jobs import finish_pods, priority_class
+from trainops_testing.prometheus import Prometheus
 from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -275,7 +275,7 @@ def _pushed_checkpoint(project: Path, run_id: str, step: int) -> None:
     assert pushed.returncode == 0, pushed.stderr
 
 
-def _value(prometheus: RulePrometheus, query: str) -> float | None:
+def _value(prometheus: Prometheus, query: str) -> float | None:
     result = prometheus.query(query)
     return float(result[0]["value"][1]) if result else None
 
@@ -285,7 +285,7 @@ def test_a_lost_node_restarts_the_run_elsewhere_through_git_without_writing_to_a
 ) -> None:
     address = load_manifest(project / "trainops.yaml").require_train().metrics_address
     assert address is not None
-    prometheus = RulePrometheus(tmp_path / "prom", targets={"train": [address]}, rules={"groups": []},
+    prometheus = Prometheus(tmp_path / "prom", targets={"train": [address]}, rules={"groups": []},
                                 alertmanager=None)  # fmt: skip
     request.addfinalizer(prometheus.stop)
     prometheus.start()
