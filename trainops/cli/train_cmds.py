@@ -325,7 +325,7 @@ def _slurm_status(statuses: list[Any], run_id: str | None) -> None:
         reason = f" ({item.reason})" if item.reason else ""
         click.echo(f"{item.run_id}  job {item.job_id}  {item.state}{reason}  restarts {item.restarts}")
         details = [
-            ("blocked", item.unschedulable),
+            ("blocked", f"{item.unschedulable} (incident {item.incident})" if item.incident else item.unschedulable),
             ("nodes", item.nodes),
             ("exit", item.exit_code),
             ("note", item.comment),
@@ -390,6 +390,8 @@ def _kube_status(states: list[Any], run_id: str | None) -> None:
         )
         if state.reason:
             click.echo(f"  reason {state.reason}")
+        if state.blocked:
+            click.echo(f"  blocked {state.blocked}")
         for pod in state.pods:
             why = f" ({pod.reason})" if pod.reason else ""
             click.echo(f"  pod    {pod.name}  {pod.phase}{why}  node {pod.node or '-'}  restarts {pod.restarts}")

@@ -15,6 +15,8 @@ cluster` waits on).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,11 +24,13 @@ from typing import Any
 
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import Cluster
-from trainops.errors import NotFoundError, RemoteError
+from trainops.errors import NotFoundError, RemoteError, TrainopsError
 from trainops.manifest import Manifest
 from trainops.manifest.stages import TrainSpec
 from trainops.render.kueue import QUEUE_LABEL
 from trainops.render.names import LABEL_PIPELINE, LABEL_RUN_ID
+
+log = logging.getLogger(__name__)
 
 WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
 LOCAL_QUEUE = ("kueue.x-k8s.io/v1beta2", "LocalQueue")
@@ -60,6 +64,7 @@ class RunState:
     restarts: int  # the job's retries plus its containers' restarts
     created: str | None
     pods: list[PodState] = field(default_factory=list)
+    blocked: str | None = None  # with one run asked for: its open unschedulable incident (`train watch` records it)
 
     @property
     def finished(self) -> bool:
@@ -361,10 +366,21 @@ def manifest_runs(
 ) -> list[RunState]:
     """run_states for the manifest's training job, with the user's kubeconfig."""
     from trainops.cluster.client import connect
+    from trainops.faults.query import open_unschedulable
 
     train = _train(manifest)
     with connect(access) as cluster:
-        return run_states(cluster, train=train, pipeline=manifest.pipeline.metadata.name, run_id=run_id)
+        states = run_states(cluster, train=train, pipeline=manifest.pipeline.metadata.name, run_id=run_id)
+    if run_id is None or not states:
+        return states
+    try:
+        stuck = open_unschedulable(manifest, run_id=run_id)
+    except TrainopsError as err:  # the registry is not the cluster: the status stands without it
+        log.warning("trainops: could not read run %s's incidents: %s", run_id, err)
+        return states
+    if stuck is None:
+        return states
+    return [*states[:-1], dataclasses.replace(states[-1], blocked=f"{stuck.detail} (incident {stuck.id})")]
 
 
 def manifest_logs(manifest: Manifest, *, run_id: str, access: ClusterAccess | None = None) -> list[PodLog]:
