@@ -95,10 +95,14 @@ def job_kind(train: TrainSpec) -> tuple[str, str]:
 def job_kinds(train: TrainSpec) -> list[tuple[str, str]]:
     """The job's apiVersion and kind, then those of the run's objects named like it that go and
     come back with it (a restart through git waits until all are gone): trainops' own
-    TrainingRuntime of a TrainJob."""
+    TrainingRuntime of a TrainJob; a RayJob's submitter Job, which KubeRay names after the
+    RayJob (a RayJob recreated while the garbage collector still holds the old one takes it
+    for its own, creates none, and never submits: tests/kube/test_ray_watch.py)."""
     kinds = [job_kind(train)]
     if train.scheduler == "kubeflow" and (train.kubeflow is None or not train.kubeflow.runtime):
         kinds.append(("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"))
+    if train.scheduler == "ray":
+        kinds.append(("batch/v1", "Job"))
     return kinds
 
 
