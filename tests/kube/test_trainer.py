@@ -76,7 +76,11 @@ def _absent(sim: KubeCluster, api_version: str, kind: str, name: str, namespace:
 
 
 def _placed(pods: int) -> Any:
-    return lambda s: len(s.pods) == pods and all(p.node and p.phase == "Running" for p in s.pods)
+    """The run's pods placed and Running, and the TrainJob saying so (the Trainer writes its
+    jobsStatus after the JobSet controller has seen the pods)."""
+    return lambda s: (
+        s.phase == "Running" and len(s.pods) == pods and all(p.node and p.phase == "Running" for p in s.pods)
+    )
 
 
 def test_the_trainer_makes_a_jobset_kwok_runs_it_and_trainops_reads_and_ends_it(
@@ -182,3 +186,16 @@ def test_a_runtime_the_cluster_lacks_is_one_line_at_the_field_and_nothing_is_com
     assert "spec.train.kubeflow.runtime: the cluster has no ClusterTrainingRuntime torch-distrib" in out.stderr
     refs = subprocess.run(["git", "--git-dir", str(git_remote), "for-each-ref"], capture_output=True, text=True)
     assert refs.returncode == 0 and refs.stdout == ""  # nothing pushed
+
+
+def test_validate_kubeconfig_sends_the_runtime_and_the_trainjob_through_the_trainers_webhooks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_remote: Path, sim: KubeCluster, namespace: str
+) -> None:
+    write_project(tmp_path, monkeypatch, git_remote, namespace=namespace)
+    sim.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    out = run("validate", "--render", "--kubeconfig", str(sim.kubeconfig))
+    assert out.code == 0, out.stdout + out.stderr
+    (line,) = [line for line in out.stdout.splitlines() if line.startswith("cluster (base)")]
+    # the TrainingRuntime, the TrainJob (refused by the Trainer's webhook only for want of the
+    # runtime, which a dry run does not store), the eval Job and its ConfigMap
+    assert line.startswith("cluster (base): 4 objects sent") and "refused" not in out.stdout, out.stdout
