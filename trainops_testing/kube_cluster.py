@@ -3,8 +3,7 @@
 etcd, kube-apiserver, kube-controller-manager and kube-scheduler (the default scheduler:
 it places what Kueue admits), kwok (fake nodes with ``nvidia.com/gpu`` and rack/spine
 labels; pods become Running without kubelets), the Volcano scheduler and controllers, and
-the Kueue and JobSet controllers; the LeaderWorkerSet controller and the Kubeflow Trainer
-controller when asked for (``lws``, ``trainer``).
+the Kueue and JobSet controllers; the LeaderWorkerSet controller when asked for (``lws``).
 Every binary comes from ``scripts/kube_components.py`` at the versions of
 ``scripts/kube-versions.env``; everything listens on 127.0.0.1 only (every
 component's serving, metrics and health flags are set here), with a CA, serving and client
@@ -66,11 +65,14 @@ POOL_LABEL = "node.trainops.dev/pool"
 # Components in start order; each needs the ones before it that it names. ALL_COMPONENTS is
 # what starts by default; an EXTRA one only when named (`--components …,lws`).
 ALL_COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "volcano", "jobset", "kueue")
-# the LeaderWorkerSet controller of multi-node serving; KubeRay's operator of the ray target;
-# Kubeflow Trainer (TrainJob → JobSet: needs jobset)
-EXTRA_COMPONENTS = ("lws", "kuberay", "trainer")
+# the LeaderWorkerSet controller of multi-node serving; KubeRay's operator of the ray target
+EXTRA_COMPONENTS = ("lws", "kuberay")
 KNOWN_COMPONENTS = ALL_COMPONENTS + EXTRA_COMPONENTS
 CORE = ("etcd", "apiserver")
+# Kubernetes 1.37's Workload API: its group version and the feature gate of the API server,
+# the controller-manager and the scheduler (GenericWorkload, beta, default off)
+WORKLOAD_API = "scheduling.k8s.io/v1beta1"
+WORKLOAD_GATES = ("GenericWorkload",)
 
 
 # ------------------------------------------------------------------------- processes
@@ -164,6 +166,10 @@ class KubeCluster(AddonsMixin):
     # the JobSet controller's feature gates (its Configuration's featureGates), such as
     # {"RestartJob": True} for the failure policy action that recreates one child Job
     jobset_gates: dict[str, bool] = field(default_factory=dict)
+    # Kubernetes' own gang scheduling: the Workload API (scheduling.k8s.io/v1beta1 Workload and
+    # PodGroup, beta and off by default in 1.37) served by the API server and the default
+    # scheduler's gang plugin on; see WORKLOAD_GATES
+    workload_api: bool = False
     procs: list[_Proc] = field(default_factory=list)
     ports: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
@@ -256,7 +262,6 @@ class KubeCluster(AddonsMixin):
             "jobset": ["jobset", "kubectl"],
             "lws": ["lws", "kubectl"],  # kubectl builds its webhook configurations (kustomize)
             "kuberay": ["ray-operator"],
-            "trainer": ["trainer-controller-manager", "kubectl"],
         }[component]
         return [binary(n) for n in names]
 
@@ -393,6 +398,7 @@ class KubeCluster(AddonsMixin):
             "--endpoint-reconciler-type=none",  # no kubelets: the kubernetes Service has no real endpoints
             "--max-requests-inflight=1000",
             "--max-mutating-requests-inflight=500",
+            *self._workload_flags(runtime_config=True),
         ]
         self._spawn(
             "kube-apiserver", binary("kube-apiserver"), args, what="kube-apiserver", ready=self._apiserver_ready
@@ -402,6 +408,14 @@ class KubeCluster(AddonsMixin):
 
     def _apiserver_ready(self) -> bool:
         return KubeApi(self.server, self.pki).readyz()
+
+    def _workload_flags(self, *, runtime_config: bool = False) -> list[str]:
+        """With workload_api: the feature gate on every control-plane component, and the API
+        group version the API server serves (a beta API is off unless asked for)."""
+        if not self.workload_api:
+            return []
+        flags = [f"--feature-gates={','.join(f'{g}=true' for g in WORKLOAD_GATES)}"]
+        return [*flags, f"--runtime-config={WORKLOAD_API}=true"] if runtime_config else flags
 
     def _common_kube_flags(self, port_name: str) -> list[str]:
         return [
@@ -427,6 +441,7 @@ class KubeCluster(AddonsMixin):
             "--kube-api-qps=200",
             "--kube-api-burst=400",
             "--concurrent-job-syncs=20",
+            *self._workload_flags(),
         ]
         url = f"https://{LOOPBACK}:{self.ports['controller-manager']}/healthz"
         self._spawn(
@@ -438,7 +453,7 @@ class KubeCluster(AddonsMixin):
         )
 
     def _start_scheduler(self) -> None:
-        args = self._common_kube_flags("scheduler")
+        args = [*self._common_kube_flags("scheduler"), *self._workload_flags()]
         url = f"https://{LOOPBACK}:{self.ports['scheduler']}/healthz"
         self._spawn("kube-scheduler", binary("kube-scheduler"), args, what="kube-scheduler", ready=self._healthz(url))
 
@@ -562,6 +577,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"comma-separated components to start (default: {','.join(ALL_COMPONENTS)}; "
         f"also: {','.join(EXTRA_COMPONENTS)})",
     )
+    up.add_argument(
+        "--workload-api",
+        action="store_true",
+        help="serve Kubernetes' Workload API (scheduling.k8s.io/v1beta1, the GenericWorkload gate) for the "
+        "kubernetes scheduler's gangs",
+    )
+    up.add_argument(
+        "--jobset-gate", action="append", default=[], metavar="NAME", help="turn on a JobSet controller feature gate"
+    )
     down = sub.add_parser("down", help="stop the cluster started in --dir, by its PIDs")
     down.add_argument("--dir", type=Path, default=Path(".kube-sim"))
     args = parser.parse_args(argv)
@@ -590,7 +614,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(note, file=sys.stderr)
     try:
         shape = Shape(nodes=args.nodes, gpus_per_node=args.gpus_per_node, racks=args.racks, spines=args.spines)
-        cluster = KubeCluster(directory, shape=shape, components=args.components.split(","))
+        cluster = KubeCluster(
+            directory,
+            shape=shape,
+            components=args.components.split(","),
+            workload_api=args.workload_api,
+            jobset_gates={name: True for name in args.jobset_gate},
+        )
         cluster.start()
     except (ServiceError, ValueError) as exc:
         print(f"kube-sim: {exc}", file=sys.stderr)

@@ -42,7 +42,6 @@ PRIORITY: tuple[str, ...] = (
     "nccl-timeout",
     "hang",
     "code-error",
-    "unschedulable",
 )
 
 
@@ -74,7 +73,6 @@ MEANINGS: dict[str, str] = {
     "cuda-oom": "CUDA out of memory",
     "nan-loss": "the loss became NaN or infinite",
     "code-error": "the trainer failed (a Python exception or a non-zero exit)",
-    "unschedulable": "after a requeue the job can start nowhere (its node exclusions leave no node it can run on)",
 }
 
 

@@ -34,7 +34,6 @@ FaultClass = Literal[
     "cuda-oom",
     "nan-loss",
     "code-error",
-    "unschedulable",
 ]
 
 

@@ -1,6 +1,6 @@
 """Schemas for the kinds rendered without a vendored CRD: batch/v1 Job, apps/v1 Deployment,
-v1 Service, v1 ConfigMap, JobSet, Kueue ResourceFlavor, and the endpoint picker's
-ServiceAccount, Role and RoleBinding.
+v1 Service, v1 ConfigMap, JobSet, Kueue ResourceFlavor, the Workload API's Workload and
+PodGroup, and the endpoint picker's ServiceAccount, Role and RoleBinding.
 
 What is upstream-checked: every pod template in them (batch/v1 Job `spec.template`, JobSet
 `spec.replicatedJobs[].template.spec.template`) is validated against the core
@@ -16,6 +16,7 @@ holds a CRD for JobSet or ResourceFlavor is used instead.
 
 from __future__ import annotations
 
+import copy
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -85,10 +86,15 @@ def _core_source(crds_dir: Path | None) -> tuple[Path | None, str]:
 
 @lru_cache(maxsize=4)
 def pod_template_schema(crds_dir: Path | None) -> dict[str, Any]:
-    """core/v1 PodTemplateSpec, strict, as the Volcano Job CRD (generated from k8s.io/api) has it."""
+    """core/v1 PodTemplateSpec, strict, as the Volcano Job CRD (generated from k8s.io/api) has it,
+    with what Kubernetes 1.37 added that trainops renders: `spec.schedulingGroup` (a pod's
+    PodGroup, the Workload API's)."""
     source, version = _core_source(crds_dir)
     ref = crd_index(source)[("batch.volcano.sh", "Job")]
-    return subschema(ref, version, ["spec", "tasks", "[]", "template"])
+    template = copy.deepcopy(subschema(ref, version, ["spec", "tasks", "[]", "template"]))
+    pod = template["properties"]["spec"]
+    pod["properties"].setdefault("schedulingGroup", obj({"podGroupName": STRING}))
+    return template
 
 
 @lru_cache(maxsize=4)
@@ -191,6 +197,30 @@ def service_spec() -> dict[str, Any]:
             "trafficDistribution": STRING,
         }
     )
+
+
+def _gang_fields() -> dict[str, Any]:
+    """What a Workload's pod group template and a PodGroup share (scheduling.k8s.io/v1beta1)."""
+    return {
+        "schedulingPolicy": obj({"basic": obj({}), "gang": obj({"minCount": {**INT32, "minimum": 1}}, "minCount")}),
+        "disruptionMode": obj({"all": obj({}), "single": obj({})}),
+        "priorityClassName": STRING,
+        "priority": INT32,
+        "preemptionPolicy": enum("Never", "PreemptLowerPriority"),
+    }
+
+
+def workload_spec() -> dict[str, Any]:
+    """scheduling.k8s.io/v1beta1 WorkloadSpec (Kubernetes 1.37), the part trainops renders."""
+    template = obj({"name": STRING, **_gang_fields()}, "name", "schedulingPolicy")
+    reference = obj({"apiGroup": STRING, "kind": STRING, "name": STRING}, "kind", "name")
+    return obj({"controllerRef": reference, "podGroupTemplates": arr(template, minItems=1, maxItems=8)})
+
+
+def podgroup_spec() -> dict[str, Any]:
+    """scheduling.k8s.io/v1beta1 PodGroupSpec (Kubernetes 1.37), the part trainops renders."""
+    reference = obj({"workloadName": STRING, "templateName": STRING}, "workloadName", "templateName")
+    return obj({"workloadRef": reference, **_gang_fields()}, "schedulingPolicy")
 
 
 def jobset_spec(pod_template: dict[str, Any]) -> dict[str, Any]:
@@ -337,6 +367,10 @@ def builtin_validator(api_version: str, kind: str, crds_dir: Path | None) -> Any
         return make_validator(rbac_schema(api_version, kind))
     if (api_version, kind) == ("jobset.x-k8s.io/v1alpha2", "JobSet"):
         return make_validator(_root(api_version, kind, jobset_spec(pod_template_schema(crds_dir)), "spec"))
+    if (api_version, kind) == ("scheduling.k8s.io/v1beta1", "Workload"):
+        return make_validator(_root(api_version, kind, workload_spec(), "spec"))
+    if (api_version, kind) == ("scheduling.k8s.io/v1beta1", "PodGroup"):
+        return make_validator(_root(api_version, kind, podgroup_spec(), "spec"))
     if (api_version, kind) == ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"):
         return make_validator(_root(api_version, kind, resource_flavor_spec(toleration_schema(crds_dir))))
     return None
@@ -352,4 +386,6 @@ SCOPES = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "Namespaced",
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): "Namespaced",
     ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"): "Cluster",
+    ("scheduling.k8s.io/v1beta1", "Workload"): "Namespaced",
+    ("scheduling.k8s.io/v1beta1", "PodGroup"): "Namespaced",
 }

@@ -38,6 +38,7 @@ starts only after the one it replaces has terminated (podReplacementPolicy: Fail
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from trainops.errors import InputError
@@ -184,17 +185,28 @@ def jobset(ctx: RunContext) -> dict[str, Any]:
 
 def indexed_job(ctx: RunContext) -> list[dict[str, Any]]:
     """The headless Service for the rendezvous, then the Job."""
+    return indexed_objects(ctx, labels=queue_labels(ctx), annotations=_topology(ctx, group=None))
+
+
+def indexed_objects(
+    ctx: RunContext,
+    *,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    pod_spec: Callable[[str], dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The headless Service (the pods' subdomain), then the Indexed Job of train.nodes pods with
+    ``labels``, its pods' ``annotations``, and what ``pod_spec(name)`` adds to their spec."""
     train = ctx.train
     name = object_name(ctx.pipeline, ctx.run_id, reserve=1 + digits(train.nodes))  # hostname <job>-<index>
     endpoint = f"{name}-0.{name}:{RDZV_PORT}"
-    labels = queue_labels(ctx)
     role = PodRole(
         role="node",
         endpoint=endpoint,
         sidecar=True,
         leader_only=True,
         subdomain=name,
-        annotations=_topology(ctx, group=None),
+        annotations=annotations,
     )
     service = {
         "apiVersion": "v1",
@@ -207,11 +219,14 @@ def indexed_job(ctx: RunContext) -> list[dict[str, Any]]:
             "ports": [{"name": "rdzv", "port": RDZV_PORT, "targetPort": RDZV_PORT, "protocol": "TCP"}],
         },
     }
+    template = pod_template(ctx, role)
+    if pod_spec is not None:
+        template["spec"].update(pod_spec(name))
     spec = _job_spec(
         ctx,
         pods=train.nodes,
         backoff=train.fault_tolerance.max_retry * train.nodes,
-        template=pod_template(ctx, role),
+        template=template,
     )
     if train.ttl_after_finished:
         spec["ttlSecondsAfterFinished"] = int(duration_seconds(train.ttl_after_finished))

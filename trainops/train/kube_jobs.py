@@ -2,9 +2,7 @@
 
 A run's objects carry the label `trainops.dev/run-id` (every pod template too), so a run is
 found by label in train.namespace (else the kubeconfig context's namespace), whatever its
-scheduler. A TrainJob's pods are its JobSet's: they carry the labels of the runtime's pod
-template (trainops' own runtime, or the RuntimePatch on the cluster's). The scheduler's
-reason comes from its own objects: the Volcano PodGroup of the
+scheduler. The scheduler's reason comes from its own objects: the Volcano PodGroup of the
 job (conditions such as Unschedulable, with the gang's message), or the Kueue Workload
 (QuotaReserved/Admitted false with Kueue's message — no quota, no flavor —, Evicted,
 Preempted); for a Kueue job without a Workload, the queue or priority class it names that
@@ -15,8 +13,6 @@ cluster` waits on).
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,20 +20,22 @@ from typing import Any
 
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import Cluster
-from trainops.errors import NotFoundError, RemoteError, TrainopsError
+from trainops.errors import NotFoundError, RemoteError
 from trainops.manifest import Manifest
 from trainops.manifest.stages import TrainSpec
 from trainops.render.kueue import QUEUE_LABEL
 from trainops.render.names import LABEL_PIPELINE, LABEL_RUN_ID
-
-log = logging.getLogger(__name__)
 
 WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
 LOCAL_QUEUE = ("kueue.x-k8s.io/v1beta2", "LocalQueue")
 WORKLOAD_PRIORITY = ("kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass")
 WORKLOAD_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 PODGROUP = ("scheduling.volcano.sh/v1beta1", "PodGroup")
+# Kubernetes' own gang scheduling (the Workload API, 1.37)
+GANG_WORKLOAD = ("scheduling.k8s.io/v1beta1", "Workload")
+GANG_PODGROUP = ("scheduling.k8s.io/v1beta1", "PodGroup")
 COMPONENT = "app.kubernetes.io/component"
+JOB_NAME = "batch.kubernetes.io/job-name"
 DONE = frozenset({"Completed", "Succeeded", "Failed", "Aborted", "Terminated"})
 FAILED = frozenset({"Failed", "Aborted", "Terminated"})
 
@@ -64,7 +62,6 @@ class RunState:
     restarts: int  # the job's retries plus its containers' restarts
     created: str | None
     pods: list[PodState] = field(default_factory=list)
-    blocked: str | None = None  # with one run asked for: its open unschedulable incident (`train watch` records it)
 
     @property
     def finished(self) -> bool:
@@ -83,8 +80,8 @@ def job_kind(train: TrainSpec) -> tuple[str, str]:
         return "kubeflow.org/v1", "PyTorchJob"
     if train.scheduler == "ray":
         return "ray.io/v1", "RayJob"
-    if train.scheduler == "kubeflow":
-        return "trainer.kubeflow.org/v1alpha1", "TrainJob"
+    if train.scheduler == "kubernetes":
+        return "batch/v1", "Job"
     if train.scheduler == "kueue":
         if train.kueue is not None and train.kueue.workload == "job":
             return "batch/v1", "Job"
@@ -92,17 +89,12 @@ def job_kind(train: TrainSpec) -> tuple[str, str]:
     raise NotFoundError(f"train.scheduler {train.scheduler} runs no Kubernetes job")
 
 
-def job_kinds(train: TrainSpec) -> list[tuple[str, str]]:
-    """The job's apiVersion and kind, then those of the run's objects named like it that go and
-    come back with it (a restart through git waits until all are gone): trainops' own
-    TrainingRuntime of a TrainJob; a RayJob's submitter Job, which KubeRay names after the
-    RayJob (a RayJob recreated while the garbage collector still holds the old one takes it
-    for its own, creates none, and never submits: tests/kube/test_ray_watch.py)."""
+def required_kinds(train: TrainSpec) -> list[tuple[str, str]]:
+    """What the cluster must serve to run the training job: its kind, and for the kubernetes
+    scheduler the Workload API's kinds (behind a feature gate in 1.37)."""
     kinds = [job_kind(train)]
-    if train.scheduler == "kubeflow" and (train.kubeflow is None or not train.kubeflow.runtime):
-        kinds.append(("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"))
-    if train.scheduler == "ray":
-        kinds.append(("batch/v1", "Job"))
+    if train.scheduler == "kubernetes":
+        kinds += [GANG_WORKLOAD, GANG_PODGROUP]
     return kinds
 
 
@@ -116,7 +108,7 @@ def _true(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def job_phase(obj: dict[str, Any]) -> str:
-    """The phase of a Volcano Job, batch Job, JobSet, TrainJob, PyTorchJob or RayJob from its status."""
+    """The phase of a Volcano Job, batch Job, JobSet, PyTorchJob or RayJob from its status."""
     status = obj.get("status") or {}
     kind = obj.get("kind")
     if str(obj.get("apiVersion", "")).startswith("batch.volcano.sh/"):
@@ -135,7 +127,7 @@ def job_phase(obj: dict[str, Any]) -> str:
     active = status.get("active")
     if isinstance(active, int) and active > 0:
         return "Running"
-    jobs = status.get("replicatedJobsStatus") or status.get("jobsStatus") or []  # JobSet's, TrainJob's
+    jobs = status.get("replicatedJobsStatus") or []
     return "Running" if any(j.get("active") or j.get("ready") for j in jobs if isinstance(j, dict)) else "Pending"
 
 
@@ -200,6 +192,9 @@ def scheduler_reason(cluster: Cluster, job: dict[str, Any]) -> str | None:
     """Why the scheduler holds (or held) the job: its PodGroup's or Workload's conditions."""
     meta = job["metadata"]
     namespace, uid = meta.get("namespace"), meta.get("uid")
+    gang = _gang_group(job)
+    if gang is not None:
+        return _gang_reason(cluster, job, gang)
     if str(job.get("apiVersion", "")).startswith("batch.volcano.sh/") and cluster.served(*PODGROUP):
         for group in _owned(cluster.list(*PODGROUP, namespace=namespace), uid):
             phase = (group.get("status") or {}).get("phase")
@@ -224,6 +219,33 @@ def scheduler_reason(cluster: Cluster, job: dict[str, Any]) -> str | None:
                 if waiting:
                     return f"Workload {workload['metadata']['name']} {_condition_text(waiting[0])}"
     return None
+
+
+def _gang_group(job: dict[str, Any]) -> str | None:
+    """The Kubernetes PodGroup a batch Job's pods belong to (spec.template.spec.schedulingGroup)."""
+    if job.get("apiVersion") != "batch/v1":
+        return None
+    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    name = (pod.get("schedulingGroup") or {}).get("podGroupName")
+    return str(name) if name else None
+
+
+def _gang_reason(cluster: Cluster, job: dict[str, Any], group: str) -> str | None:
+    """Why the default scheduler holds a gang: what it wrote in its pods' PodScheduled condition,
+    the pod group's own verdict first (`pod group is unschedulable, minCount (4) cannot be
+    satisfied: …`), else a pod's (`0/3 nodes are available: …`)."""
+    meta = job["metadata"]
+    pods = cluster.list("v1", "Pod", namespace=meta.get("namespace"), selector=f"{JOB_NAME}={meta['name']}")
+    said = [
+        " ".join(str(c.get("message") or "").split())
+        for pod in pods
+        for c in _conditions(pod)
+        if c.get("type") == "PodScheduled" and c.get("status") == "False"
+    ]
+    if not said:
+        return None
+    words = next((m for m in said if m.startswith("pod group")), said[0])
+    return f"PodGroup {group} (scheduling.k8s.io): Unschedulable: {words}"
 
 
 def _names_of(tree: Any, key: str) -> set[str]:
@@ -291,6 +313,9 @@ def run_states(cluster: Cluster, *, train: TrainSpec, pipeline: str, run_id: str
             f"no {kind} of run {run_id} in namespace {namespace} of {cluster.server}",
             hint="has the GitOps controller applied the commit? (`trainops train submit` commits it)",
         )
+    for job in jobs:  # a list's items may come without their kind (a built-in kind's do)
+        job.setdefault("apiVersion", api_version)
+        job.setdefault("kind", kind)
     pods = cluster.list("v1", "Pod", namespace=namespace, selector=selector)
     return [_state(cluster, job, pods) for job in sorted(jobs, key=_created)]
 
@@ -315,6 +340,8 @@ def _state(cluster: Cluster, job: dict[str, Any], pods: list[dict[str, Any]]) ->
     mine = [_pod_state(p) for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN_ID) == run_id]
     mine.sort(key=lambda p: p.name)
     phase = job_phase(job)
+    if phase == "Running" and mine and not any(p.node for p in mine):
+        phase = "Pending"  # an active batch Job none of whose pods is placed yet (a gang held back)
     reason = None if phase in DONE or phase == "Running" else scheduler_reason(cluster, job)
     if reason is None and phase in FAILED:
         failed = [c for c in _conditions(job) if c.get("status") == "True"]
@@ -370,21 +397,10 @@ def manifest_runs(
 ) -> list[RunState]:
     """run_states for the manifest's training job, with the user's kubeconfig."""
     from trainops.cluster.client import connect
-    from trainops.faults.query import open_unschedulable
 
     train = _train(manifest)
     with connect(access) as cluster:
-        states = run_states(cluster, train=train, pipeline=manifest.pipeline.metadata.name, run_id=run_id)
-    if run_id is None or not states:
-        return states
-    try:
-        stuck = open_unschedulable(manifest, run_id=run_id)
-    except TrainopsError as err:  # the registry is not the cluster: the status stands without it
-        log.warning("trainops: could not read run %s's incidents: %s", run_id, err)
-        return states
-    if stuck is None:
-        return states
-    return [*states[:-1], dataclasses.replace(states[-1], blocked=f"{stuck.detail} (incident {stuck.id})")]
+        return run_states(cluster, train=train, pipeline=manifest.pipeline.metadata.name, run_id=run_id)
 
 
 def manifest_logs(manifest: Manifest, *, run_id: str, access: ClusterAccess | None = None) -> list[PodLog]:
