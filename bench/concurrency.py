@@ -191,7 +191,7 @@ def _keeper(registry: str, env: dict[str, str], role: str, repos: int, stop: Any
     from trainops.checkpoint.retention import apply_retention
     from trainops.manifest.stages import Retention
     from trainops.registry.context import Registries
-    from trainops.registry.gc import collect
+    from trainops.registry.retention.gc import collect
 
     tally = {"runs": 0, "failures": 0, "deferred": 0, "deleting": 0, "freed": 0}
     with Registries(default_registry=registry) as registries:
@@ -217,7 +217,7 @@ def gc_during_pushes(registry: str, env: dict[str, str], writers: int, pushes: i
     from trainops.checkpoint.retention import apply_retention
     from trainops.manifest.stages import Retention
     from trainops.registry.context import Registries
-    from trainops.registry.gc import collect
+    from trainops.registry.retention.gc import collect
 
     row = Row(registry.split(":")[0], f"{writers} pushers x {pushes} checkpoints, retention and gc in a loop")
     context = multiprocessing.get_context("spawn")

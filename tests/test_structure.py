@@ -266,7 +266,7 @@ def _offenders(finder: Callable[[ast.AST], list[int]], allowed: set[str]) -> dic
 REFERENCE_HOMES = {"trainops.registry.reference", "trainops.render.image"}
 NOT_REFERENCES = {
     "trainops.gitinfo": "user@ in a git remote URL",
-    "trainops.registry.backends.oci_http": "user@ in a registry URL's netloc",
+    "trainops.registry.backends.oci.http": "user@ in a registry URL's netloc",
     "trainops.hub.hfapi": "a Hub repo_id@revision",
 }
 _CUTS = {"split", "rsplit", "partition", "rpartition", "index", "rindex", "find", "rfind"}

@@ -16,8 +16,8 @@ from trainops.registry import listing as listing_mod
 from trainops.registry import pulling, store
 from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
-from trainops.registry.gc import collect
 from trainops.registry.reference import Reference
+from trainops.registry.retention.gc import collect
 
 # step → val_loss: the best (lowest) are steps 2 and 3, the worst (highest) 6 and 1.
 LOSSES = {1: 3.0, 2: 1.0, 3: 1.5, 4: 2.0, 5: 2.5, 6: 4.0, 7: 2.2, 8: 2.1}

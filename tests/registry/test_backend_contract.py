@@ -298,7 +298,7 @@ def test_read_range_reads_a_part_without_the_rest(
         read(subject.repo, src.digest, -1, 8)
 
 
-# -- leases and the gc lock (trainops/registry/lease.py) ----------------------------------
+# -- leases and the gc lock (trainops/registry/retention/lease.py) ----------------------------------
 
 
 def _lease_subject(subject: Subject) -> Subject:

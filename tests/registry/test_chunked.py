@@ -184,7 +184,7 @@ def test_a_bad_chunk_index_fails_the_pull_naming_the_file_with_nothing_written(
 
 
 def test_gc_keeps_a_chunked_checkpoint_whole_after_its_parent_is_removed(target: Target, tmp_path: Path) -> None:
-    from trainops.registry.gc import collect
+    from trainops.registry.retention.gc import collect
 
     series = FineTune(tensors=4, tensor_size=MiB)
     first = _push(target, series.checkpoint(tmp_path / "s1"), "step-1")

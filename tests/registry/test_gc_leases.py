@@ -26,10 +26,11 @@ from tests.registry.conftest import Target, make_tree
 from trainops.checkpoint.retention import apply_retention
 from trainops.errors import NotFoundError, RemoteError
 from trainops.manifest.stages import Retention
-from trainops.registry import lease, pulling, removal, store
+from trainops.registry import pulling, store
 from trainops.registry.backends.base import Backend, BlobSource, sha256_digest
 from trainops.registry.context import Registries
-from trainops.registry.gc import collect
+from trainops.registry.retention import lease, removal
+from trainops.registry.retention.gc import collect
 
 BOTH = pytest.mark.parametrize("target", ["file", "s3"], indirect=True)
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.registry.conftest import Target, make_tree
 from trainops.registry import pulling, store
-from trainops.registry.gc import collect
+from trainops.registry.retention.gc import collect
 
 
 def _push_one(target: Target, tmp_path: Path) -> str:

@@ -3,7 +3,7 @@
 A project as the first day leaves it: checkpoints, an eval report of one, the release made
 from it (with its provenance) served as stable by the GitOps repo, an older release and a
 newer one. `ckpt prune`, `registry gc --keep-last` and `registry rm` each ask the one home
-(trainops.registry.keep); each keeps the served release, its eval report, its provenance
+(trainops.registry.retention.keep); each keeps the served release, its eval report, its provenance
 and the checkpoint it came from, a release unless `--force --reason`, and says why.
 """
 

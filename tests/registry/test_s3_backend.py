@@ -27,8 +27,8 @@ from trainops.errors import InputError, IntegrityError, NotFoundError, RemoteErr
 from trainops.registry import media
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
 from trainops.registry.backends.s3 import MIN_PART_SIZE, S3Backend
-from trainops.registry.backends.s3_tags import shard_of
-from trainops.registry.backends.s3_transfer import MAX_PARTS, MiB, part_size_for
+from trainops.registry.backends.s3.tags import shard_of
+from trainops.registry.backends.s3.transfer import MAX_PARTS, MiB, part_size_for
 from trainops.registry.reference import RegistryRoot
 from trainops_testing import planted
 from trainops_testing.services import MotoS3, free_port

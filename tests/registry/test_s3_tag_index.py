@@ -19,7 +19,7 @@ import pytest
 from trainops.registry import media
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
 from trainops.registry.backends.s3 import S3Backend
-from trainops.registry.backends.s3_tags import SHARDS, shard_of
+from trainops.registry.backends.s3.tags import SHARDS, shard_of
 from trainops.registry.reference import RegistryRoot
 
 REPO = "reg/team/model"

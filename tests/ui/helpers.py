@@ -12,8 +12,8 @@ from trainops.registry import media
 from trainops.registry.artifact import Lineage, Parent, canonical_json
 from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
 from trainops.registry.context import Registries
+from trainops.registry.retention.tombstone import write_record
 from trainops.registry.store import bytes_source, push, resolve
-from trainops.registry.tombstone import write_record
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 RUN = "run-42"

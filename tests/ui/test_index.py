@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainops.registry.context import Registries
-from trainops.registry.removal import remove
+from trainops.registry.retention.removal import remove
 from trainops.registry.store import push, tag
 from trainops.ui import graph, queries
 from trainops.ui.index import Index, natural_key, refresh

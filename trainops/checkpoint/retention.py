@@ -4,11 +4,11 @@ Only `step-N` tags of checkpoint artifacts are ever touched. When no other tag n
 removed checkpoint's manifest, the manifest goes too: later checkpoints name it as their
 parent, and `trainops registry gc` keeps whatever a kept artifact's lineage names, so an
 untagged-but-present parent would pin every older checkpoint forever. Before that, a
-pruned record (trainops.registry.tombstone) keeps its digest, step, metrics and parents,
+pruned record (trainops.registry.retention.tombstone) keeps its digest, step, metrics and parents,
 so the lineage of the kept checkpoints still walks through it; its blobs are reclaimed by
 gc (file://, s3://) or the registry's own garbage collector (oci://).
 
-Retention asks trainops.registry.keep before it removes anything: a checkpoint that a kept
+Retention asks trainops.registry.retention.keep before it removes anything: a checkpoint that a kept
 artifact needs — the one a release was made from (its lineage parent), the subject of
 what is kept — stays, and the result says why (`kept`).
 """
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from trainops.checkpoint.catalog import KIND, STEP_TAG, CheckpointInfo, info_of, ranked, tagged
 from trainops.errors import NotFoundError, RemoteError
 from trainops.manifest.stages import Retention
-from trainops.registry import removal, tombstone
 from trainops.registry.context import Registries
-from trainops.registry.keep import Kept, kept_by_others, neighbourhood
 from trainops.registry.lineage import forget_manifest
 from trainops.registry.reference import Reference
+from trainops.registry.retention import removal, tombstone
+from trainops.registry.retention.keep import Kept, kept_by_others, neighbourhood
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def apply_retention(
     dry_run: bool = False,
 ) -> PruneResult:
     """Remove the step-N checkpoints retention does not keep, unless something kept needs
-    them (trainops.registry.keep).
+    them (trainops.registry.retention.keep).
 
     protect: tags (or digests) never removed. With dry_run, nothing is removed and the
     tags that would be are returned.

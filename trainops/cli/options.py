@@ -93,11 +93,11 @@ no_move_option = click.option(
 
 def override_options(func: F) -> F:
     """--force --reason TEXT: move or remove a release tag on purpose. The command gets
-    `override` (trainops.registry.protect.override_from: None without --force) instead."""
+    `override` (trainops.registry.retention.protect.override_from: None without --force) instead."""
 
     @functools.wraps(func)
     def command(*args: Any, force: bool, reason: str | None, **kwargs: Any) -> Any:
-        from trainops.registry.protect import override_from
+        from trainops.registry.retention.protect import override_from
 
         return func(*args, override=override_from(force=force, reason=reason), **kwargs)
 

@@ -15,7 +15,7 @@ from trainops.units import format_size as _size
 from trainops.units import natural_key
 
 if TYPE_CHECKING:
-    from trainops.registry.protect import Override
+    from trainops.registry.retention.protect import Override
 
 KINDS = ("checkpoint", "model", "dataset", "eval", "other")
 

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from trainops.errors import NotFoundError
-from trainops.registry import media, tombstone
+from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest, parse_manifest
 from trainops.registry.backends.base import ManifestData, sha256_digest
 from trainops.registry.context import Registries
 from trainops.registry.digestcache import cache_dir
 from trainops.registry.plain_lineage import PlainLineage
 from trainops.registry.reference import Reference, RegistryRoot
+from trainops.registry.retention import tombstone
 from trainops.registry.store import resolve
 from trainops.units import fold_reference
 

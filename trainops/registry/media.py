@@ -62,7 +62,7 @@ A_STAGE_KEY = "dev.trainops.stage.key"  # a stage record of `trainops run` (trai
 # <registry>/<pipeline>/incidents (trainops.faults) and <registry>/<pipeline>/stages
 # (trainops.pipeline.cache). `registry ls` of a registry lists them only with --all.
 BOOKKEEPING_REPOSITORIES = ("incidents", "stages")
-PRUNED_TAG_PREFIX = "pruned-"  # tags of pruned records (trainops.registry.tombstone)
+PRUNED_TAG_PREFIX = "pruned-"  # tags of pruned records (trainops.registry.retention.tombstone)
 A_VERSION = "org.opencontainers.image.version"
 
 # Eval reports (trainops.eval): one layer of this type; the verdict and the evaluated

@@ -36,8 +36,8 @@ from trainops.registry.backends.base import Backend, BlobSource, Descriptor, Man
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache, cache_dir
 from trainops.registry.plain_lineage import PlainLineage
-from trainops.registry.protect import Override, check_move
 from trainops.registry.reference import Reference
+from trainops.registry.retention.protect import Override, check_move
 
 if TYPE_CHECKING:  # pydantic loads only where a models.Lineage is built (see registry/plain_lineage.py)
     from trainops.registry.chunks.pushing import ChunkedResult
@@ -124,8 +124,8 @@ class PushResult:
 def leased(backend: Backend, repo: str) -> AbstractContextManager[None]:
     """Around every span from a first blob check to the manifest that references the blobs:
     a lease on the repository, so `registry gc` deletes none of its blobs meanwhile
-    (trainops.registry.lease has the protocol)."""
-    from trainops.registry.lease import writing
+    (trainops.registry.retention.lease has the protocol)."""
+    from trainops.registry.retention.lease import writing
 
     return writing(backend, repo)
 

@@ -4,7 +4,7 @@ A release the GitOps repository serves (as stable or as the canary) is what pods
 their next restart; removing it, or what it needs (its eval report, signatures,
 provenance, the checkpoint it came from), breaks serving or its evidence. The manifest's
 GitOps repository is read (the branch tip's rollout state) before anything is removed;
-trainops.registry.keep decides with it, for `registry rm` (refused, exit 5, naming the
+trainops.registry.retention.keep decides with it, for `registry rm` (refused, exit 5, naming the
 commit) and `registry gc` (kept, and said why). Other releases go by the registry's own
 rule (`--force --reason`).
 """
@@ -14,12 +14,12 @@ from __future__ import annotations
 from trainops.errors import ExistsError
 from trainops.manifest import Manifest
 from trainops.registry.context import Registries
-from trainops.registry.gc import DEFAULT_GRACE, GcResult, collect
-from trainops.registry.keep import SERVED_HINT, Graph, Guard, Served, needed
 from trainops.registry.lineage import scan_registry
-from trainops.registry.protect import Override
 from trainops.registry.reference import Reference
-from trainops.registry.removal import RemoveResult, remove
+from trainops.registry.retention.gc import DEFAULT_GRACE, GcResult, collect
+from trainops.registry.retention.keep import SERVED_HINT, Graph, Guard, Served, needed
+from trainops.registry.retention.protect import Override
+from trainops.registry.retention.removal import RemoveResult, remove
 from trainops.registry.store import resolve
 
 

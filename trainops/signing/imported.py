@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from trainops.registry.context import ProgressSink
     from trainops.registry.models import Lineage
     from trainops.registry.plain_lineage import PlainLineage
-    from trainops.registry.protect import Override
+    from trainops.registry.retention.protect import Override
     from trainops.registry.store import PushResult
 
 

@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from trainops.errors import NotFoundError, TrainopsError
-from trainops.registry import media, tombstone
+from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest
 from trainops.registry.backends.base import Descriptor, ManifestData
 from trainops.registry.context import Registries
 from trainops.registry.lineage import parse_artifact
 from trainops.registry.listing import list_registry, tagged_manifests
 from trainops.registry.reference import Reference
+from trainops.registry.retention import tombstone
 from trainops.registry.store import resolve
 
 log = logging.getLogger(__name__)

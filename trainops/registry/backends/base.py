@@ -13,7 +13,7 @@ Rules every backend keeps:
 - A blob becomes visible only when complete and verified against its digest.
 - `put_manifest` is called only after every blob the manifest names is present.
 - Tags move atomically: a reader sees the old manifest or the new one, never a mix.
-- Leases and the gc lock (trainops/registry/lease.py) are small objects of their own beside
+- Leases and the gc lock (trainops/registry/retention/lease.py) are small objects of their own beside
   a repository's content: never listed as blobs, manifests, tags or repositories.
 - Errors are TrainopsErrors: NotFoundError for a missing blob/manifest/tag/repository,
   IntegrityError for content that does not match its digest, RemoteError for a service
@@ -299,7 +299,7 @@ class Backend(ABC):
         """Drop one unfinished upload (gc only). One already gone is not an error."""
         raise NotImplementedError(f"{type(self).__name__} reports no unfinished uploads to remove")
 
-    # -- leases and the gc lock (trainops/registry/lease.py has the protocol) ---------
+    # -- leases and the gc lock (trainops/registry/retention/lease.py has the protocol) ---------
     # The defaults are no-ops for backends whose server owns garbage collection (oci://):
     # no lease is kept, and gc always gets the lock (it deletes no blob there).
     def put_lease(self, repo: str, name: str, owner: str) -> None:  # noqa: B027 - no-op default

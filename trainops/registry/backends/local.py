@@ -4,7 +4,7 @@
     <repo>/index.json                 tagged manifests carry org.opencontainers.image.ref.name
     <repo>/blobs/sha256/<hex>         blobs and manifests
     <repo>/.trainops/                 lock file and in-progress uploads (ignored by OCI tools)
-    <repo>/.trainops/leases/<name>    a push in flight (trainops/registry/lease.py)
+    <repo>/.trainops/leases/<name>    a push in flight (trainops/registry/retention/lease.py)
     <repo>/.trainops/gc-lock          a gc run deleting in this repository
 
 Blobs are written to .trainops/tmp, verified, then renamed into blobs/ (atomic on one

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.errors import RemoteError
-from trainops.registry.backends.oci_http import Transport, TransportError
+from trainops.registry.backends.oci.http import Transport, TransportError
 
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 

@@ -33,8 +33,8 @@ from typing import BinaryIO
 
 from trainops.errors import IntegrityError, RemoteError
 from trainops.registry.backends.base import Progress, check_range, no_progress, read_exact, read_span
-from trainops.registry.backends.oci_http import Response, TransportError
-from trainops.registry.backends.oci_session import ATTEMPTS, RegistrySession, logger, pull_scope
+from trainops.registry.backends.oci.http import Response, TransportError
+from trainops.registry.backends.oci.session import ATTEMPTS, RegistrySession, logger, pull_scope
 from trainops.retry import Backoff, RetryPolicy
 
 PART = 16 * 1024 * 1024

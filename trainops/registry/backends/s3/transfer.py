@@ -12,7 +12,7 @@ function of the blob size, so every part's offset is known, and a kept part must
 local bytes by CRC-32 (or its MD5 ETag), otherwise it is sent again.
 
 Memory stays flat: parts live in at most max_concurrency + 1 reused buffers, shared by all
-uploads of one backend. Downloads are in s3_download.
+uploads of one backend. Downloads are in download.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 from trainops.errors import InputError, IntegrityError
 from trainops.registry.backends.base import BlobSource, Progress
-from trainops.registry.backends.s3_client import (
+from trainops.registry.backends.s3.client import (
     KeyMissing,
     S3Ops,
     UploadMissing,

@@ -1,13 +1,13 @@
 """oci:// backend: the OCI Distribution API (Distribution, Harbor, ECR, …).
 
-- HTTP on the standard library (oci_http: TLS unless the registry is marked insecure, CA
+- HTTP on the standard library (http: TLS unless the registry is marked insecure, CA
   bundles via REQUESTS_CA_BUNDLE/SSL_CERT_FILE, proxies from the environment).
 - Credentials from Docker's config.json; Basic and Bearer (token per scope) challenges;
-  5xx, 429 and dropped connections retried with backoff (oci_session).
+  5xx, 429 and dropped connections retried with backoff (session).
 - Uploads stream the file (sendfile on plain HTTP); a dropped upload resumes from the
-  offset the registry reports (oci_upload).
+  offset the registry reports (upload).
 - Downloads are hashed as they are written, large blobs as parallel ranges, resumed with
-  Range, and verified (oci_download).
+  Range, and verified (download).
 - Referrers: the OCI 1.1 API where the registry has it, else the referrers tag schema
   (`sha256-<hex>` → an image index), which trainops maintains on put_manifest.
 """
@@ -32,14 +32,14 @@ from trainops.registry.backends.base import (
     no_progress,
     sha256_digest,
 )
-from trainops.registry.backends.oci_auth import HUB_API, is_docker_hub
-from trainops.registry.backends.oci_session import ATTEMPTS, RegistrySession, pull_scope, push_scope
+from trainops.registry.backends.oci.auth import HUB_API, is_docker_hub
+from trainops.registry.backends.oci.session import ATTEMPTS, RegistrySession, pull_scope, push_scope
 from trainops.registry.reference import DIGEST_RE, RegistryRoot
 from trainops.retry import Backoff, RetryPolicy
 
 if TYPE_CHECKING:
-    from trainops.registry.backends.oci_download import Downloads
-    from trainops.registry.backends.oci_upload import Uploads
+    from trainops.registry.backends.oci.download import Downloads
+    from trainops.registry.backends.oci.upload import Uploads
 
 ACCEPT = ", ".join(media.MANIFEST_TYPES)
 _RACE = RetryPolicy(attempts=ATTEMPTS, base=0.1, jitter=1.0)  # writers that collided: spread them apart
@@ -72,13 +72,13 @@ class OCIBackend(Backend):
 
     @functools.cached_property
     def uploads(self) -> Uploads:  # imported when first needed: `registry ls` sends no blob
-        from trainops.registry.backends.oci_upload import Uploads
+        from trainops.registry.backends.oci.upload import Uploads
 
         return Uploads(self.session)
 
     @functools.cached_property
     def downloads(self) -> Downloads:
-        from trainops.registry.backends.oci_download import Downloads
+        from trainops.registry.backends.oci.download import Downloads
 
         return Downloads(self.session)
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from trainops.errors import IntegrityError, RemoteError
 from trainops.registry.backends.base import DigestWriter, Progress, check_range, read_exact, read_span
-from trainops.registry.backends.s3_client import ConditionFailed, S3Ops, is_stream_error
-from trainops.registry.backends.s3_transfer import TransferSettings, part_size_for
+from trainops.registry.backends.s3.client import ConditionFailed, S3Ops, is_stream_error
+from trainops.registry.backends.s3.transfer import TransferSettings, part_size_for
 from trainops.retry import Backoff, RetryPolicy
 
 STREAM_CHUNK = 1024 * 1024

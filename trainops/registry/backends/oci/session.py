@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlencode, urljoin
 
 from trainops.errors import IntegrityError, NotFoundError, RemoteError
-from trainops.registry.backends.oci_auth import (
+from trainops.registry.backends.oci.auth import (
     Credentials,
     TokenCache,
     basic_header,
@@ -23,7 +23,7 @@ from trainops.registry.backends.oci_auth import (
     load_credentials,
     parse_challenge,
 )
-from trainops.registry.backends.oci_http import (
+from trainops.registry.backends.oci.http import (
     Response,
     TLSError,
     Transport,

@@ -1,4 +1,4 @@
-"""Leases and the gc lock of the s3:// backend (the protocol is in trainops/registry/lease.py).
+"""Leases and the gc lock of the s3:// backend (the protocol is in trainops/registry/retention/lease.py).
 
     <repo>/_trainops/leases/<name>    a push in flight; LastModified is its heartbeat
     <repo>/_trainops/gc-lock          a gc run deleting in this repository (its owner's token)
@@ -14,7 +14,7 @@ from typing import Any
 
 from trainops.errors import InputError
 from trainops.registry.backends.base import Lease
-from trainops.registry.backends.s3_client import ConditionFailed, KeyMissing, S3Ops, Unsupported
+from trainops.registry.backends.s3.client import ConditionFailed, KeyMissing, S3Ops, Unsupported
 
 LEASE_NAME_LENGTH = 32  # a uuid4's hex
 

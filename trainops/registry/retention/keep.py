@@ -6,7 +6,7 @@ their own rule for what they would remove; none of them removes what this module
 - a release the GitOps repository serves, as stable or as the canary (`served`, read from
   the manifest's GitOps repo by trainops.rollout.protect): never, whatever the flags;
 - a tagged release (a model `trainops release` made): only with `--force --reason`
-  (trainops.registry.protect); one whose tags went that way is no longer kept for itself;
+  (trainops.registry.retention.protect); one whose tags went that way is no longer kept for itself;
 - what a kept artifact needs: its lineage parents (a pruned parent's record stands for
   it), its subject, the manifests of an index, the eval report a release names, and its
   referrers (eval reports, signatures, provenance).
@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainops.errors import ExistsError, TrainopsError
-from trainops.registry import media, tombstone
+from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest
 from trainops.registry.context import Registries
-from trainops.registry.protect import FORCE_HINT, Override, is_release
 from trainops.registry.reference import Reference, RegistryRoot, parse_reference
+from trainops.registry.retention import tombstone
+from trainops.registry.retention.protect import FORCE_HINT, Override, is_release
 
 SERVED_HINT = "serve another release first (trainops rollout start/promote, or rollback), then remove it"
 

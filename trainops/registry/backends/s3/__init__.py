@@ -8,15 +8,15 @@ The layout mirrors the OCI image layout, so that a synced copy is recognisable
     <repo>/manifests/sha256/<hex>                manifest bytes; Content-Type = media type
     <repo>/tags/<tag>                            descriptor JSON of the tagged manifest
     <repo>/referrers/<subject-hex>/<hex>         descriptor JSON of a manifest with a subject
-    <repo>/_trainops/leases/<name>               a push in flight (trainops/registry/lease.py)
+    <repo>/_trainops/leases/<name>               a push in flight (trainops/registry/retention/lease.py)
     <repo>/_trainops/gc-lock                     a gc run deleting in this repository
-    <repo>/_tags/…                               the tag index (s3_tags: a cache of tags/)
+    <repo>/_tags/…                               the tag index (tags: a cache of tags/)
 
 `<repo>` is the repository's full path in the bucket (it starts with the root's prefix).
 Tags move with conditional writes (If-None-Match: * to create, If-Match: <ETag> to
 replace), re-read and retried when another writer got there first: the last writer wins,
 and a tag always holds one complete descriptor of a manifest already stored. Blob
-transfers are in s3_transfer (verified multipart uploads that resume) and s3_download.
+transfers are in transfer (verified multipart uploads that resume) and download.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from trainops.registry.backends.base import (
     no_progress,
     sha256_digest,
 )
-from trainops.registry.backends.s3_client import (
+from trainops.registry.backends.s3.client import (
     ConditionFailed,
     KeyMissing,
     S3Ops,
@@ -49,10 +49,10 @@ from trainops.registry.backends.s3_client import (
     make_client,
     sha256_b64,
 )
-from trainops.registry.backends.s3_download import Downloads
-from trainops.registry.backends.s3_lease import S3Leases
-from trainops.registry.backends.s3_tags import TagIndex
-from trainops.registry.backends.s3_transfer import (
+from trainops.registry.backends.s3.download import Downloads
+from trainops.registry.backends.s3.lease import S3Leases
+from trainops.registry.backends.s3.tags import TagIndex
+from trainops.registry.backends.s3.transfer import (
     DEFAULT_CONCURRENCY,
     DEFAULT_PART_SIZE,
     MIN_PART_SIZE,

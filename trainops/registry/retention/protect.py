@@ -4,7 +4,7 @@ A release is a model artifact made by `trainops release` (artifactType ModelPack
 with the `dev.trainops.release.checkpoint` annotation). A tag that names one — in the
 release repository or anywhere else — is moved (push, `registry tag`, `registry copy`) or
 removed (`registry rm`, `registry gc`) only with an override: `--force --reason TEXT`.
-Whether anything may be deleted is decided in trainops.registry.keep; a release the
+Whether anything may be deleted is decided in trainops.registry.retention.keep; a release the
 GitOps repository serves is never removed, even then (trainops.rollout.protect reads it).
 """
 

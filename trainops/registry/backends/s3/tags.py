@@ -56,7 +56,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from trainops.errors import TrainopsError
-from trainops.registry.backends.s3_client import ConditionFailed, KeyMissing, S3Ops, Unsupported
+from trainops.registry.backends.s3.client import ConditionFailed, KeyMissing, S3Ops, Unsupported
 from trainops.retry import Backoff, RetryPolicy
 
 SHARDS = 16

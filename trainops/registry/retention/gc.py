@@ -1,7 +1,7 @@
 """Garbage collection: remove what no kept artifact needs.
 
 Kept: every tagged artifact (or, with keep_last, the newest N tagged artifacts of each
-repository), what trainops.registry.keep keeps whatever the rule (the releases the GitOps
+repository), what trainops.registry.retention.keep keeps whatever the rule (the releases the GitOps
 repo serves, releases without an override), and — transitively — everything a kept
 artifact needs: its blobs, the parents its lineage names (in any repository of the
 registry), its subject, the manifests of an index, the eval report a release names, and
@@ -16,7 +16,7 @@ is written, so gc takes the gc lock of each repository, then lists its leases (a
 holds one from before its first blob check until its manifest is written), then reads the
 registry: a repository with a push in flight is left whole for this run (reported in
 `skipped_repositories` and the notes); a push that starts while gc holds the lock waits
-until gc is done. trainops/registry/lease.py has the ordering argument. Leases of killed
+until gc is done. trainops/registry/retention/lease.py has the ordering argument. Leases of killed
 pushes are removed once older than the grace period; so are their unfinished uploads.
 On oci:// gc removes artifacts only; the registry's own garbage collector reclaims blobs
 (and must itself run when no push is in flight, as Distribution's requires).
@@ -38,10 +38,10 @@ from trainops.errors import NotFoundError
 from trainops.registry.artifact import ParsedManifest
 from trainops.registry.backends.base import Backend
 from trainops.registry.context import Registries
-from trainops.registry.keep import Graph, Guard, Kept, Node, guarded_roots, needed
-from trainops.registry.lease import GcLocks
 from trainops.registry.lineage import forget_manifest, scan_registry
 from trainops.registry.reference import Reference, RegistryRoot
+from trainops.registry.retention.keep import Graph, Guard, Kept, Node, guarded_roots, needed
+from trainops.registry.retention.lease import GcLocks
 
 
 @dataclass

@@ -29,8 +29,8 @@ from trainops import interrupt
 from trainops.errors import IntegrityError, NotFoundError, RemoteError, TrainopsError
 from trainops.registry import resume
 from trainops.registry.backends.base import BlobSource, Progress, no_progress
-from trainops.registry.backends.oci_http import Response, TransportError, Upload
-from trainops.registry.backends.oci_session import ATTEMPTS, RegistrySession, push_scope
+from trainops.registry.backends.oci.http import Response, TransportError, Upload
+from trainops.registry.backends.oci.session import ATTEMPTS, RegistrySession, push_scope
 from trainops.registry.digestcache import file_identity
 from trainops.retry import RETRY_STATUS, Backoff, RetryPolicy
 

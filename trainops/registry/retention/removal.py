@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from trainops.errors import InputError
 from trainops.registry.context import Registries
-from trainops.registry.keep import Guard
 from trainops.registry.lineage import forget_manifest
 from trainops.registry.reference import Reference
+from trainops.registry.retention.keep import Guard
 from trainops.registry.store import resolve
 
 
@@ -20,7 +20,7 @@ class RemoveResult:
 
 def remove(registries: Registries, *, ref: Reference, guard: Guard | None = None) -> RemoveResult:
     """Remove a tag (REPO:TAG) or a manifest and its tags (REPO@DIGEST), unless the guard
-    (trainops.registry.keep) keeps it: a served release never, a release only with an override."""
+    (trainops.registry.retention.keep) keeps it: a served release never, a release only with an override."""
     backend = registries.backend(ref)
     if not ref.digest and not ref.tag:
         raise InputError(f"{ref} names neither a tag nor a digest", hint="write REPO:TAG or REPO@sha256:…")
