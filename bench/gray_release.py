@@ -176,13 +176,14 @@ def run(rounds: int, work: Path) -> Result:
     from trainops_testing.argo_cluster import ArgoStack
     from trainops_testing.kube_bins import binary
     from trainops_testing.kube_cluster import KubeCluster
-    from trainops_testing.serving_metrics import FileSdPrometheus, ReplicaSetExporters
+    from trainops_testing.prometheus import Prometheus
+    from trainops_testing.serving_metrics import ReplicaSetExporters
 
     load_before = os.getloadavg()[0]
     cluster = KubeCluster(work / "kube", components=SERVING)
     cluster.start()
     stack = ArgoStack(work=work / "argo", kubeconfig=cluster.kubeconfig, kubectl=str(binary("kubectl")))
-    prometheus = FileSdPrometheus(work / "prometheus")
+    prometheus = Prometheus(work / "prometheus", file_sd=True)
     latency = _Latency()
     try:
         stack.start()

@@ -47,9 +47,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 from tests.rollout.conftest import IMAGE, make_project  # noqa: E402
-from tests.slo.stack import Alertmanager, RulePrometheus, VllmStandIn  # noqa: E402
 from tests.slo.test_alert_loop import overlay  # noqa: E402
+from trainops_testing.prometheus import Alertmanager, Prometheus  # noqa: E402
 from trainops_testing.services import LOOPBACK, free_port, git_env  # noqa: E402
+from trainops_testing.vllm import VllmStandIn  # noqa: E402
 
 TOKEN = "bench-token"
 TIMEOUT = 120.0
@@ -108,7 +109,7 @@ def _one(root: Path) -> tuple[float, float, float, list[Any]]:
     receiver = Receiver(manifest, host=LOOPBACK, port=0, token=TOKEN).start()
     alertmanager = Alertmanager(root / "am", webhook=receiver.url, token=TOKEN)
     targets = {"tiny-llm-stable": [stable.target], "tiny-llm-canary": [canary.target]}
-    prometheus = RulePrometheus(root / "prom", targets=targets, rules=rule_file_of(manifest), alertmanager=None,
+    prometheus = Prometheus(root / "prom", targets=targets, rules=rule_file_of(manifest), alertmanager=None,
                                 port=port)  # fmt: skip
     stop = [stable.close, canary.close, receiver.close, alertmanager.stop, prometheus.stop]
     try:
@@ -147,7 +148,7 @@ def _own_metric(text: str, name: str) -> dict[str, float]:
     return out
 
 
-def _rule_stats(prometheus: RulePrometheus) -> list[Any]:
+def _rule_stats(prometheus: Prometheus) -> list[Any]:
     """The model's rule groups: their rules and last evaluation time (median of 10 readings, one
     evaluation apart), and the series the rules record."""
     import requests

@@ -286,11 +286,21 @@ build_kuberay() {
     plain kuberay github.com/ray-project/kuberay/ray-operator "$version" "" github.com/ray-project/kuberay/ray-operator
 }
 
+# Kubeflow Trainer v2's controller manager (TrainJob, ClusterTrainingRuntime, TrainingRuntime:
+# it turns a TrainJob into a JobSet). Its module has no replace directives and ships its
+# manifests in the zip, so the proxy serves everything the cluster needs (it lists only v2.0.0,
+# but serves the later tags when asked for by version).
+build_trainer() {
+    version="$TRAINER_VERSION"; have trainer-controller-manager && return 0
+    plain trainer github.com/kubeflow/trainer/v2 "$version" "" \
+        github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+}
+
 # Order: what the simulated cluster needs first. Volcano, JobSet, Kueue and LeaderWorkerSet
 # build from their git trees at the tag (TRAINOPS_<NAME>_SRC or a fetch from GitHub); Argo CD
 # v3.6.2 needs Go 1.27, which GOTOOLCHAIN takes from the module proxy. Any failure fails the
 # script (scripts/kube_components.py says what the component needs).
-components=(etcd kubernetes kwok volcano jobset kueue lws argocd rollouts kserve kuberay)
+components=(etcd kubernetes kwok volcano jobset kueue lws argocd rollouts kserve kuberay trainer)
 
 selected=("$@")
 [ "${#selected[@]}" -gt 0 ] || selected=("${components[@]}")

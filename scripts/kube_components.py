@@ -52,6 +52,7 @@ COMPONENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "rollouts": ("ROLLOUTS_VERSION", ("rollouts-controller", "gatewayapi-plugin")),
     "kserve": ("KSERVE_VERSION", ("kserve-manager",)),
     "kuberay": ("KUBERAY_VERSION", ("ray-operator",)),
+    "trainer": ("TRAINER_VERSION", ("trainer-controller-manager",)),
     "cosign": ("COSIGN_VERSION", ("cosign",)),
 }
 

@@ -7,8 +7,8 @@ versions pinned in scripts/kube-versions.env, with SOURCES.md (path, version, sh
 
 Volcano, JobSet, LeaderWorkerSet and Kueue come from their git tags (the Go module proxy does
 not serve them whole): the repository named by TRAINOPS_<NAME>_SRC (a clone or bare mirror),
-else a shallow fetch of the tag from GitHub. KServe, Argo CD, Argo Rollouts and KubeRay come from the
-Go module proxy (`go mod download`, checked against the checksum database). A file with the
+else a shallow fetch of the tag from GitHub. KServe, Argo CD, Argo Rollouts, KubeRay and Kubeflow
+Trainer come from the Go module proxy (`go mod download`, checked against the checksum database). A file with the
 same bytes as one of trainops/render/crds/ is stored as a relative symlink to it.
 """
 
@@ -57,6 +57,11 @@ SPEC: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "rollouts": ("ROLLOUTS_VERSION", "github.com/argoproj/argo-rollouts", ("manifests/crds/",)),
     # the module is the repository's ray-operator/ directory (tag ray-operator/<version>)
     "kuberay": ("KUBERAY_VERSION", "github.com/ray-project/kuberay/ray-operator", ("config/crd/bases/",)),
+    "trainer": (
+        "TRAINER_VERSION",
+        "github.com/kubeflow/trainer/v2",
+        ("manifests/base/crds/", "manifests/base/webhook/", "manifests/base/runtimes/torch_distributed.yaml"),
+    ),
 }
 
 

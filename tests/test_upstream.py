@@ -24,5 +24,5 @@ def test_every_vendored_file_is_listed_with_its_sha256() -> None:
 
 def test_the_vendored_versions_are_the_pinned_ones() -> None:
     dirs = {p.name for p in UPSTREAM.iterdir() if p.is_dir()}
-    components = ("volcano", "jobset", "lws", "kueue", "kserve", "argocd", "rollouts", "kuberay")
+    components = ("volcano", "jobset", "lws", "kueue", "kserve", "argocd", "rollouts", "kuberay", "trainer")
     assert dirs == {f"{c}-{version(c)}" for c in components}

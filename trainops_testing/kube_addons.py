@@ -1,4 +1,4 @@
-"""Volcano, JobSet, Kueue and LeaderWorkerSet on the simulated cluster: their CRDs (the
+"""Volcano, JobSet, Kueue, LeaderWorkerSet and Kubeflow Trainer on the simulated cluster: their CRDs (the
 vendored ones where trainops has them, else upstream's own at the pinned version, vendored in
 tests/upstream/),
 configuration, admission webhooks and processes. A mixin of ``KubeCluster``
@@ -248,23 +248,33 @@ class AddonsMixin:
         keep_groups: frozenset[str],
         args: Sequence[str] = (),
         prefix: Sequence[str] = (),
+        cert_dir_option: bool = True,
     ) -> None:
-        """A controller-runtime manager (Kueue, JobSet, LeaderWorkerSet): loopback ports, our
-        webhook certificate, and the webhook configurations its kustomization directory
-        ``webhooks`` builds, pointed at 127.0.0.1 (no Service: no pod network here)."""
+        """A controller-runtime manager (Kueue, JobSet, LeaderWorkerSet, Kubeflow Trainer): loopback
+        ports, our webhook certificate, and the webhook configurations its kustomization directory
+        ``webhooks`` builds, pointed at 127.0.0.1 (no Service: no pod network here).
+
+        Without ``cert_dir_option`` (the Trainer's Configuration has no webhook certDir, nor
+        internalCertManagement: its own is certManagement, in ``config``) the certificate goes
+        where controller-runtime looks by default, $TMPDIR/k8s-webhook-server/serving-certs, with
+        a TMPDIR of the manager's own."""
         self.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-        certs = self.directory / f"{name}-certs"
-        certs.mkdir(exist_ok=True)
+        tmp = self.directory / f"{name}-tmp"
+        certs = self.directory / f"{name}-certs" if cert_dir_option else tmp / "k8s-webhook-server" / "serving-certs"
+        certs.mkdir(parents=True, exist_ok=True)
         shutil.copy(self.pki / "webhook.crt", certs / "tls.crt")
         shutil.copy(self.pki / "webhook.key", certs / "tls.key")
         webhook, health, metrics = self._port(f"{name}-webhook"), self._port(name), self._port(f"{name}-metrics")
+        serving: dict[str, Any] = {"port": webhook, "host": LOOPBACK}
+        if cert_dir_option:
+            serving["certDir"] = str(certs)
+            config = {**config, "internalCertManagement": {"enable": False}}
         config = {
             **config,
             "health": {"healthProbeBindAddress": f"{LOOPBACK}:{health}"},
             "metrics": {"bindAddress": f"{LOOPBACK}:{metrics}"},
-            "webhook": {"port": webhook, "host": LOOPBACK, "certDir": str(certs)},
+            "webhook": serving,
             "leaderElection": {"leaderElect": False},
-            "internalCertManagement": {"enable": False},
         }
         path = self.directory / f"{name}-config.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -277,7 +287,7 @@ class AddonsMixin:
             # readyz answers before the webhook server listens: a request the API server sends
             # it in between would be refused (failurePolicy Fail)
             ready=lambda: readyz() and _accepts(webhook),
-            env={"KUBECONFIG": str(self.kubeconfig)},
+            env={"KUBECONFIG": str(self.kubeconfig), **({} if cert_dir_option else {"TMPDIR": str(tmp)})},
             prefix=prefix,
         )
         built = self.kubectl("kustomize", str(webhooks)).stdout
@@ -335,12 +345,38 @@ class AddonsMixin:
             env={"KUBECONFIG": str(self.kubeconfig)},
         )
 
+    def _start_trainer(self) -> None:
+        """Kubeflow Trainer v2's controller manager: TrainJob, TrainingRuntime and
+        ClusterTrainingRuntime (their CRDs from its release), its defaulting and validating
+        webhooks; it creates a JobSet per TrainJob, which the JobSet controller runs."""
+        src = upstream("trainer")
+        self.install_crds(sorted((src / "manifests/base/crds").glob("trainer.kubeflow.org_*.yaml")))
+        config = {
+            "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+            "kind": "Configuration",
+            "certManagement": {"enable": False},  # it would issue certificates for an in-cluster Service
+            "clientConnection": {"qps": 200, "burst": 400},
+        }
+        self._controller_runtime(
+            name="trainer",
+            exe=binary("trainer-controller-manager"),
+            namespace="kubeflow-system",
+            config=config,
+            webhooks=src / "manifests/base/webhook",
+            keep_groups=frozenset({"trainer.kubeflow.org"}),
+            cert_dir_option=False,
+        )
+
     def _start_kueue(self) -> None:
         prefix = self._kueue_metrics_certs()
         crds = self._crd_files("kueue", ["config/components/crd/bases"])
+        ray = "kuberay" in self.components
+        if ray:  # Kueue enables an integration only when its CRDs are there as it starts
+            crds += self._crd_files("kuberay", ["config/crd/bases"])
         self.install_crds(crds)
         src = upstream("kueue")
         frameworks = ["batch/job"] + (["jobset.x-k8s.io/jobset"] if "jobset" in self.components else [])
+        frameworks += ["ray.io/rayjob", "ray.io/raycluster"] if ray else []
         config = {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",
@@ -353,6 +389,7 @@ class AddonsMixin:
             "resources": {"excludeResourcePrefixes": ["rdma/"]},
         }
         groups = {"kueue.x-k8s.io", "batch"} | ({"jobset.x-k8s.io"} if "jobset" in self.components else set())
+        groups |= {"ray.io"} if ray else set()
         self._controller_runtime(
             name="kueue",
             exe=binary("kueue"),

@@ -3,7 +3,8 @@
 etcd, kube-apiserver, kube-controller-manager and kube-scheduler (the default scheduler:
 it places what Kueue admits), kwok (fake nodes with ``nvidia.com/gpu`` and rack/spine
 labels; pods become Running without kubelets), the Volcano scheduler and controllers, and
-the Kueue and JobSet controllers; the LeaderWorkerSet controller when asked for (``lws``).
+the Kueue and JobSet controllers; the LeaderWorkerSet controller and the Kubeflow Trainer
+controller when asked for (``lws``, ``trainer``).
 Every binary comes from ``scripts/kube_components.py`` at the versions of
 ``scripts/kube-versions.env``; everything listens on 127.0.0.1 only (every
 component's serving, metrics and health flags are set here), with a CA, serving and client
@@ -65,8 +66,9 @@ POOL_LABEL = "node.trainops.dev/pool"
 # Components in start order; each needs the ones before it that it names. ALL_COMPONENTS is
 # what starts by default; an EXTRA one only when named (`--components …,lws`).
 ALL_COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "volcano", "jobset", "kueue")
-# the LeaderWorkerSet controller of multi-node serving; KubeRay's operator of the ray target
-EXTRA_COMPONENTS = ("lws", "kuberay")
+# the LeaderWorkerSet controller of multi-node serving; KubeRay's operator of the ray target;
+# Kubeflow Trainer (TrainJob → JobSet: needs jobset)
+EXTRA_COMPONENTS = ("lws", "kuberay", "trainer")
 KNOWN_COMPONENTS = ALL_COMPONENTS + EXTRA_COMPONENTS
 CORE = ("etcd", "apiserver")
 # Kubernetes 1.37's Workload API: its group version and the feature gate of the API server,
@@ -262,6 +264,7 @@ class KubeCluster(AddonsMixin):
             "jobset": ["jobset", "kubectl"],
             "lws": ["lws", "kubectl"],  # kubectl builds its webhook configurations (kustomize)
             "kuberay": ["ray-operator"],
+            "trainer": ["trainer-controller-manager", "kubectl"],
         }[component]
         return [binary(n) for n in names]
 

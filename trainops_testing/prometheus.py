@@ -1,23 +1,20 @@
-"""A real Prometheus (Debian's `prometheus`) on a free loopback port, scraping a loopback exporter
-that serves vLLM's metric names with values the test sets.
-
-An exporter can carry extra labels on every series (`labels`): the cluster tests run one per
-serving ReplicaSet, standing in for the vLLM pods that kwok simulates (they serve nothing),
-labelled with the ReplicaSet's pod-template hash and `source="kwok-stand-in"`.
-
-The exporter's latency histogram grows on every scrape by `per_scrape` requests that each took
-`latency` seconds, so `histogram_quantile(0.95, … rate(…_bucket[…]))` measures `latency`
-(interpolated inside its bucket), and `vllm:num_requests_running` is a gauge.
+"""Prometheus and Alertmanager as real processes (Debian's `prometheus`,
+`prometheus-alertmanager`) on free loopback ports — the one home of both for tests and
+benchmarks — and `serve_metrics_text`, the /metrics endpoint the exporters' stand-ins
+(trainops_testing.vllm) serve from.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from trainops_testing.services import (
     LOOPBACK,
@@ -28,9 +25,6 @@ from trainops_testing.services import (
     require,
     wait_for,
 )
-
-BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-HISTOGRAMS = ("vllm:e2e_request_latency_seconds", "vllm:time_to_first_token_seconds")
 
 
 def serve_metrics_text(render: Callable[[], str]) -> ThreadingHTTPServer:
@@ -54,81 +48,87 @@ def serve_metrics_text(render: Callable[[], str]) -> ThreadingHTTPServer:
     return server
 
 
-class VllmExporter:
-    """/metrics on a free loopback port, in a thread."""
-
-    def __init__(self, labels: dict[str, str] | None = None) -> None:
-        extra = {"model_name": "tiny-llm", **(labels or {})}
-        self._labels = ",".join(f'{k}="{v}"' for k, v in extra.items())
-        self.latency = 0.2
-        self.running = 3
-        self.per_scrape = 20
-        self.scrapes = 0
-        self._counts = dict.fromkeys(BUCKETS, 0)
-        self._total = 0
-        self._sum = 0.0
-        self._lock = threading.Lock()
-        self.server = serve_metrics_text(self.render)
-        self.port = self.server.server_address[1]
-
-    def render(self) -> str:
-        with self._lock:
-            self.scrapes += 1
-            for bound in BUCKETS:
-                if self.latency <= bound:
-                    self._counts[bound] += self.per_scrape
-            self._total += self.per_scrape
-            self._sum += self.latency * self.per_scrape
-            lines = [
-                "# TYPE vllm:num_requests_running gauge",
-                f"vllm:num_requests_running{{{self._labels}}} {self.running}",
-            ]
-            for name in HISTOGRAMS:
-                lines.append(f"# TYPE {name} histogram")
-                for bound in BUCKETS:
-                    lines.append(f'{name}_bucket{{{self._labels},le="{bound}"}} {self._counts[bound]}')
-                lines.append(f'{name}_bucket{{{self._labels},le="+Inf"}} {self._total}')
-                lines.append(f"{name}_sum{{{self._labels}}} {self._sum}")
-                lines.append(f"{name}_count{{{self._labels}}} {self._total}")
-        return "\n".join(lines) + "\n"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 class Prometheus(_ManagedProcess):
+    """Debian's prometheus on a free loopback port (or `port`), scraping every `interval`.
+
+    What it scrapes, in one job `job`:
+    - `targets`: host:port strings; or service → host:port strings, each target labelled
+      `service` as a ServiceMonitor on that Service would label it;
+    - `file_sd`: the targets of `targets_file` (file_sd JSON, refreshed every second), which
+      the test rewrites while Prometheus runs (`set_targets`).
+    `rules`: a rule file's content, evaluated every `interval`; `alertmanager`: host:port
+    its alerts go to.
+    """
+
     name = "prometheus"
 
-    def __init__(self, data_dir: Path, target: str | list[str], *, start_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        targets: str | list[str] | dict[str, list[str]] | None = None,
+        *,
+        file_sd: bool = False,
+        rules: dict[str, Any] | None = None,
+        alertmanager: str | None = None,
+        interval: str = "1s",
+        job: str = "vllm",
+        port: int = 0,
+        start_timeout: float = 60.0,
+    ) -> None:
         self.data_dir = data_dir
-        self.targets = [target] if isinstance(target, str) else list(target)
-        self.port: int | None = None
+        self.targets = [targets] if isinstance(targets, str) else (targets or [])
+        self.file_sd = file_sd
+        self.targets_file = data_dir / "targets.json"
+        self.rules = rules
+        self.alertmanager = alertmanager
+        self.interval = interval
+        self.job = job
+        self.port = port  # 0: a free one at start
         self.start_timeout = start_timeout
+        self.startup_seconds = 0.0
         super().__init__(data_dir / "prometheus.log")
 
     @property
     def url(self) -> str:
         return f"http://{LOOPBACK}:{self.port}"
 
+    def _scrape(self) -> dict[str, Any]:
+        job: dict[str, Any] = {"job_name": self.job}
+        if self.file_sd:
+            job["file_sd_configs"] = [{"files": [str(self.targets_file)], "refresh_interval": "1s"}]
+        elif isinstance(self.targets, dict):
+            job["static_configs"] = [
+                {"targets": list(targets), "labels": {"service": service}} for service, targets in self.targets.items()
+            ]
+        else:
+            job["static_configs"] = [{"targets": list(self.targets)}]
+        return job
+
     def start(self) -> None:
         binary = require("prometheus", "apt-get install -y prometheus")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        config = self.data_dir / "prometheus.yml"
-        config.write_text(
-            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            f"scrape_configs:\n  - job_name: vllm\n    static_configs: [{{targets: {self.targets!r}}}]\n"
-        )
-        self.port = free_port()
+        config: dict[str, Any] = {
+            "global": {"scrape_interval": self.interval, "evaluation_interval": self.interval},
+            "scrape_configs": [self._scrape()],
+        }
+        if self.file_sd:
+            self.targets_file.write_text("[]")
+        if self.rules is not None:
+            (self.data_dir / "rules.yml").write_text(yaml.safe_dump(self.rules, sort_keys=False))
+            config["rule_files"] = [str(self.data_dir / "rules.yml")]
+        if self.alertmanager:
+            config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [self.alertmanager]}]}]}
+        (self.data_dir / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+        self.port = self.port or free_port()
+        started = time.monotonic()
         self._spawn(
             [
                 binary,
-                f"--config.file={config}",
+                f"--config.file={self.data_dir / 'prometheus.yml'}",
                 f"--storage.tsdb.path={self.data_dir / 'tsdb'}",
                 f"--web.listen-address={LOOPBACK}:{self.port}",
             ]
         )
-        t0 = time.monotonic()
         wait_for(
             lambda: _http_status(f"{self.url}/-/ready") == 200,
             timeout=self.start_timeout,
@@ -136,7 +136,63 @@ class Prometheus(_ManagedProcess):
             proc=self.proc,
             log_path=self.log_path,
         )
-        self.startup_seconds = time.monotonic() - t0
+        self.startup_seconds = time.monotonic() - started
+
+    def set_targets(self, groups: list[dict[str, Any]]) -> None:
+        """With `file_sd`: the target groups ({"targets": [...], "labels": {...}}) to scrape
+        from now on (written whole, then renamed: Prometheus never reads half a file)."""
+        partial = self.targets_file.with_suffix(".tmp")
+        partial.write_text(json.dumps(groups))
+        partial.replace(self.targets_file)
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        import requests
+
+        data = requests.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5).json()
+        result: list[dict[str, Any]] = data["data"]["result"]
+        return result
+
+
+class Alertmanager(_ManagedProcess):
+    """Debian's prometheus-alertmanager delivering every alert to one webhook, with a Bearer token."""
+
+    name = "alertmanager"
+
+    def __init__(self, data_dir: Path, *, webhook: str, token: str) -> None:
+        self.data_dir = data_dir
+        self.webhook = webhook
+        self.token = token
+        self.port = 0
+        super().__init__(data_dir / "alertmanager.log")
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def start(self) -> None:
+        binary = require("prometheus-alertmanager", "apt-get install -y prometheus-alertmanager")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        config = {
+            "route": {"receiver": "trainops", "group_by": ["alertname", "slo", "service", "run"],
+                      "group_wait": "0s", "group_interval": "1s", "repeat_interval": "1h"},
+            "receivers": [{"name": "trainops", "webhook_configs": [{
+                "url": self.webhook, "send_resolved": True,
+                "http_config": {"authorization": {"type": "Bearer", "credentials": self.token}},
+            }]}],
+        }  # fmt: skip
+        path = self.data_dir / "alertmanager.yml"
+        path.write_text(yaml.safe_dump(config))
+        self.port = free_port()
+        self._spawn([binary, f"--config.file={path}", f"--storage.path={self.data_dir / 'data'}",
+                     f"--web.listen-address={LOOPBACK}:{self.port}", "--cluster.listen-address="])  # fmt: skip
+        wait_for(lambda: _http_status(f"{self.url}/-/ready") == 200, timeout=60, what="alertmanager",
+                 proc=self.proc, log_path=self.log_path)  # fmt: skip
+
+    def alerts(self) -> list[dict[str, Any]]:
+        import requests
+
+        data: list[dict[str, Any]] = requests.get(f"{self.url}/api/v2/alerts", timeout=5).json()
+        return data
 
 
 def has_data(url: str, query: str) -> bool:
@@ -147,4 +203,4 @@ def has_data(url: str, query: str) -> bool:
     return bool(result) and result[0]["value"][1] not in ("NaN", "+Inf")
 
 
-__all__ = ["BUCKETS", "Prometheus", "ServiceError", "VllmExporter", "has_data"]
+__all__ = ["Alertmanager", "Prometheus", "ServiceError", "has_data", "serve_metrics_text"]

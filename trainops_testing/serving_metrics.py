@@ -17,60 +17,17 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from trainops_testing.prometheus import VllmExporter
+from trainops_testing.prometheus import Prometheus
 from trainops_testing.services import (
     LOOPBACK,
     ServiceError,
-    _http_status,
-    _ManagedProcess,
-    free_port,
-    require,
-    wait_for,
 )
+from trainops_testing.vllm import VllmExporter
 
 RELEASE_ANNOTATION = "trainops.dev/release"
 HASH_LABEL = "rollouts-pod-template-hash"
-
-
-class FileSdPrometheus(_ManagedProcess):
-    """Debian's prometheus scraping every target listed in a file_sd file, every second."""
-
-    name = "prometheus"
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.targets_file = data_dir / "targets.json"
-        self.port = 0
-        super().__init__(data_dir / "prometheus.log")
-
-    @property
-    def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
-
-    def start(self) -> None:
-        binary = require("prometheus", "apt-get install -y prometheus")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.targets_file.write_text("[]")
-        config = self.data_dir / "prometheus.yml"
-        config.write_text(
-            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            "scrape_configs:\n  - job_name: vllm\n"
-            f"    file_sd_configs: [{{files: ['{self.targets_file}'], refresh_interval: 1s}}]\n"
-        )
-        self.port = free_port()
-        self._spawn(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={self.data_dir / 'tsdb'}",
-                f"--web.listen-address={LOOPBACK}:{self.port}",
-            ]
-        )
-        wait_for(lambda: _http_status(f"{self.url}/-/ready") == 200, timeout=60, what="prometheus",
-                 proc=self.proc, log_path=self.log_path)  # fmt: skip
 
 
 class ReplicaSetExporters:
@@ -80,7 +37,7 @@ class ReplicaSetExporters:
         self,
         *,
         get: Callable[[str], dict[str, Any]],
-        prometheus: FileSdPrometheus,
+        prometheus: Prometheus,  # with file_sd
         rollout: str,
         namespace: str,
         latency_for: Callable[[str], float],
@@ -132,11 +89,9 @@ class ReplicaSetExporters:
             role = "stable" if pod_hash == stable else "canary" if pod_hash == canary else "old"
             labels = {"service": f"{self.rollout}-{role}", "rollouts_pod_template_hash": pod_hash}
             targets.append({"targets": [f"{LOOPBACK}:{exporter.port}"], "labels": labels})
-        text = json.dumps(sorted(targets, key=lambda t: t["targets"][0]))
-        if self.prometheus.targets_file.read_text() != text:
-            tmp = self.prometheus.targets_file.with_suffix(".tmp")
-            tmp.write_text(text)
-            tmp.replace(self.prometheus.targets_file)
+        groups = sorted(targets, key=lambda t: t["targets"][0])
+        if json.loads(self.prometheus.targets_file.read_text()) != groups:
+            self.prometheus.set_targets(groups)
 
     def stop(self) -> None:
         self._stop.set()

@@ -20,15 +20,16 @@ import pytest
 from tests.argo.helpers import NAME, NAMESPACE, Live, app_synced, healthy_stable, serving_project, start_args, wait
 from tests.cli.runner import run
 from trainops_testing.argo_cluster import ArgoStack
-from trainops_testing.serving_metrics import FileSdPrometheus, ReplicaSetExporters
+from trainops_testing.prometheus import Prometheus
+from trainops_testing.serving_metrics import ReplicaSetExporters
 
 SYNC = 90.0
 SLOW, FAST = 2.0, 0.05  # seconds to the first token: the canary's, the stable's
 
 
 @pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[FileSdPrometheus]:
-    prom = FileSdPrometheus(tmp_path / "prometheus")
+def prometheus(tmp_path: Path) -> Iterator[Prometheus]:
+    prom = Prometheus(tmp_path / "prometheus", file_sd=True)
     prom.start()
     yield prom
     prom.stop()
@@ -42,7 +43,7 @@ def _status(project: Any, argo: ArgoStack) -> dict[str, Any]:
 
 
 def test_slow_canary_fails_the_analysis_and_the_controller_aborts(
-    argo: ArgoStack, gitops_http: str, prometheus: FileSdPrometheus, tmp_path: Path
+    argo: ArgoStack, gitops_http: str, prometheus: Prometheus, tmp_path: Path
 ) -> None:
     project = serving_project(tmp_path / "project", gitops_http, prometheus=prometheus.url)
     live = Live(argo)
@@ -117,7 +118,7 @@ def _last_analysis_run(live: Live) -> dict[str, Any]:
 
 
 def test_auto_promote_reads_the_users_kubeconfig_and_follows_the_controllers_verdicts(
-    argo: ArgoStack, gitops_http: str, prometheus: FileSdPrometheus, tmp_path: Path
+    argo: ArgoStack, gitops_http: str, prometheus: Prometheus, tmp_path: Path
 ) -> None:
     """Plain `promote --auto` with $KUBECONFIG set (no flag): the manifest declares Argo CD and
     Argo Rollouts, so it waits for each committed step's AnalysisRun instead of measuring

@@ -49,6 +49,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "pytorchjob": {"spec": {"train": {"scheduler": "pytorchjob", "topology": None}, "patches": None}},
     "ray": {"spec": {"train": {"scheduler": "ray", "topology": None}, "tenants": KUEUE_TENANTS, "patches": None}},
+    # Kubeflow Trainer v2: trainops' TrainingRuntime and the TrainJob, a JobSet patch as a RuntimePatch
+    "kubeflow": {
+        "spec": {
+            "train": {"scheduler": "kubeflow", "topology": None},
+            "tenants": KUEUE_TENANTS,
+            "patches": [{"target": {"kind": "JobSet"}, "merge": {"metadata": {"labels": {"cost-center": "ml"}}}}],
+        }
+    },
     "gateway-api": {"spec": {"rollout": {"traffic": "gateway-api"}}},
     "kserve": {"spec": {"rollout": {"traffic": "kserve", "abTest": None}}},
     "multi-node-serving": {

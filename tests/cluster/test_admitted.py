@@ -140,6 +140,7 @@ def test_every_target_in_every_environment_is_admitted_dry_run_then_for_real(clu
     served |= {"kueue.x-k8s.io/v1beta2 ClusterQueue", "kueue.x-k8s.io/v1beta2 LocalQueue"}
     served |= {"kueue.x-k8s.io/v1beta2 ResourceFlavor", "kueue.x-k8s.io/v1beta2 Topology"}
     served |= {"topology.volcano.sh/v1alpha1 HyperNode"}
+    served |= {"trainer.kubeflow.org/v1alpha1 TrainJob", "trainer.kubeflow.org/v1alpha1 TrainingRuntime"}
     assert served <= kinds
 
 

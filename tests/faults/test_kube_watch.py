@@ -31,7 +31,6 @@ import yaml
 from tests.cli.test_json_convention import bad_keys
 from tests.cli.test_train_cli import IMAGE, _git
 from tests.cluster.targets import write_variant
-from tests.slo.stack import RulePrometheus
 from trainops import clock
 from trainops.cluster import applier
 from trainops.cluster.access import ClusterAccess
@@ -43,6 +42,7 @@ from trainops.registry.context import Registries
 from trainops.render.names import LABEL_RUN_ID
 from trainops_testing.kube_cluster import Shape
 from trainops_testing.kube_jobs import finish_pods, priority_class
+from trainops_testing.prometheus import Prometheus
 from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -275,7 +275,7 @@ def _pushed_checkpoint(project: Path, run_id: str, step: int) -> None:
     assert pushed.returncode == 0, pushed.stderr
 
 
-def _value(prometheus: RulePrometheus, query: str) -> float | None:
+def _value(prometheus: Prometheus, query: str) -> float | None:
     result = prometheus.query(query)
     return float(result[0]["value"][1]) if result else None
 
@@ -285,7 +285,7 @@ def test_a_lost_node_restarts_the_run_elsewhere_through_git_without_writing_to_a
 ) -> None:
     address = load_manifest(project / "trainops.yaml").require_train().metrics_address
     assert address is not None
-    prometheus = RulePrometheus(tmp_path / "prom", targets={"train": [address]}, rules={"groups": []},
+    prometheus = Prometheus(tmp_path / "prom", targets={"train": [address]}, rules={"groups": []},
                                 alertmanager=None)  # fmt: skip
     request.addfinalizer(prometheus.stop)
     prometheus.start()
@@ -332,3 +332,51 @@ def test_a_lost_node_restarts_the_run_elsewhere_through_git_without_writing_to_a
     cordoned = {n["metadata"]["name"] for n in cluster.api.list("v1", "Node") if n["spec"].get("unschedulable")}
     assert cordoned == cordoned_before  # a requeue writes to no node
     assert report["restarts"][0]["excluded"] == [lost]
+
+
+def _cordon(api: Any, node: str, cordoned: bool) -> None:
+    spec: dict[str, Any] = {"unschedulable": cordoned}
+    if not cordoned:
+        spec["taints"] = None  # a drained node of an earlier test is uncordoned and untainted too
+    api.merge_patch("v1", "Node", node, {"spec": spec})
+
+
+def test_a_restart_that_leaves_the_run_nowhere_to_go_is_an_incident_of_its_own(
+    cluster: Any, project: Path, git_remote: Path
+) -> None:
+    """The run's node is lost and every other node is cordoned: restarted away from it, the
+    pods cannot be scheduled — an `unschedulable` incident, shown by `train status`, closed
+    once a node is free again."""
+    with GitOpsController(cluster.kubeconfig, f"file://{git_remote}") as gitops:
+        watcher = _start(cluster, project, "x3")
+        running = _running_nodes(cluster.api, "x3")
+        others = [n["metadata"]["name"] for n in cluster.api.list("v1", "Node")
+                  if n["metadata"]["name"] not in running]  # fmt: skip
+        for node in others:
+            _cordon(cluster.api, node, True)
+        lost = sorted(running)[0]
+        cluster.api.delete("v1", "Node", lost)
+
+        def stuck() -> list[records.Incident]:
+            return [i for i in _incidents(project, "x3") if i.fault == "unschedulable"]
+
+        try:
+            wait_for(lambda: bool(stuck()), timeout=120, what="the unschedulable incident")
+        except ServiceError as err:
+            watcher.proc.kill()
+            raise AssertionError(f"{err}; train watch said: {watcher.stderr()[-3000:]}") from None
+        [incident] = stuck()
+        assert (incident.action, incident.source, incident.bucket) == ("stop", "cluster", "drain-service")
+        assert f"restarted away from {lost}" in incident.detail and incident.recovered is None
+        assert all("PodScheduled=False Unschedulable:" in line for line in incident.evidence), incident.evidence
+        status = _cli(project, "train", "status", "x3", "--kubeconfig", str(cluster.kubeconfig))
+        assert status.returncode == 0, status.stderr
+        assert f"  blocked {incident.detail} (incident {incident.id})" in status.stdout, status.stdout
+        for node in others:  # a node is free again: the pods run, the incident is closed
+            _cordon(cluster.api, node, False)
+        wait_for(lambda: stuck()[0].recovered is not None, timeout=120, what="the unschedulable incident closed")
+        report = _finish(cluster, watcher, "x3")
+        assert gitops.errors == []
+    assert [i["fault"] for i in report["incidents"]] == ["node-lost", "unschedulable"]
+    status = _cli(project, "train", "status", "x3", "--kubeconfig", str(cluster.kubeconfig))
+    assert "blocked" not in status.stdout, status.stdout

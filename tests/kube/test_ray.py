@@ -20,10 +20,6 @@ from typing import Any
 
 import pytest
 import yaml
-from kube_api import ApiError
-from kube_cluster import KubeCluster, Shape
-from kube_jobs import finish_pods
-from services import wait_for
 
 from tests.cli.runner import run
 from tests.cli.test_train_cli import enter_project
@@ -32,6 +28,10 @@ from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import connect
 from trainops.render.names import LABEL_ROLE, LABEL_RUN_ID
 from trainops.train.kube_jobs import RunState
+from trainops_testing.kube_api import ApiError
+from trainops_testing.kube_cluster import KubeCluster, Shape
+from trainops_testing.kube_jobs import finish_pods
+from trainops_testing.services import wait_for
 
 SHAPE = Shape(nodes=4, gpus_per_node=8, racks=1, spines=1)
 COMPONENTS = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok", "kuberay")

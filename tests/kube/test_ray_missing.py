@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kube_cluster import KubeCluster, Shape
 
 from tests.cli.runner import run
 from tests.kube.test_ray import alone, write_project
+from trainops_testing.kube_cluster import KubeCluster, Shape
 
 SHAPE = Shape(nodes=1, racks=1, spines=1)
 COMPONENTS = ("etcd", "apiserver")

@@ -98,8 +98,8 @@ CASES = [
         "enum-value",
         "spec:\n  image: {}\n  train:\n    command: [python]\n    scheduler: k8s\n",
         (
-            "9:16: spec.train.scheduler: should be 'volcano', 'kueue', 'pytorchjob', 'ray', 'kubernetes', 'slurm' or 'local' "
-            "(got 'k8s')",
+            "9:16: spec.train.scheduler: should be 'volcano', 'kueue', 'kubeflow', 'pytorchjob', 'ray', 'kubernetes', "
+            "'slurm' or 'local' (got 'k8s')",
         ),
     ),
     Case(
@@ -211,7 +211,7 @@ CASES = [
     Case(
         "elastic-outside-pytorchjob",
         "spec:\n  image: {}\n  train:\n    command: [python]\n    elastic: {minNodes: 1, maxNodes: 2}\n",
-        ("7:3: spec.train: elastic training needs scheduler: pytorchjob",),
+        ("7:3: spec.train: elastic training needs scheduler: pytorchjob (Kubeflow Trainer v2 has no elastic policy)",),
     ),
     Case(
         "elastic-nodes-out-of-range",
@@ -358,8 +358,8 @@ CASES = [
         "spec:\n  image: {}\n  train:\n    command: [python]\n    nodes: 1\n    nodes: 2\n    scheduler: k8s\n",
         (
             "10:5: duplicate key 'nodes' (first written at line 9)",
-            "11:16: spec.train.scheduler: should be 'volcano', 'kueue', 'pytorchjob', 'ray', 'kubernetes', 'slurm' or 'local' "
-            "(got 'k8s')",
+            "11:16: spec.train.scheduler: should be 'volcano', 'kueue', 'kubeflow', 'pytorchjob', 'ray', 'kubernetes', "
+            "'slurm' or 'local' (got 'k8s')",
         ),
     ),
     Case(

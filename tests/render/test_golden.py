@@ -119,6 +119,39 @@ CASES: dict[str, dict[str, Any]] = {
             "tenants": None,
         }
     },
+    # Kubeflow Trainer v2: trainops' TrainingRuntime and the TrainJob over it, queued by Kueue;
+    # a patch of the Trainer's JobSet becomes a RuntimePatch.
+    "kubeflow": {
+        "spec": {
+            "registry": "oci://harbor.example.com/llm",
+            "train": {"scheduler": "kubeflow", "topology": None, "serviceAccount": "trainer"},
+            "tenants": [{"name": "research", "namespaces": ["tiny-llm"], "gpus": {"deserved": 16}}],
+            "patches": [
+                {
+                    "target": {"kind": "JobSet"},
+                    "merge": {"metadata": {"labels": {"cost-center": "ml"}}},
+                }
+            ],
+        }
+    },
+    # Kubeflow Trainer v2 over the cluster's torch-distributed ClusterTrainingRuntime: what trainops
+    # needs on its pods is a RuntimePatch.
+    "kubeflow-cluster-runtime": {
+        "spec": {
+            "registry": "oci://harbor.example.com/llm",
+            "train": {
+                "scheduler": "kubeflow",
+                "topology": None,
+                "queue": None,
+                "priorityClass": None,
+                "kubeflow": {"runtime": "torch-distributed"},
+                "nodeSelector": {"nvidia.com/gpu.product": "H100"},
+                "datasets": None,
+            },
+            "patches": None,
+            "tenants": None,
+        }
+    },
     # Kubernetes' own gang (1.37 Workload API) for the default scheduler: a Workload, its
     # PodGroup (minCount 2) and an Indexed Job whose pods name it; no queues to render.
     "kubernetes": {

@@ -24,12 +24,13 @@ from tests.cli.runner import run
 from tests.cli.test_json_convention import bad_keys
 from tests.gitops.helpers import git, tip
 from tests.rollout.conftest import IMAGE, Project, make_project
-from tests.slo.stack import Alertmanager, RulePrometheus, VllmStandIn
 from trainops.faults.query import list_incidents
 from trainops.manifest import load_manifest
 from trainops.rollout.render import rule_file_of
 from trainops.ui.alert_receiver import Receiver
+from trainops_testing.prometheus import Alertmanager, Prometheus
 from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
+from trainops_testing.vllm import VllmStandIn
 
 TOKEN = "s3cret-alert-token"
 FAST = {"window": "1h"}  # the page's windows: 1h/5m scaled by 1h/30d → 5s (and 4 scrapes: 4s)
@@ -69,7 +70,7 @@ class Stack:
     project: Project
     stable: VllmStandIn
     canary: VllmStandIn
-    prometheus: RulePrometheus
+    prometheus: Prometheus
     alertmanager: Alertmanager
     receiver: Receiver
     started: float  # monotonic: the first scrape can come from here on
@@ -87,7 +88,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     receiver = Receiver(manifest, host=LOOPBACK, port=0, token=TOKEN).start()
     alertmanager = Alertmanager(tmp_path / "am", webhook=receiver.url, token=TOKEN)
     targets = {"tiny-llm-stable": [stable.target], "tiny-llm-canary": [canary.target]}
-    prometheus = RulePrometheus(tmp_path / "prom", targets=targets, rules=rule_file_of(manifest),
+    prometheus = Prometheus(tmp_path / "prom", targets=targets, rules=rule_file_of(manifest),
                                 alertmanager=f"{LOOPBACK}:{0}", port=port)  # fmt: skip
     services = [alertmanager, prometheus]
     try:

@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from tests.render.helpers import RUN_ID, only, render, templates, variant
-from tests.slo.stack import RulePrometheus
+from trainops_testing.prometheus import Prometheus
 from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 
 
@@ -50,7 +50,7 @@ def _checkpoint(directory: Path, step: int) -> None:
     temp.rename(directory / f"step-{step:06d}")
 
 
-def value(prometheus: RulePrometheus, query: str) -> float | None:
+def value(prometheus: Prometheus, query: str) -> float | None:
     result = prometheus.query(query)
     return float(result[0]["value"][1]) if result else None
 
@@ -68,7 +68,7 @@ def test_the_pods_sidecar_serves_the_port_its_podmonitor_scrapes(tmp_path: Path)
     directory.mkdir()
     leader, worker = free_port(), free_port()
     base = {k: v for k, v in os.environ.items() if not k.startswith("TRAINOPS_")} | env
-    prometheus = RulePrometheus(tmp_path / "prom", targets={"train": [f"{LOOPBACK}:{leader}", f"{LOOPBACK}:{worker}"]},
+    prometheus = Prometheus(tmp_path / "prom", targets={"train": [f"{LOOPBACK}:{leader}", f"{LOOPBACK}:{worker}"]},
                                 rules={"groups": []}, alertmanager=None)  # fmt: skip
     procs = []
     try:

@@ -13,9 +13,9 @@ import pytest
 import requests
 import yaml
 
-from tests.slo.stack import RulePrometheus
 from trainops.manifest import load_manifest
 from trainops.rollout.render import rule_file_of
+from trainops_testing.prometheus import Prometheus
 from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 
 TRAINER = Path(__file__).resolve().parent / "paced_trainer.py"
@@ -54,11 +54,11 @@ def manifest(root: Path, port: int) -> Path:
     return path
 
 
-def firing(prometheus: RulePrometheus, slo: str) -> bool:
+def firing(prometheus: Prometheus, slo: str) -> bool:
     return bool(prometheus.query(f'ALERTS{{alertname="SLOBurnRatePage",slo="{slo}",run="{RUN}",alertstate="firing"}}'))
 
 
-def value(prometheus: RulePrometheus, query: str) -> float | None:
+def value(prometheus: Prometheus, query: str) -> float | None:
     result = prometheus.query(query)
     return float(result[0]["value"][1]) if result else None
 
@@ -67,7 +67,7 @@ def test_a_supervised_run_exports_its_metrics_and_a_slow_down_pages(tmp_path: Pa
     port = free_port()
     path = manifest(tmp_path, port)
     rules = rule_file_of(load_manifest(path))
-    prometheus = RulePrometheus(tmp_path / "prom", targets={"paced-train": [f"{LOOPBACK}:{port}"]}, rules=rules,
+    prometheus = Prometheus(tmp_path / "prom", targets={"paced-train": [f"{LOOPBACK}:{port}"]}, rules=rules,
                                 alertmanager=None)  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINOPS_")}
     try:

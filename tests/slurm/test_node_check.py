@@ -127,6 +127,21 @@ def test_status_shows_a_requeued_job_that_can_never_start(project: Path, slurm: 
         assert f"scontrol update JobId={job} ExcNodeList=" in status["unschedulable"], status
         text = run(*args).stdout
         assert "  blocked Reason=BadConstraints" in text, text
+        # an incident of its own, recorded once however often status looks
+        [incident] = [i for i in _incidents(project, run_id) if i["fault"] == "unschedulable"]
+        assert status["incident"] == incident["id"] and f"(incident {incident['id']})" in text, (status, text)
+        assert (incident["action"], incident["source"], incident["bucket"]) == ("stop", "scheduler", "drain-service")
+        assert f"scontrol show job {job}: JobState=PENDING Reason=BadConstraints ExcNodeList={slurm.host}" in str(
+            incident["evidence"]
+        ), incident
+        assert incident["recovered"] is None
+        assert len([i for i in _incidents(project, run_id) if i["fault"] == "unschedulable"]) == 1
+        # the exclusion cleared, the job runs: the incident is closed by the next look
+        slurm.run("scontrol", "update", f"JobId={job}", "ExcNodeList=", check=True)
+        wait_for(lambda: json.loads(run(*args, "-o", "json").stdout)["state"] == "RUNNING", timeout=90,
+                 what=f"job {job} running again", interval=0.5)  # fmt: skip
+        [closed] = [i for i in _incidents(project, run_id) if i["fault"] == "unschedulable"]
+        assert closed["recovered"] is not None, closed
     finally:
         slurm.run("scancel", job)
         slurm.wait_job(job, DONE, timeout=60)

@@ -10,7 +10,13 @@ import click
 
 from trainops import clock, runid
 from trainops.cli import options
-from trainops.cli.options import key_values, kubeconfig_options, manifest_options, output_option, render_out_option
+from trainops.cli.options import (
+    key_values,
+    kubeconfig_options,
+    manifest_options,
+    output_option,
+    render_out_option,
+)
 from trainops.cli.output import duration_text, echo_json
 
 if TYPE_CHECKING:
@@ -90,8 +96,9 @@ def submit_cmd(
     """Commit the rendered job to the GitOps repository (with trailers) and push it.
 
     With --cluster, --kubeconfig or --context, the cluster is asked first whether it serves
-    the job's kind (KubeRay's RayJob, Volcano's Job, …): if not, the error says what to
-    install, and nothing is committed.
+    the job's kind (KubeRay's RayJob, Kubeflow's TrainJob, …) and, for a TrainJob, runs the
+    Trainer controller and has the runtime it names: if not, the error says what to install,
+    and nothing is committed.
     """
     from trainops.train.target import manifest_target
 
@@ -318,7 +325,7 @@ def _slurm_status(statuses: list[Any], run_id: str | None) -> None:
         reason = f" ({item.reason})" if item.reason else ""
         click.echo(f"{item.run_id}  job {item.job_id}  {item.state}{reason}  restarts {item.restarts}")
         details = [
-            ("blocked", item.unschedulable),
+            ("blocked", f"{item.unschedulable} (incident {item.incident})" if item.incident else item.unschedulable),
             ("nodes", item.nodes),
             ("exit", item.exit_code),
             ("note", item.comment),
@@ -383,6 +390,8 @@ def _kube_status(states: list[Any], run_id: str | None) -> None:
         )
         if state.reason:
             click.echo(f"  reason {state.reason}")
+        if state.blocked:
+            click.echo(f"  blocked {state.blocked}")
         for pod in state.pods:
             why = f" ({pod.reason})" if pod.reason else ""
             click.echo(f"  pod    {pod.name}  {pod.phase}{why}  node {pod.node or '-'}  restarts {pod.restarts}")

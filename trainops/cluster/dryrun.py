@@ -11,8 +11,9 @@ spec.tenants[i], spec.cluster.topology, spec.rollout; narrowed by the field the 
 names, such as resources or nodeSelector, or an admission webhook quotes, such as Volcano's
 'minAvailable'; a spec.patches entry when one set that field), its message naming the object
 and the server's words. `topology_problems` checks spec.cluster.topology against the nodes: a tier label no
-node has, a rack no node is in; `priority_problems` a train.priorityClass the cluster lacks; `gang_problems`
-(trainops.cluster.gangfit) a gang of more nodes than the cluster has.
+node has, a rack no node is in; `priority_problems` a train.priorityClass the cluster lacks;
+`gang_problems` (trainops.cluster.gangfit) a gang of more nodes than the cluster has;
+`trainops.cluster.controllers` the controller, CRD or runtime a target needs that it lacks.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ _DENIED = "denied the request:"
 _QUOTED_FIELD = re.compile(r"'([A-Za-z]+)'")
 _VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
 _VOLCANO_QUEUE = ("scheduling.volcano.sh/v1beta1", "Queue")
+_TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+_TRAINING_RUNTIME = ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime")
 # its findings on a queue that does not exist yet, or exists but is not yet opened
 _QUEUE_PENDING = (
     'unable to find job queue: queue.scheduling.volcano.sh "{}" not found',
@@ -228,6 +231,18 @@ def queue_pending(obj: dict[str, Any], message: str, queues: set[str]) -> bool:
     return bool(findings) and set(findings) <= {f.format(queue) for f in _QUEUE_PENDING}
 
 
+def runtime_pending(obj: dict[str, Any], message: str, runtimes: set[str]) -> bool:
+    """Is `message` the Trainer's webhook refusing the TrainJob `obj` only because its
+    TrainingRuntime, one of `runtimes` (sent with it and admitted), is not stored: a dry run
+    stores nothing. The webhook looks the runtime up after the API server checked the
+    TrainJob against its schema, and refuses at the first finding: this one alone."""
+    ref = (obj.get("spec") or {}).get("runtimeRef") or {}
+    if _kind(obj) != _TRAINJOB or ref.get("kind") != "TrainingRuntime" or ref.get("name") not in runtimes:
+        return False
+    missing = f'TrainingRuntime.trainer.kubeflow.org "{ref["name"]}" not found'
+    return _DENIED in message and missing in message and message.count("Invalid value") == 1
+
+
 def _namespace_field(item: Sent) -> tuple[str | int, ...]:
     """The manifest field that names an object's namespace."""
     if item.loc[:2] in (("spec", "train"), ("spec", "eval")):
@@ -259,10 +274,11 @@ def dry_run(cluster: Cluster, manifest: Manifest, items: Sequence[Sent]) -> list
     """Server-side apply of every object with dryRun=All; a Problem per refusal (nothing stored),
     and one per missing namespace instead of one per object in it. The pod templates of custom
     resources the server admitted are sent too, as Pods (see _POD_TEMPLATES). A Volcano Job
-    refused only for want of a Queue sent with it (and admitted) is no problem (`queue_pending`)."""
+    refused only for want of a Queue sent with it (and admitted) is no problem (`queue_pending`),
+    nor a TrainJob refused only for want of its TrainingRuntime sent with it (`runtime_pending`)."""
     problems, missing = missing_namespaces(cluster, manifest, items)
     refused: list[tuple[Sent, TrainopsError]] = []
-    queues: set[str] = set()
+    admitted: set[str] = set()  # names of the Queues and TrainingRuntimes admitted
     for item in items:
         if item.obj["metadata"].get("namespace") in missing:
             continue
@@ -271,11 +287,11 @@ def dry_run(cluster: Cluster, manifest: Manifest, items: Sequence[Sent]) -> list
         except (ObjectRefused, NotFoundError) as refusal:
             refused.append((item, refusal))
             continue
-        if _kind(item.obj) == _VOLCANO_QUEUE:
-            queues.add(str(item.obj["metadata"]["name"]))
+        if _kind(item.obj) in (_VOLCANO_QUEUE, _TRAINING_RUNTIME):
+            admitted.add(str(item.obj["metadata"]["name"]))
         problems += _template_refusals(cluster, manifest, item)
     for item, err in refused:
-        if not queue_pending(item.obj, err.message, queues):
+        if not (queue_pending(item.obj, err.message, admitted) or runtime_pending(item.obj, err.message, admitted)):
             problems.append(refusal_problem(manifest, item, err))
     return problems
 
@@ -413,6 +429,7 @@ def check_against_cluster(
     """For each target: what `render` makes of it dry-run applied, and its topology checked
     against the nodes (trainops.pipeline.validate passes the serving objects in too)."""
     from trainops.cluster.client import connect
+    from trainops.cluster.controllers import controller_problems, needs_group
     from trainops.manifest import load_manifest
 
     checks = []
@@ -424,7 +441,11 @@ def check_against_cluster(
             except TrainopsError:
                 items = []  # what cannot render is reported by the offline render check (check_render)
             problems = topology_problems(cluster, manifest) + priority_problems(cluster, manifest)
+            lacking = controller_problems(cluster, manifest)
+            if lacking:  # said once, at the field, rather than once per object of its kinds
+                group = needs_group(manifest)
+                items = [i for i in items if str(i.obj.get("apiVersion", "")).split("/")[0] != group]
             problems += gang_problems(cluster, manifest)
-            problems += dry_run(cluster, manifest, items)
+            problems += lacking + dry_run(cluster, manifest, items)
             checks.append(ClusterCheck(target, cluster.server, len(items), problems))
     return checks

@@ -42,6 +42,7 @@ DEFAULT_ACTIONS: dict[str, Action] = {
     "cuda-oom": "stop",
     "nan-loss": "stop",
     "code-error": "stop",
+    "unschedulable": "stop",  # recorded, nothing undone: a person clears the exclusion once the nodes are sound
 }
 
 

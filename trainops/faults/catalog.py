@@ -337,6 +337,7 @@ BUCKET_OF: dict[str, Bucket] = {
     "cuda-oom": "fix-app",
     "nan-loss": "fix-app",
     "code-error": "fix-app",
+    "unschedulable": "drain-service",
 }
 
 HEALTH: dict[str, list[str]] = {
@@ -368,6 +369,10 @@ LINES: dict[str, list[str]] = {
     "cuda-oom": ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate …", "CUBLAS_STATUS_ALLOC_FAILED"],
     "nan-loss": ['{"step": 300, "train_loss": NaN}', "non-finite loss"],
     "code-error": ["Traceback (most recent call last): … ValueError: …", "(a non-zero exit)"],
+    "unschedulable": [
+        "scontrol show job: JobState=PENDING Reason=BadConstraints ExcNodeList=…",
+        "PodScheduled=False Unschedulable: 0/N nodes are available: … didn't match Pod's node affinity/selector",
+    ],
 }
 
 

@@ -43,8 +43,8 @@ class Incident(BaseModel):
     fault: str = Field(description="The fault class (trainops incidents classes).")
     detail: str
     source: str = Field(
-        description="trainer, node-health, metrics, exit, progress, cluster (the API server) or alertmanager (an "
-        "SLO's burn-rate alert)."
+        description="trainer, node-health, metrics, exit, progress, cluster (the API server), scheduler (Slurm's "
+        "view of the job) or alertmanager (an SLO's burn-rate alert)."
     )
     evidence: list[str]
     node: str | None = None

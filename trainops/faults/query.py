@@ -168,3 +168,56 @@ def local_status(manifest: Manifest, *, run_id: str, insecure: bool = False) -> 
             hint="`trainops train status` lists the local runs; a run's id is said as `train run` starts",
         )
     return _status(line, found)
+
+
+def record_unschedulable(
+    manifest: Manifest, *, run_id: str, job_id: str, why: str, evidence: list[str], insecure: bool = False
+) -> Incident:
+    """The incident of a run whose job can start nowhere after a requeue (class unschedulable):
+    recorded once per job while it stays so (the open one is returned again). Nothing is done
+    to the job: the incident says what would let it start."""
+    from trainops import clock
+    from trainops.faults.catalog import bucket_for
+
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        repository = _repository(manifest, registries)
+        found = records.list_incidents(registries, repository=repository, run_id=run_id)
+        for incident in reversed(found):
+            if incident.fault == "unschedulable" and incident.job_id == job_id and incident.recovered is None:
+                return incident
+        now = clock.iso(clock.now())
+        incident = Incident(
+            id=records.next_id(registries, repository=repository, run_id=run_id),
+            pipeline=manifest.pipeline.metadata.name,
+            run_id=run_id,
+            job_id=job_id,
+            fault="unschedulable",
+            detail=why,
+            source="scheduler",
+            evidence=evidence,
+            action="stop",
+            bucket=bucket_for("unschedulable"),
+            action_note="stop: nothing more is done; the job waits until its exclusions are cleared",
+            evidence_at=now,
+            detected=now,
+        )
+        records.save(registries, repository=repository, incident=incident)
+        return incident
+
+
+def close_unschedulable(manifest: Manifest, *, run_id: str, job_id: str, started: str, insecure: bool = False) -> None:
+    """The job started after all (its exclusions were cleared): its unschedulable incident recovered."""
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        repository = _repository(manifest, registries)
+        for incident in records.list_incidents(registries, repository=repository, run_id=run_id):
+            if incident.fault == "unschedulable" and incident.job_id == job_id and incident.recovered is None:
+                done = incident.model_copy(update={"recovered": started})
+                records.save(registries, repository=repository, incident=done)
+
+
+def open_unschedulable(manifest: Manifest, *, run_id: str, insecure: bool = False) -> Incident | None:
+    """The run's unschedulable incident not yet recovered, if any (None for a run without records)."""
+    with Registries.for_manifest(manifest, insecure=insecure) as registries:
+        repository = _repository(manifest, registries)
+        found = records.list_incidents(registries, repository=repository, run_id=run_id)
+    return next((i for i in reversed(found) if i.fault == "unschedulable" and i.recovered is None), None)

@@ -42,6 +42,7 @@ PRIORITY: tuple[str, ...] = (
     "nccl-timeout",
     "hang",
     "code-error",
+    "unschedulable",
 )
 
 
@@ -73,6 +74,7 @@ MEANINGS: dict[str, str] = {
     "cuda-oom": "CUDA out of memory",
     "nan-loss": "the loss became NaN or infinite",
     "code-error": "the trainer failed (a Python exception or a non-zero exit)",
+    "unschedulable": "after a requeue the job can start nowhere (its node exclusions leave no node it can run on)",
 }
 
 

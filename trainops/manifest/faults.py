@@ -34,6 +34,7 @@ FaultClass = Literal[
     "cuda-oom",
     "nan-loss",
     "code-error",
+    "unschedulable",
 ]
 
 

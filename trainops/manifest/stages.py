@@ -298,6 +298,19 @@ class KueueOptions(StrictModel):
     workload: Literal["job", "jobset"] = "jobset"
 
 
+class KubeflowOptions(StrictModel):
+    """Kubeflow Trainer v2 (scheduler kubeflow): the runtime a TrainJob runs over."""
+
+    runtime: ObjectName | None = Field(
+        None,
+        description="A training runtime the cluster has (such as torch-distributed). Default: trainops renders "
+        "its own TrainingRuntime beside the TrainJob, with the checkpoint restore and watcher of every target.",
+    )
+    runtime_kind: Literal["ClusterTrainingRuntime", "TrainingRuntime"] = Field(
+        "ClusterTrainingRuntime", description="The kind of `runtime` (a TrainingRuntime lives in train.namespace)."
+    )
+
+
 NcclName = Annotated[str, StringConstraints(pattern=r"^(NCCL|TORCH_NCCL)_[A-Z0-9_]+$")]
 
 
@@ -307,10 +320,11 @@ MetricsAddress = Annotated[str, StringConstraints(pattern=r"^(\[[0-9a-fA-F:]+\]|
 class TrainSpec(StrictModel):
     """The distributed training job."""
 
-    scheduler: Literal["volcano", "kueue", "pytorchjob", "ray", "kubernetes", "slurm", "local"] = Field(
+    scheduler: Literal["volcano", "kueue", "kubeflow", "pytorchjob", "ray", "kubernetes", "slurm", "local"] = Field(
         "volcano",
-        description="volcano, kueue (a JobSet or Job), pytorchjob, ray (a KubeRay RayJob), kubernetes (the "
-        "default scheduler's own gang scheduling: Workload and PodGroup, Kubernetes 1.37+), slurm, local.",
+        description="kubeflow: a Kubeflow Trainer v2 TrainJob; pytorchjob: the Training Operator's PyTorchJob "
+        "(legacy, for clusters that still run it); ray: a KubeRay RayJob; kubernetes: the default scheduler's "
+        "own gang scheduling (Workload and PodGroup, Kubernetes 1.37+).",
     )
     image: ImageRef | None = Field(None, description="A prebuilt image; default: the one `image` builds.")
     namespace: Name | None = None
@@ -342,6 +356,7 @@ class TrainSpec(StrictModel):
     elastic: Elastic | None = Field(None, description="Elastic training (PyTorchJob elasticPolicy).")
     slurm: SlurmOptions | None = None
     kueue: KueueOptions | None = None
+    kubeflow: KubeflowOptions | None = None
     max_run_duration: Duration | None = None
     node_selector: dict[str, str] = Field(
         default_factory=dict, description="Node labels the pods need (nodeSelector), such as a GPU product."
@@ -366,9 +381,13 @@ class TrainSpec(StrictModel):
             raise ValueError("slurm options are set but scheduler is not slurm")
         if self.kueue is not None and self.scheduler != "kueue":
             raise ValueError("kueue options are set but scheduler is not kueue")
+        if self.kubeflow is not None and self.scheduler != "kubeflow":
+            raise ValueError("kubeflow options are set but scheduler is not kubeflow")
         if self.elastic is not None:
             if self.scheduler != "pytorchjob":
-                raise ValueError("elastic training needs scheduler: pytorchjob")
+                raise ValueError(
+                    "elastic training needs scheduler: pytorchjob (Kubeflow Trainer v2 has no elastic policy)"
+                )
             if not self.elastic.min_nodes <= self.nodes <= self.elastic.max_nodes:
                 raise ValueError("nodes must lie between elastic.minNodes and elastic.maxNodes")
         clash = set(self.env) & set(self.secret_env)

@@ -36,7 +36,8 @@ def _train_runs_on(train: TrainSpec) -> str:
     where = {
         "volcano": f"Volcano Job{queue}",
         "kueue": f"Kueue {train.kueue.workload if train.kueue else 'jobset'}{queue}",
-        "pytorchjob": f"Kubeflow PyTorchJob{queue}",
+        "kubeflow": f"Kubeflow TrainJob{queue}",
+        "pytorchjob": f"Kubeflow PyTorchJob (legacy){queue}",
         "slurm": f"Slurm sbatch{' partition ' + train.queue if train.queue else ''}",
         "local": "local subprocess",
     }[train.scheduler]

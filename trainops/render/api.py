@@ -5,12 +5,13 @@ Files of the rendered tree (relative to the GitOps path):
     train/volcano-job.yaml    scheduler volcano
     train/kueue-jobset.yaml   scheduler kueue, workload jobset
     train/kueue-job.yaml      scheduler kueue, workload job (the Service, then the Job)
-    train/pytorchjob.yaml     scheduler pytorchjob
+    train/trainjob.yaml       scheduler kubeflow (trainops' TrainingRuntime, then the TrainJob)
+    train/pytorchjob.yaml     scheduler pytorchjob (the legacy Training Operator)
     train/rayjob.yaml         scheduler ray (KubeRay)
     train/kubernetes-job.yaml scheduler kubernetes (the Service, Workload, PodGroup, then the Job)
     train/sbatch.sh           scheduler slurm (not a Kubernetes object)
     tenants/volcano-queues.yaml   spec.tenants for volcano and pytorchjob
-    tenants/kueue-queues.yaml     spec.tenants for kueue and ray (ResourceFlavor, ClusterQueues, LocalQueues)
+    tenants/kueue-queues.yaml     spec.tenants for kueue, kubeflow and ray (ResourceFlavor, ClusterQueues, LocalQueues)
     cluster/volcano-hypernodes.yaml  spec.cluster.topology for volcano and pytorchjob (HyperNodes)
     cluster/kueue-topology.yaml      spec.cluster.topology for kueue (Topology, its ResourceFlavor)
     slo/prometheusrule.yaml   spec.slo.training, Kubernetes targets: the training SLOs' rules
@@ -53,10 +54,13 @@ TENANT_KINDS = {
 TRAIN_KINDS = {
     "volcano": frozenset({"Job"}),
     "kueue": frozenset({"JobSet", "Job", "Service"}),
+    "kubeflow": frozenset({"TrainJob", "TrainingRuntime"}),
     "pytorchjob": frozenset({"PyTorchJob"}),
     "ray": frozenset({"RayJob"}),
     "kubernetes": frozenset({"Workload", "PodGroup", "Job", "Service"}),
 }
+# kinds a scheduler's renderer takes spec.patches of itself (the Trainer's JobSet: RuntimePatches)
+CONSUMED_KINDS = {"kubeflow": frozenset({"JobSet"})}
 # what trainops.rollout renders with spec.rollout: patches of these kinds are the serving render's
 SERVING_KINDS = frozenset(
     {"Rollout", "AnalysisTemplate", "Service", "HTTPRoute", "Deployment", "InferenceService"}
@@ -90,7 +94,8 @@ class _Tree:
 def _tenant_scheduler(manifest: Manifest) -> str | None:
     train = manifest.pipeline.spec.train
     scheduler = train.scheduler if train is not None else "volcano"
-    return {"volcano": "volcano", "pytorchjob": "volcano", "kueue": "kueue", "ray": "kueue"}.get(scheduler)
+    queues = {"volcano": "volcano", "pytorchjob": "volcano", "kueue": "kueue", "kubeflow": "kueue", "ray": "kueue"}
+    return queues.get(scheduler)
 
 
 def _train_part(ctx: RunContext) -> _Part:
@@ -117,6 +122,10 @@ def _train_part(ctx: RunContext) -> _Part:
         from trainops.render.ray import ray_job
 
         return _Part("train/rayjob.yaml", [ray_job(ctx)])
+    if train.scheduler == "kubeflow":
+        from trainops.render.trainjob import train_job
+
+        return _Part("train/trainjob.yaml", train_job(ctx))
     from trainops.render.slurm import sbatch_script
 
     return _Part("train/sbatch.sh", text=sbatch_script(ctx))
@@ -132,7 +141,7 @@ def _train_warnings(ctx: RunContext) -> None:
             "pod's are pushed; set it to a ReadWriteMany PVC if every rank writes a shard"
         )
     names = [t.name for t in ctx.spec.tenants]
-    queued = train.scheduler in ("volcano", "kueue", "pytorchjob", "ray")
+    queued = train.scheduler in ("volcano", "kueue", "kubeflow", "pytorchjob", "ray")
     if names and train.queue and train.queue not in names and queued:
         ctx.warn(
             f"train.queue {train.queue!r} is none of spec.tenants ({', '.join(names)}): it must exist in the cluster"
@@ -243,14 +252,15 @@ def render_train(manifest: Manifest, *, image: str, run_id: str, commit: str | N
     """
     tree = _train_tree(manifest, image=image, run_id=run_id, commit=commit)
     scheduler = _tenant_scheduler(manifest)
-    return _finish([tree], manifest, skip_kinds=TENANT_KINDS.get(scheduler or "", frozenset()) | _serving(manifest))
+    skip = TENANT_KINDS.get(scheduler or "", frozenset()) | _serving(manifest) | _consumed(manifest)
+    return _finish([tree], manifest, skip_kinds=skip)
 
 
 def render_tenants(manifest: Manifest) -> Rendered:
     """spec.tenants as Volcano Queues or Kueue ClusterQueues/LocalQueues (+ ResourceFlavor)."""
     train = manifest.pipeline.spec.train
     scheduler = train.scheduler if train is not None else "volcano"
-    skip = TRAIN_KINDS.get(scheduler, frozenset()) | _serving(manifest)
+    skip = TRAIN_KINDS.get(scheduler, frozenset()) | _serving(manifest) | _consumed(manifest)
     return _finish([_tenant_tree(manifest)], manifest, skip_kinds=skip)
 
 
@@ -263,7 +273,7 @@ def render_all(manifest: Manifest, *, image: str, run_id: str, commit: str | Non
         _application_tree(manifest),
         _slo_tree(manifest, image=image, run_id=run_id, commit=commit),
     ]
-    return _finish(trees, manifest, skip_kinds=_serving(manifest))
+    return _finish(trees, manifest, skip_kinds=_serving(manifest) | _consumed(manifest))
 
 
 def _slo_tree(manifest: Manifest, *, image: str, run_id: str, commit: str | None) -> _Tree:
@@ -306,6 +316,12 @@ def _application_tree(manifest: Manifest) -> _Tree:
     if app is None:
         return _Tree()
     return _Tree([_Part(APPLICATION_FILE, [app])], warnings, _header(manifest, "spec.gitops.argocd"))
+
+
+def _consumed(manifest: Manifest) -> frozenset[str]:
+    """Kinds whose spec.patches the scheduler's renderer took (not merge patches of rendered objects)."""
+    train = manifest.pipeline.spec.train
+    return CONSUMED_KINDS.get(train.scheduler, frozenset()) if train is not None else frozenset()
 
 
 def _serving(manifest: Manifest) -> frozenset[str]:

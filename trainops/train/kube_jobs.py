@@ -2,7 +2,9 @@
 
 A run's objects carry the label `trainops.dev/run-id` (every pod template too), so a run is
 found by label in train.namespace (else the kubeconfig context's namespace), whatever its
-scheduler. The scheduler's reason comes from its own objects: the Volcano PodGroup of the
+scheduler. A TrainJob's pods are its JobSet's: they carry the labels of the runtime's pod
+template (trainops' own runtime, or the RuntimePatch on the cluster's). The scheduler's
+reason comes from its own objects: the Volcano PodGroup of the
 job (conditions such as Unschedulable, with the gang's message), or the Kueue Workload
 (QuotaReserved/Admitted false with Kueue's message — no quota, no flavor —, Evicted,
 Preempted); for a Kueue job without a Workload, the queue or priority class it names that
@@ -13,6 +15,8 @@ cluster` waits on).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,11 +24,13 @@ from typing import Any
 
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import Cluster
-from trainops.errors import NotFoundError, RemoteError
+from trainops.errors import NotFoundError, RemoteError, TrainopsError
 from trainops.manifest import Manifest
 from trainops.manifest.stages import TrainSpec
 from trainops.render.kueue import QUEUE_LABEL
 from trainops.render.names import LABEL_PIPELINE, LABEL_RUN_ID
+
+log = logging.getLogger(__name__)
 
 WORKLOAD = ("kueue.x-k8s.io/v1beta2", "Workload")
 LOCAL_QUEUE = ("kueue.x-k8s.io/v1beta2", "LocalQueue")
@@ -62,6 +68,7 @@ class RunState:
     restarts: int  # the job's retries plus its containers' restarts
     created: str | None
     pods: list[PodState] = field(default_factory=list)
+    blocked: str | None = None  # with one run asked for: its open unschedulable incident (`train watch` records it)
 
     @property
     def finished(self) -> bool:
@@ -80,6 +87,8 @@ def job_kind(train: TrainSpec) -> tuple[str, str]:
         return "kubeflow.org/v1", "PyTorchJob"
     if train.scheduler == "ray":
         return "ray.io/v1", "RayJob"
+    if train.scheduler == "kubeflow":
+        return "trainer.kubeflow.org/v1alpha1", "TrainJob"
     if train.scheduler == "kubernetes":
         return "batch/v1", "Job"
     if train.scheduler == "kueue":
@@ -87,6 +96,23 @@ def job_kind(train: TrainSpec) -> tuple[str, str]:
             return "batch/v1", "Job"
         return "jobset.x-k8s.io/v1alpha2", "JobSet"
     raise NotFoundError(f"train.scheduler {train.scheduler} runs no Kubernetes job")
+
+
+def job_kinds(train: TrainSpec) -> list[tuple[str, str]]:
+    """The job's apiVersion and kind, then those of the run's objects named like it that go and
+    come back with it (a restart through git waits until all are gone): trainops' own
+    TrainingRuntime of a TrainJob; a RayJob's submitter Job, which KubeRay names after the
+    RayJob (a RayJob recreated while the garbage collector still holds the old one takes it
+    for its own, creates none, and never submits: tests/kube/test_ray_watch.py); the Workload and
+    PodGroup of a kubernetes gang."""
+    kinds = [job_kind(train)]
+    if train.scheduler == "kubeflow" and (train.kubeflow is None or not train.kubeflow.runtime):
+        kinds.append(("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"))
+    if train.scheduler == "ray":
+        kinds.append(("batch/v1", "Job"))
+    if train.scheduler == "kubernetes":
+        kinds += [GANG_WORKLOAD, GANG_PODGROUP]
+    return kinds
 
 
 def required_kinds(train: TrainSpec) -> list[tuple[str, str]]:
@@ -108,7 +134,7 @@ def _true(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def job_phase(obj: dict[str, Any]) -> str:
-    """The phase of a Volcano Job, batch Job, JobSet, PyTorchJob or RayJob from its status."""
+    """The phase of a Volcano Job, batch Job, JobSet, TrainJob, PyTorchJob or RayJob from its status."""
     status = obj.get("status") or {}
     kind = obj.get("kind")
     if str(obj.get("apiVersion", "")).startswith("batch.volcano.sh/"):
@@ -127,7 +153,7 @@ def job_phase(obj: dict[str, Any]) -> str:
     active = status.get("active")
     if isinstance(active, int) and active > 0:
         return "Running"
-    jobs = status.get("replicatedJobsStatus") or []
+    jobs = status.get("replicatedJobsStatus") or status.get("jobsStatus") or []  # JobSet's, TrainJob's
     return "Running" if any(j.get("active") or j.get("ready") for j in jobs if isinstance(j, dict)) else "Pending"
 
 
@@ -397,10 +423,21 @@ def manifest_runs(
 ) -> list[RunState]:
     """run_states for the manifest's training job, with the user's kubeconfig."""
     from trainops.cluster.client import connect
+    from trainops.faults.query import open_unschedulable
 
     train = _train(manifest)
     with connect(access) as cluster:
-        return run_states(cluster, train=train, pipeline=manifest.pipeline.metadata.name, run_id=run_id)
+        states = run_states(cluster, train=train, pipeline=manifest.pipeline.metadata.name, run_id=run_id)
+    if run_id is None or not states:
+        return states
+    try:
+        stuck = open_unschedulable(manifest, run_id=run_id)
+    except TrainopsError as err:  # the registry is not the cluster: the status stands without it
+        log.warning("trainops: could not read run %s's incidents: %s", run_id, err)
+        return states
+    if stuck is None:
+        return states
+    return [*states[:-1], dataclasses.replace(states[-1], blocked=f"{stuck.detail} (incident {stuck.id})")]
 
 
 def manifest_logs(manifest: Manifest, *, run_id: str, access: ClusterAccess | None = None) -> list[PodLog]:

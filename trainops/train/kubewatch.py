@@ -120,6 +120,8 @@ class KubeWatch:
         self.seen: set[str] = set()
         self.open: list[Incident] = []
         self.stopped = False  # the run was cancelled (a stop): nothing more to watch
+        self.stuck_since: float | None = None  # since when the restarted run's pods cannot be scheduled
+        self.stuck: Incident | None = None  # its incident, open until a pod runs
         self.report = WatchReport(run_id, 0, None)
         past = records.list_incidents(registries, repository=self.repository, run_id=run_id)
         self.metrics = RunMetrics(manifest, registries, run_id=run_id, past=past)
@@ -145,6 +147,7 @@ class KubeWatch:
         self.report = _replace(self.report, phase=state.phase)
         self._recovered(state)
         self.metrics.look(self.cluster, state)
+        self._unschedulable(state)
         self.report = _replace(self.report, warnings=list(self.metrics.warnings))
         self.nodes |= {p.node for p in state.pods if p.node and p.node not in self.excluded}
         since = _when(state.created, clock.now())
@@ -230,15 +233,15 @@ class KubeWatch:
         self, incident: Incident, state: RunState, summary: str, *, prune_timeout: float, interval: float
     ) -> RestartResult:
         from trainops.train.exclude import restart_excluding
-        from trainops.train.kube_jobs import job_kind
+        from trainops.train.kube_jobs import job_kinds
 
         self.excluded.add(str(incident.node))
         self.nodes -= self.excluded
-        api_version, kind = job_kind(self.train)
+        kinds = job_kinds(self.train)
 
         def gone() -> bool:
             return _wait(
-                lambda: self.cluster.get(api_version, kind, state.name, namespace=state.namespace) is None,
+                lambda: all(self.cluster.get(a, k, state.name, namespace=state.namespace) is None for a, k in kinds),
                 timeout=prune_timeout,
                 interval=interval,
             )
@@ -253,6 +256,56 @@ class KubeWatch:
         )
         self.report = _replace(self.report, restarts=[*self.report.restarts, restart])
         return restart
+
+    def _unschedulable(self, state: RunState) -> None:
+        """After a restart through git, pods of the run the scheduler cannot place for
+        STUCK_AFTER seconds are an incident of their own (class unschedulable), closed when a
+        pod of the run runs."""
+        from trainops.render.names import LABEL_RUN_ID
+
+        if not self.report.restarts or (self.stuck is None and state.finished):
+            return
+        pods = self.cluster.list("v1", "Pod", namespace=state.namespace, selector=f"{LABEL_RUN_ID}={self.run_id}")
+        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        if self.stuck is not None and running:
+            started = min(_when((p.get("status") or {}).get("startTime"), clock.now()) for p in running)
+            done = self.stuck.model_copy(update={"recovered": clock.iso(started)})
+            records.save(self.registries, repository=self.repository, incident=done)
+            self._replace_incident(done)
+            self.stuck, self.stuck_since = None, None
+            return
+        evidence = [line for p in pods if (line := _unschedulable_line(p)) is not None]
+        if not evidence or self.stuck is not None:
+            self.stuck_since = None if not evidence else self.stuck_since
+            return
+        self.stuck_since = self.stuck_since if self.stuck_since is not None else time.monotonic()
+        if time.monotonic() - self.stuck_since < STUCK_AFTER:
+            return
+        away = ", ".join(sorted(self.excluded))
+        now = clock.iso(clock.now())
+        self.stuck = Incident(
+            id=records.next_id(self.registries, repository=self.repository, run_id=self.run_id),
+            pipeline=self.manifest.pipeline.metadata.name,
+            run_id=self.run_id,
+            job_id=f"{state.namespace}/{state.name}",
+            fault="unschedulable",
+            detail=f"{MEANINGS['unschedulable']}: the run was restarted away from {away}",
+            source="cluster",
+            evidence=evidence[:20],
+            action="stop",
+            bucket=bucket_for("unschedulable"),
+            action_note=f"stop: nothing more is done; the pods wait until a node they may use is free (make {away} "
+            f"sound and uncordon it, or free another node)",
+            evidence_at=now,
+            detected=now,
+        )
+        records.save(self.registries, repository=self.repository, incident=self.stuck)
+        self.metrics.incident(self.stuck)
+        self.report = _replace(self.report, incidents=[*self.report.incidents, self.stuck])
+
+    def _replace_incident(self, done: Incident) -> None:
+        self.metrics.incident(done)
+        self.report = _replace(self.report, incidents=[done if i.id == done.id else i for i in self.report.incidents])
 
     def _recovered(self, state: RunState) -> None:
         """Open incidents close when a pod of the run runs again, created after the incident,
@@ -281,6 +334,21 @@ class KubeWatch:
                 self.report, incidents=[done if i.id == done.id else i for i in self.report.incidents]
             )
         self.open = []
+
+
+STUCK_AFTER = 10.0  # seconds a restarted run's pods may wait for a node before it is an incident
+
+
+def _unschedulable_line(pod: dict[str, Any]) -> str | None:
+    """The scheduler's word on a pending pod it cannot place (PodScheduled False, Unschedulable)."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Pending":
+        return None
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+            message = " ".join(str(condition.get("message") or "").split())
+            return f"pod {pod['metadata']['name']}: PodScheduled=False Unschedulable: {message}"
+    return None
 
 
 def _replace(report: WatchReport, **fields: Any) -> WatchReport:

@@ -115,6 +115,7 @@ class JobStatus:
         None  # a pending job Slurm can never start (its exclusions, its partition): why, and the fix
     )
     ettr: Ettr | None = None  # with one run asked for: ETTR and its parts (trainops.faults)
+    incident: str | None = None  # with one run asked for: the incident of its unschedulable job
 
 
 def _value(fields: dict[str, str], key: str) -> str | None:
@@ -140,9 +141,17 @@ def _unschedulable(job_id: str, fields: dict[str, str]) -> str | None:
     """Why a pending job will never start, and what to do (a requeue whose ExcNodeList covers
     every node the job could run on pends with Reason=BadConstraints)."""
     reason = _value(fields, "Reason")
-    if fields.get("JobState") != "PENDING" or reason not in NEVER_STARTS:
-        return None
     excluded = _value(fields, "ExcNodeList")
+    if fields.get("JobState") != "PENDING":
+        return None
+    if reason is not None and reason.startswith("ReqNodeNotAvail") and excluded is not None:
+        return (
+            f"Reason={reason}: with ExcNodeList={excluded} the nodes of partition {fields.get('Partition', '?')} left "
+            f"are unavailable (down, drained or reserved); resume one, or once the excluded nodes are sound: "
+            f"scontrol update JobId={job_id} ExcNodeList="
+        )
+    if reason not in NEVER_STARTS:
+        return None
     if excluded is None:
         return f"Reason={reason}: the job asks for more than partition {fields.get('Partition', '?')} offers"
     return (
@@ -181,8 +190,34 @@ def job_status(manifest: Manifest, *, run_id: str | None = None) -> list[JobStat
     if run_id is None:
         return [_status(record, show_job(_host(record), record.job_id)) for record in all_records(manifest)]
     record = find_record(manifest, run_id)
-    status = _status(record, show_job(_host(record), record.job_id))
-    return [dataclasses.replace(status, ettr=run_ettr(manifest, run_id=run_id))]
+    fields = show_job(_host(record), record.job_id)
+    status = _status(record, fields)
+    incident = _unschedulable_incident(manifest, status, fields or {})
+    return [dataclasses.replace(status, ettr=run_ettr(manifest, run_id=run_id), incident=incident)]
+
+
+def _unschedulable_incident(manifest: Manifest, status: JobStatus, fields: dict[str, str]) -> str | None:
+    """A job its exclusions leave nowhere to start is an incident of its own (class
+    unschedulable), recorded the first time `train status` sees it; closed once the job runs."""
+    from trainops.faults.query import close_unschedulable, record_unschedulable
+
+    if status.unschedulable is None:
+        if status.state == "RUNNING" and status.started is not None:
+            close_unschedulable(manifest, run_id=status.run_id, job_id=status.job_id, started=status.started)
+        return None
+    if _value(fields, "ExcNodeList") is None:
+        return None  # asked for more than the partition has from the start: no requeue did it
+    said = " ".join(
+        f"{key}={fields[key]}" for key in ("JobState", "Reason", "ExcNodeList", "Partition") if key in fields
+    )
+    incident = record_unschedulable(
+        manifest,
+        run_id=status.run_id,
+        job_id=status.job_id,
+        why=status.unschedulable,
+        evidence=[f"scontrol show job {status.job_id}: {said}"],
+    )
+    return incident.id
 
 
 @dataclass(frozen=True)

@@ -140,7 +140,8 @@ def submit(
 
     With `access` (a cluster named), the cluster must serve the training job's kind first
     (its CRD installed): else NotFoundError says which and what installs it, and nothing is
-    committed.
+    committed. For a TrainJob the cluster must also run the Trainer controller and have the
+    runtime it names (trainops.cluster.controllers): else a ManifestError at the field.
 
     With scheduler slurm the script is also submitted with sbatch (trainops.train.slurm_jobs:
     held until the commit, which names the job, is pushed; nothing is committed if sbatch
@@ -151,6 +152,7 @@ def submit(
     run = _render(manifest, image=image, run_id=run_id, insecure=insecure)
     if access is not None and manifest.require_train().scheduler != "slurm":
         _require_job_kind(manifest.require_train(), access)
+        _check_cluster(manifest, access)
     rendered = run.rendered
     gitops = manifest.pipeline.spec.gitops
     repo, create = gitops_url(manifest)
@@ -201,6 +203,17 @@ def submit(
         run_id=run_id,
         job_id=job_id,
     )
+
+
+def _check_cluster(manifest: Manifest, access: ClusterAccess) -> None:
+    from trainops.cluster.client import connect
+    from trainops.cluster.controllers import controller_problems
+    from trainops.errors import ManifestError
+
+    with connect(access) as cluster:
+        problems = controller_problems(cluster, manifest)
+    if problems:
+        raise ManifestError(problems, hint="nothing was committed")
 
 
 @dataclass(frozen=True)

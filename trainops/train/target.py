@@ -5,7 +5,7 @@ watch — and `target_for`, the one place that chooses the target.
   (output) and recorded in the registry (timeline, incidents: ETTR).
 - `SlurmTarget`: the Slurm job a run became (its record beside the manifest; sbatch,
   scontrol, scancel here or on the login host).
-- `KubernetesTarget`: Volcano, Kueue (Job, JobSet), Kubeflow PyTorchJob and KubeRay RayJob alike: the job
+- `KubernetesTarget`: Volcano, Kueue (Job, JobSet), Kubeflow TrainJob and PyTorchJob, KubeRay RayJob alike: the job
   the GitOps controller applied, read from the API server through one reader
   (trainops.train.kube_jobs knows each kind's status and pods); cancel and the watch's
   requeue are GitOps commits.
@@ -222,7 +222,7 @@ def target_for(
        scheduler the manifest names; with `records` (a command that reads the registry
        anyway: status), also one whose timeline the registry keeps with no Slurm job;
     3. else the manifest's train.scheduler: slurm, local, or a Kubernetes one (Volcano,
-       Kueue, Kubeflow);
+       Kueue, Kubeflow TrainJob or PyTorchJob);
     4. without RUN or a cluster named (--kubeconfig, --context), runs submitted to Slurm from
        here make it Slurm's.
     """
