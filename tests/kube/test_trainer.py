@@ -20,6 +20,7 @@ import yaml
 
 from tests.cli.runner import run
 from tests.cli.test_train_cli import enter_project
+from tests.cluster.targets import write_variant
 from tests.cluster.test_reads import _sync, _wait
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import connect
@@ -95,6 +96,9 @@ def test_the_trainer_makes_a_jobset_kwok_runs_it_and_trainops_reads_and_ends_it(
     # TrainJob → JobSet (owned by it) → one Indexed Job of 2 pods, 8 GPUs each: 2 nodes
     state = _wait(project, "r1", _placed(2))
     assert state.kind == f"{TRAINER} TrainJob" and state.phase == "Running"
+    # applied again, as Argo CD keeps doing: what the Trainer's webhooks stored is what git holds
+    # (its spec.trainer is immutable: other text for the same quantity would be refused)
+    assert [a.split(" ")[0] for a in _sync(git_remote, sim).applied] == ["TrainingRuntime", "TrainJob"]
     assert len({p.node for p in state.pods}) == 2
     jobset = sim.api.get(JOBSET, "JobSet", state.name, state.namespace)
     assert [o["kind"] for o in jobset["metadata"]["ownerReferences"]] == ["TrainJob"]
@@ -199,3 +203,51 @@ def test_validate_kubeconfig_sends_the_runtime_and_the_trainjob_through_the_trai
     # the TrainingRuntime, the TrainJob (refused by the Trainer's webhook only for want of the
     # runtime, which a dry run does not store), the eval Job and its ConfigMap
     assert line.startswith("cluster (base): 4 objects sent") and "refused" not in out.stdout, out.stdout
+
+
+def test_train_watch_restarts_a_trainjob_away_from_a_lost_node_through_git(
+    tmp_path: Path, git_remote: Path, sim: KubeCluster
+) -> None:
+    """A node of the run lost (its Node deleted): `train watch` requeues the run through git —
+    the TrainJob and its TrainingRuntime pruned, then committed back with the node excluded —
+    and the Trainer runs it again on the nodes left. (Last in the module: it takes a node.)"""
+    from tests.faults import test_kube_watch as kw
+    from trainops_testing.kube_jobs import priority_class
+    from trainops_testing.services import LOOPBACK, free_port
+
+    sim.api.apply(priority_class("research-normal", 1000))  # the example's, as an administrator made it
+    path = write_variant(tmp_path / "proj", "kubeflow")
+    doc = yaml.safe_load(path.read_text())
+    doc["spec"]["gitops"]["repo"] = f"file://{git_remote}"
+    doc["spec"]["registry"] = f"file://{tmp_path / 'registry'}"
+    doc["spec"]["train"]["faults"] = {"drainAfter": {"incidents": 10, "window": "1h"}}
+    doc["spec"]["train"]["metricsAddress"] = f"{LOOPBACK}:{free_port()}"
+    doc["spec"].pop("slo", None)  # no prometheus-operator CRDs on this cluster
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    project = path.parent
+    try:
+        with kw.GitOpsController(sim.kubeconfig, f"file://{git_remote}") as gitops:
+            watcher = kw._start(sim, project, "w1")
+            lost = sorted(kw._running_nodes(sim.api, "w1"))[0]
+            sim.api.delete("v1", "Node", lost)
+            kw._wait_recovered(project, "w1", watcher)
+            after = kw._running_nodes(sim.api, "w1")
+            report = kw._finish(sim, watcher, "w1")
+            assert gitops.errors == [], sorted(set(gitops.errors))[:5]
+        [incident] = kw._incidents(project, "w1")
+        assert (incident.fault, incident.action, incident.node) == ("node-lost", "requeue", lost)
+        assert lost not in after and len(after) == 2
+        assert report["phase"] == "Completed" and report["restarts"][0]["excluded"] == [lost]
+        # the runtime came back with the exclusion in its pod template
+        shown = subprocess.run(
+            ["git", "--git-dir", str(git_remote), "show", "main:clusters/dev/train/trainjob.yaml"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        runtime = next(d for d in yaml.safe_load_all(shown) if d and d["kind"] == "TrainingRuntime")
+        pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [lost]} in terms[0]["matchExpressions"]
+    finally:
+        with connect(ClusterAccess(str(sim.kubeconfig))) as cluster:
+            for job in cluster.list(TRAINER, "TrainJob", namespace=kw.NAMESPACE):
+                cluster.delete(TRAINER, "TrainJob", job["metadata"]["name"], namespace=kw.NAMESPACE)

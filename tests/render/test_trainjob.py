@@ -10,6 +10,7 @@ import pytest
 from tests.cli.runner import run
 from tests.render.helpers import container, only, render, templates, variant, write_variant
 from trainops.errors import InputError, ManifestError
+from trainops.render.quantity import canonical
 
 KUBEFLOW: dict[str, Any] = {"scheduler": "kubeflow", "topology": None}
 
@@ -95,3 +96,21 @@ def test_validate_render_checks_the_trainjob_against_the_trainer_crds(tmp_path: 
     out = run("validate", "-f", str(path), "--render")
     assert out.code != 0
     assert "runtimePatches[0].trainingRuntimeSpec.template.spec.failurePolicy" in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [(32, "32"), ("32", "32"), (1000, "1k"), ("0.5", "500m"), ("1500m", "1500m"), ("256Gi", "256Gi"),
+     ("1.5Gi", "1536Mi"), ("2048Mi", "2Gi"), ("1023", "1023"), (0, "0")],
+)  # fmt: skip
+def test_quantities_are_rendered_as_the_trainers_webhooks_store_them(given: int | str, stored: str) -> None:
+    """spec.trainer is immutable: a re-apply must send the text the API server holds, which
+    the Trainer's webhooks wrote through Go's canonical quantities."""
+    assert canonical(given) == stored
+
+
+def test_the_trainjobs_resources_are_canonical_quantities(tmp_path: Path) -> None:
+    job = only(render(variant(tmp_path, _train())), "TrainJob")
+    assert job["spec"]["trainer"]["resourcesPerNode"]["limits"] == {
+        "cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8", "rdma/rdma_shared_device_a": "1",
+    }  # fmt: skip

@@ -56,6 +56,31 @@ def fmt(value: Fraction, *, like: tuple[int | str, ...] = ()) -> int | str:
     return whole if all(isinstance(v, int) for v in like) else str(whole)
 
 
+_SI = ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"), (0, ""), (-3, "m"), (-6, "u"), (-9, "n"))
+
+
+def canonical(value: int | str) -> str:
+    """The quantity as the API server's Go types write it back (resource.Quantity's canonical
+    form): binary suffixes for a binary input of at least 1Ki that has one (1.5Gi → 1536Mi),
+    else the largest SI suffix that leaves a whole number (1000 → 1k, 0.5 → 500m). What a
+    webhook round-trips through Go comes back so: rendering it so keeps a re-apply unchanged."""
+    number = parse(value)
+    if number == 0:
+        return "0"
+    if isinstance(value, str) and value.endswith("i") and number.denominator == 1 and number >= 1024:
+        whole = int(number)
+        for suffix in _BINARY:
+            unit = int(_SUFFIX[suffix])
+            if whole % unit == 0:
+                return f"{whole // unit}{suffix}"
+        return str(whole)
+    for exponent, suffix in _SI:
+        scaled = number / Fraction(10) ** exponent
+        if scaled.denominator == 1:
+            return f"{scaled.numerator}{suffix}"
+    return f"{math.ceil(number * 10**9)}n"
+
+
 def mebibytes(value: int | str) -> int:
     """Whole MiB, rounded up (Slurm's --mem=<n>M)."""
     return math.ceil(parse(value) / 2**20)

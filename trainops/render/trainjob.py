@@ -43,6 +43,7 @@ from trainops.render.env import RDZV_PORT
 from trainops.render.kueue import MAX_EXEC_LABEL, QUEUE_LABEL
 from trainops.render.names import digits, object_name
 from trainops.render.pod import PodRole, pod_template
+from trainops.render.quantity import canonical
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 GROUP = "trainer.kubeflow.org"
@@ -99,7 +100,11 @@ def _trainer(ctx: RunContext, node: dict[str, Any]) -> dict[str, Any]:
     trainer["image"] = node["image"]
     trainer["command"] = node["command"]
     trainer["env"] = node["env"]
-    trainer["resourcesPerNode"] = node["resources"]
+    # as the Trainer's webhooks store them (Go's canonical quantities): spec.trainer is
+    # immutable, so a re-apply of other text for the same quantity (32 for "32") is refused
+    trainer["resourcesPerNode"] = {
+        side: {name: canonical(value) for name, value in amounts.items()} for side, amounts in node["resources"].items()
+    }
     return trainer
 
 
@@ -134,6 +139,9 @@ def _runtime(ctx: RunContext, name: str, template: dict[str, Any]) -> dict[str, 
 def _run_patch(ctx: RunContext, template: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     """What trainops needs on the node pods of a runtime it did not render."""
     pod = {key: template["spec"][key] for key in _PATCHABLE_POD if key in template["spec"]}
+    for volume in pod.get("volumes") or []:  # immutable in a RuntimePatch: as the webhook stores it
+        if "sizeLimit" in (volume.get("emptyDir") or {}):
+            volume["emptyDir"]["sizeLimit"] = canonical(volume["emptyDir"]["sizeLimit"])
     pod["containers"] = [
         {"name": NODE, "volumeMounts": node["volumeMounts"], "securityContext": node["securityContext"]}
     ]
