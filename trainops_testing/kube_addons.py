@@ -373,10 +373,14 @@ class AddonsMixin:
         ray = "kuberay" in self.components
         if ray:  # Kueue enables an integration only when its CRDs are there as it starts
             crds += self._crd_files("kuberay", ["config/crd/bases"])
+        trainer = "trainer" in self.components  # Kubeflow Trainer's TrainJob, likewise
+        if trainer:
+            crds += sorted((upstream("trainer") / "manifests/base/crds").glob("trainer.kubeflow.org_*.yaml"))
         self.install_crds(crds)
         src = upstream("kueue")
         frameworks = ["batch/job"] + (["jobset.x-k8s.io/jobset"] if "jobset" in self.components else [])
         frameworks += ["ray.io/rayjob", "ray.io/raycluster"] if ray else []
+        frameworks += ["trainer.kubeflow.org/trainjob"] if trainer else []
         config = {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",
@@ -390,6 +394,7 @@ class AddonsMixin:
         }
         groups = {"kueue.x-k8s.io", "batch"} | ({"jobset.x-k8s.io"} if "jobset" in self.components else set())
         groups |= {"ray.io"} if ray else set()
+        groups |= {"trainer.kubeflow.org"} if trainer else set()
         self._controller_runtime(
             name="kueue",
             exe=binary("kueue"),
