@@ -20,18 +20,20 @@ from typing import TYPE_CHECKING
 from trainops import clock
 from trainops.faults.actions import Action, action_for
 from trainops.faults.hang import ProgressClock
+from trainops.faults.nccl import InspectorFiles
 from trainops.faults.progress import SILENT, ProgressFiles, RankReport, Trust, parse_report
 from trainops.faults.signals import (
     MEANINGS,
     SRUN_TASK_KILLED,
     Signal,
+    Source,
     classify_line,
     exit_signal,
     metrics_line,
     most_specific,
     nan_signal,
 )
-from trainops.faults.straggler import Detector, Settings
+from trainops.faults.straggler import Detector, Settings, Straggler
 
 if TYPE_CHECKING:
     from trainops.manifest.faults import FaultPolicy
@@ -106,6 +108,9 @@ class Monitor:
         self.trust = Trust(nodes=nodes, warn=warn or (lambda text: log.warning("trainops: %s", text)), silent=silent)
         patterns = list(policy.slow_node.progress_files) if policy is not None else []
         self.files = ProgressFiles(patterns) if patterns else None
+        inspector = list(policy.slow_node.nccl_inspector) if policy is not None else []
+        self.inspector = InspectorFiles(inspector) if inspector else None
+        self.nccl_stragglers = Detector(_straggler_settings(policy))  # fed by the NCCL Inspector's collectives
 
     # -- feeding ------------------------------------------------------------------------
     def on_line(self, line: str, stream: str = "stdout") -> None:
@@ -153,6 +158,42 @@ class Monitor:
             self._advance(report.step)
             self._rank(report)
         return self.trust.stale(self.files)
+
+    def _read_inspector(self) -> None:
+        """The NCCL Inspector's new collectives: each rank's progress in its widest communicator."""
+        if self.inspector is None:
+            return
+        fresh, bad = self.inspector.poll()
+        for name, why in bad:
+            self.trust.once(f"inspector/{name}", f"{name}: not NCCL Inspector output ({why}): skipped")
+        for item in fresh:
+            host = item.host.split(".")[0] if item.host else None
+            report = RankReport(item.rank, item.sn, host, item.at.timestamp() if item.at is not None else None)
+            at = self.trust.when(report, clock.now())
+            with self.lock:
+                self.nccl_stragglers.step(item.rank, item.sn, at, node=host)
+
+    def _straggler(self, stale: set[int]) -> tuple[Straggler, Source] | None:
+        """The straggler worth leaving, by the trainer's progress or by NCCL's collectives (both
+        detectors checked every tick: their hysteresis counts checks), on a node trusted."""
+        self._read_inspector()
+        with self.lock:
+            for rank in stale:
+                self.stragglers.forget(rank)
+            now = clock.now()
+            verdicts: list[tuple[Straggler | None, Source]] = [
+                (self.stragglers.check(now), "progress"),
+                (self.nccl_stragglers.check(now), "nccl"),
+            ]
+        for slow, source in verdicts:
+            if slow is None:
+                continue
+            if slow.rank in self.trust.untrusted_nodes:
+                self.trust.once(f"act/{slow.rank}", f"not acted on: {slow.summary} (rank {slow.rank}'s node is not "
+                                "the job's)")  # fmt: skip
+                continue
+            return slow, source
+        return None
 
     def on_health(self, line: str, node: str) -> None:
         found = classify_line(line, source="node-health", node=node)
@@ -203,17 +244,14 @@ class Monitor:
             return f"{cause.fault}: {cause.detail or MEANINGS[cause.fault]}"
         stale = self._read_files()
         self.trust.missing()
-        with self.lock:
-            for rank in stale:
-                self.stragglers.forget(rank)
-            slow = self.stragglers.check(clock.now())
-        if slow is not None and slow.rank in self.trust.untrusted_nodes:
-            self.trust.once(f"act/{slow.rank}", f"not acted on: {slow.summary} (rank {slow.rank}'s node is not the "
-                            "job's)")  # fmt: skip
-            slow = None
-        if slow is not None:  # tolerated until it cost what moving costs: leave its node
-            self._add(Signal("slow-node", "progress", slow.summary, slow.node, MEANINGS["slow-node"]))
-            return f"slow-node: {slow.summary}"
+        found = self._straggler(stale)
+        if found is not None:  # tolerated until it cost what moving costs: leave its node
+            slow, source = found
+            said = slow.summary if source == "progress" else f"by its NCCL collectives, {slow.summary}"
+            self._add(Signal("slow-node", source, said, slow.node, MEANINGS["slow-node"]))
+            for line in self.inspector.compare(slow.rank) if self.inspector is not None else []:
+                self._add(Signal("slow-node", "nccl", line, slow.node, MEANINGS["slow-node"]))
+            return f"slow-node: {said}"
         reason = self.hang() if self.hang is not None else None
         if reason is None:
             return None

@@ -11,6 +11,7 @@ after it (recovered, resumed from, steps lost).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -23,7 +24,7 @@ from trainops.faults import incidents as records
 from trainops.faults import timeline as timelines
 from trainops.faults.actions import Action
 from trainops.faults.catalog import bucket_for
-from trainops.faults.detect import Diagnosis, Monitor
+from trainops.faults.detect import MAX_EVIDENCE, Diagnosis, Monitor
 from trainops.faults.hang import ProgressClock
 from trainops.faults.health import Follower, sources_for
 from trainops.faults.incidents import Incident
@@ -160,6 +161,7 @@ class FaultSession:
             outcome = "completed" if code == 0 else (passed_on or f"exit {code}")
             self._end(outcome=outcome, incident=None)
             return Decision(None, None, None, outcome)
+        diagnosis = self._flight_recorder(diagnosis)
         diagnosis, action, why, flagged = self._decide(diagnosis)
         incident = self._record(diagnosis, action, why, flagged=flagged)
         self._end(outcome=action, incident=incident.id)
@@ -193,6 +195,23 @@ class FaultSession:
         if instead is not None:
             action, why, flagged = instead[0], why + instead[1], True
         return diagnosis, action, why, flagged
+
+    def _flight_recorder(self, diagnosis: Diagnosis) -> Diagnosis:
+        """A hang or an NCCL timeout: what the flight-recorder dumps this start wrote say of it
+        (train.faults.flightRecorder; trainops.faults.nccl), added to the evidence."""
+        pattern = self.policy.flight_recorder
+        if pattern is None or diagnosis.fault not in ("hang", "nccl-timeout"):
+            return diagnosis
+        from trainops.faults.nccl import flight_recorder_lines
+
+        since = clock.parse(self.timeline.segments[-1].started).timestamp()
+        lines, bad = flight_recorder_lines(pattern, since=since)
+        for problem in bad:
+            self._warn(f"flight recorder: {problem}: skipped")
+        if not lines:
+            self._warn(f"flight recorder: no dump matching {pattern} was written by this start")
+            return diagnosis
+        return dataclasses.replace(diagnosis, evidence=[*diagnosis.evidence, *lines][:MAX_EVIDENCE])
 
     def _check(self, diagnosis: Diagnosis) -> NodeCheck | None:
         """The probe's answer for a node about to be excluded (None: nothing to ask, or no answer)."""

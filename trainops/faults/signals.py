@@ -19,7 +19,8 @@ from trainops.manifest.faults import FaultClass
 
 FAULT_CLASSES: tuple[str, ...] = get_args(FaultClass)
 
-Source = Literal["trainer", "node-health", "metrics", "exit", "progress", "cluster"]  # cluster: the API server
+# cluster: the API server; nccl: the NCCL Inspector's output, PyTorch's flight recorder
+Source = Literal["trainer", "node-health", "metrics", "exit", "progress", "cluster", "nccl"]
 
 # When several signals arrive for one failure (a GPU falls off the bus, then NCCL times out
 # and the trainer dies), the diagnosis is the most specific cause: hardware first, then the

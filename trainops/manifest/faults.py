@@ -73,6 +73,12 @@ class SlowNode(StrictModel):
         description="Files (glob patterns) the ranks append their progress lines to, read beside the trainer's "
         'output: JSON lines {"step": N, "rank": R, "node": "…", "time": Unix seconds}.',
     )
+    nccl_inspector: list[str] = Field(
+        default_factory=list,
+        description="The NCCL Inspector's Prometheus files (glob patterns, e.g. "
+        "<NCCL_INSPECTOR_DUMP_DIR>/nccl_inspector_metrics_*.prom): each rank's collectives, a second source "
+        "of its progress, and their bandwidth as evidence.",
+    )
 
 
 class FaultPolicy(StrictModel):
@@ -87,3 +93,9 @@ class FaultPolicy(StrictModel):
     kill_after: Duration = Field("30s", description="After SIGTERM, how long a faulted trainer gets before SIGKILL.")
     drain_after: DrainAfter = Field(default_factory=DrainAfter)
     slow_node: SlowNode = Field(default_factory=SlowNode)
+    flight_recorder: str | None = Field(
+        None,
+        min_length=1,
+        description="PyTorch's flight-recorder dumps (a glob, e.g. /tmp/nccl_trace_rank_*: "
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE followed by the rank), read into a hang's or NCCL timeout's evidence.",
+    )
