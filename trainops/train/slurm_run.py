@@ -79,12 +79,24 @@ class Container:
         return out + ([f"--container-workdir={self.workdir}"] if self.workdir else [])
 
 
+# A command torchrun does not launch reads its place in the job from torch.distributed's
+# names, as on Kubernetes; srun sets Slurm's per task, so each task's shell turns them into
+# those (Lightning's and Accelerate's SLURM environments read the same variables).
+TASK_RANKS = (
+    'export RANK="$SLURM_PROCID" WORLD_SIZE="$SLURM_NTASKS" LOCAL_RANK="$SLURM_LOCALID" '
+    'NODE_RANK="$SLURM_NODEID" LOCAL_WORLD_SIZE=1; exec "$@"'
+)
+
+
 def srun_argv(train: TrainSpec, *, run_id: str, head: str, container: Container | None = None) -> list[str]:
-    """train.command on every node of the allocation, one task per node (torchrun for python),
-    in `container` when there is one."""
+    """train.command on every node of the allocation, one task per node (torchrun for python;
+    any other command with RANK, WORLD_SIZE, LOCAL_RANK and NODE_RANK of its task), in
+    `container` when there is one."""
     from trainops.render.env import launch_argv
 
     command = launch_argv(list(train.command), train=train, endpoint=f"{head}:{RDZV_PORT}", run_id=run_id)
+    if command[0] != "torchrun":
+        command = ["sh", "-c", TASK_RANKS, "trainops-task", *command]
     inside = container.srun_options() if container is not None else []
     return ["srun", f"--nodes={train.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", *inside, *command]
 
