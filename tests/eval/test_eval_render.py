@@ -30,6 +30,8 @@ CASES: dict[str, dict[str, Any]] = {
         "secretEnv": {"AWS_ACCESS_KEY_ID": {"secret": "s3", "key": "id"}, "WANDB_API_KEY": {"secret": "w", "key": "k"}},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     },
+    # the ray target's tenants are Kueue's queues: the eval Job waits in the same LocalQueue
+    "ray-queued": {"scheduler": "ray", "queue": "research", "namespace": "tiny-llm"},
     "batch": {
         "scheduler": "pytorchjob",
         "namespace": "tiny-llm",

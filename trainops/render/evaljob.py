@@ -161,7 +161,7 @@ def eval_objects(job: EvalJobInput) -> list[tuple[str, dict[str, Any]]]:
         batch["activeDeadlineSeconds"] = deadline
     if job.train.ttl_after_finished:
         batch["ttlSecondsAfterFinished"] = int(duration_seconds(job.train.ttl_after_finished))
-    if job.train.queue and job.train.scheduler == "kueue":
+    if job.train.queue and job.train.scheduler in ("kueue", "ray"):  # ray: the tenants' queues are Kueue's
         meta["labels"] = {**labels, "kueue.x-k8s.io/queue-name": job.train.queue}
         batch["suspend"] = True  # Kueue admits it
     batch["template"] = template
