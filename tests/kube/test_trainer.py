@@ -145,6 +145,24 @@ def test_the_trainer_makes_a_jobset_kwok_runs_it_and_trainops_reads_and_ends_it(
     )
 
 
+def test_a_rank_that_fails_with_no_restart_left_fails_the_trainjob_and_status_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_remote: Path, sim: KubeCluster, namespace: str
+) -> None:
+    """faultTolerance.maxRetry 0: the runtime's JobSet restarts nothing, so one rank exiting 1
+    fails the JobSet, and the Trainer fails the TrainJob; `train status` gives its condition."""
+    project = write_project(tmp_path, monkeypatch, git_remote, namespace=namespace, faultTolerance={"maxRetry": 0})
+    assert run("train", "submit", "--image", IMAGE, "--run-id", "f1").code == 0
+    _sync(git_remote, sim)
+    state = _wait(project, "f1", _placed(2))
+    assert finish_pods(
+        sim.api, state.namespace, f"{LABEL_RUN_ID}=f1,batch.kubernetes.io/job-completion-index=1", code=1
+    )
+    failed = _wait(project, "f1", lambda s: s.finished)
+    assert failed.phase == "Failed" and failed.failed and failed.reason and failed.reason.startswith("Failed: "), failed
+    text = run("train", "status", "f1")
+    assert text.code == 0 and " Failed " in text.stdout and f"reason {failed.reason}" in text.stdout, text.stdout
+
+
 def _cluster_runtime(sim: KubeCluster) -> None:
     """Upstream's torch-distributed ClusterTrainingRuntime (v2.3.0's manifests), as an
     administrator installs the Trainer's runtimes."""
