@@ -25,6 +25,7 @@ run's pods run again, on other nodes.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
     from trainops.registry.reference import Reference
     from trainops.train.exclude import RestartResult
     from trainops.train.kube_jobs import RunState
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -123,8 +127,19 @@ class KubeWatch:
         self.stuck_since: float | None = None  # since when the restarted run's pods cannot be scheduled
         self.stuck: Incident | None = None  # its incident, open until a pod runs
         self.report = WatchReport(run_id, 0, None)
-        past = records.list_incidents(registries, repository=self.repository, run_id=run_id)
-        self.metrics = RunMetrics(manifest, registries, run_id=run_id, past=past)
+        self.metrics = RunMetrics(manifest, registries, run_id=run_id, past=self._past())
+
+    def _past(self) -> list[Incident]:
+        """The run's incidents so far (its ETTR's), or none when the registry cannot say: the watch
+        starts all the same (said once; recording an incident needs the registry, not watching)."""
+        from trainops.errors import TrainopsError
+
+        try:
+            return records.list_incidents(self.registries, repository=self.repository, run_id=self.run_id)
+        except TrainopsError as err:
+            log.warning("trainops: could not read run %s's incidents (%s): ETTR counts this watch's only",
+                        self.run_id, err)  # fmt: skip
+            return []
 
     def state(self) -> RunState:
         from trainops.train.kube_jobs import run_states
