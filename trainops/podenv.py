@@ -83,3 +83,19 @@ class PodEnvironment:
     def leader(self) -> bool:
         """Whether this is the run's leader node (rank 0, or no rank: a single-node run)."""
         return self.node_rank in (None, "0")
+
+
+# Where a scheduler says which node of the job a pod (or an sbatch task) is, first found wins:
+# trainops' own (an indexed pod template), an Indexed Job's or JobSet's completion index,
+# Slurm's node index within the allocation.
+NODE_RANK_SOURCES = (NODE_RANK, "JOB_COMPLETION_INDEX", "SLURM_NODEID")
+
+
+def scheduler_node_rank(environ: Mapping[str, str] | None = None) -> int | None:
+    """This node's rank in its job from the scheduler's environment, or None if none says."""
+    env = os.environ if environ is None else environ
+    for name in NODE_RANK_SOURCES:
+        value = env.get(name, "")
+        if value.isascii() and value.isdigit():
+            return int(value)
+    return None

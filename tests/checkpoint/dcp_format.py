@@ -99,10 +99,19 @@ class Written:
     shards: dict[str, int] = field(default_factory=dict)  # file name → bytes
 
 
-def write_dcp(directory: Path, *, ranks: int = 2, tensors: int = 3, size: int = 4096, metadata: bool = True) -> Written:
+def write_dcp(
+    directory: Path,
+    *,
+    ranks: int = 2,
+    tensors: int = 3,
+    size: int = 4096,
+    metadata: bool = True,
+    replicated_in: int | None = None,
+) -> Written:
     """One DCP checkpoint in `directory`: `ranks` shard files of `tensors` tensors of `size`
     bytes each, then (unless metadata=False, a writer killed before the coordinator's step)
-    `.metadata`, written last as torch does."""
+    `.metadata`, written last as torch does. replicated_in: rank whose file also holds a
+    replicated tensor, stored once, whole (as DCP's save deduplicates one every rank holds)."""
     directory.mkdir(parents=True, exist_ok=True)
     written = Written(directory)
     storage: dict[Any, Any] = {}
@@ -118,7 +127,14 @@ def write_dcp(directory: Path, *, ranks: int = 2, tensors: int = 3, size: int = 
                 chunk = ChunkStorageMetadata((rank * size // 4,), (size // 4,))
                 state.setdefault(fqn, TensorStorageMetadata({"dtype": "float32"}, (ranks * size // 4,), []))
                 state[fqn].chunks.append(chunk)
-        written.shards[name] = tensors * size
+            if rank == replicated_in:
+                fqn = "model.embed.weight"
+                storage[MetadataIndex(fqn, (0,), 0)] = _StorageInfo(name, tensors * size, size)
+                fh.write(os.urandom(size))
+                state[fqn] = TensorStorageMetadata(
+                    {"dtype": "float32"}, (size // 4,), [ChunkStorageMetadata((0,), (size // 4,))]
+                )
+        written.shards[name] = (tensors + (rank == replicated_in)) * size
     if metadata:
         with _as_torch():
             data = pickle.dumps(Metadata(state, None, storage, None), protocol=pickle.HIGHEST_PROTOCOL)

@@ -21,6 +21,8 @@ from trainops import clock
 from trainops.checkpoint.catalog import CheckpointInfo, info_of, latest_checkpoint, require_repository
 from trainops.checkpoint.layouts import LAYOUTS, Layout, detect_layout, get_layout
 from trainops.checkpoint.layouts.base import fsync_dir
+from trainops.checkpoint.layouts.dcp import METADATA
+from trainops.checkpoint.shards import DCP_SHARD, Ranks, Selection, select
 from trainops.checkpoint.state import STATE_DIR, Record, fingerprint, load_restored, locked, save_restored
 from trainops.errors import InputError
 from trainops.registry import pulling, store
@@ -36,6 +38,9 @@ class RestoreResult:
     restored: CheckpointInfo | None  # what was pulled (None: nothing was)
     path: Path | None  # the checkpoint training will resume from, if any
     reason: str
+    selection: Selection | None = None  # restore --rank: the rank's files
+    bytes_received: int = 0
+    bytes_reused: int = 0  # taken from a node-local copy with the same digests
 
 
 def restore_latest(
@@ -45,6 +50,7 @@ def restore_latest(
     directory: Path,
     layout: str = "auto",
     progress: ProgressSink | None = None,
+    ranks: Ranks | None = None,
 ) -> RestoreResult:
     """Pull the newest checkpoint of repository (by step) into directory, unless directory
     already holds one at least as new. An empty or missing repository is not an error."""
@@ -53,7 +59,7 @@ def restore_latest(
     if info is None:
         return RestoreResult(None, None, f"no checkpoint in {repository.repo_url}")
     ref = repository.with_tag(info.tag).with_digest(info.digest)
-    return restore_ref(registries, ref=ref, directory=directory, layout=layout, progress=progress)
+    return restore_ref(registries, ref=ref, directory=directory, layout=layout, progress=progress, ranks=ranks)
 
 
 def restore_ref(
@@ -63,8 +69,13 @@ def restore_ref(
     directory: Path,
     layout: str = "auto",
     progress: ProgressSink | None = None,
+    ranks: Ranks | None = None,
 ) -> RestoreResult:
-    """Pull the checkpoint ref into directory/<its original name> (restore semantics above)."""
+    """Pull the checkpoint ref into directory/<its original name> (restore semantics above).
+
+    ranks: only the files that rank reads, into the checkpoint's directory beside whatever
+    other ranks put there (a shared disk); a file already there (a node-local copy)
+    with the artifact's digest is reused, not downloaded."""
     directory = directory.absolute()
     found = store.resolve(registries, ref=ref)
     repository = ref.with_tag(None).with_digest(None)
@@ -77,7 +88,7 @@ def restore_ref(
         chosen = _choose_layout(layout, directory, info, ref)
         local = [f for f in chosen.listing(directory).found if f.committed]
         newest = max(local, key=lambda f: f.step) if local else None
-        if newest is not None and newest.step >= step:
+        if newest is not None and (newest.step > step or (newest.step == step and ranks is None)):
             return RestoreResult(
                 None,
                 newest.path,
@@ -89,7 +100,8 @@ def restore_ref(
         dest = directory / name
         marker = load_restored(directory)
         if (
-            marker is not None
+            ranks is None
+            and marker is not None
             and (marker.name, marker.digest) == (name, found.manifest.digest)
             and dest.is_dir()
             and fingerprint(dest).digest == marker.fingerprint
@@ -98,7 +110,10 @@ def restore_ref(
             return RestoreResult(info, dest, f"restored {name} (step {step}) from {ref.with_digest(None)}")
         staging = directory / STATE_DIR / RESTORE_DIR / found.manifest.digest[7:23]
         _drop_other_staging(staging)
-        pulling.pull(registries, ref=found.ref, dest=staging, progress=progress)
+        selection = _selection(registries, found, ranks, staging) if ranks is not None else None
+        reuse = [dest] if dest.is_dir() and not dest.is_symlink() else []  # a node-local copy
+        paths = selection.files if selection is not None else None
+        pulled = pulling.pull(registries, ref=found.ref, dest=staging, progress=progress, paths=paths, reuse=reuse)
         record = Record(
             name=name,
             step=step,
@@ -109,11 +124,62 @@ def restore_ref(
             layout=chosen.name,
             run_id=info.run_id,
             at=clock.iso(),
+            partial=selection is not None and selection.sharding != "none",
         )
         save_restored(directory, record)  # before the rename: the directory never appears unrecorded
-        _move_into_place(staging, dest)
+        _into_place(staging, dest, pulled, shared=selection is not None)
         chosen.after_restore(directory, name, step)
-    return RestoreResult(info, dest, f"restored {name} (step {step}) from {ref.with_digest(None)}")
+    what = f" ({len(selection.files)} file(s) for {_ranks_text(ranks)})" if selection is not None and ranks else ""
+    return RestoreResult(
+        info,
+        dest,
+        f"restored {name} (step {step}){what} from {ref.with_digest(None)}",
+        selection,
+        pulled.bytes_received,
+        pulled.bytes_reused,
+    )
+
+
+def _selection(registries: Registries, found: store.Resolved, ranks: Ranks, staging: Path) -> Selection:
+    """The files ranks.rank restores; a DCP checkpoint's `.metadata` is read first (small)."""
+    from trainops.registry.chunks.index import files_of
+
+    paths = [view.path for view in files_of(found.parsed, str(found.ref))]
+    plans = [p for p in paths if p.rsplit("/", 1)[-1] == METADATA]
+    metadata = None
+    if len(plans) == 1 and any(DCP_SHARD.match(p) for p in paths):
+        where = staging.parent / f"{staging.name}-metadata"
+        pulling.pull(registries, ref=found.ref, dest=where, paths=plans)
+        metadata = (where / plans[0]).read_bytes()
+        shutil.rmtree(where, ignore_errors=True)
+    return select(paths, ranks, metadata)
+
+
+def _into_place(staging: Path, dest: Path, pulled: pulling.PullResult, *, shared: bool) -> None:
+    """The verified files to dest: renamed whole, or (a rank's share, on a disk other ranks
+    may share) merged in; their digests remembered, for the next restore on this node."""
+    if shared and dest.is_dir() and not dest.is_symlink():
+        _merge_into(staging, dest, pulled.files)  # other ranks' files stay
+    else:
+        _move_into_place(staging, dest)
+    pulling.remember(dest, pulled.digests)
+
+
+def _ranks_text(ranks: Ranks) -> str:
+    first, last = ranks.ranks[0], ranks.ranks[-1]
+    return f"rank {first}" if first == last else f"ranks {first}-{last}"
+
+
+def _merge_into(staging: Path, dest: Path, files: list[str]) -> None:
+    """Move a rank's verified files into the checkpoint directory other ranks share."""
+    for rel in files:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staging / rel, target)
+    shutil.rmtree(staging, ignore_errors=True)
+    fsync_dir(dest)
+    with contextlib.suppress(OSError):
+        staging.parent.rmdir()
 
 
 def _choose_layout(layout: str, directory: Path, info: CheckpointInfo, ref: Reference) -> Layout:

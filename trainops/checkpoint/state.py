@@ -80,6 +80,7 @@ class Record:
     run_id: str | None = None
     quick: tuple[int, int] | None = None
     at: str | None = None
+    partial: bool = False  # a rank's share only (restore --rank): never the whole checkpoint
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -103,6 +104,7 @@ class Record:
                 run_id=data.get("run_id"),
                 quick=(int(quick[0]), int(quick[1])) if isinstance(quick, list) and len(quick) == 2 else None,
                 at=data.get("at"),
+                partial=data.get("partial") is True,
             )
         except (KeyError, TypeError, ValueError):
             return None

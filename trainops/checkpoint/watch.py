@@ -302,9 +302,11 @@ class Watcher:
             record is None
             and restored is not None
             and restored.name == found.name
-            and restored.fingerprint == fp.digest
+            and (restored.fingerprint == fp.digest or restored.partial)
         ):
-            return restored  # restored here from the registry: not ours to push again
+            # restored here from the registry: not ours to push again (a rank's share of it,
+            # beside the other ranks' shares on a shared disk, is not a checkpoint to push)
+            return restored
         return self._publish(found, layout, fp, records, restored)
 
     def _complete(self, found: Found, siblings: list[Found], relaxed: bool, now: float) -> bool:

@@ -346,23 +346,51 @@ def latest(repo: str | None, file: str | None, env: str | None, insecure: bool, 
 @click.argument("args", nargs=-1, metavar="REF DEST | --latest [REPO] DEST")
 @click.option("--latest", "latest_", is_flag=True, help="Pull the newest checkpoint of REPO.")
 @click.option("--layout", type=click.Choice(LAYOUTS), default=None, help="Checkpoint layout of DEST (default: auto).")
+@click.option(
+    "--rank",
+    type=click.IntRange(0),
+    default=None,
+    metavar="R",
+    help="Pull only the files rank R reads (and shared ones).",
+)
+@click.option(
+    "--node-rank",
+    default=None,
+    metavar="N|auto",
+    help="Pull only the files of node N's ranks (--nproc-per-node of them); auto: the scheduler's "
+    f"({', '.join(podenv.NODE_RANK_SOURCES)}), else every file.",
+)
+@click.option("--nproc-per-node", type=click.IntRange(1), default=None, metavar="P", help="Ranks per node (default 1).")
+@click.option("--world-size", type=click.IntRange(1), default=None, metavar="W", help="The job's number of ranks.")
 @options.registry_options
 @output_option
 def pull(
     args: tuple[str, ...],
     latest_: bool,
     layout: str | None,
+    rank: int | None,
+    node_rank: str | None,
+    nproc_per_node: int | None,
+    world_size: int | None,
     file: str | None,
     env: str | None,
     insecure: bool,
     output: str,
 ) -> None:
     """Restore a checkpoint into DEST for training to resume; nothing is pulled when DEST
-    already holds one at least as new (Megatron's tracker and DeepSpeed's latest are written)."""
+    already holds one at least as new (Megatron's tracker and DeepSpeed's latest are written).
+
+    With --rank (or --node-rank) and --world-size, only that rank's shards and the shared
+    files are pulled (Megatron's mp_rank_*, DeepSpeed's per-rank files, DCP's __R_*.distcp by
+    its .metadata); files DEST already holds with the same digests are not downloaded again."""
     from trainops.checkpoint import restore_latest, restore_ref
+    from trainops.checkpoint.shards import requested
     from trainops.cli.progress import transfer_progress
     from trainops.errors import UsageError
 
+    ranks = requested(rank=rank, node_rank=node_rank, nproc_per_node=nproc_per_node, world_size=world_size)
+    if ranks is None and node_rank == "auto":
+        click.echo("note: no node rank in the environment: pulling every file", err=True)
     if latest_ and len(args) not in (1, 2):
         raise UsageError("usage: trainops ckpt pull --latest [REPO] DEST")
     if not latest_ and len(args) != 2:
@@ -374,13 +402,13 @@ def pull(
         if latest_:
             repository = _repository(ctx, args[0] if len(args) == 2 else None)
             result = restore_latest(
-                ctx.registries, repository=repository, directory=dest, layout=chosen, progress=progress
+                ctx.registries, repository=repository, directory=dest, layout=chosen, progress=progress, ranks=ranks
             )
         else:
             ref = ctx.registries.ref(args[0])
             if not ref.tag and not ref.digest:
                 raise UsageError(f"{args[0]} names no checkpoint", hint="write REPO:step-N, or use --latest REPO")
-            result = restore_ref(ctx.registries, ref=ref, directory=dest, layout=chosen, progress=progress)
+            result = restore_ref(ctx.registries, ref=ref, directory=dest, layout=chosen, progress=progress, ranks=ranks)
     if output == "json":
         echo_json(result)
     else:

@@ -6,11 +6,12 @@ that neither file grows past what one reads in a sitting.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,8 +21,10 @@ from trainops.registry import media
 from trainops.registry.artifact import safe_relpath
 from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import NullProgress, ProgressSink, Registries
+from trainops.registry.digestcache import DigestCache
 from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved, default_jobs, resolve
+from trainops.serialize import HIDDEN
 
 if TYPE_CHECKING:
     from trainops.registry.chunks.rebuild import Recipe
@@ -36,6 +39,8 @@ class PullResult:
     bytes_total: int
     bytes_received: int
     seconds: float
+    bytes_reused: int = 0  # taken from a local copy (reuse=) instead of downloaded
+    digests: dict[str, str] = field(default_factory=dict, metadata=HIDDEN)  # relpath → digest of each plain file
 
 
 def _check_no_symlink(dest: Path, target: Path, ref: Reference) -> None:
@@ -60,9 +65,15 @@ def pull(
     jobs: int | None = None,
     progress: ProgressSink | None = None,
     paths: Collection[str] | None = None,
+    reuse: Sequence[Path] = (),
 ) -> PullResult:
     """Pull an artifact's files (or those of them named in paths) into dest. Only verified
     files ever appear in dest.
+
+    reuse: directories that may already hold some of the files at the same relative path
+    (a node-local copy of the checkpoint): a file there whose digest is the artifact's is
+    linked (or copied) instead of downloaded. Digests come from the digest cache, so a
+    file this pull placed costs a stat the next time.
 
     Blobs are downloaded into a staging directory inside dest and verified; only when all
     are verified are they moved into place. A chunked file (trainops.registry.chunks) is
@@ -81,10 +92,13 @@ def pull(
     # gains nothing until every blob has verified.
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = dest.parent / f".{dest.name}.trainops-pull-{found.manifest.digest[7:23]}"
+    reused = _reuse(plan, staging, reuse)
     received = _stage_blobs(
         registries, found, plan, staging, recipes, progress=progress or NullProgress(), jobs=jobs or default_jobs(ref)
     )
     _place(plan, _unpacked(plan, staging, str(found.ref)), staging, dest)
+    digests = {rel: layer.digest for rel, layer in plan if media.packing(layer.media_type) is None}
+    remember(dest, digests)
     return PullResult(
         ref=found.ref,
         digest=found.manifest.digest,
@@ -93,7 +107,49 @@ def pull(
         bytes_total=sum(layer.size for _, layer in plan),
         bytes_received=received,
         seconds=time.monotonic() - started,
+        bytes_reused=reused,
+        digests=digests,
     )
+
+
+def _reuse(plan: list[tuple[str, Descriptor]], staging: Path, directories: Sequence[Path]) -> int:
+    """Stage, as verified blobs, the files of plan that one of directories holds with the
+    same digest (hard-linked, or copied across filesystems); the bytes so reused."""
+    if not directories:
+        return 0
+    cache = DigestCache()
+    staging.mkdir(parents=True, exist_ok=True)
+    reused = 0
+    for rel, layer in plan:
+        final = staging / layer.digest[7:]
+        if media.packing(layer.media_type) is not None or final.exists():
+            continue  # a tar layer's digest is not its file's
+        for directory in directories:
+            candidate = directory / rel
+            try:
+                if candidate.is_symlink() or not candidate.is_file() or candidate.stat().st_size != layer.size:
+                    continue
+                if cache.digest(candidate)[0] != layer.digest:
+                    continue
+                try:
+                    os.link(candidate, final)
+                except OSError:
+                    shutil.copyfile(candidate, final)
+            except OSError:
+                continue
+            reused += layer.size
+            break
+    return reused
+
+
+def remember(dest: Path, digests: dict[str, str]) -> None:
+    """Record the digest of each verified file under dest (relpath → digest), so a later
+    pull reusing it (or a push of it) costs a stat instead of a read."""
+    cache = DigestCache()
+    for rel, digest in digests.items():
+        target = dest / rel
+        with contextlib.suppress(OSError):
+            cache.remember(target, digest, target.stat())
 
 
 def _pull_plan(

@@ -60,14 +60,21 @@ class _Unpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"{module}.{name} is not part of a DCP metadata file")
 
 
-def storage_extents(metadata: bytes) -> dict[str, int] | None:
-    """The bytes each shard file must hold (relative path → max offset + length), or None
-    when the file is not a DCP `.metadata` this reader understands."""
+def load_metadata(metadata: bytes) -> Stub | None:
+    """A DCP `.metadata` as stand-ins (torch's Metadata: `.state` holds its fields), or None
+    when it is not one this reader understands."""
     try:
         root = _Unpickler(io.BytesIO(metadata)).load()
     except Exception:  # a torn or foreign file: not complete (the writer may still be at it)
         return None
-    storage = getattr(root, "state", {}).get("storage_data") if isinstance(root, Stub) else None
+    return root if isinstance(root, Stub) and isinstance(root.state, dict) else None
+
+
+def storage_extents(metadata: bytes) -> dict[str, int] | None:
+    """The bytes each shard file must hold (relative path → max offset + length), or None
+    when the file is not a DCP `.metadata` this reader understands."""
+    root = load_metadata(metadata)
+    storage = root.state.get("storage_data") if root is not None else None
     if not isinstance(storage, dict):
         return None
     extents: dict[str, int] = {}
