@@ -11,9 +11,10 @@ import pytest
 
 from tests.cli.runner import run
 from tests.render.helpers import only, render, variant, write_variant
-from trainops.errors import InputError
+from trainops.errors import ManifestError
 from trainops.render.ray import MAX_NAME
 
+IMAGE = "registry.example.com/llm/tiny-llm/image@sha256:" + "ab" * 32
 RAY = {"scheduler": "ray", "topology": None}
 
 
@@ -47,22 +48,33 @@ def test_a_long_pipeline_name_still_fits_kuberays_limit(tmp_path: Path) -> None:
     assert len(job["metadata"]["name"]) <= MAX_NAME
 
 
-def test_a_patch_giving_another_entrypoint_is_refused_at_the_patch(tmp_path: Path) -> None:
+def _entrypoint_line(path: Path) -> tuple[int, int]:
+    """Line and column of the patch's `entrypoint` key in the written manifest."""
+    for number, row in enumerate(path.read_text().splitlines(), 1):
+        if "entrypoint:" in row:
+            return number, row.index("entrypoint") + 1
+    raise AssertionError(f"no entrypoint in {path}")
+
+
+def test_a_patch_giving_another_entrypoint_is_refused_at_its_line(tmp_path: Path) -> None:
     patch = {"target": {"kind": "RayJob"}, "merge": {"spec": {"entrypoint": "python other.py"}}}
     manifest = variant(tmp_path, _ray(patches=[patch]))
-    with pytest.raises(InputError) as err:
+    line, column = _entrypoint_line(manifest.path)
+    with pytest.raises(ManifestError) as err:
         render(manifest)
     assert str(err.value).startswith(
-        "spec.patches[0].merge.spec.entrypoint: the RayJob's entrypoint is train.command "
-        "('python -m tiny_llm.train'), not 'python other.py'"
+        f"{manifest.path}:{line}:{column}: spec.patches[0].merge.spec.entrypoint: the RayJob's entrypoint is "
+        "train.command ('python -m tiny_llm.train'), not 'python other.py'; change train.command"
     )
 
 
-def test_validate_render_says_so_in_one_line(tmp_path: Path) -> None:
+def test_validate_render_and_train_render_say_so_in_one_line(tmp_path: Path) -> None:
     patch = {"target": {"kind": "RayJob"}, "merge": {"spec": {"entrypoint": "python other.py"}}}
     path = write_variant(tmp_path, _ray(patches=[patch]))
-    out = run("validate", "-f", str(path), "--render")
-    assert out.code != 0
-    said = [line for line in out.stdout.splitlines() + out.stderr.splitlines() if "entrypoint" in line]
-    assert len(said) == 1 and "spec.patches[0].merge.spec.entrypoint" in said[0], out.stdout + out.stderr
-    assert "Traceback" not in out.stderr
+    line, column = _entrypoint_line(path)
+    for argv in (["validate", "--render"], ["train", "render", "--image", IMAGE, "--run-id", "r1"]):
+        out = run(*argv, "-f", str(path))
+        assert out.code == 3, out.stdout + out.stderr
+        said = [row for row in out.stdout.splitlines() + out.stderr.splitlines() if "entrypoint" in row]
+        assert len(said) == 1 and f"{path}:{line}:{column}: spec.patches[0].merge.spec.entrypoint: " in said[0], said
+        assert "Traceback" not in out.stderr

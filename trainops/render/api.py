@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainops.errors import TrainopsError
+from trainops.errors import ManifestError, TrainopsError
 from trainops.manifest import Manifest
 from trainops.manifest.stages import TrainSpec
 from trainops.render.context import RunContext, build_context
@@ -388,8 +388,8 @@ def check_render(
     warnings: list[str] = []
     try:
         rendered = render_for_check(manifest, image=image, run_id=run_id, warnings=warnings)
-    except TrainopsError as err:
-        problem = SchemaProblem(manifest.path.name, "", "", "", str(err))
+    except TrainopsError as err:  # a ManifestError names its file and line itself
+        problem = SchemaProblem("" if isinstance(err, ManifestError) else manifest.path.name, "", "", "", str(err))
         return RenderCheck(manifest.env, scheduler, [], {}, [problem], warnings)
     problems = validate_objects(rendered.objects, crds_dir=crds_dir, sources=rendered.sources)
     problems += _bash_problems(rendered)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from trainops import runid
 from trainops.manifest import Manifest
@@ -28,6 +29,7 @@ class RunContext:
     user_labels: dict[str, str]
     warnings: list[str] = field(default_factory=list)
     env: str | None = None  # the --env overlay the manifest was loaded with
+    path: Path | None = None  # the manifest file, for errors located at a line of it
 
     @property
     def insecure(self) -> frozenset[str]:
@@ -117,6 +119,7 @@ def build_context(manifest: Manifest, *, image: str, run_id: str, commit: str | 
         repository=checkpoint_repository(spec, name, train),
         user_labels=dict(pipeline.metadata.labels),
         env=manifest.env,
+        path=manifest.path,
     )
     slurm = train.slurm
     bare_metal = train.scheduler == "slurm" and slurm is not None and slurm.runtime == "bare-metal"

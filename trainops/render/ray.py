@@ -32,8 +32,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from trainops.errors import InputError
+from trainops.errors import InputError, ManifestError
 from trainops.manifest.common import duration_seconds
+from trainops.manifest.load import field_problem
 from trainops.render.context import RunContext
 from trainops.render.kueue import queue_labels
 from trainops.render.names import LABEL_ROLE, MAX_LABEL, object_name
@@ -60,11 +61,12 @@ def check_entrypoint(ctx: RunContext) -> None:
     for index, patch in enumerate(ctx.spec.patches):
         spec = patch.merge.get("spec") if patch.target.kind == KIND else None
         if isinstance(spec, dict) and "entrypoint" in spec and spec["entrypoint"] != wanted:
-            raise InputError(
-                f"spec.patches[{index}].merge.spec.entrypoint: the RayJob's entrypoint is train.command "
-                f"({wanted!r}), not {spec['entrypoint']!r}",
-                hint="change train.command (every target runs it) and remove the entrypoint from the patch",
-            )
+            loc = ("spec", "patches", index, "merge", "spec", "entrypoint")
+            said = f"the RayJob's entrypoint is train.command ({wanted!r}), not {spec['entrypoint']!r}"
+            hint = "change train.command (every target runs it) and remove the entrypoint from the patch"
+            if ctx.path is None:
+                raise InputError(f"spec.patches[{index}].merge.spec.entrypoint: {said}", hint=hint)
+            raise ManifestError([field_problem(ctx.path, env=ctx.env, loc=loc, message=said)], hint=hint)
 
 
 def _ray_container(template: dict[str, Any], *, ports: tuple[tuple[str, int], ...]) -> dict[str, Any]:
