@@ -223,7 +223,9 @@ def test_restore_and_sidecar_run_the_exact_commands(tmp_path: Path) -> None:
     tmpls = templates(_job(tmp_path, train({"checkpoint": {"keep": keep}})))
     leader, worker = tmpls["leader"], tmpls["worker"]
     restore = container(leader, "ckpt-restore")
-    assert restore["command"] == ["trainops", "ckpt", "pull", "--latest", REPO, "/ckpt"]
+    # the leader restores its node's ranks' shards; a worker cannot tell its node rank: every file
+    ranks = ["--node-rank", "0", "--nproc-per-node", "8", "--world-size", "16"]
+    assert restore["command"] == ["trainops", "ckpt", "pull", "--latest", REPO, "/ckpt", *ranks]
     watch = container(leader, "ckpt-watch")
     assert watch["restartPolicy"] == "Always"  # a native sidecar
     assert watch["command"] == [
@@ -234,7 +236,7 @@ def test_restore_and_sidecar_run_the_exact_commands(tmp_path: Path) -> None:
     assert watch["ports"] == [{"name": "metrics", "containerPort": 9464, "protocol": "TCP"}]
     assert [c["name"] for c in leader["spec"]["initContainers"]][-1] == "ckpt-watch"  # after the restore
     assert "ckpt-watch" not in [c["name"] for c in worker["spec"]["initContainers"]]
-    assert container(worker, "ckpt-restore")["command"] == restore["command"]
+    assert container(worker, "ckpt-restore")["command"] == restore["command"][:-6]
     assert leader["spec"]["terminationGracePeriodSeconds"] == 600  # checkpoint.gracePeriod
 
 
@@ -263,6 +265,9 @@ def test_the_indexed_job_watcher_is_leader_only_with_the_completion_index(tmp_pa
     rank = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
     assert env_of(watch)["TRAINOPS_NODE_RANK"] == rank
     assert env_of(container(tmpl, "train"))["TRAINOPS_NODE_RANK"] == rank
+    restore = container(tmpl, "ckpt-restore")  # each pod restores its own node's shards
+    assert env_of(restore)["TRAINOPS_NODE_RANK"] == rank
+    assert restore["command"][-6:] == ["--node-rank", "auto", "--nproc-per-node", "8", "--world-size", "16"]
 
 
 def test_agent_image_and_registry_secret(tmp_path: Path) -> None:
@@ -306,6 +311,7 @@ def test_resume_none_and_resume_from_a_reference(tmp_path: Path) -> None:
     ]
     assert container(seeded, "ckpt-seed")["command"] == [
         "trainops", "ckpt", "pull", "file://.trainops/registry/tiny-llm/base-ckpt:step-1000", "/ckpt",
+        "--node-rank", "0", "--nproc-per-node", "8", "--world-size", "16",
     ]  # fmt: skip
     names = [c["name"] for c in seeded["spec"]["initContainers"]]
     assert names.index("ckpt-seed") < names.index("ckpt-restore")

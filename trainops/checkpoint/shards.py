@@ -158,10 +158,8 @@ def _megatron(paths: Sequence[str], rank: int, world: int) -> Selection:
     tp_size = 1 + max(tp for tp, _ in owner.values())
     pp_size = 1 + max(pp for _, pp in owner.values())
     if world % (tp_size * pp_size):
-        raise UsageError(
-            f"--world-size {world} does not fit the checkpoint's {tp_size} tensor × {pp_size} pipeline ranks",
-            hint="pass the job's world size, or restore without --rank (every file)",
-        )
+        note = f"a world of {world} does not fit {tp_size} tensor × {pp_size} pipeline ranks (resharding): every file"
+        return Selection([rank], world, "megatron", sorted(paths), len(paths) - len(owner), note)
     tp, pp = rank % tp_size, rank // (world // pp_size)
     note = f"tensor rank {tp} of {tp_size}, pipeline rank {pp} of {pp_size} (Megatron's tp-dp-pp order)"
     return _owned(paths, owner, (tp, pp), rank, world, "megatron", note)
@@ -178,10 +176,8 @@ def _deepspeed(paths: Sequence[str], rank: int, world: int) -> Selection:
             zero[p] = (int(m.group(1)), int(m.group(2)))
     mp_size = 1 + max([*models.values(), *(mp for _, mp in zero.values())])
     if world % mp_size:
-        raise UsageError(
-            f"--world-size {world} is not a multiple of the checkpoint's {mp_size} model-parallel ranks",
-            hint="pass the job's world size, or restore without --rank (every file)",
-        )
+        note = f"a world of {world} is not a multiple of {mp_size} model-parallel ranks (resharding): every file"
+        return Selection([rank], world, "deepspeed", sorted(paths), len(paths) - len(models) - len(zero), note)
     mp, dp = rank % mp_size, rank // mp_size
     dp_size = 1 + max((d for d, _ in zero.values()), default=0)
     resharded = bool(zero) and dp_size != world // mp_size

@@ -2,10 +2,12 @@
 
 Restore (before training, on every start and restart):
 
-    trainops ckpt pull --latest <REPO> <CKPT_DIR>
+    trainops ckpt pull --latest <REPO> <CKPT_DIR> [--node-rank auto|0 --nproc-per-node P --world-size W]
 
 pulls the newest checkpoint of REPO into CKPT_DIR unless CKPT_DIR already holds one at
-least as new, and exits 0 when the repository has none. Watcher (beside the rank-0
+least as new, and exits 0 when the repository has none. A pod that knows its node rank (an
+indexed template: TRAINOPS_NODE_RANK, JOB_COMPLETION_INDEX; a leader pod: 0) pulls only its
+ranks' shards and the shared files, reusing what a node-local directory still holds. Watcher (beside the rank-0
 process for the whole run):
 
     trainops ckpt watch <CKPT_DIR> --repository <REPO> --run-id <RUN_ID> --layout <layout>
@@ -31,13 +33,22 @@ def qualify(ref: str, registry: str) -> str:
 
 
 def restore_steps(
-    train: TrainSpec, repository: str, *, registry: str, insecure: frozenset[str] = frozenset()
+    train: TrainSpec,
+    repository: str,
+    *,
+    registry: str,
+    insecure: frozenset[str] = frozenset(),
+    node_rank: str | None = None,
 ) -> list[tuple[str, list[str]]]:
     """(container name, command) of the restore step; none when the manifest says resume: none.
 
     resume: latest — the newest checkpoint of the run's repository. resume: <ref> — that
     checkpoint first (`ckpt-seed`), then the newest of the repository if it is newer, so a
     restarted job continues from its own progress rather than from the seed again.
+
+    node_rank: the pod's node rank ("auto": the scheduler's, from the pod's environment), so
+    the pod restores only its ranks' shards (rank_argv); None: every file (a pod that
+    restores for every node, on a shared volume, or one that cannot know its rank).
     """
     resume = train.checkpoint.resume
     if resume == "none":
@@ -50,12 +61,22 @@ def restore_steps(
                 f"train.checkpoint.resume {resume!r} names no checkpoint",
                 hint="write REPOSITORY:step-N (or @sha256:…), latest, or none",
             )
-        steps.append(
-            ("ckpt-seed", with_insecure(["trainops", "ckpt", "pull", seed, train.checkpoint.dir], insecure, seed))
-        )
-    restore = ["trainops", "ckpt", "pull", "--latest", repository, train.checkpoint.dir]
+        seeded = ["trainops", "ckpt", "pull", seed, train.checkpoint.dir, *rank_argv(train, node_rank)]
+        steps.append(("ckpt-seed", with_insecure(seeded, insecure, seed)))
+    restore = ["trainops", "ckpt", "pull", "--latest", repository, train.checkpoint.dir, *rank_argv(train, node_rank)]
     steps.append(("ckpt-restore", with_insecure(restore, insecure, repository)))
     return steps
+
+
+def rank_argv(train: TrainSpec, node_rank: str | None) -> list[str]:
+    """`--node-rank N --nproc-per-node P --world-size W` when the job's world is fixed and
+    known (nodes × gpusPerNode, more than one rank); else nothing: every file."""
+    if node_rank is None or train.elastic is not None or not train.gpus_per_node:
+        return []
+    world = train.nodes * train.gpus_per_node
+    if world < 2:
+        return []
+    return ["--node-rank", node_rank, "--nproc-per-node", str(train.gpus_per_node), "--world-size", str(world)]
 
 
 def with_insecure(argv: list[str], insecure: frozenset[str], *urls: str) -> list[str]:

@@ -144,6 +144,7 @@ def jobset(ctx: RunContext) -> dict[str, Any]:
         endpoint=endpoint,
         is_host=True,
         sidecar=True,
+        restore_rank="0" if workers and not shared else None,  # each worker restores its own share
         annotations=_topology(ctx, group=group),
     )
     replicated = [

@@ -57,6 +57,7 @@ class PodRole:
     sidecar: bool = False  # run the checkpoint watcher here
     leader_only: bool = False  # one template for every rank: the watcher checks TRAINOPS_NODE_RANK
     restore: bool = True
+    restore_rank: str | None = None  # the node rank its restore pulls the shards of (None: every file)
     restart_policy: str | None = "Never"
     deadline: bool = True  # maxRunDuration as the pods' activeDeadlineSeconds
     priority_class: bool = True
@@ -241,6 +242,15 @@ def placement(train: TrainSpec) -> dict[str, Any]:
     return spec
 
 
+def _restore_containers(ctx: RunContext, role: PodRole, mounts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The restore step's init containers: an indexed template's pods restore their own
+    node's shards (its node rank from the pod), a leader its own when workers restore theirs."""
+    node_rank = "auto" if role.leader_only else role.restore_rank
+    steps = restore_steps(ctx.train, ctx.repository, registry=ctx.spec.registry, insecure=ctx.insecure,
+                          node_rank=node_rank)  # fmt: skip
+    return [_agent(ctx, role, name, command, mounts) for name, command in steps]
+
+
 def pod_template(ctx: RunContext, role: PodRole) -> dict[str, Any]:
     train = ctx.train
     check_names(train)
@@ -274,10 +284,7 @@ def pod_template(ctx: RunContext, role: PodRole) -> dict[str, Any]:
         }
     )
 
-    init: list[dict[str, Any]] = []
-    if role.restore:
-        for name, command in restore_steps(train, ctx.repository, registry=ctx.spec.registry, insecure=ctx.insecure):
-            init.append(_agent(ctx, role, name, command, agent_mounts))
+    init = _restore_containers(ctx, role, agent_mounts) if role.restore else []
     auth = [m for m in agent_mounts if m["name"] == "registry-auth"]
     for data in train.datasets:
         if data.mount_path is None or data.claim:

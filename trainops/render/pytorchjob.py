@@ -58,7 +58,9 @@ def pytorch_job(ctx: RunContext) -> dict[str, Any]:
     run_policy["schedulingPolicy"] = scheduling
     spec["runPolicy"] = run_policy
 
-    def role(kind: str, *, is_host: bool, sidecar: bool = False, restore: bool = True) -> PodRole:
+    def role(
+        kind: str, *, is_host: bool, sidecar: bool = False, restore: bool = True, rank: str | None = None
+    ) -> PodRole:
         return PodRole(
             role=kind,
             endpoint=endpoint,
@@ -67,11 +69,13 @@ def pytorch_job(ctx: RunContext) -> dict[str, Any]:
             is_host=is_host,
             sidecar=sidecar,
             restore=restore,
+            restore_rank=rank,
             restart_policy=None,  # the replica spec's restartPolicy wins
             deadline=False,  # runPolicy.activeDeadlineSeconds instead
         )
 
-    master = pod_template(ctx, role("leader", is_host=True, sidecar=True))
+    rank = "0" if train.nodes > 1 and not shared else None  # each worker restores its own share
+    master = pod_template(ctx, role("leader", is_host=True, sidecar=True, rank=rank))
     replicas: dict[str, Any] = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": master}}
     if workers:
         worker = pod_template(ctx, role("worker", is_host=False, restore=not shared))

@@ -62,7 +62,14 @@ def volcano_job(ctx: RunContext) -> dict[str, Any]:
     }
     spec["policies"] = [{"events": list(train.fault_tolerance.restart_on), "action": train.fault_tolerance.action}]
 
-    master_role = PodRole(role="leader", endpoint=endpoint, port_name="pytorchjob-port", is_host=True, sidecar=True)
+    master_role = PodRole(
+        role="leader",
+        endpoint=endpoint,
+        port_name="pytorchjob-port",
+        is_host=True,
+        sidecar=True,
+        restore_rank="0" if workers and not shared else None,  # each worker restores its own share
+    )
     tasks = [
         {
             "name": MASTER,
