@@ -222,6 +222,17 @@ def test_validate_kubeconfig_sends_the_runtime_and_the_trainjob_through_the_trai
     # runtime, which a dry run does not store), the eval Job and its ConfigMap
     assert line.startswith("cluster (base): 4 objects sent") and "refused" not in out.stdout, out.stdout
 
+    # the pods the Trainer would make (the runtime's template with the TrainJob's container) are
+    # sent as a Pod too: a GPU request unequal to its limit passes the TrainJob's schema, not a Pod's
+    doc = yaml.safe_load(Path("trainops.yaml").read_text())
+    requests = {"spec": {"trainer": {"resourcesPerNode": {"requests": {"nvidia.com/gpu": "4"}}}}}
+    doc["spec"]["patches"] = [{"target": {"kind": "TrainJob"}, "merge": requests}]
+    Path("trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    out = run("validate", "--render", "--kubeconfig", str(sim.kubeconfig))
+    assert out.code == 3, out.stdout + out.stderr
+    (line,) = [line for line in out.stderr.splitlines() if "refuses the pods of TrainJob" in line]
+    assert "from its runtime's node template" in line and "nvidia.com/gpu" in line, line
+
 
 def test_train_watch_restarts_a_trainjob_away_from_a_lost_node_through_git(
     tmp_path: Path, git_remote: Path, sim: KubeCluster

@@ -12,7 +12,9 @@ Trainer refuses a TrainJob without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from trainops.cluster.client import Cluster
 from trainops.cluster.installs import RUNTIMES, install_hint
@@ -84,3 +86,42 @@ def _runtime_problems(cluster: Cluster, manifest: Manifest, problem: _Located) -
     others = f"it has {', '.join(have)}" if have else f"it has none; upstream's: {RUNTIMES}"
     text = f"the cluster has no {kind} {options.runtime}{scope}: name one it has ({others}), or leave it unset"
     return [problem(("kubeflow", "runtime"), text)]
+
+
+def trainjob_pod(job: dict[str, Any], objects: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The Pod the Trainer would make for TrainJob `job` from trainops' TrainingRuntime among
+    `objects` (rendered with it): the runtime's `node` pod template, its `node` container given
+    the TrainJob's image, command, env and resources. None for a runtime of the cluster's.
+    The API server checks a runtime's pod template against the CRD's schema only: a dry run of
+    this Pod asks what it would say when the JobSet's Jobs create the pods."""
+    ref = (job.get("spec") or {}).get("runtimeRef") or {}
+    meta = job["metadata"]
+    runtime = next(
+        (o for o in objects
+         if o.get("kind") == "TrainingRuntime" and o["metadata"].get("name") == ref.get("name")
+         and o["metadata"].get("namespace") == meta.get("namespace")),
+        None,
+    )  # fmt: skip
+    if ref.get("kind") != "TrainingRuntime" or runtime is None:
+        return None
+    replicated = ((runtime.get("spec") or {}).get("template") or {}).get("spec", {}).get("replicatedJobs") or []
+    node: dict[str, Any] = next((j for j in replicated if j.get("name") == "node"), {})
+    template = ((node.get("template") or {}).get("spec") or {}).get("template")
+    if not isinstance(template, dict):
+        return None
+    spec = copy.deepcopy(template.get("spec") or {})
+    trainer = (job.get("spec") or {}).get("trainer") or {}
+    for container in spec.get("containers") or []:
+        if container.get("name") == "node":
+            for key, field in (
+                ("image", "image"),
+                ("command", "command"),
+                ("env", "env"),
+                ("resourcesPerNode", "resources"),
+            ):
+                if key in trainer:
+                    container[field] = copy.deepcopy(trainer[key])
+    pod_meta = {**(template.get("metadata") or {}), "name": f"{meta['name']}-node"}
+    if meta.get("namespace"):
+        pod_meta["namespace"] = meta["namespace"]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}

@@ -289,9 +289,11 @@ def dry_run(cluster: Cluster, manifest: Manifest, items: Sequence[Sent]) -> list
             continue
         if _kind(item.obj) in (_VOLCANO_QUEUE, _TRAINING_RUNTIME):
             admitted.add(str(item.obj["metadata"]["name"]))
-        problems += _template_refusals(cluster, manifest, item)
+        problems += _template_refusals(cluster, manifest, item, items)
     for item, err in refused:
-        if not (queue_pending(item.obj, err.message, admitted) or runtime_pending(item.obj, err.message, admitted)):
+        if runtime_pending(item.obj, err.message, admitted):
+            problems += _template_refusals(cluster, manifest, item, items)
+        elif not queue_pending(item.obj, err.message, admitted):
             problems.append(refusal_problem(manifest, item, err))
     return problems
 
@@ -335,9 +337,15 @@ def _template_pods(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _template_refusals(cluster: Cluster, manifest: Manifest, item: Sent) -> list[Problem]:
+def _template_refusals(cluster: Cluster, manifest: Manifest, item: Sent, items: Sequence[Sent]) -> list[Problem]:
+    from trainops.cluster.controllers import trainjob_pod
+
     problems = []
-    for field, pod in _template_pods(item.obj):
+    pods = _template_pods(item.obj)
+    if _kind(item.obj) == _TRAINJOB:  # its pods are its runtime's template, filled in by the TrainJob
+        pod = trainjob_pod(item.obj, [i.obj for i in items])
+        pods += [("runtime's node template", pod)] if pod is not None else []
+    for field, pod in pods:
         try:
             cluster.apply(pod, dry_run=True)
         except (ObjectRefused, NotFoundError) as err:
