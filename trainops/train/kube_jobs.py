@@ -372,6 +372,11 @@ def _state(cluster: Cluster, job: dict[str, Any], pods: list[dict[str, Any]]) ->
     if reason is None and phase in FAILED:
         failed = [c for c in _conditions(job) if c.get("status") == "True"]
         reason = _condition_text(failed[-1]) if failed else _status_reason(job)
+    if reason is None and job.get("kind") == "RayJob" and not (job.get("status") or {}).get("jobDeploymentStatus"):
+        reason = (
+            "KubeRay has not taken the RayJob up (it has no status): is the KubeRay operator running? "
+            "(its CRDs alone do not run it)"
+        )
     return RunState(
         run_id=run_id,
         kind=f"{job.get('apiVersion')} {job.get('kind')}",
