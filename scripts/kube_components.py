@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The simulated cluster's components (and cosign) in the cache, verified.
 
-    scripts/kube_components.py [--cache DIR] [--prebuilt DIR] [--no-build] [COMPONENT...]
+    scripts/kube_components.py [--cache DIR] [--prebuilt DIR] [--no-build] [--carried] [COMPONENT...]
 
 Each component's binaries ``bin/<name>-<version>`` (versions: scripts/kube-versions.env) come
 from, in order: the cache (``--cache``, default $TRAINOPS_KUBE_CACHE or
@@ -225,6 +225,18 @@ def from_prebuilt(prebuilt: Path, comp: Component, cache: Path, sums: dict[str, 
     return str(archive)
 
 
+def carried(prebuilt: Path, comp: Component) -> bool:
+    """Whether ``prebuilt`` is meant to hold the component: its archive is there, or its
+    binaries are named in the directory's SHA256SUMS (then a missing archive is a fault)."""
+    if (prebuilt / comp.archive).is_file():
+        return True
+    try:
+        listed = read_sums(prebuilt / "SHA256SUMS")
+    except (OSError, Refused):
+        return False
+    return any(name in listed for name in comp.files)
+
+
 def absent_note(prebuilt: Path, comp: Component) -> str:
     """Why ``prebuilt`` did not supply the component (no archive; another version's?)."""
     others = sorted(p.name for p in prebuilt.glob(f"{comp.name}-*.tar.zst")) if prebuilt.is_dir() else []
@@ -308,6 +320,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--prebuilt", type=Path, default=os.environ.get("TRAINOPS_KUBE_PREBUILT") or None)
     parser.add_argument("--sums", type=Path, default=SUMS_FILE, help="the pinned sums (default: %(default)s)")
     parser.add_argument("--no-build", action="store_true", help="never build from source")
+    parser.add_argument(
+        "--carried",
+        action="store_true",
+        help="only the components the prebuilt directory carries (its archive, or its binaries in the "
+        "directory's SHA256SUMS); name the others, which the set-up builds from source",
+    )
     args = parser.parse_args(argv)
     unknown = [c for c in args.components if c not in COMPONENTS]
     if unknown:
@@ -320,7 +338,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, Refused) as exc:
         print(f"kube-components: {exc}", file=sys.stderr)
         return 1
-    for name in args.components or list(COMPONENTS):
+    names = args.components or list(COMPONENTS)
+    if args.carried:
+        if prebuilt is None:
+            parser.error("--carried needs --prebuilt (or TRAINOPS_KUBE_PREBUILT)")
+        left = [n for n in names if not carried(prebuilt, component(n, pins))]
+        names = [n for n in names if n not in left]
+        for name in left:
+            comp = component(name, pins)
+            note = f"not carried by {prebuilt} (the set-up builds it from source)"
+            print(f"kube-components: {comp.name} {comp.version}: {note}", file=sys.stderr)
+    for name in names:
         try:
             line = resolve(
                 component(name, pins), cache=args.cache, prebuilt=prebuilt, build=not args.no_build,

@@ -178,3 +178,27 @@ def test_the_repository_pins_every_binary_of_every_component() -> None:
     pins = versions()
     expected = {f"{b}-{pins[key]}" for key, binaries in COMPONENTS.values() for b in binaries}
     assert sums == expected
+
+
+def test_carried_checks_what_the_prebuilt_directory_carries_and_names_the_rest(tmp_path: Path, setup: tuple) -> None:
+    """--carried (what .ci/run checks): etcd's archive is there and is checked; a component
+    named in the directory's SHA256SUMS but without its archive is a fault; every other
+    component is named as built from source."""
+    prebuilt, sums, binaries = setup
+    _tar_zst(prebuilt / f"{ETCD}.tar.zst", binaries)
+    _sums(sums, binaries)
+    cache = tmp_path / "cache"
+    result = _run(tmp_path, "--prebuilt", str(prebuilt), "--sums", str(sums), "--carried", cache=cache)
+    lines = result.stderr.splitlines()
+    assert result.returncode == 0, result.stderr
+    assert any(line.startswith(f"kube-components: {ETCD.replace('-', ' ', 1)}: from ") for line in lines), lines
+    assert (cache / "bin" / ETCD).read_bytes() == binaries[ETCD]
+    others = [name for name in COMPONENTS if name != "etcd"]
+    for name in others:
+        assert any(line.startswith(f"kube-components: {name} ") and "not carried by" in line for line in lines), name
+    (prebuilt / "SHA256SUMS").write_text(f"{'0' * 64}  kwok-{versions()['KWOK_VERSION']}\n")
+    result = _run(tmp_path, "--prebuilt", str(prebuilt), "--sums", str(sums), "--carried", cache=tmp_path / "c2")
+    assert result.returncode == 1, result.stderr
+    assert any(
+        line.startswith("kube-components: kwok ") and "missing; tried" in line for line in result.stderr.splitlines()
+    )
