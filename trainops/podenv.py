@@ -87,8 +87,8 @@ class PodEnvironment:
 
 # Where a scheduler says which node of the job a pod (or an sbatch task) is, first found wins:
 # trainops' own (an indexed pod template), an Indexed Job's or JobSet's completion index,
-# Slurm's node index within the allocation.
-NODE_RANK_SOURCES = (NODE_RANK, "JOB_COMPLETION_INDEX", "SLURM_NODEID")
+# a Volcano task's index (within its task: a worker is 1 + it), Slurm's node index.
+NODE_RANK_SOURCES = (NODE_RANK, "JOB_COMPLETION_INDEX", "VC_TASK_INDEX", "SLURM_NODEID")
 
 
 def scheduler_node_rank(environ: Mapping[str, str] | None = None) -> int | None:

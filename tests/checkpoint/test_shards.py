@@ -99,6 +99,11 @@ def test_bad_ranks_name_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JOB_COMPLETION_INDEX", "1")
     assert requested(rank=None, node_rank="auto", nproc_per_node=2, world_size=4) == Ranks((2, 3), 4)
     monkeypatch.delenv("JOB_COMPLETION_INDEX")
+    monkeypatch.setenv("VC_TASK_INDEX", "0")  # a Volcano worker task's first pod: node 1
+    assert requested(rank=None, node_rank="auto+1", nproc_per_node=2, world_size=4) == Ranks((2, 3), 4)
+    with pytest.raises(UsageError, match=r"^--node-rank 'auto-1' is not a node rank"):
+        requested(rank=None, node_rank="auto-1", nproc_per_node=2, world_size=4)
+    monkeypatch.delenv("VC_TASK_INDEX")
     assert requested(rank=None, node_rank="auto", nproc_per_node=2, world_size=4) is None  # every file
 
 

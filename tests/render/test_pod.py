@@ -223,7 +223,7 @@ def test_restore_and_sidecar_run_the_exact_commands(tmp_path: Path) -> None:
     tmpls = templates(_job(tmp_path, train({"checkpoint": {"keep": keep}})))
     leader, worker = tmpls["leader"], tmpls["worker"]
     restore = container(leader, "ckpt-restore")
-    # the leader restores its node's ranks' shards; a worker cannot tell its node rank: every file
+    # the leader restores its node's ranks' shards, a worker its own (1 + its task index)
     ranks = ["--node-rank", "0", "--nproc-per-node", "8", "--world-size", "16"]
     assert restore["command"] == ["trainops", "ckpt", "pull", "--latest", REPO, "/ckpt", *ranks]
     watch = container(leader, "ckpt-watch")
@@ -236,7 +236,7 @@ def test_restore_and_sidecar_run_the_exact_commands(tmp_path: Path) -> None:
     assert watch["ports"] == [{"name": "metrics", "containerPort": 9464, "protocol": "TCP"}]
     assert [c["name"] for c in leader["spec"]["initContainers"]][-1] == "ckpt-watch"  # after the restore
     assert "ckpt-watch" not in [c["name"] for c in worker["spec"]["initContainers"]]
-    assert container(worker, "ckpt-restore")["command"] == restore["command"][:-6]
+    assert container(worker, "ckpt-restore")["command"] == [*restore["command"][:-5], "auto+1", *ranks[2:]]
     assert leader["spec"]["terminationGracePeriodSeconds"] == 600  # checkpoint.gracePeriod
 
 

@@ -88,7 +88,8 @@ def requested(
     *, rank: int | None, node_rank: str | None, nproc_per_node: int | None, world_size: int | None
 ) -> Ranks | None:
     """The ranks the restore options name (None: every file). --node-rank auto is the
-    scheduler's (podenv.scheduler_node_rank); without one, every file."""
+    scheduler's (podenv.scheduler_node_rank), auto+K that plus K (a worker group indexed
+    after the leader); without one, every file."""
     if rank is None and node_rank is None:
         if world_size is not None or nproc_per_node is not None:
             raise UsageError("--world-size and --nproc-per-node need --rank or --node-rank")
@@ -103,11 +104,16 @@ def requested(
         )
     if rank is not None:
         return Ranks.of_process(rank, world_size)
-    if node_rank == "auto":
+    if node_rank is not None and node_rank.startswith("auto"):
+        offset = node_rank[len("auto") :]
+        if offset and not (offset[0] == "+" and offset[1:].isdigit()):
+            raise UsageError(f"--node-rank {node_rank!r} is not a node rank", hint="pass a number, auto or auto+K")
         found = podenv.scheduler_node_rank()
-        return None if found is None else Ranks.of_node(found, nproc_per_node or 1, world_size)
+        if found is None:
+            return None
+        return Ranks.of_node(found + int(offset[1:] or 0), nproc_per_node or 1, world_size)
     if not (node_rank or "").isdigit():
-        raise UsageError(f"--node-rank {node_rank!r} is not a node rank", hint="pass a number, or auto")
+        raise UsageError(f"--node-rank {node_rank!r} is not a node rank", hint="pass a number, auto or auto+K")
     return Ranks.of_node(int(node_rank or 0), nproc_per_node or 1, world_size)
 
 

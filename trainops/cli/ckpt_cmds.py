@@ -356,9 +356,9 @@ def latest(repo: str | None, file: str | None, env: str | None, insecure: bool, 
 @click.option(
     "--node-rank",
     default=None,
-    metavar="N|auto",
+    metavar="N|auto[+K]",
     help="Pull only the files of node N's ranks (--nproc-per-node of them); auto: the scheduler's "
-    f"({', '.join(podenv.NODE_RANK_SOURCES)}), else every file.",
+    f"({', '.join(podenv.NODE_RANK_SOURCES)}; +K: plus K, for workers indexed after the leader), else every file.",
 )
 @click.option("--nproc-per-node", type=click.IntRange(1), default=None, metavar="P", help="Ranks per node (default 1).")
 @click.option("--world-size", type=click.IntRange(1), default=None, metavar="W", help="The job's number of ranks.")
@@ -389,7 +389,7 @@ def pull(
     from trainops.errors import UsageError
 
     ranks = requested(rank=rank, node_rank=node_rank, nproc_per_node=nproc_per_node, world_size=world_size)
-    if ranks is None and node_rank == "auto":
+    if ranks is None and node_rank is not None:  # auto, and the environment names no node
         click.echo("note: no node rank in the environment: pulling every file", err=True)
     if latest_ and len(args) not in (1, 2):
         raise UsageError("usage: trainops ckpt pull --latest [REPO] DEST")

@@ -160,6 +160,7 @@ def jobset(ctx: RunContext) -> dict[str, Any]:
             endpoint=endpoint,
             is_host=False,
             restore=not shared,
+            restore_rank="auto+1",  # its completion index counts the workers: node 1 is index 0
             annotations=_topology(ctx, group=group),
         )
         replicated.append(

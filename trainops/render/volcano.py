@@ -80,7 +80,12 @@ def volcano_job(ctx: RunContext) -> dict[str, Any]:
     ]
     if workers:
         worker_role = PodRole(
-            role="worker", endpoint=endpoint, port_name="pytorchjob-port", is_host=False, restore=not shared
+            role="worker",
+            endpoint=endpoint,
+            port_name="pytorchjob-port",
+            is_host=False,
+            restore=not shared,
+            restore_rank="auto+1",  # VC_TASK_INDEX counts the worker task's pods: node 1 is index 0
         )
         tasks.append({"name": WORKER, "replicas": workers, "template": pod_template(ctx, worker_role)})
     for task in tasks:  # what Volcano's admission webhook would default: git is what the cluster stores
