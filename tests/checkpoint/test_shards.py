@@ -5,6 +5,7 @@ digests not downloaded again, and a rank outside the world refused in one line."
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,12 @@ from tests.checkpoint.dcp_format import write_dcp
 from tests.checkpoint.helpers import blob, deepspeed_ckpt, watcher
 from tests.cli.runner import run
 from tests.registry.conftest import Target
+from tests.registry.tcp_proxy import TcpProxy
 from trainops.checkpoint import restore_latest
 from trainops.checkpoint.shards import Ranks, requested, select
 from trainops.errors import UsageError
+from trainops.registry.context import Registries
+from trainops_testing.services import DistributionRegistry
 
 MEGATRON = [
     *(f"mp_rank_{tp:02d}_{pp:03d}/model_optim_rng.pt" for tp in range(2) for pp in range(2)),
@@ -204,3 +208,25 @@ def test_cli_pulls_a_node_share_as_json(target: Target, tmp_path: Path) -> None:
         "mp_rank_01_001/model_optim_rng.pt",
     ]
     assert _tree(tmp_path / "node" / "iter_0000003") == data["selection"]["files"]
+
+
+def test_on_the_wire_a_rank_receives_its_share_and_then_nothing(registry: DistributionRegistry, tmp_path: Path) -> None:
+    """Counted outside trainops: the bytes a TCP proxy in front of Distribution answers."""
+    proxy = TcpProxy(registry.host)
+    try:
+        with Registries(insecure_registries=(proxy.host,)) as registries:
+            repo = registries.ref(f"oci://{proxy.host}/wire/mega")
+            src = tmp_path / "train"
+            path = _megatron_run(src, 100)
+            for shard in path.glob("mp_rank_*/model_optim_rng.pt"):
+                shard.write_bytes(os.urandom(1024 * 1024))  # 4 MiB in all, 1 MiB a rank
+            watcher(registries, src, repo).scan()
+            before = proxy.sent_down
+            restore_latest(registries, repository=repo, directory=tmp_path / "node", ranks=Ranks.of_process(2, 8))
+            first = proxy.sent_down - before
+            assert 1024 * 1024 < first < 1.5 * 1024 * 1024  # one shard, not four
+            before = proxy.sent_down
+            restore_latest(registries, repository=repo, directory=tmp_path / "node", ranks=Ranks.of_process(2, 8))
+            assert proxy.sent_down - before < 64 * 1024  # manifests only: the node's copy is reused
+    finally:
+        proxy.close()
