@@ -105,6 +105,28 @@ def test_a_crash_restarts_the_trainer_from_the_newest_checkpoint(project: Path) 
         and text[1] == f"  ettr    {ettr['ettr']:.3f}: " + text[1].split(": ", 1)[1]
     )
     assert all(re.match(r"^  [a-z]+ +\S", line) for line in text[1:]), text  # each label apart from its value
+    _assert_phases(ettr, text, incident)
+
+
+PHASES = ("detectSeconds", "decideSeconds", "rescheduleSeconds", "restoreSeconds", "firstStepSeconds")
+
+
+def _assert_phases(ettr: dict[str, Any], text: list[str], incident: Incident) -> dict[str, float]:
+    """`train status RUN` splits the incident's MTTR into its five phases, each known and
+    not negative, adding up to it within rounding; the run's medians (one incident: the same)
+    and a line each in the table."""
+    [row] = ettr["incidents"]
+    phases = row["phases"]
+    assert set(phases) == set(PHASES) and all(phases[k] is not None and phases[k] >= 0 for k in PHASES), phases
+    assert incident.mttr_seconds is not None and abs(sum(phases.values()) - incident.mttr_seconds) < 0.01, phases
+    assert abs(row["mttrSeconds"] - incident.mttr_seconds) < 0.01
+    assert ettr["mttrPhases"] == phases
+    # the instants on the record: in order, the restart is this run's next start
+    assert incident.acted and incident.restarted and incident.restore_ended and incident.recovered
+    lines = [line for line in text if line.startswith("  phases  ")]
+    assert lines[0].startswith("  phases  median: detect ") and "first step " in lines[0], text
+    assert lines[1].startswith(f"  phases  {incident.id} ({incident.fault}, mttr "), text
+    return phases
 
 
 def test_a_crash_keeps_the_exception_as_evidence_and_a_stopped_run_is_not_awaiting_recovery(project: Path) -> None:
@@ -131,6 +153,10 @@ def test_a_hang_is_detected_after_hang_timeout_and_restarted(project: Path) -> N
     assert (incident.last_step, incident.resumed_step) == (79, 50)
     # detected within hangTimeout + 5 s of the last progress (the trainer's step 79)
     assert (clock.parse(incident.detected) - clock.parse(incident.evidence_at)).total_seconds() <= HANG_TIMEOUT + 5
+    status = _trainops(project, "train", "status", "hang", "-o", "json")
+    assert status.returncode == 0, status.stderr
+    text = _trainops(project, "train", "status", "hang").stdout.splitlines()
+    _assert_phases(json.loads(status.stdout)["ettr"], text, _incidents(project, "hang")[0])
     assert _checkpoints(project)[-1] == f"step-{STEPS:06d}"
 
 

@@ -12,6 +12,14 @@ measured in segment i (between its first and last reported progress):
 - **ETTR** = productive / wall-clock, wall-clock running from the first start to the last
   end (or to now for a running run).
 
+Each recovered incident's MTTR (first evidence → progress again) is split into phases at
+the instants its record holds: **detect** (first evidence → the decision), **decide** (the
+decision → the action carried out: the trainer stopped, the job requeued, the commit
+pushed), **reschedule** (→ the trainer started again), **restore** (→ its checkpoint
+restore ended) and **first step** (→ its first progress). A phase whose ends are not both
+recorded is None (a Kubernetes run: the pod running is its recovery, so restore and first
+step are not seen); the run's phases are the medians over its incidents.
+
 Checkpoint save time is reported beside it (an undisturbed run saves too, so it stays in
 the productive time) and with the mean time between failures gives the Young/Daly
 checkpoint interval √(2 · MTBF · save).
@@ -21,11 +29,49 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+import statistics
+from dataclasses import astuple, dataclass, field
 
 from trainops import clock
 from trainops.faults.incidents import Incident
 from trainops.faults.timeline import Segment, Timeline
+
+
+@dataclass(frozen=True)
+class Phases:
+    """MTTR split at the instants an incident records (module docstring); seconds, None when unknown."""
+
+    detect_seconds: float | None
+    decide_seconds: float | None
+    reschedule_seconds: float | None
+    restore_seconds: float | None
+    first_step_seconds: float | None
+
+
+def phases(incident: Incident) -> Phases | None:
+    """The recovered incident's MTTR in phases (None while it has not recovered). Each
+    phase runs between two consecutive recorded instants; they add up to the MTTR when all are."""
+    if incident.recovered is None:
+        return None
+    marks = [
+        incident.evidence_at,
+        incident.detected,
+        incident.acted,
+        incident.restarted,
+        incident.restore_ended,
+        incident.recovered,
+    ]
+    parts = [round(_seconds(a, b), 3) if a and b else None for a, b in itertools.pairwise(marks)]
+    return Phases(*parts)
+
+
+def median_phases(found: list[Phases]) -> Phases | None:
+    """Each phase's median over the incidents that recorded it (None when none did)."""
+    if not found:
+        return None
+    columns = zip(*(astuple(p) for p in found), strict=True)
+    return Phases(*(round(statistics.median(known), 3) if (known := [v for v in c if v is not None]) else None
+                    for c in columns))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -36,6 +82,7 @@ class IncidentTime:
     action: str
     mttr_seconds: float | None  # evidence → progress again; None while not recovered
     steps_lost: int | None
+    phases: Phases | None = None  # mttr_seconds split: detect, decide, reschedule, restore, first step
 
 
 @dataclass(frozen=True)
@@ -51,6 +98,7 @@ class Ettr:
     ettr: float | None  # None: nothing measured yet
     incidents: list[IncidentTime] = field(default_factory=list)
     mttr_seconds: float | None = None  # the mean over recovered incidents
+    mttr_phases: Phases | None = None  # each phase's median over recovered incidents
     mtbf_seconds: float | None = None  # wall-clock / incidents
     advised_interval_seconds: float | None = None  # Young/Daly √(2·MTBF·save)
     running: bool = False
@@ -98,7 +146,7 @@ def compute(timeline: Timeline, incidents: list[Incident]) -> Ettr:
     restart, recompute = _losses(segments, tau)
     productive = max(0.0, wall - restart - recompute)
     saves = [s for segment in segments for s in segment.save_seconds]
-    rows = [IncidentTime(i.id, i.fault, i.node, i.action, i.mttr_seconds, i.steps_lost) for i in incidents]
+    rows = [IncidentTime(i.id, i.fault, i.node, i.action, i.mttr_seconds, i.steps_lost, phases(i)) for i in incidents]
     recovered = [r.mttr_seconds for r in rows if r.mttr_seconds is not None]
     mtbf = wall / len(incidents) if incidents else None
     save_mean = sum(saves) / len(saves) if saves else None
@@ -115,6 +163,7 @@ def compute(timeline: Timeline, incidents: list[Incident]) -> Ettr:
         ettr=round(productive / wall, 4) if wall > 0 else None,
         incidents=rows,
         mttr_seconds=round(sum(recovered) / len(recovered), 3) if recovered else None,
+        mttr_phases=median_phases([r.phases for r in rows if r.phases is not None]),
         mtbf_seconds=round(mtbf, 3) if mtbf is not None else None,
         advised_interval_seconds=round(advised, 1) if advised is not None else None,
         running=running,

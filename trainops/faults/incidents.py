@@ -55,7 +55,12 @@ class Incident(BaseModel):
     action_note: str = Field(description="The action in words: the Slurm commands run, why it escalated.")
     evidence_at: str = Field(description="When the first evidence was read (ISO 8601 UTC).")
     detected: str = Field(description="When the supervisor acted on it.")
+    acted: str | None = Field(
+        None, description="When the action was carried out: the trainer stopped, the job requeued, the commit pushed."
+    )
     last_step: int | None = Field(None, description="The last step the trainer reported before the failure.")
+    restarted: str | None = Field(None, description="When the trainer (its job, its pod) started again.")
+    restore_ended: str | None = Field(None, description="When that start's checkpoint restore ended.")
     recovered: str | None = Field(None, description="When the trainer reported progress again.")
     resumed_from: str | None = Field(None, description="The checkpoint the restarted trainer resumed from.")
     resumed_step: int | None = None

@@ -131,7 +131,7 @@ class FaultSession:
     def resumed(self, step: int | None, ref: str | None) -> None:
         """The checkpoint the trainer resumes from (the restore is done, it starts now)."""
         self.restored = ref
-        self._update(resumed_step=step)
+        self._update(resumed_step=step, restore_ended=clock.now_utc())
 
     def saved(self, step: int, seconds: float) -> None:
         """A checkpoint was complete and pushed: progress, and its write time."""
@@ -241,6 +241,7 @@ class FaultSession:
             action_note=f"{action}{why}",
             evidence_at=clock.iso(diagnosis.detected),
             detected=clock.iso(self.monitor.stopped_at or clock.now()),
+            acted=clock.now_utc(),  # the trainer has stopped: a restart in place is carried out from here
             last_step=last.step if last else None,
             node_flagged=flagged,
         )
@@ -249,8 +250,8 @@ class FaultSession:
         return incident
 
     def note_action(self, incident: Incident, note: str) -> None:
-        """What carrying the action out did (the Slurm commands run), on the record."""
-        updated = incident.model_copy(update={"action_note": note})
+        """What carrying the action out did (the Slurm commands run), and when it was done, on the record."""
+        updated = incident.model_copy(update={"action_note": note, "acted": clock.now_utc()})
         records.save(self.registries, repository=self.repository, incident=updated)
         self.open = [updated if i.id == incident.id else i for i in self.open]
 
@@ -269,6 +270,8 @@ class FaultSession:
             lost = incident.last_step - (resumed or 0) if incident.last_step is not None else None
             done = incident.model_copy(
                 update={
+                    "restarted": segment.started,
+                    "restore_ended": segment.restore_ended,
                     "recovered": clock.iso(first.at),
                     "resumed_from": self.restored,
                     "resumed_step": resumed,

@@ -47,6 +47,7 @@ class Segment(_Model):
     node: str | None = None
     started: str = Field(description="When the supervisor started (restore, then the trainer).")
     resumed_step: int | None = Field(None, description="The step of the checkpoint it resumed from.")
+    restore_ended: str | None = Field(None, description="When the restore ended and the trainer was launched.")
     first: Mark | None = Field(None, description="The first progress it reported.")
     last: Mark | None = Field(None, description="The last progress it reported.")
     ended: str | None = None

@@ -212,7 +212,7 @@ class KubeWatch:
         )
         records.save(self.registries, repository=self.repository, incident=incident)
         note = self._carry_out(incident, state, prune_timeout=prune_timeout, interval=interval)
-        incident = incident.model_copy(update={"action_note": note})
+        incident = incident.model_copy(update={"action_note": note, "acted": clock.now_utc()})
         records.save(self.registries, repository=self.repository, incident=incident)
         if action in ("requeue", "drain"):  # closed when the run runs again elsewhere
             self.open.append(incident)
@@ -342,7 +342,9 @@ class KubeWatch:
             ]
             if not started:
                 return
-            done = incident.model_copy(update={"recovered": clock.iso(min(started))})
+            # its pod running is all a watch outside the pod sees of the restart: restarted and recovered
+            again = clock.iso(min(started))
+            done = incident.model_copy(update={"restarted": again, "recovered": again})
             records.save(self.registries, repository=self.repository, incident=done)
             self.metrics.incident(done)
             self.report = _replace(
