@@ -37,8 +37,10 @@ from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import connect
 from trainops.cluster.nodes import FAULT_TAINT, REASON_ANNOTATION
 from trainops.faults import incidents as records
+from trainops.faults.ettr import phases as phases_of
 from trainops.manifest import load_manifest
 from trainops.registry.context import Registries
+from trainops.render.kueue import TAS_REQUIRED
 from trainops.render.names import LABEL_RUN_ID
 from trainops_testing.kube_cluster import Shape
 from trainops_testing.kube_jobs import finish_pods, priority_class
@@ -167,6 +169,15 @@ def _start(cluster: Any, project: Path, run_id: str) -> Watcher:
     nodes = _running_nodes(cluster.api, run_id)
     wait_for(lambda: watcher.watching(nodes), timeout=60, what="train watch looking at the run")
     return watcher
+
+
+def _jobs(api: Any, run_id: str) -> list[dict[str, Any]]:
+    return [j for j in api.list("batch/v1", "Job", NAMESPACE, selector=f"{LABEL_RUN_ID}={run_id}")
+            if not j["metadata"].get("deletionTimestamp")]  # fmt: skip
+
+
+def _tas_level(job: dict[str, Any]) -> str:
+    return str(job["spec"]["template"]["metadata"]["annotations"][TAS_REQUIRED])
 
 
 def _incidents(project: Path, run_id: str) -> list[records.Incident]:
@@ -301,10 +312,12 @@ def test_a_lost_node_restarts_the_run_elsewhere_through_git_without_writing_to_a
         cordoned_before = {
             n["metadata"]["name"] for n in cluster.api.list("v1", "Node") if n["spec"].get("unschedulable")
         }
+        [job_before] = _jobs(cluster.api, "x2")
         cluster.api.delete("v1", "Node", lost)
         injected = clock.now()
         _wait_recovered(project, "x2", watcher)
         after = _running_nodes(cluster.api, "x2")
+        [job_after] = _jobs(cluster.api, "x2")
         report = _finish(cluster, watcher, "x2")
         assert gitops.errors == []
 
@@ -318,6 +331,17 @@ def test_a_lost_node_restarts_the_run_elsewhere_through_git_without_writing_to_a
     assert (clock.parse(incident.detected) - injected).total_seconds() < 5
     assert "cordoned" not in incident.action_note and "restarted through git away from" in incident.action_note
     assert lost not in after and len(after) == 2
+    # the job put back through git is a new object with the same Kueue TAS level (one rack) as the
+    # one the run ran as: the restart keeps the run's topology constraint
+    assert job_after["metadata"]["uid"] != job_before["metadata"]["uid"]
+    assert _tas_level(job_after) == _tas_level(job_before) == "topology.trainops.dev/rack"
+    # MTTR in phases: the pod running again is all the watch sees, so no restore nor first step
+    assert incident.acted is not None and incident.restarted == incident.recovered
+    phases = phases_of(incident)
+    assert phases is not None and (phases.restore_seconds, phases.first_step_seconds) == (None, None)
+    known = [phases.detect_seconds, phases.decide_seconds, phases.reschedule_seconds]
+    assert all(v is not None for v in known) and incident.mttr_seconds is not None, phases
+    assert abs(sum(v for v in known if v is not None) - incident.mttr_seconds) < 0.01, phases
     # the watch has ended: its last values (the run's series went stale with it)
     assert _value(prometheus, f"last_over_time(trainops_train_loss{{{run}}}[5m])") == 0.5
     age = _value(prometheus, f"last_over_time(trainops_train_checkpoint_age_seconds{{{run}}}[5m])")
