@@ -230,3 +230,20 @@ def test_on_the_wire_a_rank_receives_its_share_and_then_nothing(registry: Distri
             assert proxy.sent_down - before < 64 * 1024  # manifests only: the node's copy is reused
     finally:
         proxy.close()
+
+
+@pytest.mark.parametrize("target", ["oci"], indirect=True)
+def test_a_whole_restore_completes_a_rank_share(target: Target, tmp_path: Path) -> None:
+    registries = target.registries
+    repo = registries.ref("team/mega")
+    _megatron_run(tmp_path / "train", 100)
+    watcher(registries, tmp_path / "train", repo).scan()
+    node = tmp_path / "node"
+    share = restore_latest(registries, repository=repo, directory=node, ranks=Ranks.of_process(0, 8))
+    assert share.path is not None and len(_tree(share.path)) == 2
+    whole = restore_latest(registries, repository=repo, directory=node)  # not "at least as new": a share
+    assert whole.path == share.path and _tree(share.path) == _tree(tmp_path / "train" / "iter_0000100")
+    mine = share.path / "mp_rank_00_000/model_optim_rng.pt"
+    assert whole.bytes_reused == mine.stat().st_size + len('{"layers": 4}')  # the share's two files
+    again = restore_latest(registries, repository=repo, directory=node)
+    assert again.restored is None and "nothing pulled" in again.reason

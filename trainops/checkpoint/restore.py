@@ -88,7 +88,9 @@ def restore_ref(
         chosen = _choose_layout(layout, directory, info, ref)
         local = [f for f in chosen.listing(directory).found if f.committed]
         newest = max(local, key=lambda f: f.step) if local else None
-        if newest is not None and (newest.step > step or (newest.step == step and ranks is None)):
+        marker = load_restored(directory)
+        share = marker is not None and marker.partial and newest is not None and marker.name == newest.name
+        if newest is not None and (newest.step > step or (newest.step == step and ranks is None and not share)):
             return RestoreResult(
                 None,
                 newest.path,
@@ -98,10 +100,10 @@ def restore_ref(
         name = info.name if info.name and _safe_name(info.name) and chosen.step_of(info.name) == step else None
         name = name or chosen.default_name(step)
         dest = directory / name
-        marker = load_restored(directory)
         if (
             ranks is None
             and marker is not None
+            and not marker.partial
             and (marker.name, marker.digest) == (name, found.manifest.digest)
             and dest.is_dir()
             and fingerprint(dest).digest == marker.fingerprint
