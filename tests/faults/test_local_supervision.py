@@ -106,6 +106,11 @@ def test_a_crash_restarts_the_trainer_from_the_newest_checkpoint(project: Path) 
     )
     assert all(re.match(r"^  [a-z]+ +\S", line) for line in text[1:]), text  # each label apart from its value
     _assert_phases(ettr, text, incident)
+    shown = _trainops(project, "incidents", "show", incident.id).stdout.splitlines()
+    rows = {line[2:12].strip(): line[12:] for line in shown if line.startswith("  ") and not line.startswith("    ")}
+    assert rows["acted"] == clock.display(incident.acted) and rows["decided"] == clock.display(incident.detected)
+    [mine] = [line for line in text if line.startswith(f"  phases  {incident.id} ")]
+    assert rows["phases"] == "detect " + mine.split(": detect ", 1)[1], (shown, text)
 
 
 PHASES = ("detectSeconds", "decideSeconds", "rescheduleSeconds", "restoreSeconds", "firstStepSeconds")

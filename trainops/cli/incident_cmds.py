@@ -9,7 +9,7 @@ import click
 
 from trainops.cli import options
 from trainops.cli.options import manifest_options, output_option
-from trainops.cli.output import duration_text, echo_columns, echo_json, screen_width
+from trainops.cli.output import duration_text, echo_columns, echo_json, phases_text, screen_width
 
 if TYPE_CHECKING:
     from trainops.faults.actions import ClassRow
@@ -55,6 +55,7 @@ def ls_cmd(file: str | None, env: str | None, run_id: str | None, insecure: bool
 def show_cmd(file: str | None, env: str | None, incident_id: str, insecure: bool, output: str) -> None:
     """One incident: class, evidence lines, node, action, detection and recovery."""
     from trainops import clock
+    from trainops.faults.ettr import phases
     from trainops.faults.query import show_incident
 
     found = show_incident(options.load(file, env), incident_id=incident_id, insecure=insecure)
@@ -68,7 +69,8 @@ def show_cmd(file: str | None, env: str | None, incident_id: str, insecure: bool
         ("action", found.action_note),
         ("resolves", found.bucket or "-"),
         ("evidence", clock.display(found.evidence_at)),
-        ("acted", clock.display(found.detected)),
+        ("decided", clock.display(found.detected)),
+        ("acted", clock.display(found.acted) or "-"),
         (
             "recovered",
             clock.display(found.recovered) or ("- (the run was stopped)" if found.action == "stop" else "not yet"),
@@ -77,6 +79,8 @@ def show_cmd(file: str | None, env: str | None, incident_id: str, insecure: bool
         ("lost", f"{found.steps_lost} steps" if found.steps_lost is not None else "-"),
         ("mttr", duration_text(found.mttr_seconds)),
     ]
+    if (split := phases(found)) is not None:
+        rows.append(("phases", phases_text(split)))
     click.echo(f"incident {found.id}")
     for key, value in rows:
         click.echo(f"  {key:<10}{value}")

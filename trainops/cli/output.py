@@ -164,6 +164,19 @@ def duration_text(value: float | None) -> str:
     return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{seconds:02d}s"
 
 
+def phases_text(phases: Any) -> str:
+    """MTTR's phases (trainops.faults.ettr.Phases) in one line:
+    `detect 0.4s, decide 0.1s, reschedule 0.0s, restore 1.2s, first step 2.0s`."""
+    parts = [
+        ("detect", phases.detect_seconds),
+        ("decide", phases.decide_seconds),
+        ("reschedule", phases.reschedule_seconds),
+        ("restore", phases.restore_seconds),
+        ("first step", phases.first_step_seconds),
+    ]
+    return ", ".join(f"{name} {duration_text(value)}" for name, value in parts)
+
+
 def lineage_text(key: str, value: Any) -> str:
     """A lineage field as text: metrics as sorted `name=1.5` pairs, the Python environment
     recorded in place of an image as one short line, other objects (a forced release's

@@ -17,7 +17,7 @@ from trainops.cli.options import (
     output_option,
     render_out_option,
 )
-from trainops.cli.output import duration_text, echo_json
+from trainops.cli.output import duration_text, echo_json, phases_text
 
 if TYPE_CHECKING:
     from trainops.cluster.access import ClusterAccess
@@ -377,27 +377,15 @@ def _ettr_lines(ettr: Any) -> list[tuple[str, str]]:
         mttr, mtbf = duration_text(ettr.mttr_seconds), duration_text(ettr.mtbf_seconds)
         lines.append(("mttr", f"{mttr} over {len(ettr.incidents)} incident(s); MTBF {mtbf}"))
         if ettr.mttr_phases is not None:
-            lines.append(("phases", f"median: {_phases_text(ettr.mttr_phases)}"))
+            lines.append(("phases", f"median: {phases_text(ettr.mttr_phases)}"))
         for row in ettr.incidents:
             if row.phases is not None:
                 head = f"{row.id} ({row.fault}, mttr {duration_text(row.mttr_seconds)})"
-                lines.append(("phases", f"{head}: {_phases_text(row.phases)}"))
+                lines.append(("phases", f"{head}: {phases_text(row.phases)}"))
     if ettr.advised_interval_seconds is not None:
         advised = duration_text(ettr.advised_interval_seconds)
         lines.append(("advice", f"checkpoint every {advised} (Young/Daly: sqrt(2 x MTBF x save time))"))
     return lines
-
-
-def _phases_text(phases: Any) -> str:
-    """MTTR's phases in one line: `detect 0.4s, decide 0.1s, reschedule 0.0s, restore 1.2s, first step 2.0s`."""
-    parts = [
-        ("detect", phases.detect_seconds),
-        ("decide", phases.decide_seconds),
-        ("reschedule", phases.reschedule_seconds),
-        ("restore", phases.restore_seconds),
-        ("first step", phases.first_step_seconds),
-    ]
-    return ", ".join(f"{name} {duration_text(value)}" for name, value in parts)
 
 
 def _kube_status(states: list[Any], run_id: str | None) -> None:
