@@ -27,10 +27,12 @@ from trainops.checkpoint.state import STATE_DIR, Record, fingerprint, load_resto
 from trainops.errors import InputError
 from trainops.registry import pulling, store
 from trainops.registry.context import ProgressSink, Registries
+from trainops.registry.digestcache import DigestCache
 from trainops.registry.listing import Tagged
 from trainops.registry.reference import Reference
 
 RESTORE_DIR = "restore"
+DIGESTS = "digests.sqlite"  # the digests of the files restored here: a restart on this node stats, not reads
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,8 @@ def restore_ref(
         staging = directory / STATE_DIR / RESTORE_DIR / found.manifest.digest[7:23]
         _drop_other_staging(staging)
         selection = _selection(registries, found, ranks, staging) if ranks is not None else None
-        reuse = [dest] if dest.is_dir() and not dest.is_symlink() else []  # a node-local copy
-        paths = selection.files if selection is not None else None
-        pulled = pulling.pull(registries, ref=found.ref, dest=staging, progress=progress, paths=paths, reuse=reuse)
+        cache = DigestCache(directory / STATE_DIR / DIGESTS)  # kept with the node's copy, not the pod's home
+        pulled = _pull(registries, found, staging, dest, selection, cache, progress)
         record = Record(
             name=name,
             step=step,
@@ -129,7 +130,7 @@ def restore_ref(
             partial=selection is not None and selection.sharding != "none",
         )
         save_restored(directory, record)  # before the rename: the directory never appears unrecorded
-        _into_place(staging, dest, pulled, shared=selection is not None)
+        _into_place(staging, dest, pulled, cache, shared=selection is not None)
         chosen.after_restore(directory, name, step)
     what = f" ({len(selection.files)} file(s) for {_ranks_text(ranks)})" if selection is not None and ranks else ""
     return RestoreResult(
@@ -157,14 +158,32 @@ def _selection(registries: Registries, found: store.Resolved, ranks: Ranks, stag
     return select(paths, ranks, metadata)
 
 
-def _into_place(staging: Path, dest: Path, pulled: pulling.PullResult, *, shared: bool) -> None:
+def _pull(
+    registries: Registries,
+    found: store.Resolved,
+    staging: Path,
+    dest: Path,
+    selection: Selection | None,
+    cache: DigestCache,
+    progress: ProgressSink | None,
+) -> pulling.PullResult:
+    """The checkpoint's files (a rank's share: selection) into staging, verified; a file dest
+    (the node's copy) already holds with the same digest is reused, not downloaded."""
+    reuse = [dest] if dest.is_dir() and not dest.is_symlink() else []
+    paths = selection.files if selection is not None else None
+    return pulling.pull(
+        registries, ref=found.ref, dest=staging, progress=progress, paths=paths, reuse=reuse, cache=cache
+    )
+
+
+def _into_place(staging: Path, dest: Path, pulled: pulling.PullResult, cache: DigestCache, *, shared: bool) -> None:
     """The verified files to dest: renamed whole, or (a rank's share, on a disk other ranks
     may share) merged in; their digests remembered, for the next restore on this node."""
     if shared and dest.is_dir() and not dest.is_symlink():
         _merge_into(staging, dest, pulled.files)  # other ranks' files stay
     else:
         _move_into_place(staging, dest)
-    pulling.remember(dest, pulled.digests)
+    pulling.remember(dest, pulled.digests, cache)
 
 
 def _ranks_text(ranks: Ranks) -> str:

@@ -66,14 +66,15 @@ def pull(
     progress: ProgressSink | None = None,
     paths: Collection[str] | None = None,
     reuse: Sequence[Path] = (),
+    cache: DigestCache | None = None,
 ) -> PullResult:
     """Pull an artifact's files (or those of them named in paths) into dest. Only verified
     files ever appear in dest.
 
     reuse: directories that may already hold some of the files at the same relative path
     (a node-local copy of the checkpoint): a file there whose digest is the artifact's is
-    linked (or copied) instead of downloaded. Digests come from the digest cache, so a
-    file this pull placed costs a stat the next time.
+    linked (or copied) instead of downloaded. Digests come from the digest cache (cache, else
+    the user's), so a file this pull placed costs a stat the next time.
 
     Blobs are downloaded into a staging directory inside dest and verified; only when all
     are verified are they moved into place. A chunked file (trainops.registry.chunks) is
@@ -92,13 +93,14 @@ def pull(
     # gains nothing until every blob has verified.
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = dest.parent / f".{dest.name}.trainops-pull-{found.manifest.digest[7:23]}"
-    reused = _reuse(plan, staging, reuse)
+    cache = cache or DigestCache()
+    reused = _reuse(plan, staging, reuse, cache)
     received = _stage_blobs(
         registries, found, plan, staging, recipes, progress=progress or NullProgress(), jobs=jobs or default_jobs(ref)
     )
     _place(plan, _unpacked(plan, staging, str(found.ref)), staging, dest)
     digests = {rel: layer.digest for rel, layer in plan if media.packing(layer.media_type) is None}
-    remember(dest, digests)
+    remember(dest, digests, cache)
     return PullResult(
         ref=found.ref,
         digest=found.manifest.digest,
@@ -112,12 +114,11 @@ def pull(
     )
 
 
-def _reuse(plan: list[tuple[str, Descriptor]], staging: Path, directories: Sequence[Path]) -> int:
+def _reuse(plan: list[tuple[str, Descriptor]], staging: Path, directories: Sequence[Path], cache: DigestCache) -> int:
     """Stage, as verified blobs, the files of plan that one of directories holds with the
     same digest (hard-linked, or copied across filesystems); the bytes so reused."""
     if not directories:
         return 0
-    cache = DigestCache()
     staging.mkdir(parents=True, exist_ok=True)
     reused = 0
     for rel, layer in plan:
@@ -142,10 +143,10 @@ def _reuse(plan: list[tuple[str, Descriptor]], staging: Path, directories: Seque
     return reused
 
 
-def remember(dest: Path, digests: dict[str, str]) -> None:
+def remember(dest: Path, digests: dict[str, str], cache: DigestCache | None = None) -> None:
     """Record the digest of each verified file under dest (relpath → digest), so a later
     pull reusing it (or a push of it) costs a stat instead of a read."""
-    cache = DigestCache()
+    cache = cache or DigestCache()
     for rel, digest in digests.items():
         target = dest / rel
         with contextlib.suppress(OSError):
