@@ -142,7 +142,16 @@ def test_xid_79_drains_the_node_and_requeues_without_it(project: Path, slurm_nod
     info = slurm_nodes.wait_job(job, DONE, timeout=300)
     assert info["JobState"] == "COMPLETED" and info["NodeList"] != node, info
     assert steps(project)[-1] == 1500
-    assert _incidents(project, run_id)[0]["recovered"] is not None
+    recovered = _incidents(project, run_id)[0]
+    assert recovered["recovered"] is not None
+    # MTTR in phases: each instant recorded, in order; the wait for the requeued job to start
+    # (held here to StartTime=now+3 after the requeue) is in reschedule
+    status = run("train", "status", run_id, "-f", str(project / "trainops.yaml"), "--env", "faults", "-o", "json")
+    [row] = json.loads(status.stdout)["ettr"]["incidents"]
+    phases = row["phases"]
+    assert all(v is not None and v >= 0 for v in phases.values()), phases
+    assert abs(sum(phases.values()) - row["mttrSeconds"]) < 0.01, (phases, row)
+    assert phases["rescheduleSeconds"] >= 2, phases
 
 
 def test_hang_is_detected_after_hang_timeout_and_restarted(project: Path, slurm_nodes: SlurmCluster) -> None:
