@@ -135,3 +135,23 @@ def test_higher_priority_job_preempts_a_lower_one_which_is_requeued(sim: KubeClu
     finally:
         sim.reconfigure_volcano(VOLCANO_SCHEDULER_CONF)
         _cleanup(sim, ns)
+
+
+def test_each_pod_restores_its_own_node_share(sim: KubeCluster, tmp_path: Path) -> None:
+    """The restore step's node rank: 0 on the master, 1 + VC_TASK_INDEX (Volcano's env plugin,
+    in the init containers of the pods it creates) on each worker."""
+    ns = "shares"
+    apply(sim.api, render_tenants(tmp_path / "t", namespace=ns, queue=ns, tenants=_tenant(ns, capability=64)))
+    apply(sim.api, [priority_class("research-normal", 1000)])
+    try:
+        job = _submit(sim, tmp_path, "shares3", namespace=ns, queue=ns, nodes=3, topology=None)
+        wait_bound(sim.api, ns, job, 3)
+        ranks = []
+        for pod in sim.api.list("v1", "Pod", ns):
+            (restore,) = [c for c in pod["spec"]["initContainers"] if c["name"] == "ckpt-restore"]
+            node_rank = restore["command"][restore["command"].index("--node-rank") + 1]
+            env = {e["name"]: e.get("value") for e in restore.get("env", [])}
+            ranks.append(int(node_rank) if node_rank.isdigit() else int(env["VC_TASK_INDEX"]) + 1)
+        assert sorted(ranks) == [0, 1, 2]
+    finally:
+        _cleanup(sim, ns)
