@@ -51,7 +51,7 @@ from tests.registry.chunked_helpers import FineTune  # noqa: E402
 from trainops.registry import pulling, store  # noqa: E402
 from trainops.registry.chunks import chunker  # noqa: E402
 from trainops.registry.context import Registries  # noqa: E402
-from trainops.registry.plain_lineage import PlainLineage, PlainParent  # noqa: E402
+from trainops.registry.lineage_data import Lineage, Parent  # noqa: E402
 from trainops_testing.services import DistributionRegistry, MotoS3  # noqa: E402
 
 MiB = 1024 * 1024
@@ -73,7 +73,7 @@ class Results:
 
 
 def _push(reg: Registries, url: str, src: Path, *, dedup: str, parent: str | None = None) -> store.PushResult:
-    lineage = PlainLineage(parents=(PlainParent(digest=parent, ref="-", relation="parent"),) if parent else ())
+    lineage = Lineage(parents=(Parent(digest=parent, ref="-", relation="parent"),) if parent else ())
     ref = reg.ref(url)
     return store.push(reg, source=src, ref=ref, kind="checkpoint", lineage=lineage, dedup=dedup)
 

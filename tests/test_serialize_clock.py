@@ -76,10 +76,12 @@ def test_a_reference_is_its_text() -> None:
 
 
 def test_pydantic_models_by_alias_and_unknown_objects_refused() -> None:
-    from trainops.registry.artifact import Lineage
+    from trainops.registry.artifact import ArtifactConfig, Lineage
 
-    assert to_data(Lineage(git_commit="a" * 40)) == Lineage(git_commit="a" * 40).model_dump(mode="json", by_alias=True)
-    assert "gitCommit" in to_data(Lineage(git_commit="a" * 40))
+    config = ArtifactConfig(kind="checkpoint", created="2026-12-03T00:00:00Z", lineage=Lineage(git_commit="a" * 40))
+    assert to_data(config) == config.model_dump(mode="json", by_alias=True)
+    assert "schemaVersion" in to_data(config)
+    assert to_data(Lineage(git_commit="a" * 40))["gitCommit"] == "a" * 40  # a dataclass: its fields in camelCase
     with pytest.raises(TypeError, match="cannot serialize object"):
         to_data(object())
 

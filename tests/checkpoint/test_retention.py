@@ -14,7 +14,7 @@ from trainops.errors import NotFoundError
 from trainops.manifest.stages import Retention
 from trainops.registry import listing as listing_mod
 from trainops.registry import pulling, store
-from trainops.registry.artifact import Lineage
+from trainops.registry.artifact import Lineage, Parent
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.registry.retention.gc import collect
@@ -164,8 +164,8 @@ def test_lineage_walks_through_pruned_checkpoints(target: Target, tmp_path: Path
     digests: dict[int, str] = {}
     for step in range(1, 6):  # a chain: each checkpoint names the one before as its parent
         src = make_tree(tmp_path / f"k{step}", {"model.safetensors": f"w{step}".encode() * 64})
-        parents = [] if step == 1 else [{"digest": digests[step - 1], "ref": f"{repo}:step-{step - 1}"}]
-        lineage = Lineage.model_validate({"step": step, "metrics": {"val_loss": 6.0 - step}, "parents": parents})
+        parents = [] if step == 1 else [Parent(digest=digests[step - 1], ref=f"{repo}:step-{step - 1}")]
+        lineage = Lineage(step=step, metrics={"val_loss": 6.0 - step}, parents=parents)
         pushed = store.push(
             registries, source=src, ref=repo.with_tag(f"step-{step}"), kind="checkpoint", lineage=lineage
         )

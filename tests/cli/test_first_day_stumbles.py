@@ -61,7 +61,7 @@ def test_a_host_that_does_not_resolve_fails_at_once() -> None:
 
 def test_lineage_edges_read_in_the_walked_direction_and_records_hide(tmp_path: Path) -> None:
     from trainops.registry import media
-    from trainops.registry.plain_lineage import PlainLineage, PlainParent
+    from trainops.registry.lineage_data import Lineage, Parent
 
     url = f"file://{tmp_path / 'registry'}"
     src = tmp_path / "ckpt"
@@ -70,9 +70,9 @@ def test_lineage_edges_read_in_the_walked_direction_and_records_hide(tmp_path: P
 
         def push(tag: str, parent: str | None, relation: str, **extra: Any) -> str:
             (src / "weights.bin").write_bytes(tag.encode() * 100)
-            parents = (PlainParent(digest=parent, ref=f"{url}/proj/ckpt", relation=relation),) if parent else ()
+            parents = (Parent(digest=parent, ref=f"{url}/proj/ckpt", relation=relation),) if parent else ()
             ref = registries.ref(tag)
-            return store.push(registries, source=src, ref=ref, lineage=PlainLineage(parents=parents), **extra).digest
+            return store.push(registries, source=src, ref=ref, lineage=Lineage(parents=parents), **extra).digest
 
         s600 = push("proj/ckpt:step-600", None, "parent", kind="checkpoint")
         s700 = push("proj/ckpt:step-700", s600, "resumed-from", kind="checkpoint")
@@ -108,7 +108,7 @@ def test_plan_fits_80_columns_piped_and_folds_references_between_their_parts() -
 
 
 def test_lineage_tree_fits_80_columns_piped_folding_references_between_their_parts(tmp_path: Path) -> None:
-    from trainops.registry.plain_lineage import PlainLineage, PlainParent
+    from trainops.registry.lineage_data import Lineage, Parent
 
     root = tmp_path / "registries" / "of-the-first-day" / "a-registry-whose-path" / "takes-a-whole-screen-line"
     url = f"file://{root}"
@@ -119,9 +119,9 @@ def test_lineage_tree_fits_80_columns_piped_folding_references_between_their_par
         for step in (100, 200, 300):  # each checkpoint resumed from the one before
             (src / "weights.bin").write_bytes(str(step).encode() * 100)
             before = [digests[step - 100]] if step > 100 else []
-            parents = [PlainParent(digest=d, ref=f"{url}/proj/checkpoints", relation="resumed-from") for d in before]
+            parents = [Parent(digest=d, ref=f"{url}/proj/checkpoints", relation="resumed-from") for d in before]
             metrics = {"loss": 3.0 / step, "perplexity": 20.0 - step / 100, "tokens_per_second": 1234.5 * step}
-            lineage = PlainLineage(step=step, metrics=metrics, parents=tuple(parents))
+            lineage = Lineage(step=step, metrics=metrics, parents=tuple(parents))
             ref = registries.ref(f"proj/checkpoints:step-{step}")
             digests[step] = store.push(registries, source=src, ref=ref, lineage=lineage, kind="checkpoint").digest
     references = [f"{url}/proj/checkpoints:step-{step}" for step in digests] + [f"{url}/proj/checkpoints"]

@@ -24,11 +24,11 @@ from trainops.errors import IntegrityError
 from trainops.registry import media, pulling, store
 from trainops.registry.artifact import build_manifest, canonical_json, parse_manifest
 from trainops.registry.backends.base import BlobSource, Descriptor, sha256_digest
-from trainops.registry.plain_lineage import PlainLineage, PlainParent
+from trainops.registry.lineage_data import Lineage, Parent
 
 
 def _push(target: Target, source: Path, tag: str, parent: str | None = None) -> store.PushResult:
-    lineage = PlainLineage(parents=(PlainParent(digest=parent, ref="x", relation="parent"),) if parent else ())
+    lineage = Lineage(parents=(Parent(digest=parent, ref="x", relation="parent"),) if parent else ())
     ref = target.registries.ref(target.ref(f"ft:{tag}"))
     return store.push(target.registries, source=source, ref=ref, kind="checkpoint", lineage=lineage, dedup="chunks")
 
@@ -138,7 +138,7 @@ def _tamper(target: Target, digest: str, change: str) -> str:
         config=parsed.config,
         layers=layers,
         created=parsed.created or "",
-        lineage=PlainLineage(),
+        lineage=Lineage(),
         annotations={},
     )
     backend.put_manifest(ref.repository, manifest, tag=f"bad-{change}")
@@ -303,7 +303,7 @@ def test_an_unchanged_re_push_under_an_unrelated_tag_sends_only_the_manifest(
         _push(target, FineTune(tensors=2, tensor_size=MiB).checkpoint(tmp_path / f"o{n}"), f"step-{n + 1}")
     before = _stored(target, request)
     cache = DigestCache()
-    lineage = PlainLineage(parents=(PlainParent(digest=base.digest, ref="x", relation="parent"),))
+    lineage = Lineage(parents=(Parent(digest=base.digest, ref="x", relation="parent"),))
     ref = target.registries.ref(target.ref("ft:beta"))
     push = partial(store.push, target.registries, source=src, kind="checkpoint", dedup="chunks", cache=cache)
     again = push(ref=ref, lineage=lineage)  # the same command under another tag

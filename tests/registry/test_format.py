@@ -15,7 +15,7 @@ from trainops.registry import media, pulling, store
 from trainops.registry.artifact import Lineage
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
 from trainops.registry.context import Registries
-from trainops.registry.parents import resolve_parents
+from trainops.registry.parents import pin_parents
 from trainops.registry.schema import config_json_schema
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def test_checkpoint_format(local: Registries, tmp_path: Path) -> None:
     src = make_tree(tmp_path / "c", {"model.safetensors": b"w" * 100, "config.json": b"{}", "README.md": b"# m"})
     parent = store.push(local, source=src, ref=local.ref("m/c:1"), kind="checkpoint")
     lineage = Lineage(
-        step=2, metrics={"val_loss": 1.5}, runId="r1", parents=resolve_parents(local, [("m/c:1", "resumed-from")])
+        step=2, metrics={"val_loss": 1.5}, run_id="r1", parents=pin_parents(local, [("m/c:1", "resumed-from")])
     )
     store.push(local, source=src, ref=local.ref("m/c:2"), kind="checkpoint", lineage=lineage)
     body, config = _manifest_and_config(local, "m/c:2")
@@ -171,7 +171,7 @@ def test_push_refusals(local: Registries, tmp_path: Path) -> None:
         (tmp_path / "empty").mkdir()
         store.push(local, source=tmp_path / "empty", ref=local.ref("m/c:1"))
     with pytest.raises(NotFoundError):
-        resolve_parents(local, [("m/never:1", "parent")])
+        pin_parents(local, [("m/never:1", "parent")])
     with pytest.raises(InputError, match="kind"):
         store.push(local, source=src, ref=local.ref("m/c:1"), kind="weird")
 

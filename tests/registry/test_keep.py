@@ -20,7 +20,7 @@ from tests.registry.conftest import Target, make_tree
 from tests.registry.test_release_tags import serving_manifest, target_env
 from trainops.registry import media, store
 from trainops.registry.backends.base import Descriptor
-from trainops.registry.plain_lineage import PlainLineage, PlainParent
+from trainops.registry.lineage_data import Lineage, Parent
 
 
 def _tree(tmp_path: Path, name: str, data: bytes, when: int) -> Path:
@@ -45,15 +45,15 @@ class Project:
             return pushed.digest
 
         ckpts = target.ref("proj/checkpoints")
-        first = push("step-1", "proj/checkpoints:step-1", 1_000, kind="checkpoint", lineage=PlainLineage(step=1))
-        parent = PlainLineage(step=2, parents=(PlainParent(digest=first, ref=ckpts, relation="resumed-from"),))
+        first = push("step-1", "proj/checkpoints:step-1", 1_000, kind="checkpoint", lineage=Lineage(step=1))
+        parent = Lineage(step=2, parents=(Parent(digest=first, ref=ckpts, relation="resumed-from"),))
         second = push("step-2", "proj/checkpoints:step-2", 2_000, kind="checkpoint", lineage=parent)
-        parent = PlainLineage(step=3, parents=(PlainParent(digest=second, ref=ckpts, relation="resumed-from"),))
+        parent = Lineage(step=3, parents=(Parent(digest=second, ref=ckpts, relation="resumed-from"),))
         push("step-3", "proj/checkpoints:step-3", 3_000, kind="checkpoint", lineage=parent)
         manifest = store.resolve(reg, ref=reg.ref(f"proj/checkpoints@{first}")).manifest
         of_first = Descriptor(manifest.media_type, first, len(manifest.data))
         report = push("report", "proj/checkpoints", 1_100, subject=of_first)  # the eval report of step-1
-        from_first = PlainLineage(parents=(PlainParent(digest=first, ref=ckpts, relation="parent"),))
+        from_first = Lineage(parents=(Parent(digest=first, ref=ckpts, relation="parent"),))
         release_notes = {
             media.A_RELEASE_CHECKPOINT: f"{ckpts}:step-1@{first}",
             media.A_RELEASE_EVAL: f"{ckpts}@{report}",

@@ -20,7 +20,7 @@ from trainops.registry.backends.base import ManifestData
 from trainops.registry.context import Registries
 from trainops.registry.inspect import diff, show
 from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
-from trainops.registry.parents import resolve_parents
+from trainops.registry.parents import pin_parents
 from trainops.registry.retention import removal
 from trainops.registry.retention.gc import collect
 
@@ -91,7 +91,7 @@ def test_ls_show_and_diff(target: Target, tmp_path: Path) -> None:
         source=_checkpoint(tmp_path / "a", 1, weights),
         ref=reg.ref("m/c:1"),
         kind="checkpoint",
-        lineage=Lineage(step=1, metrics={"val_loss": 3.0}, runId="run-1"),
+        lineage=Lineage(step=1, metrics={"val_loss": 3.0}, run_id="run-1"),
     )
     b = _checkpoint(tmp_path / "b", 2, weights)
     (b / "tokenizer.json").unlink()
@@ -163,7 +163,7 @@ def test_lineage_up_and_down_with_an_eval_record(target: Target, tmp_path: Path)
     first = store.push(
         reg, source=_checkpoint(tmp_path / "a", 1), ref=reg.ref("m/ckpt:1"), kind="checkpoint", lineage=Lineage(step=1)
     )
-    parents = resolve_parents(reg, [("m/ckpt:1", "resumed-from")])
+    parents = pin_parents(reg, [("m/ckpt:1", "resumed-from")])
     second = store.push(
         reg,
         source=_checkpoint(tmp_path / "b", 2),
@@ -171,7 +171,7 @@ def test_lineage_up_and_down_with_an_eval_record(target: Target, tmp_path: Path)
         kind="checkpoint",
         lineage=Lineage(step=2, parents=parents),
     )
-    model_parents = resolve_parents(reg, [("m/ckpt:2", "derived-from")])
+    model_parents = pin_parents(reg, [("m/ckpt:2", "derived-from")])
     model = store.push(
         reg,
         source=tmp_path / "b/model.safetensors",
@@ -209,7 +209,7 @@ def test_lineage_up_and_down_with_an_eval_record(target: Target, tmp_path: Path)
 def test_gc_keeps_parents_and_reclaims_the_rest(target: Target, tmp_path: Path) -> None:
     reg = target.registries
     old = store.push(reg, source=_checkpoint(tmp_path / "a", 1), ref=reg.ref("m/c:1"), kind="checkpoint")
-    parents = resolve_parents(reg, [("m/c:1", "resumed-from")])
+    parents = pin_parents(reg, [("m/c:1", "resumed-from")])
     child = store.push(
         reg,
         source=_checkpoint(tmp_path / "b", 2),
@@ -223,7 +223,7 @@ def test_gc_keeps_parents_and_reclaims_the_rest(target: Target, tmp_path: Path) 
         source=_checkpoint(tmp_path / "d", 4),
         ref=reg.ref("m/c:4"),
         kind="checkpoint",
-        lineage=Lineage(parents=resolve_parents(reg, [("m/c:2", "resumed-from")])),
+        lineage=Lineage(parents=pin_parents(reg, [("m/c:2", "resumed-from")])),
     )
     root = reg.root()
     kept_blobs = {f.digest for r in ("m/c:1", "m/c:2", "m/c:4") for f in show(reg, ref=reg.ref(r)).files}

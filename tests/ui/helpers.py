@@ -45,9 +45,7 @@ def push_image(registries: Registries, ref: str) -> str:
     backend = registries.backend(target)
     layer = bytes_source(b"not really a tar, but a blob all the same")
     labels = {
-        media.A_LINEAGE: canonical_json(
-            Lineage(git_commit=COMMIT).model_dump(by_alias=True, exclude_none=True)
-        ).decode(),
+        media.A_LINEAGE: canonical_json(Lineage(git_commit=COMMIT).as_json()).decode(),
         media.A_REVISION: COMMIT,
         media.A_CREATED: "2026-12-01T00:00:00Z",
     }

@@ -13,7 +13,7 @@ from tests.registry.chunked_helpers import FineTune, MiB
 from trainops.registry import store
 from trainops.registry.context import Registries
 from trainops.registry.inspect import show
-from trainops.registry.plain_lineage import PlainLineage, PlainParent
+from trainops.registry.lineage_data import Lineage, Parent
 from trainops.ui import queries
 from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
@@ -39,13 +39,13 @@ def test_a_chunked_checkpoint_page_shows_the_bytes_shared_with_its_parent(tmp_pa
             kind="checkpoint",
             dedup="chunks",
         )
-        parent = PlainParent(digest=first.digest, ref=repo.repo_url, relation="parent")
+        parent = Parent(digest=first.digest, ref=repo.repo_url, relation="parent")
         second = store.push(
             registries,
             source=series.checkpoint(tmp_path / "s2"),
             ref=repo.with_tag("step-2"),
             kind="checkpoint",
-            lineage=PlainLineage(parents=(parent,)),
+            lineage=Lineage(parents=(parent,)),
             dedup="chunks",
         )
         expected = show(registries, ref=repo.with_tag("step-2")).chunked

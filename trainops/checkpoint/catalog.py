@@ -108,7 +108,7 @@ def tagged(registries: Registries, *, repository: Reference) -> list[Tagged]:
 
 
 def info_of(repository: Reference, item: Tagged) -> CheckpointInfo:
-    lineage = item.parsed.plain_lineage()  # no pydantic: `ckpt ls` reads thousands
+    lineage = item.parsed.lineage()  # no pydantic: `ckpt ls` reads thousands
     step = lineage.step
     if step is None and (match := STEP_TAG.match(item.tag)):
         step = int(match.group(1))

@@ -53,7 +53,7 @@ from trainops.registry import store
 from trainops.registry.artifact import Lineage, Parent, ParsedManifest, scan_tree
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache
-from trainops.registry.plain_lineage import Relation
+from trainops.registry.lineage_data import Relation
 from trainops.registry.reference import Reference
 
 log = logging.getLogger(__name__)
@@ -354,13 +354,11 @@ class Watcher:
         parent = self._parent_for(found.step, records, restored)
         base = self.config.lineage or Lineage()
         metrics = {**base.metrics, **layout.metrics(found.path)}
-        lineage = base.model_copy(
-            update={
-                "run_id": self.config.run_id,
-                "step": found.step,
-                "metrics": metrics,
-                "parents": [*base.parents, *self._image_parent(), *([parent] if parent else [])],
-            }
+        lineage = base.replace(
+            run_id=self.config.run_id,
+            step=found.step,
+            metrics=metrics,
+            parents=[*base.parents, *self._image_parent(), *([parent] if parent else [])],
         )
         self._recheck(found.path, fp)
         try:
@@ -492,26 +490,13 @@ def _digest(parent: Parent | None) -> str | None:
 def sidecar_lineage(manifest: Manifest | None, pod: PodEnvironment, image_digest: str | None) -> Lineage:
     """What every checkpoint of a run shares, as the sidecar knows it: the pipeline (the
     manifest's, else the pod's), the git commit and the image digest (--image-digest, else the pod's)."""
-    from pydantic import ValidationError
-
-    values: dict[str, str] = {}
-    if manifest is not None:
-        values["pipeline"] = manifest.pipeline.metadata.name
-    if pod.pipeline:
-        values["pipeline"] = pod.pipeline
-    if pod.git_commit:
-        values["gitCommit"] = pod.git_commit
-    digest = image_digest or pod.image_digest
-    if digest:
-        values["imageDigest"] = digest
+    pipeline = pod.pipeline or (manifest.pipeline.metadata.name if manifest is not None else None)
     try:
-        return Lineage.model_validate(values)
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UsageError(
-            f"{where} {first['input']!r}: {first['msg']}", hint="an image digest is sha256:<64 hex>"
-        ) from None
+        return Lineage(
+            pipeline=pipeline, git_commit=pod.git_commit or None, image_digest=image_digest or pod.image_digest or None
+        )
+    except InputError as err:
+        raise UsageError(err.message, hint="an image digest is sha256:<64 hex>, a git commit 7 to 64 hex") from None
 
 
 def sidecar_image(registries: Registries, pod: PodEnvironment) -> Reference | None:

@@ -136,12 +136,12 @@ def save_record(
     """A small record artifact (kind `other`): one canonical-JSON layer of media_type, tagged."""
     from trainops.registry.artifact import build_manifest, canonical_json, config_blob
     from trainops.registry.backends.base import Descriptor
-    from trainops.registry.plain_lineage import PlainLineage
+    from trainops.registry.lineage_data import Lineage
     from trainops.registry.store import bytes_source, leased, upload_if_missing
 
     backend = registries.backend(ref)
     created = clock.now_utc()
-    lineage = PlainLineage(pipeline=pipeline, run_id=run_id)
+    lineage = Lineage(pipeline=pipeline, run_id=run_id)
     blob = bytes_source(canonical_json(data))
     with leased(backend, ref.repository):  # gc keeps the record's blobs until the manifest names them
         upload_if_missing(backend, ref.repository, blob, lambda _n: None)

@@ -126,7 +126,7 @@ def lineage(pipeline: str, prov: Provenance, parents: list[Parent]) -> Lineage:
 
 
 def lineage_json(value: Lineage) -> str:
-    return canonical_json(value.model_dump(by_alias=True, exclude_none=True)).decode()
+    return canonical_json(value.as_json()).decode()
 
 
 def image_labels(

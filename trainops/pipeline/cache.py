@@ -104,7 +104,7 @@ def save(
 
     body = [to_data(o) for o in outputs]
     parents = [Parent(digest=o.digest, ref=o.ref, relation="parent") for o in outputs if o.ref]
-    line = lineage.model_copy(update={"parents": parents})
+    line = lineage.replace(parents=parents)
     annotations = {
         A_STAGE_KEY: key,
         A_STAGE_NAME: stage,

@@ -20,24 +20,20 @@ from trainops import clock
 from trainops.errors import InputError, IntegrityError
 from trainops.registry import media
 from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
-from trainops.registry.plain_lineage import PlainLineage
+from trainops.registry.lineage_data import Environment, Forced, Lineage, Parent
 
 if TYPE_CHECKING:
     from trainops.registry.models import ArtifactConfig as ArtifactConfig
-    from trainops.registry.models import Environment as Environment
-    from trainops.registry.models import Forced as Forced
-    from trainops.registry.models import Lineage as Lineage
-    from trainops.registry.models import Parent as Parent
 
-_LAZY = ("Parent", "Environment", "Forced", "Lineage", "ArtifactConfig")
+__all__ = ["Environment", "Forced", "Lineage", "Parent"]
 
 
 def __getattr__(name: str) -> Any:
-    """The pydantic models load on first use: listing and re-pushing need no pydantic."""
-    if name in _LAZY:
+    """The pydantic ArtifactConfig loads on first use: nothing but its schema needs it."""
+    if name == "ArtifactConfig":
         from trainops.registry import models
 
-        return getattr(models, name)
+        return models.ArtifactConfig
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -136,7 +132,7 @@ def canonical_json(data: Any) -> bytes:
 def config_blob(
     kind: str,
     created: str,
-    lineage: Lineage | PlainLineage,
+    lineage: Lineage,
     layers: list[Descriptor],
     model: ModelConfig | None = None,
 ) -> tuple[bytes, str]:
@@ -144,8 +140,7 @@ def config_blob(
     `descriptor` and `config` fields the caller knows, such as paramSize and precision).
 
     Built from plain data (no pydantic): the JSON is models.ArtifactConfig's dump, which
-    tests/registry/test_plain_lineage.py checks."""
-    lineage = PlainLineage.of(lineage)
+    tests/registry/test_lineage_data.py checks."""
     if kind == "model":
         found = (
             {"format": "safetensors"}
@@ -182,11 +177,10 @@ def build_manifest(
     config: Descriptor,
     layers: list[Descriptor],
     created: str,
-    lineage: Lineage | PlainLineage,
+    lineage: Lineage,
     annotations: dict[str, str],
     subject: Descriptor | None = None,
 ) -> ManifestData:
-    lineage = PlainLineage.of(lineage)
     notes = {
         media.A_CREATED: created,
         media.A_KIND: kind,
@@ -231,23 +225,9 @@ class ParsedManifest:
     def created(self) -> str | None:
         return self.annotations.get(media.A_CREATED)
 
-    def plain_lineage(self) -> PlainLineage:
-        """The lineage annotation as plain data, as lineage() reads it but without pydantic
-        (listings and lineage walks read thousands)."""
-        raw = self.annotations.get(media.A_LINEAGE)
-        plain = PlainLineage.read(raw)
-        return plain if plain is not None else PlainLineage.of(self.lineage())
-
     def lineage(self) -> Lineage:
-        from trainops.registry.models import Lineage
-
-        raw = self.annotations.get(media.A_LINEAGE)
-        if not raw:
-            return Lineage()
-        try:
-            return Lineage.model_validate_json(raw)
-        except ValueError:
-            return Lineage()
+        """The lineage annotation (the empty lineage when it is absent or refused)."""
+        return Lineage.read(self.annotations.get(media.A_LINEAGE))
 
     def file_path(self, layer: Descriptor, index: int) -> str:
         """The path of a layer's file: ModelPack's filepath (either namespace), the OCI

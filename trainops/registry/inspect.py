@@ -77,8 +77,8 @@ def show(registries: Registries, *, ref: Reference) -> ArtifactInfo:
         size=sum(f.size for f in files),
         files=files,
         annotations={k: v for k, v in sorted(parsed.annotations.items()) if k not in hidden},
-        lineage=lineage.model_dump(by_alias=True, exclude_none=True, exclude={"parents"}),
-        parents=[p.model_dump(by_alias=True) for p in lineage.parents],
+        lineage={k: v for k, v in lineage.as_json().items() if k != "parents"},
+        parents=[p.as_json() for p in lineage.parents],
         subject=parsed.subject.digest if parsed.subject else None,
         referrers=[
             Referrer(

@@ -20,7 +20,7 @@ from trainops.registry.artifact import ParsedManifest, parse_manifest
 from trainops.registry.backends.base import ManifestData, sha256_digest
 from trainops.registry.context import Registries
 from trainops.registry.digestcache import cache_dir
-from trainops.registry.plain_lineage import PlainLineage
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.reference import Reference, RegistryRoot
 from trainops.registry.retention import tombstone
 from trainops.registry.store import resolve
@@ -123,8 +123,8 @@ def parse_artifact(registries: Registries, ref: Reference, manifest: ManifestDat
     return _parse(registries, ref, manifest)
 
 
-def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False, lineage: PlainLineage | None = None) -> Node:
-    lineage = parsed.plain_lineage() if lineage is None else lineage
+def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False, lineage: Lineage | None = None) -> Node:
+    lineage = parsed.lineage() if lineage is None else lineage
     return Node(
         digest=parsed.digest,
         ref=shown,
@@ -137,9 +137,9 @@ def _node(parsed: ParsedManifest, shown: str, *, pruned: bool = False, lineage: 
     )
 
 
-def _parents(parsed: ParsedManifest, lineage: PlainLineage | None = None) -> list[tuple[str, str, str]]:
+def _parents(parsed: ParsedManifest, lineage: Lineage | None = None) -> list[tuple[str, str, str]]:
     """(digest, ref text, relation) of everything this artifact names as its origin."""
-    lineage = parsed.plain_lineage() if lineage is None else lineage
+    lineage = parsed.lineage() if lineage is None else lineage
     out: list[tuple[str, str, str]] = [(p.digest, p.ref, p.relation) for p in lineage.parents]
     if parsed.subject is not None and parsed.subject.digest not in {digest for digest, _, _ in out}:
         out.append((parsed.subject.digest, "", "describes"))  # unless its lineage names it already
@@ -160,7 +160,7 @@ def _parent_ref(registries: Registries, child: Reference, text: str, digest: str
 
 
 def _walk_up(registries: Registries, graph: Graph, start: Reference, parsed: ParsedManifest) -> None:
-    queue: deque[tuple[Reference, ParsedManifest, PlainLineage]] = deque([(start, parsed, parsed.plain_lineage())])
+    queue: deque[tuple[Reference, ParsedManifest, Lineage]] = deque([(start, parsed, parsed.lineage())])
     while queue:
         ref, current, lineage = queue.popleft()
         for digest, text, relation in _parents(current, lineage):
@@ -175,12 +175,12 @@ def _walk_up(registries: Registries, graph: Graph, start: Reference, parsed: Par
                 if record is None:
                     graph.nodes[digest] = Node(digest, text or parent_ref.repo_url, "unknown", missing=True)
                     continue
-                known = record.plain_lineage()
+                known = record.lineage()
                 graph.nodes[digest] = _node(record, text or parent_ref.repo_url, pruned=True, lineage=known)
                 queue.append((parent_ref, record, known))  # the pruned one's parents are still known
                 continue
             found = _parse(registries, parent_ref, manifest)
-            known = found.plain_lineage()
+            known = found.lineage()
             graph.nodes[digest] = _node(found, text or parent_ref.repo_url, lineage=known)
             queue.append((parent_ref, found, known))
 
@@ -247,7 +247,7 @@ class DownIndex:
             if parsed.digest in index.nodes or (not records and media.A_STAGE_KEY in parsed.annotations):
                 continue
             pruned = tombstone.A_DIGEST in parsed.annotations
-            lineage = parsed.plain_lineage()
+            lineage = parsed.lineage()
             node = index.nodes[parsed.digest] = _node(parsed, shown, pruned=pruned, lineage=lineage)
             if node.git_commit:
                 index.commits[parsed.digest] = node.git_commit

@@ -5,24 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from trainops.registry.context import Registries
-from trainops.registry.plain_lineage import PlainLineage, PlainParent
+from trainops.registry.lineage_data import Lineage, Parent
 from trainops.registry.store import resolve
 
-if TYPE_CHECKING:
-    from trainops.registry.models import Parent
 
-
-def pin_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[PlainParent]:
+def pin_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[Parent]:
     """(reference text, relation) pairs → parents pinned to digests (each must exist)."""
-    out: list[PlainParent] = []
+    out: list[Parent] = []
     for text, relation in parents:
         ref = registries.ref(text)
         found = resolve(registries, ref=ref)
         shown = ref.repo_url + (f":{found.ref.tag}" if found.ref.tag else "")
-        out.append(PlainParent(digest=found.manifest.digest, ref=shown, relation=relation))
+        out.append(Parent(digest=found.manifest.digest, ref=shown, relation=relation))
     return out
 
 
@@ -34,25 +30,18 @@ def source_lineage(
     step: int | None = None,
     metrics: Mapping[str, float] | None = None,
     parents: Iterable[tuple[str, str]] = (),
-) -> PlainLineage:
+) -> Lineage:
     """The lineage `trainops push` records for a file or tree: the git commit and remote of the
     repository holding it (if any), the run, step and metrics given, and the parents pinned.
-    Plain data, no pydantic: a re-push is a few stats and a HEAD."""
+    No pydantic: a re-push is a few stats and a HEAD."""
     from trainops.gitinfo import git_state
 
     git = git_state(source if source.is_dir() else source.parent)
-    return PlainLineage(
+    return Lineage(
         git_commit=git.commit if git else None,
         git_repo=git.remote if git else None,
         run_id=run_id,
         step=step,
         metrics=dict(metrics or {}),
-        parents=tuple(pin_parents(registries, parents)),
+        parents=pin_parents(registries, parents),
     )
-
-
-def resolve_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> list[Parent]:
-    """pin_parents as models.Parent, for building a models.Lineage."""
-    from trainops.registry.models import Parent
-
-    return [Parent.model_validate(vars(p)) for p in pin_parents(registries, parents)]

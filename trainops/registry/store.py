@@ -35,13 +35,12 @@ from trainops.registry.artifact import (
 from trainops.registry.backends.base import Backend, BlobSource, Descriptor, ManifestData, sha256_digest
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache, cache_dir
-from trainops.registry.plain_lineage import PlainLineage
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.reference import Reference
 from trainops.registry.retention.protect import Override, check_move
 
-if TYPE_CHECKING:  # pydantic loads only where a models.Lineage is built (see registry/plain_lineage.py)
+if TYPE_CHECKING:
     from trainops.registry.chunks.pushing import ChunkedResult
-    from trainops.registry.models import Lineage
 
 
 def default_jobs(ref: Reference) -> int:
@@ -157,7 +156,7 @@ def _push_chunked(
     ref: Reference,
     chunked: list[FileEntry],
     *,
-    lineage: Lineage | PlainLineage | None,
+    lineage: Lineage | None,
     progress: ProgressSink,
     cache: DigestCache,
     uploader: _Uploader,
@@ -170,7 +169,7 @@ def _push_chunked(
         outcome = uploader.transfer(entry)
         return outcome.digest, outcome.size, outcome.sent > 0
 
-    parents = [p.digest for p in PlainLineage.of(lineage or PlainLineage()).parents]
+    parents = [p.digest for p in (lineage or Lineage()).parents]
     return push_files(
         backend, ref.repository, chunked, parents=parents, tag=ref.tag, progress=progress, cache=cache, whole=whole
     )
@@ -182,7 +181,7 @@ def push(
     source: Path,
     ref: Reference,
     kind: str = "other",
-    lineage: Lineage | PlainLineage | None = None,
+    lineage: Lineage | None = None,
     annotations: dict[str, str] | None = None,
     subject: Descriptor | None = None,
     jobs: int | None = None,
@@ -336,7 +335,7 @@ def _publish(
     *,
     kind: str,
     created: str,
-    lineage: Lineage | PlainLineage | None,
+    lineage: Lineage | None,
     layers: list[Descriptor],
     annotations: dict[str, str] | None,
     subject: Descriptor | None,
@@ -350,7 +349,7 @@ def _publish(
     config blob, then the manifest (a reader never sees a manifest whose blobs are missing),
     tagged if ref has a tag (refused before anything is written when move_tag is False and
     the tag names other content). `before` runs just before the manifest is written."""
-    lineage = PlainLineage() if lineage is None else lineage
+    lineage = Lineage() if lineage is None else lineage
     config_bytes, config_type = config_blob(kind, created, lineage, layers, model)
     config_src = bytes_source(config_bytes)
     manifest = build_manifest(
@@ -544,7 +543,7 @@ def assemble(
     ref: Reference,
     kind: str,
     created: str,
-    lineage: Lineage | PlainLineage | None = None,
+    lineage: Lineage | None = None,
     annotations: dict[str, str] | None = None,
     model: ModelConfig | None = None,
     progress: ProgressSink | None = None,

@@ -31,8 +31,7 @@ from trainops.signing.records import push_record
 if TYPE_CHECKING:
     from trainops.registry.artifact import ModelConfig
     from trainops.registry.context import ProgressSink
-    from trainops.registry.models import Lineage
-    from trainops.registry.plain_lineage import PlainLineage
+    from trainops.registry.lineage_data import Lineage
     from trainops.registry.retention.protect import Override
     from trainops.registry.store import PushResult
 
@@ -95,7 +94,7 @@ def push_tree(
     source: Path,
     ref: Reference,
     kind: str,
-    lineage: Lineage | PlainLineage | None,
+    lineage: Lineage | None,
     annotations: dict[str, str],
     model: ModelConfig | None,
     jobs: int | None,

@@ -144,7 +144,7 @@ def _row_of(parsed: ParsedManifest, data: ManifestData, config: str | None, prun
         "git_commit": lineage.git_commit,
         "metrics": json.dumps(lineage.metrics),
         "annotations": json.dumps(parsed.annotations),
-        "lineage": json.dumps(lineage.model_dump(by_alias=True, exclude_none=True)),
+        "lineage": json.dumps(lineage.as_json()),
         "subject": parsed.subject.digest if parsed.subject else None,
         "manifest": data.data.decode("utf-8", "replace"),
         "config": config,
@@ -205,7 +205,7 @@ def _shared_with_parent(registries: Registries, repo: Reference, parsed: ParsedM
     from trainops.registry.chunks.index import is_chunked
     from trainops.registry.chunks.sharing import shared_bytes
 
-    parents = parsed.plain_lineage().parents
+    parents = parsed.lineage().parents
     if not parents or not is_chunked(parsed):
         return None
     backend = registries.backend(repo)

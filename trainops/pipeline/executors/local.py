@@ -56,7 +56,7 @@ def image_skip(ctx: StageContext) -> Outcome | None:
     return Outcome(
         outputs=[Output(name="environment", digest=env.digest)],
         skipped=reason,
-        details={"environment": env.model_dump(by_alias=True)},
+        details={"environment": env.as_json()},
         cacheable=False,
     )
 

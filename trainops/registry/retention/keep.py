@@ -135,7 +135,7 @@ class Graph:
             return found
         parsed = tombstone.as_pruned(entry[1]) or entry[1]  # a record stands for the pruned artifact's lineage
         if through_checkpoints or parsed.kind != "checkpoint":
-            for parent in parsed.plain_lineage().parents:
+            for parent in parsed.lineage().parents:
                 found += [(n, "a lineage parent") for n in self._in(_repo_of(parent.ref), parent.digest)]
         found += [((here, c.digest), "a manifest of the index") for c in parsed.children]
         if parsed.subject is not None:

@@ -20,7 +20,7 @@ from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest, build_manifest, config_blob, parse_manifest
 from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import Registries
-from trainops.registry.plain_lineage import PlainLineage
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.reference import Reference
 from trainops.registry.store import bytes_source, leased, upload_if_missing
 
@@ -46,7 +46,7 @@ def write_record(registries: Registries, *, repository: Reference, parsed: Parse
     """Record parsed (about to be deleted from repository) under its pruned tag; the digest of the record."""
     backend = registries.backend(repository)
     created = parsed.created or "1970-01-01T00:00:00Z"
-    data, media_type = config_blob("other", created, PlainLineage(), [])
+    data, media_type = config_blob("other", created, Lineage(), [])
     source = bytes_source(data)
     with leased(backend, repository.repository):  # gc keeps the config blob until the manifest names it
         upload_if_missing(backend, repository.repository, source, lambda _n: None)
@@ -63,7 +63,7 @@ def write_record(registries: Registries, *, repository: Reference, parsed: Parse
             config=Descriptor(media_type, source.digest, source.size),
             layers=[],
             created=created,
-            lineage=PlainLineage(),
+            lineage=Lineage(),
             annotations=notes,
         )
         backend.put_manifest(repository.repository, manifest, tag=tag_for(parsed.digest))
