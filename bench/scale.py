@@ -42,9 +42,10 @@ ROOT = Path(__file__).resolve().parents[1]
 from harness import docresult  # noqa: E402
 
 from trainops.registry import media  # noqa: E402
-from trainops.registry.artifact import Lineage, Parent, build_manifest, canonical_json  # noqa: E402
+from trainops.registry.artifact import build_manifest, canonical_json  # noqa: E402
 from trainops.registry.backends import open_backend  # noqa: E402
 from trainops.registry.backends.base import Backend, Descriptor, ManifestData, sha256_digest  # noqa: E402
+from trainops.registry.lineage_data import Lineage, Parent  # noqa: E402
 from trainops.registry.reference import RegistryRoot  # noqa: E402
 from trainops.registry.store import bytes_source  # noqa: E402
 from trainops_testing.services import DistributionRegistry, MotoS3  # noqa: E402

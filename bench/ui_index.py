@@ -44,17 +44,10 @@ RESULTS = REPO / "bench" / "results" / "ui_index.json"
 from harness import docresult  # noqa: E402
 
 from trainops.registry import media  # noqa: E402
-from trainops.registry.artifact import (  # noqa: E402
-    FileEntry,
-    Lineage,
-    Parent,
-    build_manifest,
-    canonical_json,
-    config_blob,
-    layer_descriptor,
-)
+from trainops.registry.artifact import FileEntry, build_manifest, canonical_json, config_blob, layer_descriptor  # noqa: E402
 from trainops.registry.backends.base import Descriptor, sha256_digest  # noqa: E402
 from trainops.registry.context import Registries  # noqa: E402
+from trainops.registry.lineage_data import Lineage, Parent  # noqa: E402
 from trainops.ui.index import Index, refresh  # noqa: E402
 from trainops_testing.services import free_port, wait_for  # noqa: E402
 

@@ -76,7 +76,8 @@ def test_a_reference_is_its_text() -> None:
 
 
 def test_pydantic_models_by_alias_and_unknown_objects_refused() -> None:
-    from trainops.registry.artifact import ArtifactConfig, Lineage
+    from trainops.registry.artifact import ArtifactConfig
+    from trainops.registry.lineage_data import Lineage
 
     config = ArtifactConfig(kind="checkpoint", created="2026-12-03T00:00:00Z", lineage=Lineage(git_commit="a" * 40))
     assert to_data(config) == config.model_dump(mode="json", by_alias=True)

@@ -17,8 +17,8 @@ from trainops.checkpoint import list_checkpoints, restore_latest, restore_ref
 from trainops.checkpoint.layouts import get_layout
 from trainops.errors import InputError
 from trainops.registry import store
-from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.reference import Reference
 
 TINY = ["--context", "6", "--embed", "8", "--hidden", "48", "--batch-size", "32"]

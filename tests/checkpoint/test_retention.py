@@ -14,8 +14,8 @@ from trainops.errors import NotFoundError
 from trainops.manifest.stages import Retention
 from trainops.registry import listing as listing_mod
 from trainops.registry import pulling, store
-from trainops.registry.artifact import Lineage, Parent
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage, Parent
 from trainops.registry.reference import Reference
 from trainops.registry.retention.gc import collect
 

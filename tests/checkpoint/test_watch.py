@@ -24,8 +24,8 @@ from trainops.checkpoint import WatchEvent, latest_checkpoint, list_checkpoints,
 from trainops.checkpoint.catalog import A_LAYOUT, A_NAME
 from trainops.errors import ExistsError, InputError, NotFoundError
 from trainops.registry import pulling, store
-from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.reference import Reference
 
 DIGEST = "sha256:" + "ab" * 32

@@ -16,8 +16,8 @@ from tests.eval.conftest import Project, _own_cache, local_project  # noqa: F401
 from tests.eval.test_release import released, setup
 from tests.signing.conftest import ec_key
 from trainops.registry import store
-from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage
 from trainops.templating import render_template
 from trainops_testing.services import git_env
 

@@ -18,8 +18,8 @@ from safetensors.numpy import save_file
 
 from tests.cli.runner import Outcome, run
 from trainops.registry import store
-from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage
 
 PYTHON = sys.executable
 

@@ -248,7 +248,7 @@ def push_image(project: Project, commit: str) -> str:
 
 
 def test_lineage_reaches_the_training_image_and_its_commit(local_project: Project) -> None:
-    from trainops.registry.artifact import Lineage
+    from trainops.registry.lineage_data import Lineage
     from trainops.registry.store import push
 
     setup(local_project, steps=())

@@ -19,8 +19,8 @@ import pytest
 from tests.cli.runner import run
 from trainops.hub.exporter import operations, prepare_export
 from trainops.registry import store
-from trainops.registry.artifact import Lineage, Parent
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage, Parent
 from trainops_testing.services import free_port
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "hub" / "model-card.md"

@@ -27,8 +27,8 @@ import yaml
 from safetensors.numpy import load_file
 
 from trainops.errors import NotFoundError
-from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.listing import list_repository
 from trainops.registry.store import resolve
 

@@ -12,9 +12,9 @@ import pytest
 from tests.registry.conftest import make_tree
 from trainops.errors import InputError, IntegrityError, NotFoundError
 from trainops.registry import media, pulling, store
-from trainops.registry.artifact import Lineage
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.parents import pin_parents
 from trainops.registry.schema import config_json_schema
 

@@ -9,10 +9,11 @@ from tests.registry.conftest import Target
 from trainops.checkpoint import latest_checkpoint, list_checkpoints
 from trainops.registry import listing as listing_mod
 from trainops.registry import media
-from trainops.registry.artifact import Lineage, build_manifest
+from trainops.registry.artifact import build_manifest
 from trainops.registry.backends import open_backend
 from trainops.registry.backends.base import Backend, Descriptor, ManifestData
 from trainops.registry.backends.s3 import S3Backend
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.reference import RegistryRoot
 from trainops.registry.store import bytes_source
 from trainops_testing.services import DistributionRegistry

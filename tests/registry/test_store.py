@@ -15,11 +15,11 @@ from tests.registry.conftest import Target, make_tree
 from trainops.errors import InputError, NotFoundError, RemoteError
 from trainops.registry import listing as listing_mod
 from trainops.registry import pulling, store
-from trainops.registry.artifact import Lineage
 from trainops.registry.backends.base import ManifestData
 from trainops.registry.context import Registries
 from trainops.registry.inspect import diff, show
 from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.parents import pin_parents
 from trainops.registry.retention import removal
 from trainops.registry.retention.gc import collect

@@ -9,9 +9,10 @@ from pathlib import Path
 from registry.conftest import make_tree
 
 from trainops.registry import media
-from trainops.registry.artifact import Lineage, Parent, canonical_json
+from trainops.registry.artifact import canonical_json
 from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage, Parent
 from trainops.registry.retention.tombstone import write_record
 from trainops.registry.store import bytes_source, push, resolve
 

@@ -50,10 +50,10 @@ from trainops.manifest import Manifest
 from trainops.manifest.stages import Retention
 from trainops.podenv import PodEnvironment
 from trainops.registry import store
-from trainops.registry.artifact import Lineage, Parent, ParsedManifest, scan_tree
+from trainops.registry.artifact import ParsedManifest, scan_tree
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache
-from trainops.registry.lineage_data import Relation
+from trainops.registry.lineage_data import Lineage, Parent, Relation
 from trainops.registry.reference import Reference
 
 log = logging.getLogger(__name__)

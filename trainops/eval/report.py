@@ -17,9 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trainops.errors import IntegrityError, NotFoundError
 from trainops.registry import media
-from trainops.registry.artifact import Lineage, build_manifest, canonical_json, config_blob
+from trainops.registry.artifact import build_manifest, canonical_json, config_blob
 from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.records import record_file
 from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved, bytes_source, leased, resolve, upload_if_missing

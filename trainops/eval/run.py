@@ -36,8 +36,8 @@ from trainops.eval.select import resolve_checkpoint
 from trainops.manifest import Manifest
 from trainops.manifest.common import duration_seconds
 from trainops.manifest.stages import EvalSpec
-from trainops.registry.artifact import Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
+from trainops.registry.lineage_data import Lineage, Parent
 from trainops.registry.pulling import pull
 from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved

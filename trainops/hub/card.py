@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from trainops.errors import TrainopsError
-from trainops.registry.artifact import Lineage
 from trainops.registry.context import Registries
 from trainops.registry.lineage import Graph, Node, lineage_graph
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.store import Resolved, resolve
 
 

@@ -25,8 +25,9 @@ from trainops.errors import InputError
 from trainops.hub.hfapi import COMMIT, HubSettings, hub_errors
 from trainops.modelfiles.safetensors import model_info
 from trainops.registry import media, store
-from trainops.registry.artifact import FileEntry, Lineage, ModelConfig, scan_tree
+from trainops.registry.artifact import FileEntry, ModelConfig, scan_tree
 from trainops.registry.context import ProgressSink, Registries
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.reference import Reference
 from trainops.serialize import FLATTEN
 from trainops.signing.imported import check_signed_files, split_signature

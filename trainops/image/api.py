@@ -51,10 +51,10 @@ from trainops.image.secrets import available_values, check_not_baked, read_secre
 from trainops.image.templates import Rendered, SupportFile, render, support_files
 from trainops.manifest import Manifest
 from trainops.manifest.stages import ImageSpec
-from trainops.registry.artifact import Parent
 from trainops.registry.backends.base import Backend, BlobSource, ManifestData
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import cache_dir, hash_file
+from trainops.registry.lineage_data import Parent
 from trainops.registry.reference import Reference
 from trainops.registry.store import bytes_source, leased, upload_if_missing
 

@@ -29,8 +29,9 @@ from trainops.errors import InputError
 from trainops.image.context import Selection
 from trainops.image.templates import SupportFile
 from trainops.registry import media
-from trainops.registry.artifact import Lineage, Parent, canonical_json
+from trainops.registry.artifact import canonical_json
 from trainops.registry.backends.base import sha256_digest
+from trainops.registry.lineage_data import Lineage, Parent
 
 INPUTS_TAG_PREFIX = "inputs-"
 A_INPUTS = "dev.trainops.inputs"

@@ -23,8 +23,9 @@ from trainops.manifest import Manifest
 from trainops.pipeline.keys import key_hex
 from trainops.pipeline.stage import Output
 from trainops.registry import media
-from trainops.registry.artifact import Lineage, Parent, canonical_json, parse_manifest
+from trainops.registry.artifact import canonical_json, parse_manifest
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage, Parent
 from trainops.registry.reference import Reference
 from trainops.serialize import to_data
 

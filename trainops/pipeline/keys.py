@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainops.manifest import Manifest
-from trainops.registry.artifact import Environment, canonical_json
+from trainops.registry.artifact import canonical_json
 from trainops.registry.backends.base import sha256_digest
+from trainops.registry.lineage_data import Environment
 
 KEY_VERSION = 1
 

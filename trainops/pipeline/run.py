@@ -25,9 +25,10 @@ from trainops.pipeline.executors.flow import missing_provider, rollout_held
 from trainops.pipeline.graph import Node, build_graph, select
 from trainops.pipeline.keys import SourceDigest, section, source_digest, stage_key
 from trainops.pipeline.stage import Event, EventSink, Outcome, StageResult, no_events
-from trainops.registry.artifact import Lineage, canonical_json
+from trainops.registry.artifact import canonical_json
 from trainops.registry.backends.base import sha256_digest
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.reference import Reference
 
 

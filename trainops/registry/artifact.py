@@ -20,12 +20,10 @@ from trainops import clock
 from trainops.errors import InputError, IntegrityError
 from trainops.registry import media
 from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
-from trainops.registry.lineage_data import Environment, Forced, Lineage, Parent
+from trainops.registry.lineage_data import Lineage
 
 if TYPE_CHECKING:
     from trainops.registry.models import ArtifactConfig as ArtifactConfig
-
-__all__ = ["Environment", "Forced", "Lineage", "Parent"]
 
 
 def __getattr__(name: str) -> Any:

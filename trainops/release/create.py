@@ -28,9 +28,10 @@ from trainops.manifest import Manifest
 from trainops.manifest.stages import ReleaseSpec
 from trainops.modelfiles.safetensors import ModelInfo, model_info
 from trainops.registry import media
-from trainops.registry.artifact import Forced, Lineage, ModelConfig, Parent
+from trainops.registry.artifact import ModelConfig
 from trainops.registry.chunks.index import is_chunked
 from trainops.registry.context import ProgressSink, Registries
+from trainops.registry.lineage_data import Forced, Lineage, Parent
 from trainops.registry.reference import TAG_RE, Reference
 from trainops.registry.store import Resolved, assemble, push, resolve
 from trainops.release.choose import Candidate, choose

@@ -33,8 +33,8 @@ from trainops import podenv
 from trainops.errors import InputError, TrainopsError
 from trainops.interrupt import Interrupted
 from trainops.manifest import Manifest
-from trainops.registry.artifact import Environment, Lineage, Parent
 from trainops.registry.context import ProgressSink, Registries
+from trainops.registry.lineage_data import Environment, Lineage, Parent
 from trainops.registry.reference import Reference
 from trainops.render.image import cluster_image
 from trainops.supervise import Supervision, run_command
