@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from trainops import clock
+from trainops.cli.output import duration_text
 from trainops.faults import incidents as records
 from trainops.faults.incidents import Incident
 from trainops.manifest import load_manifest
@@ -111,6 +112,13 @@ def test_a_crash_restarts_the_trainer_from_the_newest_checkpoint(project: Path) 
     assert rows["acted"] == clock.display(incident.acted) and rows["decided"] == clock.display(incident.detected)
     [mine] = [line for line in text if line.startswith(f"  phases  {incident.id} ")]
     assert rows["phases"] == "detect " + mine.split(": detect ", 1)[1], (shown, text)
+    # the post-incident report: the action at its own time, the MTTR split as train status has it
+    report = json.loads(_trainops(project, "incidents", "report", "crash", "-o", "json").stdout)
+    [item] = report["incidents"]
+    assert item["mttrPhases"] == ettr["incidents"][0]["phases"]
+    assert item["phases"][2]["at"] == incident.acted and item["phases"][3]["at"] == incident.recovered
+    told = _trainops(project, "incidents", "report", "crash").stdout.splitlines()
+    assert f"  mttr      {duration_text(incident.mttr_seconds)}: detect " + mine.split(": detect ", 1)[1] in told, told
 
 
 PHASES = ("detectSeconds", "decideSeconds", "rescheduleSeconds", "restoreSeconds", "firstStepSeconds")

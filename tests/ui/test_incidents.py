@@ -24,8 +24,11 @@ from ui.conftest import ServerThread
 HOSTILE = "n<script>x</script>"
 
 
-def _incident(run: str, n: int, fault: str, node: str, hours_ago: float) -> Incident:
-    at = clock.iso(clock.now() - timedelta(hours=hours_ago))
+def _incident(run: str, n: int, fault: str, node: str, hours_ago: float, *, recovered: bool = False) -> Incident:
+    moment = clock.now() - timedelta(hours=hours_ago)
+    at = clock.iso(moment)
+    # recovered: acted 1 s after the decision, started again 2 s later, restored 3 s later, stepping 3 s later
+    later = [clock.iso(moment + timedelta(seconds=s)) for s in (1, 3, 6, 9)] if recovered else [None] * 4
     return Incident(
         id=f"{run}.{n}",
         pipeline="tiny",
@@ -39,6 +42,10 @@ def _incident(run: str, n: int, fault: str, node: str, hours_ago: float) -> Inci
         action_note="restart",
         evidence_at=at,
         detected=at,
+        acted=later[0],
+        restarted=later[1],
+        restore_ended=later[2],
+        recovered=later[3],
     )
 
 
@@ -51,7 +58,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     written = [
         _incident("run-a", 1, "nccl-timeout", "gpu-1", 5),
         _incident("run-a", 2, "fell-off-bus", "gpu-1", 4),
-        _incident("run-b", 1, "hang", "gpu-1", 3),
+        _incident("run-b", 1, "hang", "gpu-1", 3, recovered=True),
         _incident("run-b", 2, "cuda-oom", HOSTILE, 2.5),
         _incident("run-b", 3, "nvlink", "gpu-2", 72),
     ]
@@ -94,6 +101,9 @@ def test_a_runs_post_incident_report_page(base: str) -> None:
     assert "Post-incident report of run run-b" in text and "run-b.3 · nvlink on gpu-2 → restart" in text
     assert text.count("<td>signal</td>") == 3 and text.count("<td>recovery</td>") == 3
     assert "resolves: reset-gpu" in text  # nvlink: NVIDIA's bucket folded
+    # the one recovered incident's MTTR split into its phases; the others have none
+    split = "detect 0.0 s · decide 1.0 s · reschedule 2.0 s · restore 3.0 s · first step 3.0 s"
+    assert text.count('class="phases"') == 1 and f"MTTR 9.0 s:\n{split}</p>" in text, text
     assert HOSTILE not in text and "n&lt;script&gt;x&lt;/script&gt;" in text
     listed = requests.get(f"{base}/incidents", params={"run": "run-b"}, timeout=30).text
     assert "/incidents/report?run=run-b" in listed

@@ -168,6 +168,8 @@ def report_cmd(file: str | None, env: str | None, run_id: str, insecure: bool, o
             click.echo(f"    {phase.text}")
             for line in phase.evidence[1:]:
                 click.echo(f"    {line}")
+        if item.mttr_phases is not None:
+            click.echo(f"  {'mttr':<10}{duration_text(item.mttr_seconds)}: {phases_text(item.mttr_phases)}")
 
 
 @incidents.command("dcgm-counters")

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from trainops import clock
 from trainops.faults.catalog import bucket_for
-from trainops.faults.ettr import Ettr
+from trainops.faults.ettr import Ettr, Phases
+from trainops.faults.ettr import phases as split_mttr
 from trainops.faults.incidents import Incident
 
 
@@ -37,6 +38,7 @@ class IncidentReport:
     phases: list[Phase]
     mttr_seconds: float | None
     steps_lost: int | None
+    mttr_phases: Phases | None = None  # the MTTR split: detect, decide, reschedule, restore, first step
 
 
 @dataclass(frozen=True)
@@ -68,12 +70,13 @@ def incident_report(incident: Incident) -> IncidentReport:
     else:
         recovery = "not yet: no progress reported since"
     first = incident.evidence[0] if incident.evidence else "-"
+    acted = incident.acted or incident.detected  # a record from before `acted` was kept: at the decision
     phases = [
         Phase("signal", incident.evidence_at, f"{incident.source}: {first}", None, incident.evidence),
         Phase("diagnosis", incident.detected, f"{incident.fault}{where}: {incident.detail}",
               _between(incident.evidence_at, incident.detected)),
-        Phase("action", incident.detected, f"{incident.action_note}{flagged}", 0.0),
-        Phase("recovery", incident.recovered, recovery, _between(incident.detected, incident.recovered)),
+        Phase("action", acted, f"{incident.action_note}{flagged}", _between(incident.detected, acted)),
+        Phase("recovery", incident.recovered, recovery, _between(acted, incident.recovered)),
     ]  # fmt: skip
     return IncidentReport(
         id=incident.id,
@@ -85,4 +88,5 @@ def incident_report(incident: Incident) -> IncidentReport:
         phases=phases,
         mttr_seconds=incident.mttr_seconds,
         steps_lost=incident.steps_lost,
+        mttr_phases=split_mttr(incident),
     )
