@@ -271,3 +271,25 @@ def test_kueue_reads_the_metrics_certificate_of_its_own_cluster(sim: KubeCluster
         assert f" {KUEUE_METRICS_CERTS} " not in host  # not mounted for anyone else
     else:
         assert here == [] and (Path(KUEUE_METRICS_CERTS) / "tls.crt").is_file()
+
+
+def test_each_pod_restores_its_own_node_share(sim: KubeCluster, tmp_path: Path) -> None:
+    """The restore step's node rank: 0 on the leader, 1 + JOB_COMPLETION_INDEX (the Job
+    controller's, in the init containers of the workers' Indexed Job) on each worker."""
+    ns = "shares"
+    _setup(sim, tmp_path, ns, [_tenant(ns, nominal=24)])
+    jobset = _submit(sim, tmp_path, "shares", ns, nodes=3)
+    wait_for(lambda: len(_bound(sim.api, ns, jobset)) == 3, timeout=60, what="the JobSet's 3 pods running")
+    ranks = []
+    for pod in sim.api.list("v1", "Pod", ns, selector=f"jobset.sigs.k8s.io/jobset-name={jobset}"):
+        (restore,) = [c for c in pod["spec"]["initContainers"] if c["name"] == "ckpt-restore"]
+        node_rank = restore["command"][restore["command"].index("--node-rank") + 1]
+        if node_rank.isdigit():
+            ranks.append(int(node_rank))
+            continue
+        assert node_rank == "auto+1"
+        (index,) = [e for e in restore["env"] if e["name"] == "JOB_COMPLETION_INDEX"]
+        path = index["valueFrom"]["fieldRef"]["fieldPath"]  # the pod's completion-index annotation
+        key = path.split("['", 1)[1].rstrip("']")
+        ranks.append(int(pod["metadata"]["annotations"][key]) + 1)
+    assert sorted(ranks) == [0, 1, 2]
