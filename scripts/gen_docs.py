@@ -500,7 +500,8 @@ def exit_codes_page() -> str:
     stack: list[type] = [errors.TrainopsError]
     while stack:
         cls = stack.pop()
-        classes.setdefault(cls.exit_code, []).append(cls.__name__)  # type: ignore[attr-defined]
+        if not cls.__name__.startswith("_"):  # a module's private refusal is not part of the interface
+            classes.setdefault(cls.exit_code, []).append(cls.__name__)  # type: ignore[attr-defined]
         stack += cls.__subclasses__()
     lines = [
         GENERATED,

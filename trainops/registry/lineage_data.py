@@ -26,7 +26,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from trainops.errors import InputError
 
@@ -58,7 +58,7 @@ class Parent:
 
     digest: str
     ref: str
-    relation: str = "parent"  # one of RELATIONS
+    relation: Relation = "parent"
 
     def __post_init__(self) -> None:
         if not _DIGEST.fullmatch(self.digest):
@@ -280,7 +280,7 @@ def _parents(value: Any) -> tuple[Parent, ...]:
         relation = _text(item.get("relation", "parent"))
         if relation not in RELATIONS:
             raise _Refused
-        out.append(Parent(_text(item["digest"]), _text(item["ref"]), relation))
+        out.append(Parent(_text(item["digest"]), _text(item["ref"]), cast(Relation, relation)))
     return tuple(out)
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import cast
 
 from trainops.registry.context import Registries
-from trainops.registry.lineage_data import Lineage, Parent
+from trainops.registry.lineage_data import Lineage, Parent, Relation
 from trainops.registry.store import resolve
 
 
@@ -18,7 +19,8 @@ def pin_parents(registries: Registries, parents: Iterable[tuple[str, str]]) -> l
         ref = registries.ref(text)
         found = resolve(registries, ref=ref)
         shown = ref.repo_url + (f":{found.ref.tag}" if found.ref.tag else "")
-        out.append(Parent(digest=found.manifest.digest, ref=shown, relation=relation))
+        # Parent refuses a relation that is not one of RELATIONS
+        out.append(Parent(digest=found.manifest.digest, ref=shown, relation=cast(Relation, relation)))
     return out
 
 
