@@ -39,10 +39,10 @@ COMMIT_PATTERN = r"^[0-9a-f]{7,64}(-dirty)?$"
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 _COMMIT = re.compile(COMMIT_PATTERN)
 _DIGEST = re.compile(DIGEST_PATTERN)
-_ALIASES = {"gitCommit": "git_commit", "gitRepo": "git_repo", "imageDigest": "image_digest", "runId": "run_id"}
-_STRINGS = ("pipeline", "git_commit", "git_repo", "image_digest", "run_id")
-_FIELDS = frozenset(("pipeline", "git_commit", "git_repo", "image_digest", "environment", "run_id", "step"))
-_KEYS = _FIELDS | {"metrics", "parents", "forced"}
+_JSON_NAMES = {"git_commit": "gitCommit", "git_repo": "gitRepo", "image_digest": "imageDigest", "run_id": "runId"}
+_JSON_KEYS = frozenset(
+    ("pipeline", "gitCommit", "gitRepo", "imageDigest", "environment", "runId", "step", "metrics", "parents", "forced")
+)
 
 
 class _Refused(InputError):
@@ -134,8 +134,11 @@ class Lineage:
             raise InputError(f"lineage imageDigest {self.image_digest[:80]!r} is not sha256:<64 lowercase hex>")
         if self.step is not None and self.step < 0:
             raise InputError(f"lineage step {self.step} is negative", hint="a training step counts from 0")
-        object.__setattr__(self, "metrics", {key: _float(value) for key, value in self.metrics.items()})
-        object.__setattr__(self, "parents", tuple(self.parents))
+        metrics = self.metrics
+        if type(metrics) is not dict or not all(type(value) is float for value in metrics.values()):
+            object.__setattr__(self, "metrics", {key: _float(value) for key, value in metrics.items()})
+        if type(self.parents) is not tuple:
+            object.__setattr__(self, "parents", tuple(self.parents))
 
     def replace(self, **changes: Any) -> Lineage:
         """This lineage with some fields changed (checked again)."""
@@ -172,27 +175,22 @@ class Lineage:
         """body (a parsed annotation) as Lineage; InputError when refused."""
         if type(body) is not dict:
             raise _Refused
-        values: dict[str, Any] = {}
-        for key, value in body.items():
-            name = _ALIASES.get(key, key)
-            if name not in _KEYS or name in values:  # unknown, or given by alias and by name
-                raise _Refused
-            values[name] = value
-        for name in _STRINGS:
-            if values.get(name) is not None:
-                values[name] = _text(values[name])
-        if values.get("step") is not None:
-            values["step"] = _integer(values["step"])
-        env, forced = values.get("environment"), values.get("forced")
-        if env is not None:
-            values["environment"] = _environment(env)
-        if forced is not None:
-            values["forced"] = _forced(forced)
-        if "metrics" in values:
-            values["metrics"] = _metrics(values["metrics"])
-        if "parents" in values:
-            values["parents"] = _parents(values["parents"])
-        return cls(**values)
+        if not body.keys() <= _JSON_KEYS:
+            body = _by_json_names(body)
+        get = body.get
+        step, env, forced = get("step"), get("environment"), get("forced")
+        return cls(
+            pipeline=_text_or_none(get("pipeline")),
+            git_commit=_text_or_none(get("gitCommit")),
+            git_repo=_text_or_none(get("gitRepo")),
+            image_digest=_text_or_none(get("imageDigest")),
+            environment=None if env is None else _environment(env),
+            run_id=_text_or_none(get("runId")),
+            step=step if step is None or type(step) is int else _integer(step),
+            metrics=_metrics(body["metrics"]) if "metrics" in body else {},
+            parents=_parents(body["parents"]) if "parents" in body else (),
+            forced=None if forced is None else _forced(forced),
+        )
 
 
 # The readers below take the canonical JSON type first (`ckpt ls` runs them per row), then
@@ -202,6 +200,24 @@ _INT_TEXT = re.compile(r"[+-]?[0-9]+(_[0-9]+)*(\.0+)?", re.ASCII)
 _FLOAT_TEXT = re.compile(
     r"[+-]?(([0-9]+(_[0-9]+)*)?\.?[0-9]+(_[0-9]+)*([eE][+-]?[0-9]+)?|[0-9]+\.|inf|infinity|nan)", re.ASCII | re.I
 )
+
+
+def _by_json_names(body: dict[str, Any]) -> dict[str, Any]:
+    """body with fields given by their Python names (git_commit) under their JSON names;
+    refused when a key is unknown or a field is given under both."""
+    out: dict[str, Any] = {}
+    for key, value in body.items():
+        name = _JSON_NAMES.get(key, key)
+        if name not in _JSON_KEYS or name in out:
+            raise _Refused
+        out[name] = value
+    return out
+
+
+def _text_or_none(value: Any) -> str | None:
+    if value is None or type(value) is str:
+        return value
+    raise _Refused
 
 
 def _text(value: Any) -> str:
