@@ -169,7 +169,7 @@ def test_run_pushes_every_checkpoint_with_a_lineage_chain(project: Project) -> N
         assert line.run_id == "first" and line.pipeline == "tiny-llm"
         assert "val_loss" in line.metrics
         if step == CKPT_EVERY:
-            assert line.parents == []  # trained from scratch
+            assert line.parents == ()  # trained from scratch
         else:
             parent = line.parents[0]
             assert parent.relation == "parent" and parent.digest == found[step - CKPT_EVERY][0]
