@@ -110,7 +110,7 @@ def _throttled(project: Path, run_id: str) -> tuple[subprocess.Popen[str], str, 
             return drill.poll() is None
 
         wait_for(throttling, timeout=60, what="the slow-node drill on rank 1", interval=0.5)
-        out, err = trainer.communicate(timeout=120)
+        out, err = trainer.communicate(timeout=300)  # a loaded 2-core machine: detection waits on CPU
         detected = time.monotonic() - started
     finally:
         for proc in (trainer, drill):
