@@ -1,7 +1,7 @@
 """Service levels end to end: how long a latency regression takes to page and to abort the canary,
 and what the SLO rules cost Prometheus.
 
-On loopback, real parts: two vLLM stand-ins (tests/slo/stack.py: vLLM's metric names and
+On loopback, real parts: two vLLM stand-ins (trainops_testing/vllm.py: vLLM's metric names and
 bucket edges; stable and canary), Debian's Prometheus scraping them every second and evaluating
 the rules trainops renders for the manifest's SLOs (every second), prometheus-alertmanager
 (group_wait 0) delivering to `trainops alerts serve`, and a GitOps repository with v1 stable
