@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.cli.runner import Outcome, run
+from trainops.train.slurm_run import TASK_RANKS
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tiny-llm"
@@ -87,7 +89,18 @@ def test_the_training_srun_gets_the_image_the_mounts_and_the_workdir(project: Pa
         f"--container-mounts={run_dir}/checkpoints:/ckpt,{run_dir}:{run_dir},{run_dir}/datasets/corpus:/data:ro",
         "--container-workdir=/workspace",
     ]
-    assert argv[6:] == ["tiny-llm-train"]
+    assert argv[6:10] == ["sh", "-c", TASK_RANKS, "trainops-task"] and argv[10:] == ["tiny-llm-train"]
+    # what that shell gives the task: its place in the job, from srun's per-task variables
+    slurm = {
+        "SLURM_PROCID": "5",
+        "SLURM_NTASKS": "8",
+        "SLURM_LOCALID": "1",
+        "SLURM_NODEID": "2",
+        "PATH": "/usr/bin:/bin",
+    }
+    shown = subprocess.run([*argv[6:10], "env"], env=slurm, capture_output=True, text=True, check=True).stdout
+    ranks = dict(line.split("=", 1) for line in shown.splitlines() if "RANK" in line or "WORLD_SIZE" in line)
+    assert ranks == {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "NODE_RANK": "2", "LOCAL_WORLD_SIZE": "1"}
     assert (run_dir / "datasets" / "corpus" / "train.txt").read_text() == "tokens\n"  # pulled before training
     assert (tmp_path / "fake" / "srun-ckpt-dir").read_text() == "/ckpt"  # where the trainer sees them
 
