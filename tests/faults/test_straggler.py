@@ -25,11 +25,13 @@ def _run(
     seed: int = 7,
     done: dict[int, int] | None = None,
     late: dict[int, float] | None = None,
+    says_done: bool = False,
 ) -> tuple[list[tuple[int, Straggler]], list[tuple[float, list[int]]]]:
     """Each rank trains for `seconds` (step time `step`, ±jitter uniform noise; ranks in
-        `slow` slower by their factor between the two times, ranks in `done` stopping at that
-    step, as a finished trainer does, ranks in `late` starting that many seconds late), one check a second; what the
-        checks returned (and when), and who straggled when."""
+    `slow` slower by their factor between the two times, ranks in `done` stopping at that
+    step — saying so with their last line when `says_done` —, ranks in `late` starting that
+    many seconds late), one check a second; what the checks returned (and when), and who
+    straggled when."""
     rng = random.Random(seed)
     clocks = {rank: (late or {}).get(rank, 0.0) for rank in range(ranks)}
     steps = dict.fromkeys(range(ranks), 0)
@@ -43,6 +45,8 @@ def _run(
                 steps[rank] += 1
                 if steps[rank] % 5 == 0:  # a progress line every 5 steps
                     detector.step(rank, steps[rank], START + timedelta(seconds=clocks[rank]), node=f"node-{rank}")
+                if says_done and steps[rank] == (done or {}).get(rank):
+                    detector.finish(rank)  # its final line
         result = detector.check(START + timedelta(seconds=second))
         if result is not None:
             found.append((second, result))
@@ -85,18 +89,19 @@ def test_a_slowdown_below_the_ratio_is_tolerated_as_noise() -> None:
     assert found == [] and all(not who for _, who in straggling)
 
 
-def test_a_finished_rank_is_ahead_not_slow() -> None:
+def test_a_rank_that_says_it_finished_is_not_slow() -> None:
     """Ranks started seconds apart finish seconds apart: the first one done stops reporting
-    (its step time grows with every check) while its peers still train — never a straggler."""
+    (its step time would grow with every check) while its peers still train. Its final line
+    takes it out of the comparison; without it, it would be left as a straggler."""
     for ranks in (2, 3, 8):
+        late = dict.fromkeys(range(1, ranks), 15.0)  # rank 0 started (so finishes) 15 s before the rest
+        done = dict.fromkeys(range(ranks), 600)
         detector = Detector(Settings(move_seconds=3))
-        others = range(1, ranks)
-        late = dict.fromkeys(others, 10.0)  # rank 0 started (so finishes) 10 s before the rest
-        found, straggling = _run(
-            detector, ranks=ranks, seconds=68, done=dict.fromkeys(range(ranks), 600), late=late, seed=ranks
-        )
+        found, straggling = _run(detector, ranks=ranks, seconds=73, done=done, late=late, seed=ranks, says_done=True)
         assert found == [], found[:1]
         assert all(not who for _, who in straggling), [s for s in straggling if s[1]][:3]
+        silent, _ = _run(Detector(Settings(move_seconds=3)), ranks=ranks, seconds=73, done=done, late=late, seed=ranks)
+        assert silent and silent[0][1].rank == 0, silent[:1]
 
 
 def test_a_rank_that_stops_reporting_behind_its_peers_is_slow() -> None:

@@ -118,7 +118,10 @@ class Monitor:
         point = metrics_line(line)
         if point is not None:
             self._advance(point.step)
-            if point.rank is not None:
+            if point.rank is not None and point.final:
+                with self.lock:  # done: no longer a peer, nor slow for having stopped
+                    self.stragglers.finish(point.rank)
+            elif point.rank is not None:
                 report = parse_report(line.strip())
                 if isinstance(report, RankReport):
                     self._rank(report)

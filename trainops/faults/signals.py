@@ -178,6 +178,7 @@ class Progress:
     losses: dict[str, float]
     rank: int | None = None
     node: str | None = None
+    final: bool = False  # the rank's last line: it finished (`"final": true`)
 
 
 def metrics_line(line: str) -> Progress | None:
@@ -207,6 +208,7 @@ def metrics_line(line: str) -> Progress | None:
         losses=losses,
         rank=rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None,
         node=node if isinstance(node, str) and node else None,
+        final=data.get("final") is True,
     )
 
 

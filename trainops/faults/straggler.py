@@ -11,9 +11,9 @@ shows as the slowdown it averages to, and a rank that stops reporting grows slow
 rank): with m their median and MAD their median absolute deviation, the rank is slow when
 its step time is above m·`ratio` and its robust z-score (x − m) / (1.4826·MAD) is above `z`,
 MAD floored at `noise`·m so that near-identical peers do not turn jitter into a verdict.
-A rank ahead of its peers (its last step above their median last step) is never slow: it
-is not what they wait for, and a rank that has finished — it stops reporting, so its step
-time grows — is ahead of the ranks still training.
+A rank that said it finished (its last metrics line, `"final": true` with its `rank`) leaves
+the comparison: it stops reporting, and its step time would grow as a stalled rank's does
+(independent replicas started seconds apart also finish seconds apart).
 Hysteresis: a rank becomes a straggler after `enter` slow checks in a row and stops being
 one after `leave` checks below m·`ratio_leave`; one slow check among normal ones is noise.
 
@@ -57,6 +57,7 @@ class _Rank:
     normal_checks: int = 0
     straggling_since: datetime | None = None
     lost_seconds: float = 0.0  # run time lost to this rank while it straggles
+    finished: bool = False  # it said it finished: out of every comparison
 
 
 @dataclass(frozen=True)
@@ -103,12 +104,18 @@ class Detector:
         """Leave a rank out (its reports are not trusted) until it reports again."""
         self.ranks.pop(rank, None)
 
+    def finish(self, rank: int) -> None:
+        """Rank `rank` finished (its last line): it is neither a peer nor slow from now on."""
+        self.ranks.setdefault(rank, _Rank()).finished = True
+
     def times(self, now: datetime) -> dict[int, float]:
         """Each rank's step time (seconds) over the window before `now`, for ranks with two
         reports in it at least (the oldest report before the window start is its anchor)."""
         start = now - timedelta(seconds=self.settings.window)
         out = {}
         for rank, state in self.ranks.items():
+            if state.finished:
+                continue
             points = state.points
             while len(points) > 2 and points[1][1] <= start:
                 points.popleft()
@@ -125,7 +132,6 @@ class Detector:
         elapsed = (now - self.checked).total_seconds() if self.checked is not None else 0.0
         self.checked = now
         due: list[Straggler] = []
-        last = {rank: self.ranks[rank].points[-1][0] for rank in times}
         for rank, mine in times.items():
             peers = [t for r, t in times.items() if r != rank]
             if not peers:
@@ -134,8 +140,7 @@ class Detector:
             mad = statistics.median([abs(t - median) for t in peers])
             spread = max(MAD_SCALE * mad, cfg.noise * median)
             state = self.ranks[rank]
-            ahead = last[rank] > statistics.median([s for r, s in last.items() if r != rank])
-            slow = not ahead and mine > median * cfg.ratio and (mine - median) / spread > cfg.z
+            slow = mine > median * cfg.ratio and (mine - median) / spread > cfg.z
             if slow:
                 state.slow_checks, state.normal_checks = state.slow_checks + 1, 0
             elif mine < median * cfg.ratio_leave:
