@@ -28,18 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
+from harness import tinyllm
 
-ROOT = Path(__file__).resolve().parents[1]
-
-from trainops_testing.slurm_cluster import SlurmCluster  # noqa: E402
+from trainops_testing.slurm_cluster import SlurmCluster
 
 DRILLS = (("nccl-timeout", ()), ("xid", ("--xid", "13")), ("hang", ()), ("xid", ("--xid", "94")))
 # --kill: every fault is the trainer SIGKILLed on its healthy node (the node-lost drill), which
@@ -66,41 +63,26 @@ class Result:
     load_after: float
 
 
-def _trainops(*args: str, env: dict[str, str]) -> str:
-    import subprocess
-
-    proc = subprocess.run(
-        [str(Path(sys.executable).with_name("trainops")), *args], capture_output=True, text=True, env=env, check=False
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"trainops {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
-    return proc.stdout
-
-
 def _project(base: Path, *, steps: int, ckpt_every: int) -> Path:
     root = base / "tiny-llm"
-    shutil.copytree(ROOT / "examples" / "tiny-llm", root, ignore=shutil.ignore_patterns(".trainops", "__pycache__"))
-    doc = yaml.safe_load((root / "trainops.yaml").read_text())
-    env = doc["environments"]["slurm-local"]
-    train = {
-        **env["train"],
-        "env": {"TRAINOPS_CKPT_EVERY": str(ckpt_every), "TRAINOPS_MAX_STEPS": str(steps)},
-        "faultTolerance": {"hangTimeout": "8s", "maxRetry": 1000},
-        # the drills fail one node on purpose, again and again: it must not be drained for it
-        "faults": {
-            "nodeHealth": [{"file": str(root / "kern-{node}.log")}],
-            "killAfter": "3s",
-            "drainAfter": {"incidents": 1000, "window": "1h"},
+    return tinyllm.project(
+        base,
+        {
+            "env": {"TRAINOPS_CKPT_EVERY": str(ckpt_every), "TRAINOPS_MAX_STEPS": str(steps)},
+            "faultTolerance": {"hangTimeout": "8s", "maxRetry": 1000},
+            # the drills fail one node on purpose, again and again: it must not be drained for it
+            "faults": {
+                "nodeHealth": [{"file": str(root / "kern-{node}.log")}],
+                "killAfter": "3s",
+                "drainAfter": {"incidents": 1000, "window": "1h"},
+            },
         },
-    }
-    doc["environments"]["bench"] = {**env, "train": train}
-    (root / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    return root
+    )
 
 
 def _submit(root: Path, env: dict[str, str]) -> tuple[str, str]:
     data = json.loads(
-        _trainops("train", "submit", "-f", str(root / "trainops.yaml"), "--env", "bench", "-o", "json", env=env)
+        tinyllm.trainops("train", "submit", "-f", str(root / "trainops.yaml"), "--env", "bench", "-o", "json", env=env)
     )
     return str(data["jobId"]), str(data["runId"])
 
@@ -146,7 +128,7 @@ def _faulted(
         if time.monotonic() >= next_at:
             drill, extra = drills[faults % len(drills)]
             try:
-                _trainops(
+                tinyllm.trainops(
                     "drill",
                     drill,
                     run_id,
@@ -207,7 +189,7 @@ def measure(
                 )
             t1 = _wall(cluster, job)
             status = json.loads(
-                _trainops(
+                tinyllm.trainops(
                     "train",
                     "status",
                     run_id,

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,14 +35,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import yaml
+from harness import docresult, tinyllm
 
-ROOT = Path(__file__).resolve().parents[1]
-
-from harness import docresult  # noqa: E402
-
-from trainops_testing.services import wait_for  # noqa: E402
-from trainops_testing.slurm_cluster import SlurmCluster  # noqa: E402
+from trainops_testing.services import wait_for
+from trainops_testing.slurm_cluster import SlurmCluster
 
 DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
 
@@ -57,33 +52,16 @@ class Run:
     detection_s: float | None = None
 
 
-def _trainops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(Path(sys.executable).with_name("trainops")), *args], capture_output=True, text=True, env=env, check=False
-    )
-
-
-def _ok(proc: subprocess.CompletedProcess[str], what: str) -> str:
-    if proc.returncode != 0:
-        raise SystemExit(f"bench/slow_node.py: {what} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
-    return proc.stdout
-
-
 def _project(base: Path, *, steps: int, move_cost: str) -> Path:
-    root = base / "tiny-llm"
-    shutil.copytree(ROOT / "examples" / "tiny-llm", root, ignore=shutil.ignore_patterns(".trainops", "__pycache__"))
-    doc = yaml.safe_load((root / "trainops.yaml").read_text())
-    env = doc["environments"]["slurm-local"]
-    train = {
-        **env["train"],
-        "nodes": 2,
-        "env": {"TRAINOPS_CKPT_EVERY": "500", "TRAINOPS_MAX_STEPS": str(steps), "TINY_LLM_PROGRESS_EVERY": "20"},
-        "faultTolerance": {"hangTimeout": "30s", "maxRetry": 3},
-        "faults": {"killAfter": "5s", "slowNode": {"moveCost": move_cost}},
-    }
-    doc["environments"]["bench"] = {**env, "train": train}
-    (root / "trainops.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    return root
+    return tinyllm.project(
+        base,
+        {
+            "nodes": 2,
+            "env": {"TRAINOPS_CKPT_EVERY": "500", "TRAINOPS_MAX_STEPS": str(steps), "TINY_LLM_PROGRESS_EVERY": "20"},
+            "faultTolerance": {"hangTimeout": "30s", "maxRetry": 3},
+            "faults": {"killAfter": "5s", "slowNode": {"moveCost": move_cost}},
+        },
+    )
 
 
 def _epoch(iso: str) -> float:
@@ -105,7 +83,7 @@ def one(cluster: SlurmCluster, base: Path, name: str, *, steps: int, move_cost: 
     root = _project(base / name, steps=steps, move_cost=move_cost)
     env = {**os.environ, **cluster.env, "TRAINOPS_VENV": sys.prefix}
     conf = ("-f", str(root / "trainops.yaml"), "--env", "bench")
-    data = json.loads(_ok(_trainops("train", "submit", *conf, "-o", "json", env=env), "train submit"))
+    data = json.loads(tinyllm.trainops("train", "submit", *conf, "-o", "json", env=env))
     job, run_id = str(data["jobId"]), str(data["runId"])
     wait_for(lambda: cluster.job(job).get("JobState") in ("RUNNING", *DONE), timeout=120, what=f"job {job} running")
     started = time.monotonic()
@@ -143,12 +121,12 @@ def one(cluster: SlurmCluster, base: Path, name: str, *, steps: int, move_cost: 
     info = cluster.job(job)
     if info.get("JobState") != "COMPLETED":
         raise SystemExit(f"bench/slow_node.py: {name}: job {job} ended {info.get('JobState')}: {info.get('Comment')}")
-    incidents = json.loads(_ok(_trainops("incidents", "ls", run_id, *conf[:2], "-o", "json", env=env), "incidents"))
+    incidents = json.loads(tinyllm.trainops("incidents", "ls", run_id, *conf[:2], "-o", "json", env=env))
     slow = [i for i in incidents["incidents"] if i["fault"] == "slow-node"]
     if throttle and not slow:
         said = log.read_text()[-600:]
         print(f"bench/slow_node.py: {name}: no slow-node incident; the drill said: {said}", file=sys.stderr)
-    status = json.loads(_ok(_trainops("train", "status", run_id, *conf, "-o", "json", env=env), "train status"))
+    status = json.loads(tinyllm.trainops("train", "status", run_id, *conf, "-o", "json", env=env))
     ettr = (status.get("ettr") or {}).get("ettr")
     detection = None
     if slow and drilled_at is not None:
