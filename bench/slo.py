@@ -46,8 +46,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from tests.rollout.conftest import IMAGE, make_project  # noqa: E402
-from tests.slo.test_alert_loop import overlay  # noqa: E402
+from trainops_testing.projects import IMAGE, make_project, slo_overlay  # noqa: E402
 from trainops_testing.prometheus import Alertmanager, Prometheus  # noqa: E402
 from trainops_testing.services import LOOPBACK, free_port, git_env  # noqa: E402
 from trainops_testing.vllm import VllmStandIn  # noqa: E402
@@ -102,7 +101,7 @@ def _one(root: Path) -> tuple[float, float, float, list[Any]]:
 
     stable, canary = VllmStandIn(), VllmStandIn()
     port = free_port()
-    project = make_project(root / "p", overlay(f"http://{LOOPBACK}:{port}"))
+    project = make_project(root / "p", slo_overlay(f"http://{LOOPBACK}:{port}"))
     for release in ("tiny-llm/model:v1", "tiny-llm/model:v2"):
         _trainops(project, "rollout", "start", release, "--image", IMAGE)
     manifest = load_manifest(project.manifest)

@@ -4,7 +4,7 @@ Starts the simulated cluster (trainops_testing/kube_cluster.py: etcd, API server
 scheduler, kwok GPU nodes, the Volcano scheduler and controllers), Argo CD (repo-server,
 application-controller, redis) and Argo Rollouts with the Gateway API plugin
 (trainops_testing/argo_cluster.py), and a GitOps repository served over git's HTTP transport on
-loopback. Then, as a user and their CI would (tests/argo/pushflow.py):
+loopback. Then, as a user and their CI would (trainops_testing/argo_push.py):
 
 1. the project's bare git remote gets a `post-receive` hook that runs `trainops ci` for the
    pushed range; a change of spec.train is `git push`ed; ci commits the Volcano job and the
@@ -33,8 +33,8 @@ from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from tests.argo.helpers import NAME, Live, start_args  # noqa: E402
-from tests.argo.pushflow import (  # noqa: E402
+from trainops_testing.argo_live import NAME, Live, start_args  # noqa: E402
+from trainops_testing.argo_push import (  # noqa: E402
     TRAIN_APP,
     PushProject,
     all_bound,

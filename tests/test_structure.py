@@ -494,3 +494,38 @@ def test_the_package_never_imports_its_harness() -> None:
     ]
     assert found == []
     assert (HARNESS / "__init__.py").is_file()
+
+
+def _imports_tests(path: Path) -> list[int]:
+    """The lines of `path` that import the `tests` package or a module of it."""
+
+    def is_tests(name: str | None) -> bool:
+        return name is not None and (name == "tests" or name.startswith("tests."))
+
+    return sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if (isinstance(node, ast.Import) and any(is_tests(a.name) for a in node.names))
+        or (isinstance(node, ast.ImportFrom) and node.level == 0 and is_tests(node.module))
+    )
+
+
+def test_benchmarks_scripts_and_the_harness_never_import_tests() -> None:
+    """What bench/ and scripts/ share with the tests lives in the harness package; the tests
+    import it from there too."""
+    found = [
+        f"{path.relative_to(REPO).as_posix()}:{line}"
+        for folder in ("bench", "scripts", "trainops_testing")
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for line in _imports_tests(path)
+    ]
+    assert found == []
+
+
+def test_the_tests_import_finder_finds_imports(tmp_path: Path) -> None:
+    source = tmp_path / "x.py"
+    source.write_text(
+        "import tests.cli\nfrom tests.rollout.conftest import make_project\n"
+        "def f():\n    from tests import conftest\nimport testsuite\nfrom . import tests\nfrom testing import x\n"
+    )
+    assert _imports_tests(source) == [1, 2, 4]

@@ -17,9 +17,18 @@ from typing import Any
 
 import pytest
 
-from tests.argo.helpers import NAME, NAMESPACE, Live, app_synced, healthy_stable, serving_project, start_args, wait
-from tests.cli.runner import run
 from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.argo_live import (
+    NAME,
+    NAMESPACE,
+    Live,
+    app_synced,
+    healthy_stable,
+    serving_project,
+    start_args,
+    wait,
+)
+from trainops_testing.cli import run
 from trainops_testing.prometheus import Prometheus
 from trainops_testing.serving_metrics import ReplicaSetExporters
 

@@ -12,20 +12,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.argo.helpers import (
+from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.argo_live import (
     NAME,
     Live,
     app_synced,
     healthy_stable,
     replicas_are,
     rollout_at,
-    rollout_page,
     serving_project,
     start_args,
     wait,
 )
-from tests.cli.runner import run
-from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.cli import run
+from trainops_testing.projects import Project
 
 SYNC = 90.0  # Argo CD polls git every 2 s here; the cluster's pods become Ready through kwok
 
@@ -109,3 +109,40 @@ def test_canary_walked_to_stable_and_rolled_back(argo: ArgoStack, gitops_http: s
     _ok(*project.cli("rollout", "rollback"))
     wait(lambda: healthy_stable(live) == v1, timeout=SYNC, what="v1 stable again", argo=argo)
     wait(lambda: replicas_are(live, v1, (4, 4)), timeout=SYNC, what="v1's four pods Ready", argo=argo)
+
+
+def rollout_page(project: Project, *, kubeconfig: Path | None, index: Path, release: str | None = None) -> str:
+    """The registry browser's /rollout page (served over HTTP on loopback), started with the
+    project's manifest and, when given, the kubeconfig; with `release`, that release's
+    artifact page instead."""
+    import requests
+    from ui.conftest import ServerThread
+
+    from trainops.cluster.access import ClusterAccess
+    from trainops.registry.context import open_registries
+    from trainops.ui.app import create_app
+    from trainops.ui.index import Index, refresh
+    from trainops.ui.views import Browser
+    from trainops_testing.services import free_port
+
+    opened = open_registries(file=str(project.manifest), env=None, insecure=False)
+    with opened.registries as registries:
+        url = registries.default_registry
+        assert url is not None
+        db = Index(index)
+        assert not refresh(db, registries, urls=[url]).errors
+        browser = Browser(index=db, registries=registries, urls=[url], manifest=opened.manifest,
+                          cluster=ClusterAccess(str(kubeconfig)) if kubeconfig else None)  # fmt: skip
+        page = "/rollout"
+        if release is not None:
+            from trainops.registry.store import resolve
+
+            page = f"/artifact/{resolve(registries, ref=registries.ref(release)).manifest.digest}"
+        server = ServerThread(create_app(browser), free_port())
+        server.start()
+        try:
+            response = requests.get(f"http://127.0.0.1:{server.port}{page}", timeout=30)
+        finally:
+            server.stop()
+    assert response.status_code == 200, response.text
+    return response.text

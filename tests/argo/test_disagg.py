@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from tests.argo.helpers import Live, wait
-from tests.cli.runner import run
 from tests.kube.test_disagg import pool_revisions, route_weights, served_pairs, slice_placement
-from tests.rollout.conftest import IMAGE, Project, make_project
 from tests.rollout.test_disagg import TOPOLOGY, overlay
 from trainops.render.crds import VENDORED
 from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.argo_live import Live, wait
+from trainops_testing.cli import run
 from trainops_testing.kube_bins import binary
 from trainops_testing.kube_cluster import KubeCluster, Shape
+from trainops_testing.projects import IMAGE, Project, make_project
 from trainops_testing.services import ServiceError, git_env
 
 APP = "tiny-llm-serve-default"

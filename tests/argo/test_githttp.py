@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.argo.helpers import start_args
-from tests.cli.runner import run
-from tests.rollout.conftest import make_project
 from trainops_testing.argo_cluster import HERE, _Proc
+from trainops_testing.argo_live import start_args
+from trainops_testing.cli import run
+from trainops_testing.projects import make_project
 from trainops_testing.services import free_port, git_env
 
 

@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.argo.helpers import serving_project, start_args
-from tests.cli.runner import run
 from trainops_testing.argo_cluster import upstream_crds
+from trainops_testing.argo_live import serving_project, start_args
+from trainops_testing.cli import run
 
 
 def test_status_names_the_missing_controllers_and_shows_the_repo(kube_cluster_factory: Any, tmp_path: Path) -> None:

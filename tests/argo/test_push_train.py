@@ -1,7 +1,7 @@
 """A push to the project's git remote trains on the cluster: the remote's post-receive hook
 runs `trainops ci` for the pushed range, ci commits the Volcano job and the training path's
 Application to the GitOps repo, Argo CD syncs the path and the Volcano scheduler binds the
-whole gang on distinct nodes (all read from the API server). tests/argo/pushflow.py says how
+whole gang on distinct nodes (all read from the API server). trainops_testing/argo_push.py says how
 the hook stands in for a CI server."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.argo.helpers import NAMESPACE, wait
-from tests.argo.pushflow import (
+from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.argo_live import NAMESPACE, wait
+from trainops_testing.argo_push import (
     EVAL_APP,
     TRAIN_APP,
     PushProject,
@@ -27,9 +28,8 @@ from tests.argo.pushflow import (
     push_project,
     volcano_jobs,
 )
-from tests.cli.runner import run
-from tests.rollout.conftest import push_model
-from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.cli import run
+from trainops_testing.projects import push_model
 
 
 @pytest.fixture

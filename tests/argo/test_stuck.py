@@ -13,10 +13,10 @@ from pathlib import Path
 
 import yaml
 
-from tests.argo.helpers import Live, app_synced, healthy_stable, serving_overlay, start_args, wait
-from tests.cli.runner import run
-from tests.rollout.conftest import make_project
 from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.argo_live import Live, app_synced, healthy_stable, serving_overlay, start_args, wait
+from trainops_testing.cli import run
+from trainops_testing.projects import make_project
 
 SYNC = 90.0
 

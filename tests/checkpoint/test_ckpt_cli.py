@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.checkpoint.helpers import hf_ckpt, trainops_ckpt, wait_for
-from tests.cli.runner import REPO, run
 from trainops.checkpoint import list_checkpoints
 from trainops.registry.context import Registries
+from trainops_testing.cli import REPO, run
 
 MANIFEST = """\
 apiVersion: trainops.dev/v1alpha1

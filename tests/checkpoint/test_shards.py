@@ -12,14 +12,14 @@ import pytest
 
 from tests.checkpoint.dcp_format import write_dcp
 from tests.checkpoint.helpers import blob, deepspeed_ckpt, watcher
-from tests.cli.runner import run
 from tests.registry.conftest import Target
-from tests.registry.tcp_proxy import TcpProxy
 from trainops.checkpoint import restore_latest
 from trainops.checkpoint.shards import Ranks, requested, select
 from trainops.errors import UsageError
 from trainops.registry.context import Registries
+from trainops_testing.cli import run
 from trainops_testing.services import DistributionRegistry
+from trainops_testing.tcp_proxy import TcpProxy
 
 MEGATRON = [
     *(f"mp_rank_{tp:02d}_{pp:03d}/model_optim_rng.pt" for tp in range(2) for pp in range(2)),

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli.runner import REPO, run, run_subprocess
 from trainops import __version__
 from trainops.manifest import check_manifest
+from trainops_testing.cli import REPO, run, run_subprocess
 
 EXAMPLE = REPO / "examples" / "tiny-llm" / "trainops.yaml"
 GOLDEN = REPO / "tests" / "golden" / "plan-tiny-llm.json"
@@ -647,7 +647,7 @@ def test_yaml_c_loader_is_not_required() -> None:
 def test_train_run_works_right_after_init(tmp_path: Path) -> None:
     """The scaffold runs out of the box: its dev environment trains here, and every checkpoint
     the minimal trainer writes lands in the registry; a second run resumes from the newest."""
-    from tests.cli.runner import run_subprocess
+    from trainops_testing.cli import run_subprocess
 
     project = tmp_path / "fresh-model"
     assert run("init", str(project)).code == 0

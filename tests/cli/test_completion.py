@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cli.runner import run, run_subprocess
 from trainops.faults import timeline
 from trainops.faults.incidents import Incident, incidents_repository, save
 from trainops.registry.context import Registries
+from trainops_testing.cli import run, run_subprocess
 
 MANIFEST = """\
 apiVersion: trainops.dev/v1alpha1

@@ -14,9 +14,9 @@ from pathlib import Path
 import click
 import pytest
 
-from tests.cli.runner import REPO, run, run_subprocess
 from trainops import errors
 from trainops.cli.main import cli
+from trainops_testing.cli import REPO, run, run_subprocess
 
 # Commands that print something other than a data report: the schema is JSON already, the
 # completion script is a shell script, `train logs` prints a job's output file verbatim and

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cli.runner import REPO
+from trainops_testing.cli import REPO
 
 MARKER = "<!-- first-day:"
 

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.cli.runner import run
 from trainops.registry import store
 from trainops.registry.backends.base import BlobSource, sha256_digest
 from trainops.registry.context import Registries
+from trainops_testing.cli import run
 from trainops_testing.services import DistributionRegistry
 
 
@@ -90,7 +90,7 @@ def test_lineage_edges_read_in_the_walked_direction_and_records_hide(tmp_path: P
 
 
 def test_plan_fits_80_columns_piped_and_folds_references_between_their_parts() -> None:
-    from tests.cli.runner import REPO
+    from trainops_testing.cli import REPO
 
     manifest = REPO / "examples" / "tiny-llm" / "trainops.yaml"
     done = run("plan", "-f", str(manifest), env={"COLUMNS": None})  # piped, no COLUMNS: 80

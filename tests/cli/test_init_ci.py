@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.runner import run
+from trainops_testing.cli import run
 
 SCHEMAS = {"github": "vendor.github-workflows", "gitlab": "vendor.gitlab-ci"}
 FILES = {"github": ".github/workflows/trainops.yml", "gitlab": ".gitlab-ci.yml"}

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli.runner import Outcome, run, run_subprocess
 from tests.cli.test_conventions import LEAVES, NOT_DATA
 from tests.signing.conftest import ec_key
 from tests.slurm.conftest import slurm, slurm_cluster  # noqa: F401  (fixtures)
+from trainops_testing.cli import Outcome, run, run_subprocess
 from trainops_testing.services import bare_git_repo, git_env
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from tests.cli.runner import run, run_subprocess
+from trainops_testing.cli import run, run_subprocess
 
 MANIFEST = """\
 apiVersion: trainops.dev/v1alpha1

@@ -15,10 +15,10 @@ from pathlib import Path
 import yaml
 
 from tests.checkpoint.test_ckpt_cli import MANIFEST
-from tests.cli.runner import run
 from tests.cli.test_init_ci import SCHEMAS, _check
 from tests.eval.conftest import Project, _own_cache, local_project  # noqa: F401  (fixtures)
 from tests.eval.test_release import released, setup
+from trainops_testing.cli import run
 from trainops_testing.services import git_env
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cli.runner import run
 from trainops.registry import media
+from trainops_testing.cli import run
 
 
 def test_registry_ls_of_a_repository_prints_only_tags_on_stdout(tmp_path: Path) -> None:

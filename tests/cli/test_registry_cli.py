@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.runner import run
 from tests.registry.conftest import make_tree
+from trainops_testing.cli import run
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cli.runner import run
 from tests.registry.conftest import make_tree
+from trainops_testing.cli import run
 
 
 def test_ls_names_the_tags_and_long_reads_what_they_hold(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import save_file
 
-from tests.cli.runner import run
 from tests.eval.conftest import Project, _own_cache, local_project  # noqa: F401  (fixtures)
 from tests.eval.test_release import released, setup
 from tests.signing.conftest import ec_key
@@ -19,6 +18,7 @@ from trainops.registry import store
 from trainops.registry.context import Registries
 from trainops.registry.lineage_data import Lineage
 from trainops.templating import render_template
+from trainops_testing.cli import run
 from trainops_testing.services import git_env
 
 

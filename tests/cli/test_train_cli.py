@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from trainops.render import validate_objects
 from trainops_testing import planted
+from trainops_testing.cli import run
 from trainops_testing.services import git_env
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-llm"

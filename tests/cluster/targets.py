@@ -8,9 +8,9 @@ from typing import Any
 
 import yaml
 
-from tests.render.helpers import EXAMPLE, merge
 from trainops.cluster.dryrun import Sent, rendered_objects
 from trainops.manifest import Manifest, load_manifest
+from trainops_testing.projects import EXAMPLE, merge
 
 # the simulated cluster's fabric (trainops_testing/kube_cluster.py labels its kwok nodes so)
 FABRIC: dict[str, Any] = {

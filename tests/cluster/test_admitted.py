@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from tests.cluster.targets import FABRIC, manifests, sent, write_variant
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.applier import apply_object
@@ -28,6 +27,7 @@ from trainops.cluster.client import Cluster, ObjectRefused, connect
 from trainops.cluster.dryrun import Sent, describe, queue_pending
 from trainops.errors import InputError
 from trainops.manifest import load_manifest
+from trainops_testing.cli import run
 from trainops_testing.kube_jobs import priority_class
 
 CRDS = Path(__file__).resolve().parents[2] / "trainops" / "render" / "crds"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.cli.runner import run
 from tests.cli.test_train_cli import IMAGE, _git, project  # noqa: F401  (the fixture)
+from trainops_testing.cli import run
 
 
 def _trailers(remote: Path) -> str:

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.cli.runner import run
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import Cluster, connect
 from trainops.render.names import LABEL_RUN_ID
 from trainops.train.kube_jobs import COMPONENT
+from trainops_testing.cli import run
 from trainops_testing.kube_cluster import Shape
 from trainops_testing.services import wait_for
 

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.applier import TRACKING_LABEL, sync
 from trainops.cluster.client import connect
 from trainops.errors import RemoteError
 from trainops.manifest import load_manifest
 from trainops.train.kube_jobs import RunState, run_states, wait_finished
+from trainops_testing.cli import run
 from trainops_testing.kube_cluster import EXIT_ANNOTATION as EXIT
 from trainops_testing.services import git_env
 

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from safetensors.numpy import save_file
 
-from tests.cli.runner import Outcome, run
 from trainops.registry import store
 from trainops.registry.context import Registries
 from trainops.registry.lineage_data import Lineage
+from trainops_testing.cli import Outcome, run
 
 PYTHON = sys.executable
 

@@ -381,7 +381,7 @@ def test_eval_without_checkpoint_fails_with_message(tmp_path: Path) -> None:
 
 def test_every_render_warning_of_the_example_is_explained_in_it() -> None:
     """The example that uses every section renders cleanly, or says in its comments why not."""
-    from tests.cli.runner import run
+    from trainops_testing.cli import run
 
     manifest = Path(__file__).resolve().parents[2] / "examples" / "tiny-llm" / "trainops.yaml"
     out = run("validate", "--render", "-f", str(manifest), "-o", "json")

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from tests.cluster.targets import write_variant
 from tests.render.helpers import IMAGE, templates
 from trainops.errors import NotFoundError
 from trainops.manifest import load_manifest
 from trainops.render import render_all
 from trainops.train.exclude import HOSTNAME, _excluded_files, exclude_nodes
+from trainops_testing.cli import run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-llm" / "trainops.yaml"
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.runner import run
 from tests.cli.test_json_convention import bad_keys
 from trainops import clock
 from trainops.faults import incidents as records
 from trainops.faults.incidents import Incident
 from trainops.registry.context import Registries
+from trainops_testing.cli import run
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "faults"
 MANIFEST = """\

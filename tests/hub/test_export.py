@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.runner import run
 from trainops.hub.exporter import operations, prepare_export
 from trainops.registry import store
 from trainops.registry.context import Registries
 from trainops.registry.lineage_data import Lineage, Parent
+from trainops_testing.cli import run
 from trainops_testing.services import free_port
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "hub" / "model-card.md"
@@ -130,7 +130,7 @@ def test_the_card_tells_the_lineage(lineage_registry: tuple[Registries, str], tm
 
 
 def test_an_artifact_with_a_readme_keeps_its_own(hf_cache: object, tmp_path: Path) -> None:
-    from tests.hub.conftest import REPO_ID
+    from trainops_testing.hf_cache import REPO_ID
 
     ref = f"file://{tmp_path}/reg/minilm:v1"
     assert run("hub", "import", REPO_ID, ref, "--from-dir", str(hf_cache.root)).code == 0  # type: ignore[attr-defined]
@@ -207,7 +207,7 @@ def test_hub_answers_map_to_one_line_errors(status: int, code: str | None, exit_
 
 def test_json_keys_of_import_match_push(hf_cache: object, tmp_path: Path) -> None:
     """`hub import -o json` reports as `push` does (the same keys, plus the Hub's)."""
-    from tests.hub.conftest import REPO_ID
+    from trainops_testing.hf_cache import REPO_ID
 
     src = hf_cache.snapshot  # type: ignore[attr-defined]
     pushed = json.loads(run("push", str(src), f"file://{tmp_path}/a/m:v1", "--kind", "model", "-o", "json").stdout)

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.runner import run
-from tests.hub.conftest import REPO_ID, TAG, HfCache, Hub
+from tests.hub.conftest import Hub
 from trainops.registry import media
+from trainops_testing.cli import run
+from trainops_testing.hf_cache import REPO_ID, TAG, HfCache
 
 
 def _import(*args: str, env: dict[str, str | None] | None = None) -> dict[str, object]:

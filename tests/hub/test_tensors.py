@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.runner import run
-from tests.hub.conftest import REPO_ID, HfCache
+from trainops_testing.cli import run
+from trainops_testing.hf_cache import REPO_ID, HfCache
 
 
 def _registry_url(scheme: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, list[str]]:

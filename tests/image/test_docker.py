@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.cli.runner import run as trainops
 from tests.image.helpers import git, make_project, manifest_text, run, skopeo_json
 from trainops import clock
 from trainops_testing import planted
+from trainops_testing.cli import run as trainops
 from trainops_testing.services import DistributionRegistry, PodmanService
 
 CODE: dict[str, str | bytes] = {

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from tests.cli.runner import run as trainops
 from tests.image.helpers import (
     BASE_REPO,
     Layout,
@@ -31,6 +30,7 @@ from tests.image.helpers import (
     write_tree,
 )
 from trainops_testing import planted
+from trainops_testing.cli import run as trainops
 from trainops_testing.services import DistributionRegistry, PodmanService, bare_git_repo
 
 CODE: dict[str, str | bytes] = {

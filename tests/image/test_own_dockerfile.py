@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli.runner import run as trainops
 from tests.image.helpers import make_project
+from trainops_testing.cli import run as trainops
 from trainops_testing.planted import secret
 from trainops_testing.services import PodmanService
 

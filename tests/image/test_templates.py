@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from tests.cli.runner import REPO, run
 from tests.image.helpers import write_tree
 from trainops import __version__
 from trainops.errors import InputError
 from trainops.image.templates import TEMPLATES, render, support_files
 from trainops.manifest.stages import ImageSpec
+from trainops_testing.cli import REPO, run
 
 GOLDEN = REPO / "tests" / "golden" / "images"
 UPDATE = os.environ.get("TRAINOPS_UPDATE_GOLDEN") == "1"

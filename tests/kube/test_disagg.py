@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.applier import sync
 from trainops.cluster.client import connect
 from trainops.render.crds import VENDORED
 from trainops.rollout.disagg import DS_NAME_LABEL, LABEL_REVISION, LABEL_ROLE
+from trainops_testing.cli import run
 from trainops_testing.kube_api import ApiError
 from trainops_testing.kube_cluster import RACK_LABEL, KubeCluster, Shape
 from trainops_testing.kube_jobs import ensure_namespace
@@ -140,8 +140,8 @@ class Walk:
     """A project whose serving tree each step commits, then syncs to the cluster and waits for."""
 
     def __init__(self, sim: KubeCluster, root: Path) -> None:
-        from tests.rollout.conftest import make_project
         from tests.rollout.test_disagg import TOPOLOGY, overlay
+        from trainops_testing.projects import make_project
 
         self.sim = sim
         self.project = make_project(root, overlay(spec=TOPOLOGY, placement="rack"))

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from tests.cli.test_train_cli import enter_project
 from tests.cluster.test_reads import _sync, _wait
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import connect
+from trainops_testing.cli import run
 from trainops_testing.kube_cluster import KubeCluster, Shape
 from trainops_testing.services import wait_for
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.cli.runner import run
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.dryrun import check_against_cluster
+from trainops_testing.cli import run
 from trainops_testing.kube_cluster import POOL_LABEL, RACK_LABEL, SPINE_LABEL, KubeApi, KubeCluster, Shape
 from trainops_testing.kube_jobs import apply, finish_pods, priority_class, racks_of, render_job, render_tenants
 from trainops_testing.services import wait_for

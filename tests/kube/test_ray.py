@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from tests.cli.test_train_cli import enter_project
 from tests.cluster.test_reads import _sync, _wait
 from trainops.cluster.access import ClusterAccess
 from trainops.cluster.client import connect
 from trainops.render.names import LABEL_ROLE, LABEL_RUN_ID
 from trainops.train.kube_jobs import RunState
+from trainops_testing.cli import run
 from trainops_testing.kube_api import ApiError
 from trainops_testing.kube_cluster import KubeCluster, Shape
 from trainops_testing.kube_jobs import finish_pods

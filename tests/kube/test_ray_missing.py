@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from tests.kube.test_ray import alone, write_project
+from trainops_testing.cli import run
 from trainops_testing.kube_cluster import KubeCluster, Shape
 from trainops_testing.kube_jobs import apply, render_job
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.runner import run
 from tests.kube.test_trainer import IMAGE, write_project
+from trainops_testing.cli import run
 from trainops_testing.kube_bins import upstream
 from trainops_testing.kube_cluster import KubeCluster, Shape
 

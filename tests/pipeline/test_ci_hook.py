@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.runner import run
+from trainops_testing.cli import run
 from trainops_testing.services import bare_git_repo, require
 
 NULL = "0" * 40

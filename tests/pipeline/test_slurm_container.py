@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.runner import Outcome, run
 from trainops.train.slurm_run import TASK_RANKS
+from trainops_testing.cli import Outcome, run
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tiny-llm"

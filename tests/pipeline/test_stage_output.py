@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.cli.runner import Outcome
 from tests.pipeline.flow import Project, make_project
+from trainops_testing.cli import Outcome
 
 
 def _run(project: Project, *args: str) -> Outcome:

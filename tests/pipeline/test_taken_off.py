@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from tests.cli.runner import run
 from tests.registry.conftest import make_tree
 from trainops.registry import media
+from trainops_testing.cli import run
 from trainops_testing.services import git_env
 
 PLACEHOLDER = "registry.example.com/serve-vllm@sha256:" + "0" * 64

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.cli.runner import run_subprocess
+from trainops_testing.cli import run_subprocess
 
 TRAINOPS = [sys.executable, "-m", "trainops.cli.main"]
 

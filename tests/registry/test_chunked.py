@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.registry.chunked_helpers import FineTune, MiB, write_safetensors
 from tests.registry.conftest import Target
 from trainops.errors import IntegrityError
 from trainops.registry import media, pulling, store
 from trainops.registry.artifact import build_manifest, canonical_json, parse_manifest
 from trainops.registry.backends.base import BlobSource, Descriptor, sha256_digest
 from trainops.registry.lineage_data import Lineage, Parent
+from trainops_testing.finetune import FineTune, MiB, write_safetensors
 
 
 def _push(target: Target, source: Path, tag: str, parent: str | None = None) -> store.PushResult:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.runner import run
 from trainops.registry.backends import is_loopback, open_backend
 from trainops.registry.backends.oci import OCIBackend
 from trainops.registry.backends.oci.auth import load_credentials
 from trainops.registry.reference import parse_reference
+from trainops_testing.cli import run
 
 
 @pytest.mark.parametrize(

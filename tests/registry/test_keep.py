@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.runner import run
 from tests.registry.conftest import Target, make_tree
 from tests.registry.test_release_tags import serving_manifest, target_env
 from trainops.registry import media, store
 from trainops.registry.backends.base import Descriptor
 from trainops.registry.lineage_data import Lineage, Parent
+from trainops_testing.cli import run
 
 
 def _tree(tmp_path: Path, name: str, data: bytes, when: int) -> Path:

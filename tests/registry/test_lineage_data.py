@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.runner import run
 from tests.registry.conftest import make_tree
 from trainops.errors import InputError
 from trainops.registry import media, store
@@ -23,6 +22,7 @@ from trainops.registry.backends.base import Descriptor, ManifestData
 from trainops.registry.context import Registries
 from trainops.registry.lineage_data import Environment, Forced, Lineage, Parent
 from trainops.registry.parents import pin_parents
+from trainops_testing.cli import run
 
 D1 = "sha256:" + "a" * 64
 D2 = "sha256:" + "b" * 64

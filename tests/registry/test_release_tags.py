@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from tests.registry.conftest import Target, make_tree
 from trainops.registry import media, store
+from trainops_testing.cli import run
 
 PLACEHOLDER = "registry.example.com/serve-vllm@sha256:" + "0" * 64
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.registry.tcp_proxy import TcpProxy
 from trainops.registry import pulling, store
 from trainops.registry.context import Registries
 from trainops_testing.interrupting import command
 from trainops_testing.services import sigint_default
+from trainops_testing.tcp_proxy import TcpProxy
 
 SIZE = 128 * 1024 * 1024
 

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-from tests.registry.tcp_proxy import TcpProxy
 from trainops.errors import InputError, IntegrityError, NotFoundError, RemoteError
 from trainops.registry import media
 from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
@@ -32,6 +31,7 @@ from trainops.registry.backends.s3.transfer import MAX_PARTS, MiB, part_size_for
 from trainops.registry.reference import RegistryRoot
 from trainops_testing import planted
 from trainops_testing.services import MotoS3, free_port
+from trainops_testing.tcp_proxy import TcpProxy
 
 REPO = "reg/team/model"
 PART = MIN_PART_SIZE  # 5 MiB, the smallest part S3 (and moto) accepts

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.cli.runner import run_subprocess
 from tests.registry.proxy import FaultProxy
+from trainops_testing.cli import run_subprocess
 
 
 def test_s3_throttling_is_retried_visibly(s3_server: object, s3_bucket: str, tmp_path: Path) -> None:

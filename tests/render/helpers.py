@@ -2,51 +2,18 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from trainops.manifest import Manifest, load_manifest
 from trainops.render import Rendered, render_all
+from trainops_testing.projects import write_variant
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "examples" / "tiny-llm" / "trainops.yaml"
 DIGEST = "sha256:" + "ab" * 32
 IMAGE = f"harbor.example.com/llm/tiny-llm/image@{DIGEST}"
 RUN_ID = "run-20250101-000000-abc123"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-
-
-def merge(base: Any, overlay: Any) -> Any:
-    """Overlay semantics of trainops.yaml environments: mappings merge, lists replace, None removes."""
-    if not isinstance(base, dict) or not isinstance(overlay, dict):
-        return copy.deepcopy(overlay)
-    out = dict(base)
-    for key, value in overlay.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge(out.get(key), value)
-    return out
-
-
-def example_data() -> dict[str, Any]:
-    data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
-    assert isinstance(data, dict)
-    return data
-
-
-def write_variant(directory: Path, overlay: dict[str, Any] | None = None, *, name: str = "trainops.yaml") -> Path:
-    """The example with `overlay` merged over it (environments dropped unless the overlay sets them)."""
-    data = merge(example_data(), overlay or {})
-    if overlay is None or "environments" not in overlay:
-        data.pop("environments", None)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / name
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
 
 
 def variant(directory: Path, overlay: dict[str, Any] | None = None) -> Manifest:

@@ -6,10 +6,10 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.cli.runner import run
-from tests.render.helpers import EXAMPLE, write_variant
 from trainops.errors import InputError, ManifestError
 from trainops.render.crds import VENDORED
+from trainops_testing.cli import run
+from trainops_testing.projects import EXAMPLE, write_variant
 
 
 def test_validate_render_passes_on_the_example() -> None:

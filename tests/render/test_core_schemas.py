@@ -19,7 +19,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from tests.render.helpers import merge, render, train, variant
+from tests.render.helpers import render, train, variant
+from trainops_testing.projects import merge
 
 # Native sidecars (initContainers[].restartPolicy: Always) are on by default from 1.29.
 KUBERNETES = "1.31"

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.render.helpers import COMMIT, REPO, merge, render, train, variant
+from tests.render.helpers import COMMIT, REPO, render, train, variant
 from trainops.render import render_tenants, render_train, validate_objects
+from trainops_testing.projects import merge
 
 GOLDEN = REPO / "tests" / "golden" / "render"
 UPDATE = os.environ.get("TRAINOPS_UPDATE_GOLDEN") == "1"

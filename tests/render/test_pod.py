@@ -9,25 +9,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.render.helpers import (
-    DIGEST,
-    IMAGE,
-    RUN_ID,
-    container,
-    env_of,
-    example_data,
-    only,
-    render,
-    templates,
-    train,
-    variant,
-)
+from tests.render.helpers import DIGEST, IMAGE, RUN_ID, container, env_of, only, render, templates, train, variant
 from trainops.errors import InputError
 from trainops.manifest import load_manifest
 from trainops.render import check_render, render_train, validate_objects
 from trainops.render.env import launch_argv
 from trainops.render.names import object_name
 from trainops_testing import planted
+from trainops_testing.projects import example_data
 
 REPO = "file://.trainops/registry/tiny-llm/checkpoints"
 KUEUE_JOB = {"scheduler": "kueue", "kueue": {"workload": "job"}, "topology": None}

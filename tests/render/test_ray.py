@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.cli.runner import run
-from tests.render.helpers import only, render, variant, write_variant
+from tests.render.helpers import only, render, variant
 from trainops.errors import ManifestError
 from trainops.render.ray import MAX_NAME
+from trainops_testing.cli import run
+from trainops_testing.projects import write_variant
 
 IMAGE = "registry.example.com/llm/tiny-llm/image@sha256:" + "ab" * 32
 RAY = {"scheduler": "ray", "topology": None}

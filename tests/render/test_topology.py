@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from tests.cli.runner import run
-from tests.render.helpers import merge, render, variant
+from tests.render.helpers import render, variant
 from trainops.errors import ManifestError
+from trainops_testing.cli import run
+from trainops_testing.projects import merge
 
 FABRIC: dict[str, Any] = {
     "name": "gpu-fabric",

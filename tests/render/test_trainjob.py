@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from tests.cli.runner import run
-from tests.render.helpers import container, only, render, templates, variant, write_variant
+from tests.render.helpers import container, only, render, templates, variant
 from trainops.errors import InputError, ManifestError
 from trainops.render.quantity import canonical
+from trainops_testing.cli import run
+from trainops_testing.projects import write_variant
 
 KUBEFLOW: dict[str, Any] = {"scheduler": "kubeflow", "topology": None}
 

@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from tests.gitops.helpers import git, tip
-from tests.render.helpers import EXAMPLE
-from tests.rollout.conftest import IMAGE, Project, make_project
+from trainops_testing.cli import run
+from trainops_testing.projects import EXAMPLE, IMAGE, Project, make_project
 from trainops_testing.prometheus import Prometheus, has_data
 from trainops_testing.services import ServiceError, free_port, require, wait_for
 from trainops_testing.vllm import VllmExporter

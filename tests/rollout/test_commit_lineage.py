@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cli.runner import Outcome, run
-from tests.rollout.conftest import IMAGE
 from trainops.registry import media, store
 from trainops.registry.context import Registries
 from trainops.registry.lineage import DownIndex
 from trainops.registry.lineage_data import Lineage
+from trainops_testing.cli import Outcome, run
+from trainops_testing.projects import IMAGE
 from trainops_testing.services import bare_git_repo, git_env
 
 PYTHON = sys.executable

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.render.helpers import write_variant
 from tests.rollout.helpers import CANARY, STABLE, V1, V2, rollout, tree
 from tests.rollout.test_golden import assert_golden
 from trainops.errors import ManifestError
 from trainops.manifest import load_manifest
 from trainops.rollout.disagg import LABEL_REVISION, LABEL_ROLE, revision
 from trainops.rollout.render import check_tree
+from trainops_testing.projects import write_variant
 
 GATEWAY = {"gateway": {"name": "inference", "namespace": "gateway"}}
 EPP = {"image": "ghcr.io/llm-d/llm-d-inference-scheduler:v0.4.0"}
@@ -215,8 +215,8 @@ def _pools(project: Any) -> dict[str, str]:
 
 
 def test_a_canary_walks_the_route_from_the_stable_pool_to_the_canary_pool(tmp_path: Path) -> None:
-    from tests.rollout.conftest import IMAGE, make_project
     from tests.rollout.test_flows import rollout as act
+    from trainops_testing.projects import IMAGE, make_project
 
     project = make_project(tmp_path / "p", overlay(spec=TOPOLOGY, placement="rack"))
     act(project, "start", "tiny-llm/model:v1", "--image", IMAGE)
@@ -241,10 +241,10 @@ def test_a_canary_walks_the_route_from_the_stable_pool_to_the_canary_pool(tmp_pa
 
 
 def test_a_split_pair_commits_nothing(tmp_path: Path) -> None:
-    from tests.cli.runner import run
     from tests.gitops.helpers import tip
-    from tests.rollout.conftest import IMAGE, make_project
     from tests.rollout.test_flows import rollout as act
+    from trainops_testing.cli import run
+    from trainops_testing.projects import IMAGE, make_project
 
     widen = {"spec": {"selector": {"matchLabels": {"trainops.dev/track": None, LABEL_REVISION: None}}}}
     data = overlay()
@@ -275,10 +275,10 @@ def test_kserve_llm_inference_services_are_one_per_release_and_the_route_weights
     picker; a release's service is named by its revision, so a promote renames no object and
     updates none in place: v2's service as the canary is the very spec it has as stable."""
     from tests.gitops.helpers import git
-    from tests.rollout.conftest import IMAGE, make_project
     from tests.rollout.test_flows import rollout as act
     from trainops.manifest import load_manifest
     from trainops.rollout.lineage import pool_history
+    from trainops_testing.projects import IMAGE, make_project
 
     project = make_project(tmp_path / "p", overlay(workload="llm-inference-service", endpointPicker=None))
 

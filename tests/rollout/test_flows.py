@@ -8,10 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from tests.cli.runner import run, run_subprocess
 from tests.gitops.helpers import git, hook, tip
-from tests.render.helpers import write_variant
-from tests.rollout.conftest import IMAGE, Project, make_project, push_model
+from trainops_testing.cli import run, run_subprocess
+from trainops_testing.projects import IMAGE, Project, make_project, push_model, write_variant
 
 SERVE = "clusters/dev-serve"
 

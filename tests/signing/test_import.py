@@ -9,12 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cli.runner import run
 from tests.signing.conftest import ec_key
 from trainops.registry import media
 from trainops.registry.context import Registries
 from trainops.registry.store import resolve
 from trainops.signing.records import list_records
+from trainops_testing.cli import run
 
 
 def _signed_model(tmp_path: Path) -> tuple[Path, Path]:

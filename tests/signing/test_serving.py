@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from tests.eval.conftest import Project as ReleaseProject
 from tests.render.helpers import REPO
-from tests.rollout.conftest import IMAGE, make_project
 from tests.rollout.helpers import rollout, tree
 from tests.signing.conftest import ec_key, signed_release
 from trainops.errors import InputError
@@ -22,6 +20,8 @@ from trainops.manifest.stages import SigningSpec
 from trainops.registry.store import resolve
 from trainops.signing.attest import attest
 from trainops.signing.signer import open_signer
+from trainops_testing.cli import run
+from trainops_testing.projects import IMAGE, make_project
 
 GOLDEN = REPO / "tests/golden/serve/vllm-argo-rollouts-signed/rollout.yaml"
 

@@ -20,49 +20,19 @@ from typing import Any
 
 import pytest
 
-from tests.cli.runner import run
 from tests.cli.test_json_convention import bad_keys
 from tests.gitops.helpers import git, tip
-from tests.rollout.conftest import IMAGE, Project, make_project
 from trainops.faults.query import list_incidents
 from trainops.manifest import load_manifest
 from trainops.rollout.render import rule_file_of
 from trainops.ui.alert_receiver import Receiver
+from trainops_testing.cli import run
+from trainops_testing.projects import IMAGE, Project, make_project, slo_overlay
 from trainops_testing.prometheus import Alertmanager, Prometheus
 from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 from trainops_testing.vllm import VllmStandIn
 
 TOKEN = "s3cret-alert-token"
-FAST = {"window": "1h"}  # the page's windows: 1h/5m scaled by 1h/30d → 5s (and 4 scrapes: 4s)
-
-
-def overlay(prometheus: str) -> dict[str, Any]:
-    pause = {"pause": "3s"}
-    return {
-        "spec": {
-            "rollout": {
-                "analysis": None,  # the SLOs alone judge the canary
-                "canary": {"steps": [{"weight": 10, **pause}, {"weight": 50, **pause}, {"weight": 100}]},
-            },
-            "slo": {
-                "prometheus": prometheus,
-                "scrapeInterval": "1s",
-                "evaluationInterval": "1s",
-                "canaryWindow": "3s",
-                "serving": [
-                    {
-                        "model": "tiny-llm",
-                        "availability": {"objective": 99.9, **FAST},
-                        "latency": [
-                            {"metric": "ttft", "objective": 99, "threshold": "1s", **FAST},
-                            {"metric": "itl", "objective": 99, **FAST},
-                        ],
-                    }
-                ],
-                "training": None,
-            },
-        }
-    }
 
 
 @dataclass
@@ -80,7 +50,7 @@ class Stack:
 def stack(tmp_path: Path) -> Iterator[Stack]:
     stable, canary = VllmStandIn(), VllmStandIn()
     port = free_port()
-    project = make_project(tmp_path / "p", overlay(f"http://{LOOPBACK}:{port}"))
+    project = make_project(tmp_path / "p", slo_overlay(f"http://{LOOPBACK}:{port}"))
     for release in ("tiny-llm/model:v1", "tiny-llm/model:v2"):
         outcome = run("rollout", *project.cli("start", release, "--image", IMAGE))
         assert outcome.code == 0, outcome.stderr

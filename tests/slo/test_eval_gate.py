@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cli.runner import run
 from tests.gitops.helpers import git
-from tests.rollout.conftest import IMAGE, make_project
-from tests.slo.test_alert_loop import overlay
 from trainops.registry import media
+from trainops_testing.cli import run
+from trainops_testing.projects import IMAGE, make_project, slo_overlay
 from trainops_testing.services import LOOPBACK
 
 
 def test_a_release_forced_past_its_gate_is_aborted_before_any_measurement(tmp_path: Path) -> None:
     # Prometheus is nowhere: the gate decides before anything is measured
-    project = make_project(tmp_path / "p", overlay(f"http://{LOOPBACK}:1"))
+    project = make_project(tmp_path / "p", slo_overlay(f"http://{LOOPBACK}:1"))
     source = project.root / "sources" / "v4"
     source.mkdir(parents=True)
     (source / "config.json").write_text('{"v": 4}')

@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 import requests
 
-from tests.cli.runner import run
-from tests.rollout.conftest import IMAGE, Project, make_project
-from tests.slo.test_alert_loop import overlay
 from trainops.faults.query import list_incidents
 from trainops.manifest import load_manifest
 from trainops.ui.alert_receiver import Receiver
+from trainops_testing.cli import run
+from trainops_testing.projects import IMAGE, Project, make_project, slo_overlay
 from trainops_testing.services import LOOPBACK
 
 TOKEN = "t0ken"
@@ -23,7 +22,7 @@ TOKEN = "t0ken"
 
 @pytest.fixture
 def project(tmp_path: Path) -> Project:
-    project = make_project(tmp_path / "p", overlay(f"http://{LOOPBACK}:1"))
+    project = make_project(tmp_path / "p", slo_overlay(f"http://{LOOPBACK}:1"))
     for release in ("tiny-llm/model:v1", "tiny-llm/model:v2"):
         assert run("rollout", *project.cli("start", release, "--image", IMAGE)).code == 0
     return project

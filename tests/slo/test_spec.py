@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.runner import run
 from trainops.errors import ManifestError
 from trainops.manifest import load_manifest
 from trainops.manifest.slo_catalog import resolve
 from trainops.manifest.slo_engines import ENGINES
+from trainops_testing.cli import run
 
 HEADER = """apiVersion: trainops.dev/v1alpha1
 kind: Pipeline

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from tests.slurm.test_train_slurm import DONE, overlay, project, steps, submit
+from trainops_testing.cli import run
 from trainops_testing.services import wait_for
 from trainops_testing.slurm_cluster import SlurmCluster
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.runner import run
 from tests.slurm.test_fault_tolerance import logs, wait_for_checkpoint
 from tests.slurm.test_faults import _drill, _faults_env, _incidents, _wait_incident
 from tests.slurm.test_train_slurm import DONE, project, steps, submit
 from trainops.slurm.client import SlurmHost
 from trainops.slurm.nodes import check_node
+from trainops_testing.cli import run
 from trainops_testing.services import wait_for
 from trainops_testing.slurm_cluster import SlurmCluster
 

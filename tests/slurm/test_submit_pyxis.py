@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.cli.runner import run
 from tests.cli.test_train_cli import IMAGE, _git, project
+from trainops_testing.cli import run
 from trainops_testing.slurm_cluster import SlurmCluster
 
 __all__ = ["project"]  # the fixture, shared with the CLI tests

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.runner import run
+from trainops_testing.cli import run
 from trainops_testing.services import wait_for
 from trainops_testing.slurm_cluster import SlurmCluster, SshServer
 

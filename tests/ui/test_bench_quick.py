@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli.runner import REPO
+
+from trainops_testing.cli import REPO
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.registry.chunked_helpers import FineTune, MiB
 from trainops.registry import store
 from trainops.registry.context import Registries
 from trainops.registry.inspect import show
@@ -18,6 +17,7 @@ from trainops.ui import queries
 from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
 from trainops.ui.views import Browser
+from trainops_testing.finetune import FineTune, MiB
 from trainops_testing.services import free_port
 from ui.conftest import ServerThread
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.cli.runner import run
-from tests.rollout.conftest import IMAGE, Project, make_project
 from trainops.registry.context import open_registries
 from trainops.registry.store import resolve
 from trainops.ui.app import create_app
 from trainops.ui.index import Index, refresh
 from trainops.ui.views import Browser
+from trainops_testing.cli import run
+from trainops_testing.projects import IMAGE, Project, make_project
 from trainops_testing.services import free_port, git_env
 from ui.conftest import ServerThread
 

@@ -10,9 +10,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from cli.runner import REPO, run
 
 from trainops.registry.context import Registries
+from trainops_testing.cli import REPO, run
 from trainops_testing.services import free_port, wait_for
 from ui.helpers import fill
 

@@ -28,13 +28,12 @@ from typing import Any
 
 import yaml
 
-from tests.argo.helpers import NAMESPACE, serving_overlay
-from tests.render.helpers import write_variant
-from tests.rollout.conftest import push_model
 from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.argo_live import NAMESPACE, serving_overlay
+from trainops_testing.projects import push_model, write_variant
 from trainops_testing.services import bare_git_repo, git_env
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TRAIN_IMAGE = "tiny-llm/image:v1"
 TRAIN_APP = "clusters/dev/argocd/application.yaml"  # the training path's Application, as trainops renders it
 EVAL_APP = "clusters/dev-eval/argocd/application.yaml"  # the eval path's (eval submit)

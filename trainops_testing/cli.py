@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from trainops.cli.main import main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Safetensors-shaped files and manifest surgery for the chunked-artifact tests."""
+"""Safetensors-shaped files for the chunked-artifact tests and bench/dedup.py: a fine-tune series."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Reading what the controllers did (kubectl against the simulated cluster) and waiting for it."""
+"""tiny-llm served through Argo CD and Argo Rollouts on the simulated cluster: its manifest
+overlay, and reading what the controllers did (kubectl, not trainops) and waiting for it
+(tests/argo, bench/gray_release.py, scripts/cluster_job.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.rollout.conftest import IMAGE, Project, make_project
 from trainops_testing.argo_cluster import ArgoStack
+from trainops_testing.projects import IMAGE, Project, make_project
 
 T = TypeVar("T")
 NAMESPACE = "tiny-llm"
@@ -167,40 +169,3 @@ def healthy_stable(live: Live) -> str | None:
 def replicas_are(live: Live, pod_hash: str, want: tuple[int, int]) -> dict[str, tuple[int, int]] | None:
     sets = live.replica_sets()
     return sets if sets.get(pod_hash) == want else None
-
-
-def rollout_page(project: Project, *, kubeconfig: Path | None, index: Path, release: str | None = None) -> str:
-    """The registry browser's /rollout page (served over HTTP on loopback), started with the
-    project's manifest and, when given, the kubeconfig; with `release`, that release's
-    artifact page instead."""
-    import requests
-    from ui.conftest import ServerThread
-
-    from trainops.cluster.access import ClusterAccess
-    from trainops.registry.context import open_registries
-    from trainops.ui.app import create_app
-    from trainops.ui.index import Index, refresh
-    from trainops.ui.views import Browser
-    from trainops_testing.services import free_port
-
-    opened = open_registries(file=str(project.manifest), env=None, insecure=False)
-    with opened.registries as registries:
-        url = registries.default_registry
-        assert url is not None
-        db = Index(index)
-        assert not refresh(db, registries, urls=[url]).errors
-        browser = Browser(index=db, registries=registries, urls=[url], manifest=opened.manifest,
-                          cluster=ClusterAccess(str(kubeconfig)) if kubeconfig else None)  # fmt: skip
-        page = "/rollout"
-        if release is not None:
-            from trainops.registry.store import resolve
-
-            page = f"/artifact/{resolve(registries, ref=registries.ref(release)).manifest.digest}"
-        server = ServerThread(create_app(browser), free_port())
-        server.start()
-        try:
-            response = requests.get(f"http://127.0.0.1:{server.port}{page}", timeout=30)
-        finally:
-            server.stop()
-    assert response.status_code == 200, response.text
-    return response.text
