@@ -10,11 +10,16 @@ series is labelled as a ServiceMonitor on the stable and canary Services would l
 
 The latency each exporter reports is the test's: `latency_for(release)` picks it by the
 `trainops.dev/release` annotation of the ReplicaSet's pod template.
+
+`monitor_targets` follows a rendered ServiceMonitor to the Services it selects and their pod
+templates, and says which labels each pod's series would carry, so that stand-ins are labelled
+from what trainops renders rather than from what a test assumes.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -99,3 +104,61 @@ class ReplicaSetExporters:
         for exporter in self.exporters.values():
             exporter.close()
         self.exporters.clear()
+
+
+# -- what a rendered ServiceMonitor would scrape -------------------------------------------------
+
+_POD_LABEL = "__meta_kubernetes_pod_label_"
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a Kubernetes label selector (matchLabels, matchExpressions) selects `labels`."""
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        ok = {"In": key in labels and labels[key] in values, "NotIn": labels.get(key) not in values,
+              "Exists": key in labels, "DoesNotExist": key not in labels}[op]  # fmt: skip
+        if not ok:
+            return False
+    return True
+
+
+def _relabel(rules: list[dict[str, Any]], pod: dict[str, str], out: dict[str, str]) -> None:
+    """The endpoint's relabelings that copy pod labels (action replace, default regex), applied to
+    `out`; anything else is refused, so a monitor this does not understand fails the test."""
+    meta = {_POD_LABEL + re.sub(r"[^a-zA-Z0-9_]", "_", k): v for k, v in pod.items()}
+    for rule in rules:
+        unknown = set(rule) - {"sourceLabels", "targetLabel", "action"}
+        if unknown or rule.get("action", "replace") != "replace" or not rule.get("targetLabel"):
+            raise ServiceError(f"relabeling {rule} is not one the stand-ins can follow")
+        value = ";".join(meta.get(s, "") for s in rule.get("sourceLabels") or [])
+        if value:
+            out[rule["targetLabel"]] = value
+        else:
+            out.pop(rule["targetLabel"], None)
+
+
+def monitor_targets(objects: list[dict[str, Any]], monitor: str) -> list[tuple[dict[str, str], dict[str, str]]]:
+    """Every pod template the ServiceMonitor `monitor` of a rendered tree reaches through the
+    Services it selects, with the labels its series would carry: (the pod's labels, the target's
+    labels — `service` as the operator sets it, then the endpoint's relabelings)."""
+    from trainops.rollout.disagg import pod_templates
+
+    found = [o for o in objects if o["kind"] == "ServiceMonitor" and o["metadata"]["name"] == monitor]
+    if len(found) != 1:
+        raise ServiceError(f"the tree has {len(found)} ServiceMonitors named {monitor}")
+    spec = found[0]["spec"]
+    pods = [t["metadata"].get("labels", {}) for o in objects for t in pod_templates(o)]
+    out = []
+    for svc in (o for o in objects if o["kind"] == "Service"):
+        if not selects(spec["selector"], svc["metadata"].get("labels", {})):
+            continue
+        chosen = svc["spec"].get("selector") or {}
+        ports = {p["name"] for p in svc["spec"].get("ports", [])}
+        for pod in (p for p in pods if chosen and selects({"matchLabels": chosen}, p)):  # no selector: no pods
+            for endpoint in (e for e in spec["endpoints"] if e["port"] in ports):
+                labels = {"service": svc["metadata"]["name"]}
+                _relabel(endpoint.get("relabelings") or [], pod, labels)
+                out.append((pod, labels))
+    return out

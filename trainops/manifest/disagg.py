@@ -32,6 +32,7 @@ VLLM_CONNECTORS = ("NixlConnector", "LMCacheConnectorV1", "P2pNcclConnector", "M
 SGLANG_BACKENDS = ("mooncake", "nixl")
 CONNECTORS = {"vllm": VLLM_CONNECTORS, "sglang": SGLANG_BACKENDS}
 ROLES = ("prefill", "decode")
+LABEL_ROLE = "llm-d.ai/role"  # every pod's role: the label llm-d's P/D filters read
 
 
 class DisaggRole(StrictModel):

@@ -9,7 +9,10 @@ Per track (stable, and canary while one is under way):
 - every pod labelled with its role (`llm-d.ai/role`, which the P/D endpoint picker filters on)
   and the pair's revision (`trainops.dev/revision`, one value for both roles of a release);
 - an InferencePool `<name>-<track>` selecting the track's pods of that revision, whose endpoint
-  picker is the Deployment and Service `<name>-<track>-epp`, scheduling prefill then decode.
+  picker is the Deployment and Service `<name>-<track>-epp`, scheduling prefill then decode;
+- a headless Service `<name>-<track>` over the same pods (both roles), which routes nothing: it
+  is what the SLO ServiceMonitor scrapes (trainops.slo.render), so every series of the pair says
+  its track (`service="<name>-<track>"`, as in the gateway-api tree) and its pool (`role`).
 The HTTPRoute's backends are the pools (group inference.networking.k8s.io), weighted like the
 gateway-api Services: the canary pool takes the canary step's weight, A/B matches go to it whole.
 
@@ -24,15 +27,14 @@ import json
 from typing import Any
 
 from trainops.errors import InputError, ManifestError
-from trainops.manifest.disagg import ROLES, Disaggregation, EndpointPicker
+from trainops.manifest.disagg import LABEL_ROLE, ROLES, Disaggregation, EndpointPicker
 from trainops.manifest.serving import RolloutSpec
 from trainops.rollout.context import LABEL_TRACK, ServeContext
 from trainops.rollout.engine import nodes_per_replica
 from trainops.rollout.routes import canary_weight, header_matches, http_route
 from trainops.rollout.state import RolloutState, Served
-from trainops.rollout.workload import LWS_GROUP_KEY, leader_worker_set, resources
+from trainops.rollout.workload import LWS_GROUP_KEY, leader_worker_set, resources, service
 
-LABEL_ROLE = "llm-d.ai/role"  # the label llm-d's P/D filters read
 LABEL_REVISION = "trainops.dev/revision"
 POOL_API = "inference.networking.k8s.io/v1"
 DS_API = "disaggregatedset.x-k8s.io/v1"
@@ -143,8 +145,18 @@ def pair_objects(ctx: ServeContext, served: Served, track: str) -> list[dict[str
             lws["spec"]["replicas"] *= d.slices
             objects.append(lws)
     objects.append(pool(ctx, served, track))
+    objects.append(track_service(ctx, served, track))
     objects += endpoint_picker(ctx, track)
     return objects
+
+
+def track_service(ctx: ServeContext, served: Served, track: str) -> dict[str, Any]:
+    """The headless Service of a track's pair, the SLO ServiceMonitor's way to its pods."""
+    selector = {**ctx.selector(track), LABEL_REVISION: revision(served)}
+    svc = service(ctx, name=f"{ctx.name}-{track}", selector=selector, track=track)
+    svc["metadata"]["labels"][LABEL_REVISION] = revision(served)
+    svc["spec"] = {"clusterIP": "None", **svc["spec"]}
+    return svc
 
 
 def _tier_label(ctx: ServeContext, tier: str) -> str:
@@ -348,7 +360,7 @@ def pool_backend(ctx: ServeContext, state: RolloutState, track: str, weight: int
 # -- a release is a pair ------------------------------------------------------------------------
 
 
-def _templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The pod templates of a DisaggregatedSet's roles or of a LeaderWorkerSet."""
     if obj["kind"] == "DisaggregatedSet":
         specs = [role.get("spec", {}) for role in obj["spec"].get("roles", [])]
@@ -368,7 +380,7 @@ def check_pairs(ctx: ServeContext, objects: list[dict[str, Any]]) -> None:
     served pair), or ManifestError: one line at rollout.disaggregation."""
     from trainops.manifest.load import field_problem
 
-    pods = [t.get("metadata", {}).get("labels", {}) for obj in objects for t in _templates(obj)]
+    pods = [t.get("metadata", {}).get("labels", {}) for obj in objects for t in pod_templates(obj)]
     for pool_obj in (o for o in objects if o["kind"] == "InferencePool"):
         selector = pool_obj["spec"].get("selector", {}).get("matchLabels", {})
         reached = [labels for labels in pods if all(labels.get(k) == v for k, v in selector.items())]

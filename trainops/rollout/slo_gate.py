@@ -23,6 +23,7 @@ from trainops.errors import GateFailedError, InputError
 from trainops.manifest import Manifest
 from trainops.manifest.common import duration_seconds
 from trainops.manifest.slo_catalog import Slo, resolve
+from trainops.slo.render import pooled
 from trainops.slo.rules import error_ratio, promql_duration
 
 
@@ -71,8 +72,11 @@ def canary_queries(manifest: Manifest, slo: Slo, window: str) -> tuple[str, str]
     rollout = manifest.pipeline.spec.rollout
     assert rollout is not None and slo.model is not None
     engine = rollout.engine
-    canary = error_ratio(slo, engine=engine, matchers=_matchers(manifest, slo.model, "canary"), window=window)
-    stable = error_ratio(slo, engine=engine, matchers=_matchers(manifest, slo.model, "stable"), window=window)
+    pools = pooled(manifest)
+    canary, stable = (
+        error_ratio(slo, engine=engine, matchers=_matchers(manifest, slo.model, track), window=window, pools=pools)
+        for track in ("canary", "stable")
+    )
     return f"sum({canary})", f"sum({stable})"
 
 

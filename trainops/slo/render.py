@@ -10,6 +10,12 @@ or gateway-api:
     ConfigMap <name>-slo-dashboard       the model's Grafana dashboard, for Grafana's sidecar
                                          (label grafana_dashboard: "1")
 
+Disaggregated serving (rollout.disaggregation): the ServiceMonitor scrapes each track's pair
+through its headless Service `<name>-<track>` (trainops.rollout.disagg), and also copies the
+pod's pool (`llm-d.ai/role`) onto every series as `role`; each SLI reads its pool (TTFT the
+prefill's, ITL and e2e the decode's, availability and goodput both: trainops.slo.rules).
+KServe's LLMInferenceService makes its own pods and Services: its pairs have no track Service.
+
 With traffic kserve the engines are scraped through rollout.metrics' ServiceMonitor alone and
 the SLIs are per model (KServe has no stable and canary Services).
 
@@ -31,14 +37,17 @@ there is no port and no PodMonitor.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from trainops.manifest import Manifest
 from trainops.manifest.common import duration_seconds
+from trainops.manifest.disagg import LABEL_ROLE
 from trainops.manifest.pipeline import PipelineSpec
 from trainops.manifest.slo import SloSpec
 from trainops.manifest.slo_catalog import Catalog, Slo, resolve
 from trainops.slo.rules import (
+    POOL_LABEL,
     RECORD,
     TRAIN_CKPT_AGE,
     TRAIN_ETTR,
@@ -82,10 +91,17 @@ def track_matchers(manifest: Manifest, name: str, model: str, track: str) -> str
     return f'model_name="{model}",service="{name}-{track}"'
 
 
+def pooled(manifest: Manifest) -> bool:
+    """Disaggregated serving: every series says its pool, and each SLI reads its own."""
+    rollout = manifest.pipeline.spec.rollout
+    return rollout is not None and rollout.disaggregation is not None
+
+
 def serving_selectors(manifest: Manifest, catalog: Catalog, name: str) -> Selectors:
     models = sorted({s.model for s in catalog.serving() if s.model})
     regex = service_regex(manifest, name)
-    return Selectors({m: serving_matchers(m, service_regex=regex) for m in models}, manifest.pipeline.metadata.name)
+    matchers = {m: serving_matchers(m, service_regex=regex) for m in models}
+    return Selectors(matchers, manifest.pipeline.metadata.name, pools=pooled(manifest))
 
 
 def serving_rule_file_groups(manifest: Manifest, name: str) -> list[dict[str, Any]]:
@@ -205,6 +221,14 @@ def dashboard_config_map(metadata: dict[str, Any], key: str, board: dict[str, An
 # -- the two trees ---------------------------------------------------------------------------------
 
 
+def _endpoint(manifest: Manifest, slo: SloSpec) -> dict[str, Any]:
+    endpoint: dict[str, Any] = {"port": "http", "path": "/metrics", "interval": slo.scrape_interval}
+    if pooled(manifest):
+        source = "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", LABEL_ROLE)
+        endpoint["relabelings"] = [{"sourceLabels": [source], "targetLabel": POOL_LABEL, "action": "replace"}]
+    return endpoint
+
+
 def serving_objects(manifest: Manifest, *, name: str, metadata: Any, labels: dict[str, str]) -> list[dict[str, Any]]:
     """PrometheusRule, ServiceMonitor (tracked traffic only) and one dashboard ConfigMap per model.
     `metadata(name)` is the serving tree's ObjectMeta for a name."""
@@ -224,7 +248,7 @@ def serving_objects(manifest: Manifest, *, name: str, metadata: Any, labels: dic
                     "matchExpressions": [{"key": "trainops.dev/track", "operator": "In",
                                           "values": ["stable", "canary"]}],
                 },
-                "endpoints": [{"port": "http", "path": "/metrics", "interval": slo.scrape_interval}],
+                "endpoints": [_endpoint(manifest, slo)],
             },
         })  # fmt: skip
     for model in sorted({s.model for s in catalog.serving() if s.model}):

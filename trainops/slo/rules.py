@@ -16,6 +16,23 @@ pipeline, the model and Service (serving) or the run (training); its annotations
 evidence query. Serving SLIs count per model and per Service, so the canary's SLI and burn
 rate are its own (`service="<name>-canary"`) and the stable's its own.
 
+Disaggregated serving (rollout.disaggregation): every series also says which pool of the pair
+it came from (`role="prefill"` / `"decode"`, the pod's `llm-d.ai/role`, trainops.slo.render),
+and each SLI reads the pool where its events happen (`POOL_OF`):
+
+    ttft          the prefill pool: it computes the prompt and the first token, so a slower
+                  prefill (the usual TTFT regression) shows there whole; the KV transfer and
+                  the decode's first step are not in it
+    itl, e2e      the decode pool: it makes every later token and finishes the request (the
+                  prefill pool's requests stop after their first token, with no inter-token
+                  latency); e2e runs from the request's arrival at the decode pool
+    availability  both: a request is served when its prefill and its decode succeed, so the
+                  error ratio is the prefill's plus the decode's (at most 1)
+    goodput       the prefill's TTFT errors plus the decode's ITL errors (at most 1)
+
+Summing one pool's events with the other's would count every request twice and halve a
+regression of either pool.
+
 Training SLIs are over time, from the supervisor's gauges (trainops.slo.exporter): a
 `trainops:slo_good:instant` rule records 1 when the run is within the SLO now, and the error
 ratio over W is 1 − its average over W (no subqueries).
@@ -40,6 +57,9 @@ TRAINING_BY = ("pipeline", "run")
 TRAIN_STEP = "trainops_train_step_seconds"
 TRAIN_CKPT_AGE = "trainops_train_checkpoint_age_seconds"
 TRAIN_ETTR = "trainops_train_ettr"
+POOL_LABEL = "role"  # disaggregated serving: the pool of the pair a series came from
+POOLS = ("prefill", "decode")
+POOL_OF = {"ttft": "prefill", "itl": "decode", "e2e": "decode"}
 
 
 def promql_duration(seconds: float) -> str:
@@ -68,6 +88,7 @@ class Selectors:
 
     serving: dict[str, str]  # model → matchers
     pipeline: str
+    pools: bool = False  # disaggregated serving: each SLI reads its pool of the pair
 
 
 def serving_matchers(model: str, *, service_regex: str | None) -> str:
@@ -92,22 +113,35 @@ def _latency_error(histogram: Histogram, threshold: float, matchers: str, window
     return f"1 - ({good} / {total})"
 
 
-def error_ratio(slo: Slo, *, engine: str, matchers: str, window: str) -> str:
-    """PromQL for the SLO's share of bad events over `window` (the recording rule's expression)."""
+def _pool(matchers: str, pool: str | None) -> str:
+    return _join(matchers, f'{POOL_LABEL}="{pool}"') if pool else matchers
+
+
+def _availability_error(engine: str, matchers: str, window: str) -> str:
     by = _by(SERVING_BY)
+    metrics = ENGINES["vllm" if engine == "vllm" else "sglang"]
+    failed = f"{by} (rate({metrics.requests_failed}{{{_join(matchers, metrics.failed_matchers)}}}[{window}]))"
+    total = f"{by} (rate({metrics.requests_total}{{{matchers}}}[{window}]))"
+    return f"({failed} or {total} * 0) / {total}"
+
+
+def error_ratio(slo: Slo, *, engine: str, matchers: str, window: str, pools: bool = False) -> str:
+    """PromQL for the SLO's share of bad events over `window` (the recording rule's expression).
+    With `pools` (disaggregated serving) each SLI reads its pool of the pair (module docstring)."""
     if slo.kind == "availability":
-        metrics = ENGINES["vllm" if engine == "vllm" else "sglang"]
-        failed = f"{by} (rate({metrics.requests_failed}{{{_join(matchers, metrics.failed_matchers)}}}[{window}]))"
-        total = f"{by} (rate({metrics.requests_total}{{{matchers}}}[{window}]))"
-        return f"({failed} or {by} (rate({metrics.requests_total}{{{matchers}}}[{window}])) * 0) / {total}"
+        if not pools:
+            return _availability_error(engine, matchers, window)
+        prefill, decode = (_availability_error(engine, _pool(matchers, p), window) for p in POOLS)
+        return f"clamp_max(({prefill}) + ({decode}), 1)"
     if slo.kind in ("ttft", "itl", "e2e"):
         assert slo.histogram is not None and slo.threshold is not None
-        return _latency_error(slo.histogram, slo.threshold, matchers, window)
+        own = _pool(matchers, POOL_OF[slo.kind] if pools else None)
+        return _latency_error(slo.histogram, slo.threshold, own, window)
     if slo.kind == "goodput":
         assert slo.extra is not None
         ttft_h, ttft_t, itl_h, itl_t = slo.extra
-        ttft = _latency_error(ttft_h, ttft_t, matchers, window)
-        itl = _latency_error(itl_h, itl_t, matchers, window)
+        ttft = _latency_error(ttft_h, ttft_t, _pool(matchers, POOL_OF["ttft"] if pools else None), window)
+        itl = _latency_error(itl_h, itl_t, _pool(matchers, POOL_OF["itl"] if pools else None), window)
         return f"clamp_max(({ttft}) + ({itl}), 1)"
     own = _join(f'slo="{slo.name}"', matchers)
     return f"1 - avg_over_time({GOOD_NOW}{{{own}}}[{window}])"
@@ -150,7 +184,9 @@ def evidence_query(slo: Slo, long: str) -> str:
     return f'{RECORD}{long}{{slo="{slo.name}"}} / {slo.budget:g}'
 
 
-def rule_group(slo: Slo, spec: SloSpec, *, engine: str, matchers: str, pipeline: str) -> dict[str, Any]:
+def rule_group(
+    slo: Slo, spec: SloSpec, *, engine: str, matchers: str, pipeline: str, pools: bool = False
+) -> dict[str, Any]:
     """The recording rules and the two alerts (page, ticket) of one SLO."""
     scrape = duration_seconds(spec.scrape_interval)
     static = {"slo": slo.name, "pipeline": pipeline} if slo.subject == "serving" else {"slo": slo.name}
@@ -162,7 +198,7 @@ def rule_group(slo: Slo, spec: SloSpec, *, engine: str, matchers: str, pipeline:
         matchers = ""  # the instant rule already selected the run's series
     for window in windows_of(slo, scrape):
         rules.append({"record": f"{RECORD}{window}", "expr": error_ratio(slo, engine=engine, matchers=matchers,
-                      window=window), "labels": dict(static)})  # fmt: skip
+                      window=window, pools=pools), "labels": dict(static)})  # fmt: skip
     pairs = burn_windows(slo, scrape_seconds=scrape)
     for severity in ("page", "ticket"):
         mine = [(f, promql_duration(lg), promql_duration(sh)) for sev, f, lg, sh in pairs if sev == severity]
@@ -201,7 +237,8 @@ def rule_groups(
         if slo.subject != subject:
             continue
         matchers = selectors.serving.get(slo.model or "", "") if subject == "serving" else training_matchers
-        groups.append(rule_group(slo, spec, engine=engine, matchers=matchers, pipeline=selectors.pipeline))
+        groups.append(rule_group(slo, spec, engine=engine, matchers=matchers, pipeline=selectors.pipeline,
+                                 pools=selectors.pools and subject == "serving"))  # fmt: skip
     return groups
 
 
