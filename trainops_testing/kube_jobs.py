@@ -241,3 +241,78 @@ def running_again(api: KubeApi, namespace: str, selector: str, pods: int, *, old
     return len(now) == pods and all(
         p["metadata"]["uid"] not in old and p["status"].get("phase") == "Running" for p in now
     )
+
+
+def kueue_train(scheduler: str, namespace: str) -> dict[str, Any]:
+    """spec.train fields of a job Kueue queues: in ``namespace``, on the LocalQueue of the same
+    name, with no priority class, topology or run limit."""
+    return {
+        "scheduler": scheduler, "namespace": namespace, "queue": namespace, "priorityClass": None, "topology": None,
+        "maxRunDuration": None,
+    }  # fmt: skip
+
+
+def kueue_tenant(namespace: str) -> dict[str, Any]:
+    """A tenant owning ``namespace`` with two 8-GPU nodes' worth of quota (CPU and memory ample)."""
+    return {
+        "name": namespace,
+        "namespaces": [namespace],
+        "gpus": {"deserved": 16},
+        "cpu": {"deserved": "4096"},
+        "memory": {"deserved": "64Ti"},
+    }
+
+
+def delete_jobs(api: KubeApi, namespace: str, api_version: str, kind: str) -> None:
+    """Delete every ``kind`` in ``namespace`` and wait until no pod is left there."""
+    delete_all(api, namespace, api_version, kind)
+    wait_for(lambda: not api.list("v1", "Pod", namespace), timeout=60, what=f"the {kind}s' pods deleted")
+
+
+def run_pods(api: KubeApi, namespace: str, run_id: str) -> list[dict[str, Any]]:
+    return api.list("v1", "Pod", namespace, selector=f"trainops.dev/run-id={run_id}")
+
+
+def kueue_holds_then_admits(
+    sim: KubeCluster, directory: Path, *, train: dict[str, Any], api_version: str, kind: str, placed: int
+) -> Path:
+    """Kueue, all or nothing, on ``train`` (``kueue_train``) and the tenant of its namespace
+    (``kueue_tenant``): a job over the quota (run "big", 3 nodes, 24 GPUs) carries the queue
+    label, is held suspended with its Workload waiting for quota (as trainops reads its state)
+    and has no pod; one within it (run "small", 2 nodes) gets all ``placed`` pods bound while
+    the big one still has none. The big job's manifest, for the caller's further reads."""
+    from trainops.cluster.access import ClusterAccess
+    from trainops.cluster.client import connect
+    from trainops.manifest.load import load_manifest
+    from trainops.train.kube_jobs import RunState, run_states
+
+    ns = train["namespace"]
+    apply(sim.api, render_tenants(directory / "t", tenants=[kueue_tenant(ns)], **train))
+    big = render_job(directory / "big", run_id="big", nodes=3, **train)
+    job = next(o for o in big if o["kind"] == kind)
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == train["queue"]
+    apply(sim.api, big)
+    manifest = directory / "big" / "trainops.yaml"
+    spec = load_manifest(manifest, env="sim").require_train()
+    with connect(ClusterAccess(str(sim.kubeconfig))) as cluster:
+        seen: list[RunState] = []
+
+        def held() -> bool:
+            seen[:] = run_states(cluster, train=spec, pipeline="tiny-llm", run_id="big")
+            return bool(seen[0].reason and "QuotaReserved" in seen[0].reason)
+
+        wait_for(held, timeout=60, what=f"the big {kind}'s Workload waiting for quota", interval=0.5)
+    state = seen[0]
+    assert state.phase == "Suspended" and "insufficient" in str(state.reason), state
+    assert sim.api.get(api_version, kind, job["metadata"]["name"], ns)["spec"]["suspend"] is True
+    assert run_pods(sim.api, ns, "big") == []  # not one pod: all or nothing
+
+    apply(sim.api, render_job(directory / "small", run_id="small", nodes=2, **train))
+    wait_for(
+        lambda: len([p for p in run_pods(sim.api, ns, "small") if p["spec"].get("nodeName")]) == placed,
+        timeout=90,
+        what=f"the admitted {kind}'s {placed} pods placed",
+        interval=0.5,
+    )
+    assert run_pods(sim.api, ns, "big") == []
+    return manifest
