@@ -9,11 +9,16 @@ cd "$(dirname "$0")/.."
 venv="$(bash scripts/dev-venv.sh)"
 export PATH="$venv/bin:$PATH"
 status=0
+times=()
 for script in bench/*.py; do
     echo "== $script --quick"
+    start=$SECONDS
     if ! "$venv/bin/python" "$script" --quick; then
         echo "bench-quick.sh: $script --quick failed" >&2
         status=1
     fi
+    times+=("$(printf '%5d s  %s' $((SECONDS - start)) "$script")")
 done
+echo "== wall-clock time of each quick mode (load average now: $(cut -d' ' -f1-3 /proc/loadavg))"
+printf '%s\n' "${times[@]}"
 exit "$status"
