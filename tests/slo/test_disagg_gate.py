@@ -21,13 +21,13 @@ import pytest
 from tests.render.helpers import variant
 from tests.rollout.helpers import CANARY
 from tests.rollout.test_disagg import CASES
-from tests.slo.test_alert_loop import overlay as slo_overlay
 from trainops.errors import GateFailedError
 from trainops.manifest import Manifest
 from trainops.manifest.disagg import LABEL_ROLE
 from trainops.rollout.context import LABEL_TRACK, serve_context
 from trainops.rollout.render import build_tree
 from trainops.rollout.slo_gate import SloJudgement, judge
+from trainops_testing.projects import slo_overlay
 from trainops_testing.prometheus import Prometheus
 from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 from trainops_testing.serving_metrics import monitor_targets
