@@ -19,7 +19,7 @@
 
     python bench/concurrency.py              # 8 writers x 100 tag moves, 4 pushers x 25 pushes + gc, 8 x 25 commits
     python bench/concurrency.py --quick      # 4 x 10, 2 x 5 and 4 x 5: seconds
-    python bench/concurrency.py --write-doc docs/operations/reliability.md
+    python bench/concurrency.py --doc        # also write docs/operations/results/concurrency.json
 
 Exits 1 when any update was lost or an operation failed.
 """
@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+
+from harness import docresult  # noqa: E402
 
 from trainops_testing.services import DistributionRegistry, MotoS3, bare_git_repo, git_env  # noqa: E402
 
@@ -370,26 +372,24 @@ def run_all(
     return rows
 
 
-def table(rows: list[Row]) -> str:
-    lines = [
-        "| target | what | operations | failures | lost updates | broken artifacts | retries | seconds |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    lines += [
-        f"| {r.target} | {r.what} | {r.operations} | {r.failures} | {r.lost_updates} |"
-        f" {'—' if r.broken is None else r.broken} | {r.retries} | {r.seconds} |"
+COLUMNS = ("target", "what", "operations", "failures", "lost updates", "broken artifacts", "retries", "seconds")
+
+
+def cells(rows: list[Row]) -> list[list[str]]:
+    """Each row as the table shows it."""
+    return [
+        [
+            r.target,
+            r.what,
+            str(r.operations),
+            str(r.failures),
+            str(r.lost_updates),
+            "—" if r.broken is None else str(r.broken),
+            str(r.retries),
+            str(r.seconds),
+        ]
         for r in rows
     ]
-    return "\n".join(lines)
-
-
-def write_doc(path: Path, rows: list[Row], command: str, load: tuple[float, float]) -> None:
-    start, end = "<!-- concurrency:start -->", "<!-- concurrency:end -->"
-    text = path.read_text() if path.exists() else f"{start}\n{end}\n"
-    head, _, rest = text.partition(start)
-    _, _, tail = rest.partition(end)
-    when = f"{time.strftime('%Y-%m-%d')}; 1-minute load average {load[0]:.1f} at the start, {load[1]:.1f} at the end"
-    path.write_text(f"{head}{start}\n{table(rows)}\n\n_`{command}`, {when}._\n{end}{tail}")
 
 
 def main() -> int:
@@ -403,11 +403,11 @@ def main() -> int:
     parser.add_argument("--pushers", type=int, default=4, help="processes pushing while gc runs")
     parser.add_argument("--pushes", type=int, default=25, help="checkpoints each pusher pushes")
     parser.add_argument("--backend", action="append", choices=["file", "oci", "s3"], default=None)
-    parser.add_argument("--write-doc", type=Path, default=None)
+    parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/concurrency.json")
     args = parser.parse_args()
     writers, moves, commits = (4, 10, 5) if args.quick else (args.writers, args.moves, args.commits)
     pushers, pushes = (2, 5) if args.quick else (args.pushers, args.pushes)
-    load_at_start = os.getloadavg()[0]
+    load = docresult.Load()
     rows = run_all(
         writers=writers,
         moves=moves,
@@ -417,20 +417,28 @@ def main() -> int:
         commits=commits,
         backends=args.backend or ["file", "oci", "s3"],
     )
-    print(table(rows))
-    print(f"1-minute load average {load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+    print(docresult.table(COLUMNS, cells(rows)))
+    print(load.text())
     for r in rows:
         for note in r.notes[:5]:
             print(f"note: {r.target}: {note}")
     results = ROOT / "bench" / "results"
     results.mkdir(exist_ok=True)
     (results / "concurrency.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
-    if args.write_doc:
-        command = (
-            f"python bench/concurrency.py --writers {writers} --moves {moves} --pushers {pushers}"
-            f" --pushes {pushes} --commits {commits}"
+    if args.doc:
+        docresult.write(
+            docresult.default_path("concurrency"),
+            benchmark="concurrency",
+            title="Many writers at once",
+            load=load,
+            columns=COLUMNS,
+            rows=cells(rows),
+            command=(
+                f"python bench/concurrency.py --writers {writers} --moves {moves} --pushers {pushers}"
+                f" --pushes {pushes} --commits {commits}"
+                + "".join(f" --backend {b}" for b in args.backend or [])
+            ),
         )
-        write_doc(args.write_doc, rows, command, (load_at_start, os.getloadavg()[0]))
     return 0 if all(r.ok for r in rows) else 1
 
 

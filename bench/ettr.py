@@ -18,7 +18,7 @@ when faults were injected and measured. The 1-minute load average before and aft
 
     python bench/ettr.py                 # ~20 minutes of training, a fault every 2 minutes
     python bench/ettr.py --quick         # ~1 minute, a fault every 20 s (CI)
-    python bench/ettr.py --write-doc docs/operations/reliability.md
+    python bench/ettr.py --side-by-side --doc  # also write docs/operations/results/ettr.json
     python bench/ettr.py --side-by-side  # both runs at once, under the same load (shared machines)
     python bench/ettr.py --kill          # every fault a SIGKILLed trainer on a node that answers
 """
@@ -34,7 +34,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness import tinyllm
+from harness import docresult, tinyllm
 
 from trainops_testing.slurm_cluster import SlurmCluster
 
@@ -221,30 +221,24 @@ def measure(
     )
 
 
-def table(result: Result) -> str:
-    rows = [
-        ("steps of tiny-llm", str(result.steps)),
-        ("undisturbed run (wall clock, Slurm)", f"{result.undisturbed_s} s"),
-        ("faulted run (wall clock, Slurm)", f"{result.faulted_s} s"),
-        ("faults injected", str(result.faults)),
-        ("ETTR, independent (undisturbed / faulted)", f"{result.independent_ettr:.3f}"),
-        ("ETTR, trainops (`train status`)", f"{result.trainops_ettr:.3f}"),
-        ("difference", f"{result.difference:.3f}"),
-        ("time lost to restarts / recomputed steps", f"{result.restart_lost_s} s / {result.recompute_lost_s} s"),
-        ("MTTR (evidence → progress again)", f"{result.mttr_s} s"),
-        ("advised checkpoint interval (Young/Daly)", f"{result.advised_interval_s} s"),
-        ("load average before / after", f"{result.load_before} / {result.load_after}"),
+COLUMNS = ("measure", "value")
+
+
+def cells(result: Result) -> list[list[str]]:
+    """The result as the table shows it."""
+    return [
+        ["steps of tiny-llm", str(result.steps)],
+        ["undisturbed run (wall clock, Slurm)", f"{result.undisturbed_s} s"],
+        ["faulted run (wall clock, Slurm)", f"{result.faulted_s} s"],
+        ["faults injected", str(result.faults)],
+        ["ETTR, independent (undisturbed / faulted)", f"{result.independent_ettr:.3f}"],
+        ["ETTR, trainops (`train status`)", f"{result.trainops_ettr:.3f}"],
+        ["difference", f"{result.difference:.3f}"],
+        ["time lost to restarts / recomputed steps", f"{result.restart_lost_s} s / {result.recompute_lost_s} s"],
+        ["MTTR (evidence → progress again)", f"{result.mttr_s} s"],
+        ["advised checkpoint interval (Young/Daly)", f"{result.advised_interval_s} s"],
+        ["load average before / after", f"{result.load_before} / {result.load_after}"],
     ]
-    return "\n".join(["| measure | value |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in rows)])
-
-
-def write_doc(path: Path, result: Result, argv: str) -> None:
-    start, end = "<!-- ettr:start -->", "<!-- ettr:end -->"
-    text = path.read_text() if path.exists() else f"{start}\n{end}\n"
-    head, _, rest = text.partition(start)
-    _, _, tail = rest.partition(end)
-    body = f"{start}\n{table(result)}\n\n_`python bench/ettr.py {argv}`, {time.strftime('%Y-%m-%d')}._\n{end}"
-    path.write_text(head + body + tail)
 
 
 def main() -> int:
@@ -268,7 +262,7 @@ def main() -> int:
     parser.add_argument(
         "--kill", action="store_true", help="every fault: the trainer SIGKILLed on its healthy node (node-lost drill)"
     )
-    parser.add_argument("--write-doc", type=Path, default=None, help="put the table into this markdown file")
+    parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/ettr.json")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     steps = args.steps or (2400 if args.quick else 1200 * STEPS_PER_SECOND_GUESS)
@@ -281,9 +275,18 @@ def main() -> int:
         side_by_side=args.side_by_side,
         kill=args.kill,
     )
-    print(json.dumps(asdict(result), indent=2) if args.json else table(result))
-    if args.write_doc:
-        write_doc(args.write_doc, result, " ".join(sys.argv[1:]).replace(f"--write-doc {args.write_doc}", "").strip())
+    print(json.dumps(asdict(result), indent=2) if args.json else docresult.table(COLUMNS, cells(result)))
+    if args.doc:
+        load = docresult.Load.between(result.load_before, result.load_after)
+        mode = "side by side" if args.side_by_side else "one after the other"
+        docresult.write(
+            docresult.default_path("ettr"),
+            benchmark="ettr",
+            title=f"ETTR under injected faults: tiny-llm on a real Slurm cluster, the two runs {mode}",
+            load=load,
+            columns=COLUMNS,
+            rows=cells(result),
+        )
     # a minute-long quick run on a shared machine is too short to compare two wall clocks to
     # 3 points: it checks that faults were injected and measured; the full run checks the figures
     ok = result.faults > 0 and 0 < result.trainops_ettr <= 1

@@ -17,7 +17,7 @@ Figures per row:
 
     python bench/reliability.py            # 8 trials per cell, 64 MiB artifacts
     python bench/reliability.py --quick    # 1 trial per cell, 2 MiB: about a minute
-    python bench/reliability.py --write-doc docs/operations/reliability.md
+    python bench/reliability.py --doc      # also write docs/operations/results/reliability.json
 
 A row with partial artifacts or a trial that never completed makes the script exit 1.
 """
@@ -40,6 +40,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+from harness import docresult  # noqa: E402
 
 from trainops_testing.services import DistributionRegistry, MotoS3, git_env  # noqa: E402
 
@@ -341,15 +343,22 @@ def _backend_env(backend: str, work: Path, base: dict[str, str], registry: Distr
     return Env(work, {**base, **s3.env}, f"s3://{bucket}/kill")
 
 
-def table(rows: list[Row]) -> str:
-    lines = [
-        "| backend | operation | trials | completed after re-run | partial artifacts visible | bytes re-sent |",
-        "| --- | --- | --- | --- | --- | --- |",
+COLUMNS = ("backend", "operation", "trials", "completed after re-run", "partial artifacts visible", "bytes re-sent")
+
+
+def cells(rows: list[Row]) -> list[list[str]]:
+    """Each row as the table shows it."""
+    return [
+        [
+            r.backend,
+            r.operation,
+            str(r.trials),
+            str(r.completed),
+            str(r.partial_visible),
+            "—" if r.resent_share is None else f"{r.resent_share:.0%}",
+        ]
+        for r in rows
     ]
-    for r in rows:
-        share = f"{r.resent_share:.0%}" if r.resent_share is not None else "—"
-        lines.append(f"| {r.backend} | {r.operation} | {r.trials} | {r.completed} | {r.partial_visible} | {share} |")
-    return "\n".join(lines)
 
 
 def main() -> int:
@@ -359,15 +368,16 @@ def main() -> int:
     parser.add_argument("--size-mib", type=int, default=64, help="artifact size (4 files)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--backend", action="append", choices=["file", "oci", "s3"], default=None)
-    parser.add_argument("--write-doc", type=Path, default=None, help="regenerate this Markdown file's figures")
+    parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/reliability.json")
     args = parser.parse_args()
     trials, size_mib = (1, 2) if args.quick else (args.trials, args.size_mib)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     backends = args.backend or ["file", "oci", "s3"]
+    load = docresult.Load()
     started = time.perf_counter()
     rows = run_matrix(trials=trials, files=4, size=size_mib * MiB // 4, seed=seed, backends=backends)
     took = time.perf_counter() - started
-    print(table(rows))
+    print(docresult.table(COLUMNS, cells(rows)))
     for r in rows:
         for note in r.notes:
             print(f"note: {r.backend} {r.operation}: {note}")
@@ -377,22 +387,20 @@ def main() -> int:
     (results / "reliability.json").write_text(
         json.dumps({"seed": seed, "trials": trials, "sizeMiB": size_mib, "rows": [asdict(r) for r in rows]}, indent=2)
     )
-    if args.write_doc:
-        write_doc(args.write_doc, rows, seed=seed, trials=trials, size_mib=size_mib)
+    if args.doc:
+        command = f"python bench/reliability.py --trials {trials} --size-mib {size_mib} --seed {seed}"
+        if args.backend:
+            command += "".join(f" --backend {b}" for b in backends)
+        docresult.write(
+            docresult.default_path("reliability"),
+            benchmark="reliability",
+            title="Killed at a random moment, then run again",
+            load=load,
+            columns=COLUMNS,
+            rows=cells(rows),
+            command=command,
+        )
     return 0 if all(r.ok for r in rows) else 1
-
-
-def write_doc(path: Path, rows: list[Row], *, seed: int, trials: int, size_mib: int) -> None:
-    marker_start, marker_end = "<!-- kill-matrix:start -->", "<!-- kill-matrix:end -->"
-    text = path.read_text() if path.exists() else f"{marker_start}\n{marker_end}\n"
-    head, _, rest = text.partition(marker_start)
-    _, _, tail = rest.partition(marker_end)
-    body = (
-        f"{marker_start}\n{table(rows)}\n\n_`python bench/reliability.py --trials {trials} --size-mib {size_mib}"
-        f" --seed {seed}`, {time.strftime('%Y-%m-%d')}._\n{marker_end}"
-    )
-    path.write_text(head + body + tail)
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -27,6 +27,7 @@ a 99.9% objective, 8.6 min at 99% — plus a scrape and an evaluation (30 s each
 
     python bench/slo.py            # 5 regressions
     python bench/slo.py --quick    # 1 (CI)
+    python bench/slo.py --doc      # also write docs/operations/results/slo.json
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+
+from harness import docresult  # noqa: E402
 
 from trainops_testing.projects import IMAGE, make_project, slo_overlay  # noqa: E402
 from trainops_testing.prometheus import Alertmanager, Prometheus  # noqa: E402
@@ -164,10 +167,37 @@ def _rule_stats(prometheus: Prometheus) -> list[Any]:
     return [series, {g: (int(rules.get(g, 0)), statistics.median(d)) for g, d in durations.items()}]
 
 
+COLUMNS = ("measure", "median", "each regression")
+
+
+def cells(result: Result) -> list[list[str]]:
+    """The result as the table shows it."""
+
+    def each(values: list[float]) -> str:
+        return ", ".join(f"{v:.2f}" for v in values)
+
+    return [
+        ["regression → page firing in Prometheus", f"{result.median_page_s:.2f} s", each(result.to_page_s)],
+        ["regression → incident in the registry", f"{result.median_incident_s:.2f} s", each(result.to_incident_s)],
+        [
+            "regression → `rollout promote --auto`'s abort commit (a 3 s step judged first)",
+            f"{result.median_abort_s:.2f} s",
+            each(result.to_abort_commit_s),
+        ],
+        [
+            "SLO rules per model: groups / rules / recorded series (2 Services)",
+            f"{result.rule_groups_per_model} / {result.rules_per_model} / {result.recorded_series_per_model}",
+            "—",
+        ],
+        ["rule evaluation per model and round", f"{result.rule_eval_ms_per_model:.3f} ms", "—"],
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one regression (CI); nothing written")
     parser.add_argument("-n", "--trials", type=int, default=5)
+    parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/slo.json")
     args = parser.parse_args()
     trials = 1 if args.quick else args.trials
     os.environ.update(git_env(dict(os.environ)))
@@ -206,6 +236,15 @@ def main() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(asdict(result), indent=2) + "\n")
         print(f"wrote {out}")
+    if args.doc:
+        docresult.write(
+            docresult.default_path("slo"),
+            benchmark="slo",
+            title="From a latency regression to the page, the incident and the abort, and the SLO rules' cost",
+            load=docresult.Load.between(load_before, result.load_after),
+            columns=COLUMNS,
+            rows=cells(result),
+        )
 
 
 if __name__ == "__main__":

@@ -649,11 +649,15 @@ RESULT_REGION = re.compile(r"(<!-- results:([\w-]+):start -->\n).*?(<!-- results
 
 def results_table(name: str) -> str:
     """The table of docs/operations/results/NAME.json (a benchmark's committed results, written
-    by its --doc run: bench/docresult.py), with the command, machine, load and date it says."""
+    by its --doc run: bench/harness/docresult.py), with the command, machine, load and date it
+    says; a file without rows says the figures are not yet measured."""
     path = RESULTS / f"{name}.json"
     if not path.is_file():
         raise SystemExit(f"{path.relative_to(REPO)}: no such results file (run the benchmark with --doc)")
     doc = json.loads(path.read_text())
+    if not doc["rows"]:
+        # a benchmark whose figures are not yet measured: its file says the command to run
+        return f"_{doc['title']}_ — not yet measured: run `{doc['command']}` on a quiet machine.\n"
     when = doc["date"] or "date not recorded"
     lines = [
         f"_{doc['title']}_ — `{doc['command']}`; {doc['machine']}; {doc['load']}; {when}.",

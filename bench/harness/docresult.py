@@ -1,6 +1,6 @@
 """The committed results of a benchmark: docs/operations/results/<benchmark>.json, from which
-scripts/gen_docs.py generates the tables of docs/operations/performance.md. A benchmark run
-with `--doc` writes its file (bench/results/ keeps the full samples, uncommitted):
+scripts/gen_docs.py generates the tables of the operations pages (docs/operations/*.md). A
+benchmark run with `--doc` writes its file (bench/results/ keeps the full samples, uncommitted):
 
     {"benchmark": "startup", "title": "…", "command": "python bench/startup.py -n 20",
      "machine": "2 CPUs (…), Linux x86_64, Python 3.11.7",
@@ -72,13 +72,15 @@ def write(
     load: Load,
     columns: Sequence[str],
     rows: Sequence[Sequence[str]],
+    command: str | None = None,
 ) -> None:
-    """Write the committed results of a run (the command is this process's own argv)."""
+    """Write the committed results of a run. The command is this process's own argv unless
+    given (a run that drew a random seed names it, so that the command repeats the run)."""
     argv = [a for a in sys.argv[1:] if not a.startswith("--doc")]
     doc = {
         "benchmark": benchmark,
         "title": title,
-        "command": " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *argv]),
+        "command": command or " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *argv]),
         "machine": machine(),
         "load": load.text(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -89,3 +91,9 @@ def write(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {path}: regenerate the docs with python scripts/gen_docs.py")
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """The rows as the Markdown table a run prints (scripts/gen_docs.py renders the committed one)."""
+    lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
+    return "\n".join([*lines, *("| " + " | ".join(str(c) for c in row) + " |" for row in rows)])

@@ -4,7 +4,8 @@ trainops is SIGKILLed at a random moment of a push, a pull (both plain and chunk
 `--dedup chunks`), a `ckpt watch` and a `train submit` on every backend, and the registry
 is restarted in the middle of a push; after a re-run every operation has completed, and no
 reader ever saw a partial artifact or commit.
-The full matrix (more trials, larger artifacts) writes docs/operations/reliability.md.
+The full matrix (more trials, larger artifacts) is bench/reliability.py; with --doc it writes
+docs/operations/results/reliability.json.
 """
 
 from __future__ import annotations
