@@ -435,8 +435,7 @@ def main() -> int:
             rows=cells(rows),
             command=(
                 f"python bench/concurrency.py --writers {writers} --moves {moves} --pushers {pushers}"
-                f" --pushes {pushes} --commits {commits}"
-                + "".join(f" --backend {b}" for b in args.backend or [])
+                f" --pushes {pushes} --commits {commits}" + "".join(f" --backend {b}" for b in args.backend or [])
             ),
         )
     return 0 if all(r.ok for r in rows) else 1

@@ -402,5 +402,6 @@ def main() -> int:
         )
     return 0 if all(r.ok for r in rows) else 1
 
+
 if __name__ == "__main__":
     sys.exit(main())
