@@ -12,6 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+import yaml
+
+from trainops.projectdir import find_manifest
+from trainops.registry.context import Registries
+
 if TYPE_CHECKING:
     from trainops.manifest import Manifest
 
@@ -26,7 +31,6 @@ def _quietly(read: Callable[[], list[_T]]) -> list[_T]:
 
 
 def _manifest_path(file: str | None) -> Path | None:
-    from trainops.projectdir import find_manifest
 
     return Path(file) if file else find_manifest()
 
@@ -35,7 +39,6 @@ def environments(file: str | None, incomplete: str) -> list[str]:
     """The names under the manifest's `environments:` (read as YAML: no validation on Tab)."""
 
     def read() -> list[str]:
-        import yaml
 
         path = _manifest_path(file)
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) if path else None
@@ -58,7 +61,6 @@ def references(file: str | None, env: str | None, incomplete: str) -> list[str]:
 
     def read() -> list[str]:
         from trainops.registry import listing
-        from trainops.registry.context import Registries
 
         manifest = _load(file, env)
         if manifest is None:
@@ -83,7 +85,6 @@ def run_ids(file: str | None, env: str | None, incomplete: str) -> list[str]:
     def read() -> list[str]:
         from trainops.faults import timeline
         from trainops.faults.incidents import all_tags, incidents_repository, is_incident_tag
-        from trainops.registry.context import Registries
         from trainops.slurm.record import RECORD, runs_dir
 
         manifest = _load(file, env)
@@ -114,7 +115,6 @@ def incident_ids(file: str | None, env: str | None, incomplete: str) -> list[str
 
     def read() -> list[str]:
         from trainops.faults.incidents import all_tags, incidents_repository, is_incident_tag
-        from trainops.registry.context import Registries
 
         manifest = _load(file, env)
         if manifest is None:

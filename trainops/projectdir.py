@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from trainops.errors import NotFoundError
+
 MANIFEST = "trainops.yaml"
 CEILING_ENV = "TRAINOPS_CEILING_DIRECTORIES"
 
@@ -39,8 +41,6 @@ def manifest_path(file: str | None) -> Path:
         return Path(file)
     found = find_manifest()
     if found is None:
-        from trainops.errors import NotFoundError
-
         raise NotFoundError(no_manifest(), hint="pass -f FILE, or create one with `trainops init`")
     return found
 

@@ -36,6 +36,8 @@ import random
 import time
 from dataclasses import dataclass
 
+from trainops.interrupt import cancelled
+
 log = logging.getLogger(__name__)
 
 BUDGET_ENV = "TRAINOPS_RETRY_BUDGET"
@@ -88,7 +90,6 @@ class Backoff:
     def next_delay(self, reason: str, *, retry_after: float | None = None) -> float | None:
         """As wait, for a caller that sleeps itself (botocore): the wait, logged, or None
         (also at once after Ctrl-C: a cancelled transfer is not retried)."""
-        from trainops.interrupt import cancelled
 
         if cancelled():
             return None

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainops import DOCS_URL, __version__
-from trainops.errors import ExistsError, InputError
-from trainops.gitinfo import git_available
+from trainops.errors import CommandFailedError, ExistsError, InputError
+from trainops.gitinfo import git_available, git_user, run_git
 from trainops.templating import render_template
 
 MANIFEST = Path("trainops.yaml")
@@ -113,8 +113,6 @@ def init_project(*, directory: Path, name: str | None = None, force: bool = Fals
         names = ", ".join(str(p) for p in existing)
         raise ExistsError(f"refusing to overwrite {names} in {directory}", hint="pass --force to replace them")
     if new_repository and not git_available():
-        from trainops.errors import CommandFailedError
-
         raise CommandFailedError(
             f"{directory} is not in a git repository and git is not installed to make one",
             hint="install git (apt-get install git), then run trainops init again",
@@ -146,7 +144,6 @@ def _inside(directory: Path, top: Path) -> str | None:
 
 def _repository_top(directory: Path) -> str | None:
     """The top of the git repository holding directory (or its nearest existing parent)."""
-    from trainops.gitinfo import run_git
 
     probe = directory
     while not probe.exists():
@@ -157,8 +154,6 @@ def _repository_top(directory: Path) -> str | None:
 
 def _first_commit(directory: Path, result: InitResult) -> None:
     """git init, and the scaffold as the first commit (as `cargo new` and `hatch new` do)."""
-    from trainops.errors import CommandFailedError
-    from trainops.gitinfo import git_user, run_git
 
     if run_git(directory, "init", "--quiet") is None:
         raise CommandFailedError(

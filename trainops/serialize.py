@@ -33,7 +33,7 @@ from datetime import datetime
 from pathlib import PurePath
 from typing import Any
 
-from trainops.clock import one_precision
+from trainops.clock import iso, one_precision
 
 HIDDEN = {"data": False}
 """Metadata of a dataclass field that is not part of the result's JSON."""
@@ -70,8 +70,6 @@ def to_data(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(key): to_data(item) for key, item in value.items()}
     if isinstance(value, datetime):
-        from trainops.clock import iso
-
         return iso(value)
     if isinstance(value, PurePath):
         return str(value)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from trainops import podenv
 from trainops.errors import InputError, NotFoundError
+from trainops.projectdir import no_manifest
 from trainops.registry import media
 from trainops.registry.context import Registries
 from trainops.registry.listing import Tagged, tagged_manifests
@@ -77,8 +78,6 @@ def checkpoint_repository(
         pipeline = manifest.pipeline
         text, where = declared_repository(pipeline.spec, pipeline=pipeline.metadata.name, train=pipeline.spec.train)
     if text is None:
-        from trainops.projectdir import no_manifest
-
         raise NotFoundError(
             f"no checkpoint repository given, and {no_manifest()}",
             hint=f"pass {given_as}, set {podenv.CKPT_REPOSITORY}, or pass -f FILE",

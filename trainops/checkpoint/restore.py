@@ -26,6 +26,7 @@ from trainops.checkpoint.shards import DCP_SHARD, Ranks, Selection, select
 from trainops.checkpoint.state import STATE_DIR, Record, fingerprint, load_restored, locked, save_restored
 from trainops.errors import InputError
 from trainops.registry import pulling, store
+from trainops.registry.chunks.index import files_of
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache
 from trainops.registry.listing import Tagged
@@ -145,7 +146,6 @@ def restore_ref(
 
 def _selection(registries: Registries, found: store.Resolved, ranks: Ranks, staging: Path) -> Selection:
     """The files ranks.rank restores; a DCP checkpoint's `.metadata` is read first (small)."""
-    from trainops.registry.chunks.index import files_of
 
     paths = [view.path for view in files_of(found.parsed, str(found.ref))]
     plans = [p for p in paths if p.rsplit("/", 1)[-1] == METADATA]

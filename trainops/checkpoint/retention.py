@@ -19,8 +19,10 @@ import contextlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
 from trainops.checkpoint.catalog import KIND, STEP_TAG, CheckpointInfo, info_of, ranked, tagged
-from trainops.errors import NotFoundError, RemoteError
+from trainops.errors import NotFoundError, RemoteError, UsageError
 from trainops.manifest.stages import Retention
 from trainops.registry.context import Registries
 from trainops.registry.lineage import forget_manifest
@@ -59,9 +61,6 @@ def retention_override(
     mode: str | None = None,
 ) -> Retention | None:
     """The policy given on the command line (it replaces the manifest's keep as a whole), else base."""
-    from pydantic import ValidationError
-
-    from trainops.errors import UsageError
 
     given = {"last": last, "best": best, "metric": metric, "mode": mode}
     if all(v is None for v in given.values()):

@@ -51,6 +51,7 @@ from trainops.manifest.stages import Retention
 from trainops.podenv import PodEnvironment
 from trainops.registry import store
 from trainops.registry.artifact import ParsedManifest, scan_tree
+from trainops.registry.chunks.index import files_of
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache
 from trainops.registry.lineage_data import Lineage, Parent, Relation
@@ -425,7 +426,6 @@ class Watcher:
         return record
 
     def _same_files(self, existing: ParsedManifest, path: Path) -> bool:
-        from trainops.registry.chunks.index import files_of
 
         theirs = {view.path: view.digest for view in files_of(existing, existing.digest[:19])}
         try:

@@ -27,9 +27,13 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from trainops.cluster.client import Cluster, ObjectRefused
 from trainops.cluster.dryrun import describe, queue_pending
 from trainops.errors import InputError
+from trainops.render.argocd import APPLICATION_FILE
+from trainops.retry import Backoff
 
 FIELD_MANAGER = "trainops-standin-argocd"
 TRACKING_LABEL = "trainops.dev/gitops-tracking"
@@ -48,9 +52,6 @@ def tracking_id(repo: str, branch: str, path: str) -> str:
 
 
 def _objects(files: dict[str, bytes]) -> list[dict[str, Any]]:
-    import yaml
-
-    from trainops.render.argocd import APPLICATION_FILE
 
     own = APPLICATION_FILE.split("/", 1)[0] + "/"
     out = []
@@ -80,7 +81,6 @@ def apply_object(
 ) -> dict[str, Any]:
     """Apply one object as the sync does (the object as the server stored it); a Volcano Job
     waiting for one of `queues`, the Queues applied with it (queue_pending), is retried."""
-    from trainops.retry import Backoff
 
     backoff = Backoff(f"apply {describe(obj)}")
     while True:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.cluster.access import ClusterAccess
+from trainops.cluster.installs import install_hint
 from trainops.errors import InputError, NotFoundError, RemoteError
 from trainops.retry import RETRY_STATUS, Backoff, RetryPolicy, retry_after_seconds
 
@@ -211,8 +212,6 @@ class Cluster:
             }
         info = self._resources[api_version].get(kind)
         if info is None:
-            from trainops.cluster.installs import install_hint
-
             raise NotFoundError(
                 f"the cluster at {self.server} does not serve {api_version} {kind}", hint=install_hint(api_version)
             )

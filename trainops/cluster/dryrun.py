@@ -25,11 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from trainops.cluster.access import ClusterAccess
-from trainops.cluster.client import Cluster, ObjectRefused
+from trainops.cluster.client import Cluster, ObjectRefused, connect
+from trainops.cluster.controllers import controller_problems, needs_group, trainjob_pod
 from trainops.cluster.gangfit import gang_problems
 from trainops.errors import NotFoundError, Problem, TrainopsError
-from trainops.manifest import Manifest
+from trainops.manifest import Manifest, load_manifest
 from trainops.manifest.load import field_problem
+from trainops.render.evaljob import EvalJobInput, eval_objects
+from trainops.render.image import pin_image
 
 # a field the API server names → the train.* field it is rendered from
 _TRAIN_FIELDS = (
@@ -118,8 +121,6 @@ def rendered_objects(manifest: Manifest) -> list[Sent]:
 def _eval(manifest: Manifest) -> list[Sent]:
     """The eval Job (and its manifest ConfigMap) for a placeholder checkpoint and image."""
     from trainops.render.api import PLACEHOLDER_DIGEST, placeholder_image
-    from trainops.render.evaljob import EvalJobInput, eval_objects
-    from trainops.render.image import pin_image
 
     pipeline = manifest.pipeline
     assert pipeline.spec.train is not None and pipeline.spec.eval is not None
@@ -338,7 +339,6 @@ def _template_pods(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _template_refusals(cluster: Cluster, manifest: Manifest, item: Sent, items: Sequence[Sent]) -> list[Problem]:
-    from trainops.cluster.controllers import trainjob_pod
 
     problems = []
     pods = _template_pods(item.obj)
@@ -436,9 +436,6 @@ def check_against_cluster(
 ) -> list[ClusterCheck]:
     """For each target: what `render` makes of it dry-run applied, and its topology checked
     against the nodes (trainops.pipeline.validate passes the serving objects in too)."""
-    from trainops.cluster.client import connect
-    from trainops.cluster.controllers import controller_problems, needs_group
-    from trainops.manifest import load_manifest
 
     checks = []
     with connect(access) as cluster:

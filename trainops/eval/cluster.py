@@ -15,13 +15,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from trainops import runid
 from trainops.errors import InputError
 from trainops.eval.run import eval_spec
 from trainops.eval.select import resolve_checkpoint
+from trainops.gitops import write_tree
+from trainops.gitops.target import gitops_url
+from trainops.image.pinned import training_image
 from trainops.manifest import Manifest
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
+from trainops.render.argocd import APPLICATION_FILE, application
+from trainops.render.image import cluster_image, pin_image
 from trainops.render.model import Rendered, RenderedFile
+from trainops.render.patches import apply_patches
+from trainops.render.validate import validate_objects
+from trainops.render.yamlio import dump_documents
 from trainops.serialize import HIDDEN
 
 EVAL_DIR = "eval"
@@ -62,8 +71,6 @@ class EvalSubmitResult:
 
 
 def _image(manifest: Manifest, registries: Registries, image: str | None) -> str:
-    from trainops.image.pinned import training_image
-    from trainops.render.image import cluster_image
 
     text = image or eval_spec(manifest).image
     return cluster_image(training_image(manifest, registries, image=text))
@@ -73,12 +80,7 @@ def render_eval(
     *, manifest: Manifest, registries: Registries, checkpoint: str | None, run_id: str, image: str | None = None
 ) -> EvalRender:
     """The eval Job (and its manifest ConfigMap) for one checkpoint, pinned and validated."""
-    from trainops import runid
     from trainops.render.evaljob import EvalJobInput, eval_objects
-    from trainops.render.image import pin_image
-    from trainops.render.patches import apply_patches
-    from trainops.render.validate import validate_objects
-    from trainops.render.yamlio import dump_documents
 
     spec = eval_spec(manifest)
     pipeline = manifest.pipeline
@@ -124,8 +126,6 @@ def render_eval(
     warnings: list[str] = []
     app = _application(manifest, namespace=train.namespace, warnings=warnings)
     if app is not None:
-        from trainops.render.argocd import APPLICATION_FILE
-
         files.append(RenderedFile(APPLICATION_FILE, dump_documents([app], header=header)))
         objects, sources = [*objects, app], [*sources, APPLICATION_FILE]
     if found.ref.scheme == "file":
@@ -137,7 +137,6 @@ def render_eval(
 def _application(manifest: Manifest, *, namespace: str | None, warnings: list[str]) -> dict[str, Any] | None:
     """With spec.gitops.argocd, the Argo CD Application of `<path>-eval`: it syncs the path's
     top-level YAML (the Job and its ConfigMap), not its own `argocd/` directory."""
-    from trainops.render.argocd import application
 
     path = f"{manifest.pipeline.spec.gitops.path.rstrip('/')}-{EVAL_DIR}"
     return application(manifest, role="eval", path=path, namespace=namespace, warnings=warnings)
@@ -147,8 +146,6 @@ def submit_eval(
     *, manifest: Manifest, registries: Registries, checkpoint: str | None, run_id: str, image: str | None = None
 ) -> EvalSubmitResult:
     """Commit the eval Job to `<spec.gitops.path>-eval` with trailers and push it."""
-    from trainops.gitops import write_tree
-    from trainops.gitops.target import gitops_url
 
     made = render_eval(manifest=manifest, registries=registries, checkpoint=checkpoint, run_id=run_id, image=image)
     gitops = manifest.pipeline.spec.gitops

@@ -36,12 +36,16 @@ from trainops.eval.select import resolve_checkpoint
 from trainops.manifest import Manifest
 from trainops.manifest.common import duration_seconds
 from trainops.manifest.stages import EvalSpec
+from trainops.registry.artifact import scan_tree
+from trainops.registry.chunks.index import files_of
 from trainops.registry.context import ProgressSink, Registries
+from trainops.registry.digestcache import DigestCache
 from trainops.registry.lineage_data import Lineage, Parent
 from trainops.registry.pulling import pull
 from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved
 from trainops.render.image import pinned_digest
+from trainops.supervise import run_command
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +131,6 @@ def run_eval(
 
 def same_files(found: Resolved, directory: Path) -> bool:
     """Whether directory holds exactly the files of the artifact, each with its digest."""
-    from trainops.registry.artifact import scan_tree
-    from trainops.registry.chunks.index import files_of
-    from trainops.registry.digestcache import DigestCache
 
     wanted = {view.path: view.digest for view in files_of(found.parsed, str(found.ref))}
     try:
@@ -152,7 +153,6 @@ def require_passed(result: EvalResult) -> None:
 
 
 def _run_command(spec: EvalSpec, *, cwd: Path, env: dict[str, str], stdout: int | IO[Any] | None) -> None:
-    from trainops.supervise import run_command  # the one process supervisor
 
     timeout = duration_seconds(spec.timeout) if spec.timeout else None
     started = time.monotonic()

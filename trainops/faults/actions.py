@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from trainops.errors import InputError
 from trainops.faults.catalog import XIDS, Bucket, XidEntry, entries
 from trainops.faults.signals import FAULT_CLASSES, MEANINGS
 
@@ -88,7 +89,6 @@ def action_table(policy: FaultPolicy | None) -> list[ClassRow]:
 
 def class_row(fault: str, policy: FaultPolicy | None) -> ClassRow:
     """One class of the table; an unknown class is bad input."""
-    from trainops.errors import InputError
 
     found = [r for r in action_table(policy) if r.fault == fault]
     if not found:

@@ -34,6 +34,7 @@ from trainops.faults.signals import (
     nan_signal,
 )
 from trainops.faults.straggler import Detector, Settings, Straggler
+from trainops.manifest.common import duration_seconds
 
 if TYPE_CHECKING:
     from trainops.manifest.faults import FaultPolicy
@@ -295,7 +296,6 @@ class Monitor:
 
 def _straggler_settings(policy: FaultPolicy | None) -> Settings:
     """The detector's settings from train.faults.slowNode (defaults without a policy)."""
-    from trainops.manifest.common import duration_seconds
 
     if policy is None:
         return Settings()

@@ -21,7 +21,10 @@ from pydantic.alias_generators import to_camel
 from trainops import clock
 from trainops.errors import IntegrityError, NotFoundError
 from trainops.registry import media
+from trainops.registry.artifact import build_manifest, canonical_json, config_blob
+from trainops.registry.backends.base import Descriptor
 from trainops.registry.context import Registries
+from trainops.registry.lineage_data import Lineage
 from trainops.registry.reference import Reference
 
 INCIDENT_FILE = "incident.json"
@@ -134,9 +137,6 @@ def save_record(
     annotations: dict[str, str],
 ) -> Reference:
     """A small record artifact (kind `other`): one canonical-JSON layer of media_type, tagged."""
-    from trainops.registry.artifact import build_manifest, canonical_json, config_blob
-    from trainops.registry.backends.base import Descriptor
-    from trainops.registry.lineage_data import Lineage
     from trainops.registry.store import bytes_source, leased, upload_if_missing
 
     backend = registries.backend(ref)

@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from trainops import clock
+from trainops.errors import NotFoundError, RemoteError
 from trainops.faults import incidents as records
 from trainops.faults import timeline as timelines
+from trainops.faults.catalog import bucket_for
 from trainops.faults.ettr import Ettr, compute
 from trainops.faults.incidents import Incident, NodeCount, node_counts
 from trainops.faults.report import RunReport, incident_report
+from trainops.faults.timeline import run_log_path
 from trainops.manifest import Manifest
 from trainops.manifest.common import duration_seconds
 from trainops.registry.context import Registries
@@ -41,7 +45,6 @@ def list_incidents(manifest: Manifest, *, run_id: str | None = None, insecure: b
 
 def _require_run(registries: Registries, repository: Reference, run_id: str) -> None:
     """NotFoundError unless the registry knows run_id (its timeline: every supervised start)."""
-    from trainops.errors import NotFoundError
 
     if timelines.timeline_ref(repository, run_id).tag not in records.all_tags(registries, repository):
         raise NotFoundError(
@@ -51,7 +54,6 @@ def _require_run(registries: Registries, repository: Reference, run_id: str) -> 
 
 
 def show_incident(manifest: Manifest, *, incident_id: str, insecure: bool = False) -> Incident:
-    from trainops.errors import NotFoundError
 
     if not records.is_incident_tag(incident_id, None):
         hint = "ids look like RUN.N: `trainops incidents ls`"
@@ -140,8 +142,6 @@ def _status(line: timelines.Timeline, incidents: list[Incident]) -> LocalRunStat
 def is_local_run(manifest: Manifest, *, run_id: str, insecure: bool = False) -> bool:
     """Whether run_id is a local run of this pipeline: its output is kept here, or the
     registry keeps its timeline (the output goes with the machine; the timeline stays)."""
-    from trainops.errors import RemoteError
-    from trainops.faults.timeline import run_log_path
 
     if run_log_path(manifest, run_id).is_file():
         return True
@@ -154,7 +154,6 @@ def is_local_run(manifest: Manifest, *, run_id: str, insecure: bool = False) -> 
 
 def local_status(manifest: Manifest, *, run_id: str, insecure: bool = False) -> LocalRunStatus:
     """The ETTR of a local run (NotFoundError when no start of it was recorded)."""
-    from trainops.errors import NotFoundError
 
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         repository = _repository(manifest, registries)
@@ -176,8 +175,6 @@ def record_unschedulable(
     """The incident of a run whose job can start nowhere after a requeue (class unschedulable):
     recorded once per job while it stays so (the open one is returned again). Nothing is done
     to the job: the incident says what would let it start."""
-    from trainops import clock
-    from trainops.faults.catalog import bucket_for
 
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         repository = _repository(manifest, registries)

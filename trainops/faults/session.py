@@ -28,6 +28,7 @@ from trainops.faults.detect import MAX_EVIDENCE, Diagnosis, Monitor
 from trainops.faults.hang import ProgressClock
 from trainops.faults.health import Follower, sources_for
 from trainops.faults.incidents import Incident
+from trainops.faults.nccl import flight_recorder_lines
 from trainops.faults.timeline import Mark, Segment, Timeline
 from trainops.faults.verify import EXCLUDING, NodeCheck, NodeProbe, keep_schedulable, reclassify
 from trainops.manifest.common import duration_seconds
@@ -202,7 +203,6 @@ class FaultSession:
         pattern = self.policy.flight_recorder
         if pattern is None or diagnosis.fault not in ("hang", "nccl-timeout"):
             return diagnosis
-        from trainops.faults.nccl import flight_recorder_lines
 
         since = clock.parse(self.timeline.segments[-1].started).timestamp()
         lines, bad = flight_recorder_lines(pattern, since=since)

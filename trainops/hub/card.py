@@ -16,6 +16,7 @@ from trainops.registry.context import Registries
 from trainops.registry.lineage import Graph, Node, lineage_graph
 from trainops.registry.lineage_data import Lineage
 from trainops.registry.store import Resolved, resolve
+from trainops.templating import render_template
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,6 @@ def collect_facts(registries: Registries, *, found: Resolved, repo_id: str) -> C
 
 def render_card(facts: CardFacts) -> str:
     """README.md with Hub metadata (YAML front matter) and the facts as tables."""
-    from trainops.templating import render_template
 
     name = facts.repo_id.rsplit("/", 1)[-1]
     return render_template("hub/model-card.md.j2", facts=facts, title=name, cell=_cell)

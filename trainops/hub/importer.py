@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainops.clock import now_utc
 from trainops.errors import InputError
 from trainops.hub.hfapi import COMMIT, HubSettings, hub_errors
 from trainops.modelfiles.safetensors import model_info
@@ -30,7 +31,7 @@ from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.lineage_data import Lineage
 from trainops.registry.reference import Reference
 from trainops.serialize import FLATTEN
-from trainops.signing.imported import check_signed_files, split_signature
+from trainops.signing.imported import attach_signature, check_signed_files, split_signature
 
 A_HUB_REPO = "dev.trainops.hub.repo"  # the Hub repo id, org/name
 A_HUB_REVISION = "dev.trainops.hub.revision"  # the resolved commit (40 hex)
@@ -236,8 +237,5 @@ def import_model(
         )
     signature = None
     if bundle is not None:
-        from trainops.clock import now_utc
-        from trainops.signing.imported import attach_signature
-
         signature = attach_signature(registries, ref=pushed.ref, bundle=bundle, created=now_utc())
     return ImportResult(repo_id, revision, snapshot.commit, snapshot.path, pushed, signature)

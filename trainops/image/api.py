@@ -19,6 +19,7 @@ reused and, with --push, the commit tag is pointed at it. Otherwise:
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -28,7 +29,9 @@ from typing import Any
 
 from trainops.errors import InputError
 from trainops.image import layer as layer_builder
+from trainops.image.archive import import_archive
 from trainops.image.context import Member, Selection, hash_entries, members_of, select_context
+from trainops.image.engine import Engine
 from trainops.image.image import (
     Image,
     Platform,
@@ -48,7 +51,7 @@ from trainops.image.inputs import (
     provenance,
 )
 from trainops.image.secrets import available_values, check_not_baked, read_secret
-from trainops.image.templates import Rendered, SupportFile, render, support_files
+from trainops.image.templates import Rendered, SupportFile, own_dockerfile, render, support_files
 from trainops.manifest import Manifest
 from trainops.manifest.stages import ImageSpec
 from trainops.registry.backends.base import Backend, BlobSource, ManifestData
@@ -109,7 +112,6 @@ def render_image(manifest: Manifest) -> Rendered:
     image = _image_spec(manifest)
     if image.dockerfile is None:
         return render(image)
-    from trainops.image.templates import own_dockerfile
 
     path = manifest.local_path(image.dockerfile).resolve()
     if not path.is_relative_to(manifest.root.resolve()):
@@ -364,7 +366,6 @@ def _push_layer_image(
 
 
 def _config_digest(manifest_bytes: bytes) -> str | None:
-    import json
 
     try:
         return str(json.loads(manifest_bytes)["config"]["digest"])
@@ -383,7 +384,6 @@ def _local_name(target: Reference, pipeline: str) -> str:
 
 
 def _build_docker(inputs: _Inputs, push: bool) -> BuildResult:
-    from trainops.image.engine import Engine
 
     engine = Engine.connect()
     try:
@@ -465,7 +465,6 @@ def _docker_publish(
 ) -> str | None:
     """Push the engine's image: by the engine to an oci:// registry, else exported and
     imported into the file:// or s3:// repository. Returns the manifest digest."""
-    from trainops.image.archive import import_archive
 
     target = inputs.target
     if target.scheme == "oci":

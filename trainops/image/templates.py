@@ -15,6 +15,7 @@ builders produce images that start the same way.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -25,6 +26,7 @@ from typing import Any
 from trainops import __version__
 from trainops.errors import InputError
 from trainops.manifest.stages import ImageSpec
+from trainops.templating import render_template, template_root
 
 ParamValue = str | int | float | bool
 
@@ -135,8 +137,6 @@ class ImageTemplate:
         allowed = [p.name for p in self.params]
         for name in given:
             if name not in allowed:
-                import difflib
-
                 close = difflib.get_close_matches(name, allowed, n=1)
                 guess = f"did you mean {close[0]!r}? " if close else ""
                 raise InputError(
@@ -316,7 +316,6 @@ class SupportFile:
 
 def support_files() -> list[SupportFile]:
     """templates/images/files/*, sorted; the entrypoint and hooks are executable, docs are not."""
-    from trainops.templating import template_root
 
     root = template_root() / SUPPORT_DIR
     found: list[SupportFile] = []
@@ -380,7 +379,6 @@ def _fill(value: str, params: Mapping[str, ParamValue]) -> str:
 
 def render(image: ImageSpec) -> Rendered:
     """Render the image's template with its params; the Dockerfile `trainops image render` prints."""
-    from trainops.templating import render_template
 
     template = get_template(image.template)
     params = template.resolve(image.params)

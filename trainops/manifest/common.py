@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
+from trainops.errors import UsageError
+
 
 class StrictModel(BaseModel):
     """Every manifest model: unknown keys are errors, YAML keys are camelCase, and values
@@ -89,7 +91,6 @@ _SECONDS = re.compile(r"^[0-9]+(\.[0-9]+)?$")
 
 def parse_seconds(text: str, *, what: str) -> float:
     """Seconds from a command-line value: a number (0.5) or a duration (10s, 500ms, 1m30s)."""
-    from trainops.errors import UsageError
 
     if _SECONDS.match(text):
         return float(text)

@@ -12,8 +12,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from trainops.errors import InputError, ManifestError, NotFoundError, Problem
-from trainops.manifest.locate import problem_at, problems_from_validation
+from trainops.manifest.disagg_checks import disaggregation_problems
+from trainops.manifest.locate import format_path, problem_at, problems_from_validation, walk
 from trainops.manifest.pipeline import Pipeline
+from trainops.manifest.slo_catalog import resolve
 from trainops.manifest.stages import TrainSpec
 from trainops.manifest.yamlsafe import MAX_BYTES, YamlProblem, YMap, load_yaml_mapping
 
@@ -166,8 +168,6 @@ def _validate(data: YMap, shown: str, env: str | None) -> tuple[Pipeline | None,
 def _cross_problems(pipeline: Pipeline, data: YMap, shown: str, env: str | None) -> list[Problem]:
     """Checks across sections, each at the line of the field at fault (spec.slo: the model it
     names, a latency threshold on the engine's histogram)."""
-    from trainops.manifest.disagg_checks import disaggregation_problems
-    from trainops.manifest.slo_catalog import resolve
 
     found = [*resolve(pipeline).problems, *disaggregation_problems(pipeline.spec)]
     return [problem_at(data, loc, message, file=shown, env=env) for loc, message in found]
@@ -229,7 +229,6 @@ def check_manifest(path: Path, *, env: str | None = None) -> CheckReport:
 def field_problem(path: Path, *, env: str | None, loc: Sequence[str | int], message: str) -> Problem:
     """A Problem at the manifest line of `loc` (the deepest part of it the file has; an
     environment's overlay where it sets the field), for checks made after loading (a cluster's)."""
-    from trainops.manifest.locate import format_path, walk
 
     shown = _display(path)
     data, _ = read_manifest(path)

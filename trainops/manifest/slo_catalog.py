@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trainops.manifest.common import duration_seconds
+from trainops.manifest.pipeline import Pipeline
 from trainops.manifest.slo import ServingSlo, window_seconds
 from trainops.manifest.slo_engines import (
     ENGINES,
@@ -98,7 +99,6 @@ def burn_windows(slo: Slo, *, scrape_seconds: float) -> list[tuple[str, float, i
 
 
 def _model_names(pipeline: object) -> list[str]:
-    from trainops.manifest.pipeline import Pipeline
 
     assert isinstance(pipeline, Pipeline)
     rollout = pipeline.spec.rollout
@@ -144,7 +144,6 @@ def _serving(entry: ServingSlo, index: int, engine: str, problems: list[tuple[Lo
 
 def resolve(pipeline: object) -> Catalog:
     """Every SLO of spec.slo, with the problems that keep any from being measured."""
-    from trainops.manifest.pipeline import Pipeline
 
     assert isinstance(pipeline, Pipeline)
     slo = pipeline.spec.slo

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
@@ -488,7 +489,6 @@ class ReleaseSpec(StrictModel):
 
     @model_validator(mode="after")
     def _known_placeholders(self) -> ReleaseSpec:
-        import string
 
         for _, field, _, _ in string.Formatter().parse(self.tag):
             if field is not None and field not in TAG_PLACEHOLDERS:

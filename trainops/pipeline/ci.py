@@ -21,14 +21,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from trainops.errors import InputError, UsageError
 from trainops.gitinfo import run_git
 from trainops.manifest import Manifest
+from trainops.manifest.yamlsafe import MAX_BYTES, YamlProblem, load_yaml_mapping
 from trainops.pipeline.graph import STAGES, build_graph
+from trainops.pipeline.keys import source_digest
 from trainops.pipeline.run import RunOptions, RunResult, run_pipeline
 from trainops.pipeline.stage import EventSink, no_events
 from trainops.serialize import HIDDEN
@@ -145,7 +147,6 @@ def _overlay_sections(doc: Any, env: str | None) -> dict[str, Any]:
 def manifest_sections(*, manifest: Manifest, before: str, rel: str) -> list[str]:
     """The sections of trainops.yaml (spec.X, metadata, environments.ENV.X) that differ from
     `before`, both read by the manifest's own hardened loader (size cap, alias bombs, depth)."""
-    from trainops.manifest.yamlsafe import MAX_BYTES, YamlProblem, load_yaml_mapping
 
     size = run_git(manifest.root, "cat-file", "-s", f"{before}:{rel}")
     old_text = run_git(manifest.root, "show", f"{before}:{rel}") if size and int(size) <= MAX_BYTES else None
@@ -165,7 +166,6 @@ def _stage_of(section: str) -> str:
 
 def classify(*, manifest: Manifest, span: PushRange) -> Decision:
     """Which stages the pushed change affects (see the module docstring)."""
-    from trainops.pipeline.keys import source_digest
 
     defined = [n.name for n in build_graph(manifest=manifest)]
     if span.after is None:
@@ -256,7 +256,6 @@ def run_ci(
 ) -> CiResult:
     """Read the pushed range, classify it, and run the affected stages from the first one
     (and any stage before it whose output is missing); with options.dry_run, say what would."""
-    from dataclasses import replace
 
     span = push_range(root=manifest.root, since=since, until=until, environ=environ)
     decision = classify(manifest=manifest, span=span)

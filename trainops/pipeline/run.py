@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import IO, Any, ClassVar
 
 from trainops.cluster.access import ClusterAccess
-from trainops.errors import InputError, TrainopsError, UsageError
+from trainops.errors import InputError, NotFoundError, TrainopsError, UsageError
 from trainops.manifest import Manifest
 from trainops.pipeline import cache
 from trainops.pipeline.executors import EXECUTORS, skip_check, stage_functions
 from trainops.pipeline.executors.base import StageContext
 from trainops.pipeline.executors.flow import missing_provider, rollout_held
+from trainops.pipeline.executors.local import checkpoint_selection
 from trainops.pipeline.graph import Node, build_graph, select
 from trainops.pipeline.keys import SourceDigest, section, source_digest, stage_key
 from trainops.pipeline.stage import Event, EventSink, Outcome, StageResult, no_events
@@ -84,7 +85,6 @@ def default_executor(manifest: Manifest) -> str:
 
 def stage_config(manifest: Manifest, stage: str) -> Any:
     """The resolved configuration a stage's key covers (after the environment overlay)."""
-    from trainops.pipeline.executors.local import checkpoint_selection
 
     spec = manifest.pipeline.spec
     train = spec.train
@@ -162,7 +162,6 @@ def _check_providers(window: list[str]) -> None:
 
 def named_inputs(manifest: Manifest, window: list[str]) -> list[tuple[str, str, str]]:
     """(stage, field, reference) of every input the manifest names outright for the window."""
-    from trainops.pipeline.executors.local import checkpoint_selection
 
     spec = manifest.pipeline.spec
     found = []
@@ -179,7 +178,6 @@ def named_inputs(manifest: Manifest, window: list[str]) -> list[tuple[str, str, 
 
 def check_references(manifest: Manifest, registries: Registries, window: list[str]) -> None:
     """Every reference the manifest names as a stage input exists, before anything runs."""
-    from trainops.errors import NotFoundError
     from trainops.image.api import base_reference
     from trainops.registry.store import resolve
 

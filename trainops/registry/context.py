@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from trainops.errors import NotFoundError
+from trainops.projectdir import find_manifest, no_manifest
 from trainops.registry.backends import open_backend
 from trainops.registry.backends.base import Backend
 from trainops.registry.reference import Reference, RegistryRoot, parse_reference, parse_registry
@@ -56,7 +59,6 @@ class Registries:
     def tag_ref(self, text: str, *, beside: Reference) -> Reference:
         """A destination that must carry a tag (`registry tag SRC DST`): REPO:TAG, or a bare
         TAG in beside's repository, as `crane tag` takes it."""
-        import re
 
         if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", text):
             return beside.with_digest(None).with_tag(text)
@@ -66,9 +68,6 @@ class Registries:
         """A registry root from a URL, or the default registry."""
         url = text or self.default_registry
         if url is None:
-            from trainops.errors import NotFoundError
-            from trainops.projectdir import no_manifest
-
             raise NotFoundError(f"no registry given, and {no_manifest()}", hint="pass a registry URL, or -f FILE")
         return parse_registry(url, base_dir=self.base_dir)
 
@@ -112,14 +111,10 @@ class Opened:
 def open_registries(*, file: str | None, env: str | None = None, insecure: bool = False) -> Opened:
     """The manifest FILE (else the nearest trainops.yaml, here or in a parent directory; else
     none) and its registries. --env with no manifest to apply it to is a missing manifest."""
-    from trainops.projectdir import find_manifest
 
     path = Path(file) if file else find_manifest()
     manifest = None
     if path is None and env is not None:
-        from trainops.errors import NotFoundError
-        from trainops.projectdir import no_manifest
-
         raise NotFoundError(f"--env {env} needs a manifest: {no_manifest()}", hint="pass -f FILE")
     if path is not None:
         from trainops.manifest import load_manifest

@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from trainops.errors import NotFoundError
 from trainops.registry import media
+from trainops.registry.artifact import parse_manifest
+from trainops.registry.chunks.index import files_of, is_chunked, packs_of
+from trainops.registry.chunks.sharing import shared_bytes
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved, resolve
@@ -59,7 +63,6 @@ class ArtifactInfo:
 
 
 def show(registries: Registries, *, ref: Reference) -> ArtifactInfo:
-    from trainops.registry.chunks.index import files_of, is_chunked
 
     found = resolve(registries, ref=ref)
     parsed = found.parsed
@@ -96,10 +99,6 @@ def show(registries: Registries, *, ref: Reference) -> ArtifactInfo:
 
 
 def _chunked_info(registries: Registries, found: Resolved, parent: str | None) -> ChunkedInfo:
-    from trainops.errors import NotFoundError
-    from trainops.registry.artifact import parse_manifest
-    from trainops.registry.chunks.index import packs_of
-    from trainops.registry.chunks.sharing import shared_bytes
 
     packs = packs_of(found.parsed)
     backend, repo = registries.backend(found.ref), found.ref.repository
@@ -140,7 +139,6 @@ class Diff:
 
 def diff(registries: Registries, *, a: Reference, b: Reference) -> Diff:
     """Files added, removed and modified from a to b (by path; modified = other digest)."""
-    from trainops.registry.chunks.sharing import shared_bytes
 
     left, right = resolve(registries, ref=a), resolve(registries, ref=b)
     old_files, new_files = show(registries, ref=left.ref).files, show(registries, ref=right.ref).files

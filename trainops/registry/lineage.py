@@ -12,11 +12,13 @@ import json
 from collections import deque
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Literal
 
-from trainops.errors import NotFoundError
+from trainops.errors import InputError, NotFoundError, UsageError
 from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest, parse_manifest
+from trainops.registry.backends import open_backend
 from trainops.registry.backends.base import ManifestData, sha256_digest
 from trainops.registry.context import Registries
 from trainops.registry.digestcache import cache_dir
@@ -149,7 +151,6 @@ def _parents(parsed: ParsedManifest, lineage: Lineage | None = None) -> list[tup
 def _parent_ref(registries: Registries, child: Reference, text: str, digest: str) -> Reference:
     """Where a parent lives: its recorded reference, or (when that names no registry we can
     complete, or there is none) the child's own repository, by digest."""
-    from trainops.errors import InputError, UsageError
 
     if text:
         try:
@@ -193,7 +194,6 @@ def scan_registry(
     With pruned_as_originals, a pruned record stands for the artifact it records (its
     digest and lineage), as a lineage walk wants; gc wants the record itself.
     """
-    from trainops.registry.backends import open_backend
 
     lister = open_backend(root, insecure=registries.insecure, insecure_registries=registries.insecure_registries)
     try:
@@ -268,8 +268,6 @@ class DownIndex:
         if not full:
             raise NotFoundError(f"no artifact in {where} records git commit {commit[:12]}", hint=_COMMIT_HINT)
         if len(full) > 1:
-            from trainops.errors import InputError
-
             raise InputError(
                 f"git commit {commit} is ambiguous: {', '.join(c[:12] for c in full[:5])} are recorded",
                 hint="give more of its hex digits",
@@ -316,8 +314,6 @@ def _scan_root(registries: Registries, ref: Reference) -> RegistryRoot:
         if (root.scheme, root.location) == (ref.scheme, ref.location):
             return root
     if ref.scheme == "file":
-        from pathlib import Path
-
         return RegistryRoot("file", "", str(Path(ref.repository).parent))
     return RegistryRoot(ref.scheme, ref.location, "")
 

@@ -16,6 +16,7 @@ from typing import TypeVar
 from trainops.errors import InputError, NotFoundError
 from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest, parse_manifest
+from trainops.registry.backends import open_backend
 from trainops.registry.backends.base import Backend
 from trainops.registry.chunks.index import files_of
 from trainops.registry.context import Registries
@@ -123,7 +124,6 @@ def list_registry(
     which of them hold no artifact tag (an interrupted first push leaves one: blobs, no tag).
     Without records, trainops' bookkeeping repositories (a pipeline's stages and incidents)
     are counted, not listed."""
-    from trainops.registry.backends import open_backend
 
     root = registries.root(url)
     backend = open_backend(root, insecure=registries.insecure, insecure_registries=registries.insecure_registries)

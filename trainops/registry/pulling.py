@@ -20,6 +20,7 @@ from trainops.interrupt import NOTHING_PULLED, parallel
 from trainops.registry import media
 from trainops.registry.artifact import safe_relpath
 from trainops.registry.backends.base import Descriptor
+from trainops.registry.chunks.index import files_of, is_chunked
 from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache
 from trainops.registry.reference import Reference
@@ -159,7 +160,6 @@ def _pull_plan(
     """(relative path, the file's descriptor) of every file of the artifact (or of those in
     paths), hostile paths refused; and how to rebuild each chunked file, by its digest, its
     index checked against the manifest before anything is fetched."""
-    from trainops.registry.chunks.index import files_of, is_chunked
 
     parsed = found.parsed
     if parsed.children:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from trainops.errors import InputError
+from trainops.errors import InputError, UsageError
 
 Scheme = Literal["file", "oci", "s3"]
 SCHEMES: tuple[Scheme, ...] = ("file", "oci", "s3")
@@ -167,8 +167,6 @@ def parse_reference(text: str, *, default_registry: str | None = None, base_dir:
     scheme, sep, rest = text.partition("://")
     if not sep:
         if default_registry is None:
-            from trainops.errors import UsageError
-
             raise UsageError(
                 f"{text!r} names no registry",
                 hint="write oci://HOST/REPO:TAG (or s3://, file://), or run where trainops.yaml is (or pass -f FILE)",

@@ -37,6 +37,7 @@ from trainops.registry.context import NullProgress, ProgressSink, Registries
 from trainops.registry.digestcache import DigestCache, cache_dir
 from trainops.registry.lineage_data import Lineage
 from trainops.registry.reference import Reference
+from trainops.registry.referrers import copy_referrers
 from trainops.registry.retention.protect import Override, check_move
 
 if TYPE_CHECKING:
@@ -511,7 +512,6 @@ def copy(
         if (src.root, found.ref.repository) == (dst.root, dst.repository):  # a new tag, nothing to carry
             copied, skipped, nbytes = copy_manifest(registries, found.ref, dst, found.manifest, sink, jobs, tag)
         else:  # the artifact, then its referrers; the tag last, so a failed copy moves no tag
-            from trainops.registry.referrers import copy_referrers
 
             def one(manifest: ManifestData) -> tuple[int, int, int]:
                 return copy_manifest(registries, found.ref, dst, manifest, sink, jobs, None)

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainops.errors import InputError, IntegrityError
+from trainops.modelfiles.safetensors import model_info, read_header
+from trainops.registry.artifact import ModelConfig
 from trainops.registry.context import Registries
 from trainops.registry.inspect import ArtifactInfo
 from trainops.registry.inspect import show as show_artifact
@@ -23,7 +25,6 @@ from trainops.registry.reference import Reference
 
 if TYPE_CHECKING:
     from trainops.modelfiles.safetensors import SafetensorsHeader
-    from trainops.registry.artifact import ModelConfig
 
 TENSOR_KINDS = ("model", "checkpoint")
 TOP_SHAPES = 8
@@ -110,7 +111,6 @@ def _header(
 ) -> SafetensorsHeader:
     """A safetensors header from its layer: the file itself, or the file inside a ModelPack
     tar layer (modctl's), read in place after the tar's header blocks."""
-    from trainops.modelfiles.safetensors import read_header
     from trainops.registry import media, modelpack
 
     packed = media.packing(media_type)
@@ -131,7 +131,5 @@ def show(registries: Registries, *, ref: Reference) -> ShowResult:
 
 def model_config(directory: Path) -> ModelConfig:
     """The ModelPack config of a model directory, from its files (what releases record too)."""
-    from trainops.modelfiles.safetensors import model_info
-    from trainops.registry.artifact import ModelConfig
 
     return ModelConfig(config=model_info(directory).as_config())

@@ -13,6 +13,7 @@ from trainops.registry.artifact import ParsedManifest
 from trainops.registry.context import Opened, Registries
 from trainops.registry.reference import TAG_RE, Reference
 from trainops.registry.store import resolve
+from trainops.signing.records import records_of
 
 MAX_CONFIG = 4 * 1024 * 1024
 
@@ -86,7 +87,6 @@ def show_release(registries: Registries, *, ref: Reference) -> ReleaseInfo:
 
 def _details(registries: Registries, ref: Reference, parsed: ParsedManifest) -> ReleaseInfo:
     """A release's info with its ModelPack config, the keys that signed it and its provenance."""
-    from trainops.signing.records import records_of
 
     config: dict[str, Any] = {}
     blob = parsed.config

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from trainops import clock
+from trainops.clock import now_utc
 from trainops.errors import GateFailedError, InputError, TrainopsError, UsageError
 from trainops.manifest import Manifest
 from trainops.manifest.stages import ReleaseSpec
@@ -37,6 +38,8 @@ from trainops.registry.store import Resolved, assemble, push, resolve
 from trainops.release.choose import Candidate, choose
 from trainops.release.immutable import local_files, same_release
 from trainops.release.package import exported_files, rebuilt_files, remote_info, select_files
+from trainops.signing.attest import attest
+from trainops.signing.signer import open_signer
 
 if TYPE_CHECKING:
     from trainops.signing.signer import Signer
@@ -106,8 +109,6 @@ def create_release(
     target = release_repository(manifest, registries).with_tag(tag)
     signer = None
     if spec.signing is not None:  # a bad key fails here, before anything is pushed
-        from trainops.signing.signer import open_signer
-
         signer = open_signer(spec.signing, root=manifest.root)
     result = _publish(manifest, spec, registries, chosen, forced, target, progress, command_stdout)
     return _attested(registries, result, signer)
@@ -115,8 +116,6 @@ def create_release(
 
 def _attested(registries: Registries, result: ReleaseResult, signer: Signer | None) -> ReleaseResult:
     """The release signed (with release.signing) and its SLSA provenance attached (always)."""
-    from trainops.clock import now_utc
-    from trainops.signing.attest import attest
 
     found = resolve(registries, ref=registries.ref(result.ref))
     made = attest(registries, found=found, signer=signer, created=now_utc())

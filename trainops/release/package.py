@@ -24,9 +24,11 @@ from trainops.modelfiles.safetensors import MAX_CONFIG, ModelInfo, SafetensorsHe
 from trainops.registry import media
 from trainops.registry.artifact import safe_relpath, scan_tree
 from trainops.registry.backends.base import Descriptor
+from trainops.registry.chunks.index import files_of
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.pulling import pull
 from trainops.registry.store import Resolved
+from trainops.release.export import run_export
 
 
 def selected(relpath: str, spec: ReleaseSpec) -> bool:
@@ -49,7 +51,6 @@ def _none_selected(found: Resolved, spec: ReleaseSpec) -> NotFoundError:
 def select_files(found: Resolved, spec: ReleaseSpec) -> list[tuple[str, Descriptor]]:
     """(relpath, layer) of the checkpoint's files the release takes, sorted by path; for a
     chunked file, a descriptor of the whole file (its digest and size: no such blob yet)."""
-    from trainops.registry.chunks.index import files_of
 
     files = []
     for view in files_of(found.parsed, str(found.ref)):
@@ -105,7 +106,6 @@ def exported_files(
     stdout: int | IO[Any] | None,
 ) -> Path:
     """The checkpoint pulled (verified), converted by release.export, filtered: a directory."""
-    from trainops.release.export import run_export
 
     assert spec.export is not None
     pulled = scratch / "checkpoint"

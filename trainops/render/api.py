@@ -37,15 +37,26 @@ from typing import Any
 from trainops.errors import ManifestError, TrainopsError
 from trainops.manifest import Manifest
 from trainops.manifest.stages import TrainSpec
+from trainops.render.argocd import APPLICATION_FILE, application
 from trainops.render.context import RunContext, build_context
 from trainops.render.env import secret_looking
 from trainops.render.image import is_pinned
+from trainops.render.kueue import indexed_job, jobset
 from trainops.render.model import RenderCheck, Rendered, RenderedFile, SchemaProblem
+from trainops.render.names import LABEL_PIPELINE, LABEL_RUN_ID
 from trainops.render.patches import apply_patches
 from trainops.render.pod import main_resources
+from trainops.render.pytorchjob import pytorch_job
+from trainops.render.ray import ray_job
+from trainops.render.slurm import sbatch_script
 from trainops.render.tenants import kueue_queues, uncovered, volcano_queues
+from trainops.render.topology import kueue_topology, volcano_hypernodes
+from trainops.render.trainjob import train_job
 from trainops.render.validate import validate_objects
+from trainops.render.volcano import volcano_job
+from trainops.render.workload import gang_job
 from trainops.render.yamlio import dump_documents
+from trainops.slo.render import training_objects
 
 TENANT_KINDS = {
     "volcano": frozenset({"Queue", "HyperNode"}),
@@ -101,32 +112,19 @@ def _tenant_scheduler(manifest: Manifest) -> str | None:
 def _train_part(ctx: RunContext) -> _Part:
     train = ctx.train
     if train.scheduler == "volcano":
-        from trainops.render.volcano import volcano_job
-
         return _Part("train/volcano-job.yaml", [volcano_job(ctx)])
     if train.scheduler == "kueue":
-        from trainops.render.kueue import indexed_job, jobset
-
         if train.kueue is not None and train.kueue.workload == "job":
             return _Part("train/kueue-job.yaml", indexed_job(ctx))
         return _Part("train/kueue-jobset.yaml", [jobset(ctx)])
     if train.scheduler == "pytorchjob":
-        from trainops.render.pytorchjob import pytorch_job
-
         return _Part("train/pytorchjob.yaml", [pytorch_job(ctx)])
     if train.scheduler == "kubernetes":
-        from trainops.render.workload import gang_job
-
         return _Part("train/kubernetes-job.yaml", gang_job(ctx))
     if train.scheduler == "ray":
-        from trainops.render.ray import ray_job
-
         return _Part("train/rayjob.yaml", [ray_job(ctx)])
     if train.scheduler == "kubeflow":
-        from trainops.render.trainjob import train_job
-
         return _Part("train/trainjob.yaml", train_job(ctx))
-    from trainops.render.slurm import sbatch_script
 
     return _Part("train/sbatch.sh", text=sbatch_script(ctx))
 
@@ -199,7 +197,6 @@ def _tenant_tree(manifest: Manifest) -> _Tree:
 
 def _topology_tree(manifest: Manifest) -> _Tree:
     """spec.cluster.topology as HyperNodes (Volcano) or a Topology and its ResourceFlavor (Kueue)."""
-    from trainops.render.topology import kueue_topology, volcano_hypernodes
 
     cluster = manifest.pipeline.spec.cluster
     fabric = cluster.topology if cluster is not None else None
@@ -279,8 +276,6 @@ def render_all(manifest: Manifest, *, image: str, run_id: str, commit: str | Non
 def _slo_tree(manifest: Manifest, *, image: str, run_id: str, commit: str | None) -> _Tree:
     """spec.slo.training on a Kubernetes scheduler: the training SLOs' rules, the run's PodMonitor
     and dashboard (trainops.slo.render), beside the job they observe."""
-    from trainops.render.names import LABEL_PIPELINE, LABEL_RUN_ID
-    from trainops.slo.render import training_objects
 
     train = manifest.pipeline.spec.train
     slo = manifest.pipeline.spec.slo
@@ -303,7 +298,6 @@ def _slo_tree(manifest: Manifest, *, image: str, run_id: str, commit: str | None
 def _application_tree(manifest: Manifest) -> _Tree:
     """The Argo CD Application of the training path (with spec.gitops.argocd, for the
     Kubernetes targets): it syncs every directory of the path but its own `argocd/`."""
-    from trainops.render.argocd import APPLICATION_FILE, application
 
     train = manifest.pipeline.spec.train
     if train is None or train.scheduler in ("local", "slurm"):

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainops.manifest import Manifest
+from trainops.render.names import common_labels
 
 APPLICATION_FILE = "argocd/application.yaml"
 # a failed sync of the training path is retried (Argo CD's backoff: 5 s, doubling, up to 1 min)
@@ -35,7 +36,6 @@ def repo_url(manifest: Manifest, warnings: list[str]) -> str:
 
 def gitops_labels(manifest: Manifest) -> dict[str, str]:
     """The labels of an Application that syncs a path of the pipeline (not of a run)."""
-    from trainops.render.names import common_labels
 
     pipeline = manifest.pipeline
     return common_labels(pipeline.metadata.name, run_id=None, component="gitops", extra=dict(pipeline.metadata.labels))

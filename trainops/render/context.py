@@ -9,6 +9,8 @@ from trainops import runid
 from trainops.manifest import Manifest
 from trainops.manifest.pipeline import PipelineSpec
 from trainops.manifest.stages import TrainSpec
+from trainops.registry.reference import parse_reference
+from trainops.render.env import process_env
 from trainops.render.image import PinnedImage, pin_image
 from trainops.render.names import ANNOTATION_COMMIT, ANNOTATION_IMAGE, check_commit, common_labels
 
@@ -59,7 +61,6 @@ class RunContext:
 
     def process_env(self, *, endpoint: str | None) -> list[tuple[str, str]]:
         """The training process's literal environment for this run (see render.env)."""
-        from trainops.render.env import process_env
 
         return process_env(
             pipeline=self.pipeline,
@@ -89,7 +90,6 @@ def checkpoint_repository(spec: PipelineSpec, pipeline: str, train: TrainSpec) -
     """The manifest's checkpoint repository (checkpoint.catalog's one rule) as a URL for the pods;
     a repository without a scheme lives under spec.registry."""
     from trainops.checkpoint.catalog import declared_repository, require_repository
-    from trainops.registry.reference import parse_reference
 
     text, where = declared_repository(spec, pipeline=pipeline, train=train)
     if not text.startswith(_SCHEMES):

@@ -22,6 +22,7 @@ from trainops.render.context import RunContext
 from trainops.render.env import check_names
 from trainops.render.names import object_name
 from trainops.render.quantity import mebibytes, whole_cpus
+from trainops.templating import render_template
 
 TEMPLATE = "slurm/sbatch.sh.j2"
 _DIRECTIVE_SAFE = re.compile(r"^[A-Za-z0-9_.,:@%+=/\[\]|&*()!-]+$")
@@ -108,7 +109,6 @@ def _check_pyxis(ctx: RunContext) -> None:
 
 def sbatch_script(ctx: RunContext) -> str:
     """The sbatch script: setup lines, then `trainops train run --slurm` (see the module doc)."""
-    from trainops.templating import render_template
 
     train = ctx.train
     check_names(train)

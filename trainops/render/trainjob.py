@@ -42,6 +42,7 @@ from trainops.render.context import RunContext
 from trainops.render.env import RDZV_PORT
 from trainops.render.kueue import MAX_EXEC_LABEL, QUEUE_LABEL
 from trainops.render.names import digits, object_name
+from trainops.render.patches import plain
 from trainops.render.pod import PodRole, pod_template
 from trainops.render.quantity import canonical
 
@@ -189,7 +190,6 @@ def _spec_patches(ctx: RunContext, name: str) -> list[dict[str, Any]]:
                 f"spec.patches[{index}]: no rendered JobSet named {patch.target.name} to patch",
                 hint=f"the Trainer names the JobSet of this run {name}; leave target.name out",
             )
-        from trainops.render.patches import plain
 
         merge = plain(patch.merge)
         out.append({"manager": f"{PATCH_MANAGER}{index}", "trainingRuntimeSpec": {"template": merge}})

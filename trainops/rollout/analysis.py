@@ -23,6 +23,7 @@ from typing import Any
 from trainops.errors import GateFailedError, InputError, RemoteError
 from trainops.manifest.common import compare, duration_seconds
 from trainops.manifest.serving import Analysis, CanaryStep, Threshold
+from trainops.retry import Backoff, RetryPolicy
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
@@ -58,8 +59,6 @@ def prometheus_query(
     """The `data` of an instant query; a Prometheus that does not answer is retried (trainops.retry,
     said on stderr), then RemoteError saying `consequence`; a refused query is an InputError."""
     import requests
-
-    from trainops.retry import Backoff, RetryPolicy
 
     backoff = Backoff(f"Prometheus {url}", policy=RetryPolicy(attempts=TRIES, base=1.0, cap=4.0))
     while True:

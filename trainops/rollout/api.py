@@ -7,9 +7,11 @@ from pathlib import Path
 
 from trainops.errors import InputError
 from trainops.manifest import Manifest
+from trainops.registry.context import Registries
 from trainops.render.directory import write_rendered
 from trainops.rollout.context import serve_context
 from trainops.rollout.render import build_tree, check_tree
+from trainops.rollout.resolve import resolve_image, resolve_release
 from trainops.rollout.state import RolloutState, Served
 
 
@@ -38,8 +40,6 @@ def render_rollout(
     insecure: bool = False,
 ) -> RolloutRender:
     """The serving objects of `release` (else rollout.model) served as stable, every one checked."""
-    from trainops.registry.context import Registries
-    from trainops.rollout.resolve import resolve_image, resolve_release
 
     ctx = serve_context(manifest)
     text = release or ctx.rollout.model

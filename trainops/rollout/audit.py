@@ -29,6 +29,7 @@ from trainops.rollout.flows import (
     step_label,
     weight_of,
 )
+from trainops.rollout.live import read_live
 from trainops.rollout.state import STATE_FILE, RolloutState, Served, parse_state
 
 if TYPE_CHECKING:
@@ -82,7 +83,6 @@ def rollout_status(manifest: Manifest, *, access: ClusterAccess | None = None) -
 
 
 def _live(manifest: Manifest, access: ClusterAccess) -> LiveState:
-    from trainops.rollout.live import read_live
 
     return read_live(manifest, access)
 

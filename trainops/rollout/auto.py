@@ -37,6 +37,7 @@ from trainops.rollout.flows import (
     promote_check,
     read_state,
 )
+from trainops.rollout.live import analysis_text, wait_step_verdict
 from trainops.rollout.slo_gate import eval_gate, serving_slos, slo_interval
 from trainops.rollout.slo_gate import judge as judge_slos
 from trainops.rollout.state import RolloutState
@@ -160,7 +161,6 @@ def _controller_judge(
 ) -> Callable[[RolloutState, str], _Verdict]:
     """promote --auto under Argo Rollouts: each committed step's AnalysisRun verdict, once Argo
     CD has synced the commit (the controller has already aborted a failed canary)."""
-    from trainops.rollout.live import analysis_text, wait_step_verdict
 
     interval = duration_seconds(analysis.interval) if analysis is not None else slo_interval(manifest)
     count = ((analysis.count or 1) + analysis.failure_limit) if analysis is not None else 2

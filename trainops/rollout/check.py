@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from trainops.cluster.dryrun import Sent
 from trainops.errors import TrainopsError
 from trainops.manifest import Manifest
 from trainops.render.api import PLACEHOLDER_DIGEST, SERVING_KINDS, TRAIN_KINDS, placeholder_image
@@ -21,9 +22,6 @@ from trainops.render.validate import validate_objects
 from trainops.rollout.context import serve_context
 from trainops.rollout.render import build_tree
 from trainops.rollout.state import RolloutState, Served
-
-if TYPE_CHECKING:
-    from trainops.cluster.dryrun import Sent
 
 CANARY_DIGEST = "sha256:" + "0" * 63 + "1"
 
@@ -89,7 +87,6 @@ def _unmatched_patches(manifest: Manifest, objects: list[dict[str, Any]]) -> lis
 def serving_sent(manifest: Manifest) -> list[Sent]:
     """The serving objects of a placeholder release, stable and as a canary, each with the file
     and manifest field it comes from (what a cluster dry run sends)."""
-    from trainops.cluster.dryrun import Sent
 
     stable = placeholder_served(manifest)
     states = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainops.errors import InputError
 from trainops.manifest import Manifest
 from trainops.manifest.serving import RolloutSpec
 from trainops.render.names import MANAGED_BY
@@ -72,7 +73,6 @@ class ServeContext:
 
 
 def serve_context(manifest: Manifest) -> ServeContext:
-    from trainops.errors import InputError
 
     rollout = manifest.pipeline.spec.rollout
     if rollout is None:

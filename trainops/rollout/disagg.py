@@ -28,6 +28,7 @@ from typing import Any
 
 from trainops.errors import InputError, ManifestError
 from trainops.manifest.disagg import LABEL_ROLE, ROLES, Disaggregation, EndpointPicker
+from trainops.manifest.load import field_problem
 from trainops.manifest.serving import RolloutSpec
 from trainops.rollout.context import LABEL_TRACK, ServeContext
 from trainops.rollout.engine import nodes_per_replica
@@ -378,7 +379,6 @@ def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
 def check_pairs(ctx: ServeContext, objects: list[dict[str, Any]]) -> None:
     """Every InferencePool reaches the prefill and the decode pods of exactly one revision (the
     served pair), or ManifestError: one line at rollout.disaggregation."""
-    from trainops.manifest.load import field_problem
 
     pods = [t.get("metadata", {}).get("labels", {}) for obj in objects for t in pod_templates(obj)]
     for pool_obj in (o for o in objects if o["kind"] == "InferencePool"):

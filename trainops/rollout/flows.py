@@ -21,8 +21,11 @@ from typing import ClassVar
 from trainops.cluster.access import DEFAULT_KUBECONFIG, ClusterAccess
 from trainops.errors import ExistsError, InputError
 from trainops.manifest import Manifest
+from trainops.registry.context import Registries
 from trainops.rollout.context import ServeContext, serve_context
+from trainops.rollout.live import check_promotable, read_live
 from trainops.rollout.render import build_tree, check_tree, serving_path
+from trainops.rollout.resolve import newest_release, resolve_image, resolve_release
 from trainops.rollout.state import STATE_FILE, RolloutState, Served, parse_state
 from trainops.serialize import HIDDEN
 
@@ -206,8 +209,6 @@ def start_rollout(
 
     With nothing served yet, or no canary steps, the release becomes stable at once.
     """
-    from trainops.registry.context import Registries
-    from trainops.rollout.resolve import newest_release, resolve_image, resolve_release
 
     ctx = serve_context(manifest)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
@@ -281,8 +282,6 @@ def promote(
     after = next_state(ctx, before, full=full)
     read, warnings = promote_check(manifest, cluster)
     if read is not None:
-        from trainops.rollout.live import check_promotable, read_live
-
         check_promotable(read_live(manifest, read))
     action = "promote-full" if full else "promote"
     result = commit_state(manifest, ctx, action=action, before=before, after=after, max_attempts=max_attempts)

@@ -25,11 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from trainops.errors import InputError, NotFoundError
 from trainops.manifest import Manifest
 from trainops.registry.context import Registries
 from trainops.registry.lineage import Direction, DownIndex, Edge, Graph, Node, lineage_graph
 from trainops.registry.reference import Reference, RegistryRoot, parse_reference
+from trainops.rollout.context import LABEL_TRACK, serve_context
+from trainops.rollout.state import STATE_FILE, parse_state
 
 GIT_PREFIX = "git:"  # `trainops lineage git:REV`
 _HEX = re.compile(r"^[0-9a-f]{7,64}$")
@@ -53,7 +57,6 @@ class PoolServed:
 def _pool_at(files: dict[str, bytes], pool: str) -> tuple[str, str, int] | None:
     """(pool, revision, weight) of the pool `<name>-<track>` in a committed serving tree (KServe's
     pool of the track's LLMInferenceService where trainops renders none), None when there is none."""
-    import yaml
 
     from trainops.rollout.disagg import LABEL_REVISION
 
@@ -65,7 +68,6 @@ def _pool_at(files: dict[str, bytes], pool: str) -> tuple[str, str, int] | None:
     if pool in pools:
         revision = str(pools[pool]["spec"]["selector"]["matchLabels"].get(LABEL_REVISION, "-"))
     else:  # KServe's LLMInferenceService of the track: its pool is KServe's, named after it
-        from trainops.rollout.context import LABEL_TRACK
         from trainops.rollout.disagg import KSERVE_POOL_SUFFIX
 
         track = pool.rsplit("-", 1)[1]
@@ -87,9 +89,7 @@ def pool_history(manifest: Manifest, digest: str, *, limit: int = 1000) -> list[
     commit's tree; [] unless the rollout is disaggregated."""
     from trainops.gitops import read_tree
     from trainops.rollout.audit import rollout_history
-    from trainops.rollout.context import serve_context
     from trainops.rollout.flows import gitops_repo
-    from trainops.rollout.state import STATE_FILE, parse_state
 
     rollout = manifest.pipeline.spec.rollout
     if rollout is None or rollout.disaggregation is None:

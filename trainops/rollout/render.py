@@ -18,6 +18,7 @@ from typing import Any
 
 from trainops.manifest import Manifest
 from trainops.render.argocd import APPLICATION_FILE
+from trainops.render.argocd import application as path_application
 from trainops.render.model import RenderedFile, SchemaProblem
 from trainops.render.patches import apply_patches
 from trainops.render.validate import validate_objects
@@ -53,7 +54,6 @@ def serving_path(manifest: Manifest) -> str:
 
 def application(ctx: ServeContext, path: str) -> dict[str, Any] | None:
     """The Argo CD Application of this service and environment (spec.gitops.argocd)."""
-    from trainops.render.argocd import application as path_application
 
     ignore = None
     if ctx.rollout.traffic == "argo-rollouts" and ctx.rollout.gateway is not None:

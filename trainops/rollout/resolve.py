@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from trainops.errors import InputError, NotFoundError
+from trainops.image.pinned import image_for_commit, pin_image
 from trainops.manifest import Manifest
 from trainops.registry.context import Registries
+from trainops.render.image import cluster_image
 
 
 def resolve_release(registries: Registries, text: str) -> str:
@@ -61,8 +63,6 @@ def resolve_image(manifest: Manifest, registries: Registries, *, image: str | No
     """The serving image as pods name it (host/repository@sha256:…): `image` (a tag is resolved
     now), else rollout.pinnedImage, else the image built for this git commit in the serving
     repository."""
-    from trainops.image.pinned import image_for_commit, pin_image
-    from trainops.render.image import cluster_image
 
     rollout = manifest.pipeline.spec.rollout
     image = image or (rollout.pinned_image if rollout is not None else None)

@@ -20,10 +20,16 @@ import math
 from dataclasses import dataclass
 
 from trainops.errors import GateFailedError, InputError
+from trainops.eval.gates import check_gates, failing
 from trainops.manifest import Manifest
 from trainops.manifest.common import duration_seconds
 from trainops.manifest.slo_catalog import Slo, resolve
-from trainops.slo.render import pooled
+from trainops.registry import media
+from trainops.registry.context import Registries
+from trainops.registry.reference import parse_reference
+from trainops.rollout.analysis import prometheus_query
+from trainops.rollout.context import serve_context
+from trainops.slo.render import pooled, track_matchers
 from trainops.slo.rules import error_ratio, promql_duration
 
 
@@ -61,8 +67,6 @@ def slo_interval(manifest: Manifest) -> float:
 
 
 def _matchers(manifest: Manifest, model: str, track: str) -> str:
-    from trainops.rollout.context import serve_context
-    from trainops.slo.render import track_matchers
 
     return track_matchers(manifest, serve_context(manifest).name, model, track)
 
@@ -87,7 +91,6 @@ def analysis_query(manifest: Manifest, slo: Slo, window: str) -> str:
 
 
 def _value(url: str, query: str, slo: str) -> float | None:
-    from trainops.rollout.analysis import prometheus_query
 
     data = prometheus_query(url, query)
     result = data.get("result") or []
@@ -139,11 +142,7 @@ def eval_gate(manifest: Manifest, release: str, *, insecure: bool = False) -> Ev
     """The eval the release was made with (its annotation), against today's eval.gates. A release
     forced past its gate fails; one with no eval recorded (a model pushed outside `release
     create`) passes with a note: nothing to re-check."""
-    from trainops.eval.gates import check_gates, failing
     from trainops.eval.report import read_report
-    from trainops.registry import media
-    from trainops.registry.context import Registries
-    from trainops.registry.reference import parse_reference
     from trainops.registry.store import resolve as resolve_ref
 
     ref = parse_reference(release)

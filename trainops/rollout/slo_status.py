@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from trainops.errors import InputError
 from trainops.manifest import Manifest
 from trainops.manifest.common import duration_seconds
 from trainops.manifest.slo_catalog import Slo, resolve
+from trainops.rollout.analysis import prometheus_query
 from trainops.slo.rules import RECORD, windows_of
 
 _KEEP = ("model_name", "service", "run")
@@ -61,7 +63,6 @@ def _number(raw: object) -> float | None:
 
 
 def slo_status(slo: Slo, *, url: str, scrape_seconds: float) -> SloStatus:
-    from trainops.rollout.analysis import prometheus_query
 
     windows = windows_of(slo, scrape_seconds)
     query = f'{{__name__=~"{RECORD}.+",slo="{slo.name}"}}'
@@ -89,7 +90,6 @@ def slo_status(slo: Slo, *, url: str, scrape_seconds: float) -> SloStatus:
 
 def status(manifest: Manifest, *, prometheus: str | None = None) -> StatusReport:
     """Every SLO of the manifest as Prometheus has it now (RemoteError when it cannot be asked)."""
-    from trainops.errors import InputError
 
     spec = manifest.pipeline.spec.slo
     if spec is None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from trainops.errors import InputError
+from trainops.registry.reference import parse_reference
 
 if TYPE_CHECKING:
     from trainops.registry.reference import Reference
@@ -33,7 +34,6 @@ class Served:
 
     @property
     def reference(self) -> Reference:
-        from trainops.registry.reference import parse_reference
 
         return parse_reference(self.release)
 

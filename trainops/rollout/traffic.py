@@ -33,9 +33,12 @@ from typing import Any
 from trainops.errors import InputError
 from trainops.manifest.common import duration_seconds
 from trainops.rollout.context import ServeContext
+from trainops.rollout.disagg import disaggregated
 from trainops.rollout.routes import canary_weight, header_matches, http_route, service_backend
+from trainops.rollout.slo_gate import analysis_query, serving_slos, slo_interval
 from trainops.rollout.state import RolloutState, Served
 from trainops.rollout.workload import metrics_objects, pod_template, service, workload
+from trainops.slo.rules import promql_duration
 
 PLUGIN = "argoproj-labs/gatewayAPI"
 AB_ROUTE = "ab-test"
@@ -99,15 +102,12 @@ def _served_now(state: RolloutState) -> Served:
 
 def has_analysis(ctx: ServeContext) -> bool:
     """Whether a canary step runs an analysis: rollout.analysis, or the SLOs of spec.slo.serving."""
-    from trainops.rollout.slo_gate import serving_slos
 
     return ctx.rollout.analysis is not None or bool(serving_slos(ctx.manifest))
 
 
 def _slo_metrics(ctx: ServeContext) -> list[dict[str, Any]]:
     """One metric per serving SLO (trainops.rollout.slo_gate): measured once, after the canary window."""
-    from trainops.rollout.slo_gate import analysis_query, serving_slos, slo_interval
-    from trainops.slo.rules import promql_duration
 
     spec = ctx.manifest.pipeline.spec.slo
     if spec is None:
@@ -285,8 +285,6 @@ def traffic_objects(ctx: ServeContext, state: RolloutState) -> list[dict[str, An
     if ctx.rollout.traffic == "argo-rollouts":
         return argo_rollouts(ctx, state)
     if ctx.rollout.traffic == "gateway-api" and ctx.rollout.disaggregation is not None:
-        from trainops.rollout.disagg import disaggregated
-
         if ctx.rollout.disaggregation.workload == "llm-inference-service":
             return disaggregated(ctx, state)  # KServe's pods: its own ports and monitors
         return disaggregated(ctx, state) + metrics_objects(ctx, ctx.selector())

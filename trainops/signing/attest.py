@@ -15,15 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainops.clock import now_utc
 from trainops.errors import TrainopsError
+from trainops.eval.report import read_report
 from trainops.registry import media
 from trainops.registry.artifact import safe_relpath
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
-from trainops.registry.store import Resolved
+from trainops.registry.store import Resolved, resolve
+from trainops.signing.model_sig import model_statement
 from trainops.signing.provenance import EvalFacts, provenance, statement_json
 from trainops.signing.records import list_records, push_record
-from trainops.signing.signer import Signer
+from trainops.signing.signer import Signer, open_signer
 
 if TYPE_CHECKING:
     from trainops.manifest import Manifest
@@ -48,7 +51,6 @@ def artifact_files(found: Resolved) -> dict[str, str]:
 
 def eval_facts(registries: Registries, found: Resolved) -> EvalFacts | None:
     """The eval report that let a release (its annotation), read from the registry."""
-    from trainops.eval.report import read_report
 
     text = found.parsed.annotations.get(media.A_RELEASE_EVAL)
     if not text:
@@ -69,7 +71,6 @@ def checkpoint_attestation(manifest: Manifest | None) -> tuple[bool, Signer | No
         return False, None
     if signing.key is None and signing.pkcs11 is None and not signing.keyless:
         return True, None
-    from trainops.signing.signer import open_signer
 
     return True, open_signer(signing, root=manifest.root if manifest else Path("."))
 
@@ -82,8 +83,6 @@ def checkpoint_attester(manifest: Manifest | None, registries: Registries) -> Ca
         return None
 
     def attest_checkpoint(ref: Reference) -> None:
-        from trainops.clock import now_utc
-        from trainops.registry.store import resolve
 
         attest(registries, found=resolve(registries, ref=ref), signer=signer, created=now_utc())
 
@@ -92,7 +91,6 @@ def checkpoint_attester(manifest: Manifest | None, registries: Registries) -> Ca
 
 def attest(registries: Registries, *, found: Resolved, signer: Signer | None, created: str) -> Attestation:
     """Sign found's files (with a signer) and attach its SLSA provenance (signed with it, if any)."""
-    from trainops.signing.model_sig import model_statement
 
     files = artifact_files(found)
     existing = list_records(registries, subject=found)

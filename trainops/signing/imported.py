@@ -20,12 +20,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainops.errors import InputError
+from trainops.clock import now_utc
+from trainops.errors import InputError, IntegrityError
 from trainops.registry import media
-from trainops.registry.artifact import FileEntry
+from trainops.registry.artifact import FileEntry, scan_tree
 from trainops.registry.context import Registries
+from trainops.registry.digestcache import DigestCache
 from trainops.registry.reference import Reference
-from trainops.registry.store import resolve
+from trainops.registry.store import push, resolve
 from trainops.signing.records import push_record
 
 if TYPE_CHECKING:
@@ -47,8 +49,6 @@ def split_signature(files: Sequence[FileEntry]) -> tuple[list[FileEntry], bytes 
 def check_signed_files(bundle: bytes, files: Sequence[FileEntry], *, where: str) -> None:
     """The signature's statement names exactly these files with their digests, or InputError
     naming each that differs (the signature itself is checked at verification, with a key)."""
-    from trainops.errors import IntegrityError
-    from trainops.registry.digestcache import DigestCache
     from trainops.signing.model_sig import check_bundle_shape, mismatches
 
     try:
@@ -106,8 +106,6 @@ def push_tree(
     """`trainops push`: store.push, except that a directory's top-level model.sig is checked
     against the other files before anything is pushed, left out of the layers, and attached
     to the pushed artifact as its model signature (PushResult.signature)."""
-    from trainops.registry.artifact import scan_tree
-    from trainops.registry.store import push
 
     signed = source.is_dir() and (source / media.MODEL_SIGNATURE_FILE).is_file()
     files, bundle = split_signature(scan_tree(source)) if signed else ([], None)
@@ -130,7 +128,6 @@ def push_tree(
     )
     if bundle is None:
         return pushed
-    from trainops.clock import now_utc
 
     signature = attach_signature(registries, ref=pushed.ref, bundle=bundle, created=now_utc())
     return dataclasses.replace(pushed, signature=signature)

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from trainops.errors import InputError
+from trainops.signing.keys import require_model_signing
 
 PIN_ENV = "TRAINOPS_PKCS11_PIN"
 MODULE_DIRS = (
@@ -41,7 +42,6 @@ def open_token(uri: str) -> tuple[Any, Any]:
             f"release.signing.pkcs11 {uri}: PKCS#11 signing needs the PyKCS11 package",
             hint="pip install 'trainops[pkcs11]' (or PyKCS11)",
         ) from None
-    from trainops.signing.keys import require_model_signing
 
     require_model_signing()
     from model_signing._signing import sign_pkcs11

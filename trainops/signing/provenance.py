@@ -23,9 +23,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from trainops import __version__
 from trainops.errors import IntegrityError
 from trainops.registry import media
-from trainops.registry.artifact import ParsedManifest
+from trainops.registry.artifact import ParsedManifest, canonical_json
 from trainops.registry.reference import Reference
 from trainops.signing.keys import PublicKey, ecdsa_hash
 from trainops.signing.model_sig import check_bundle_shape
@@ -91,7 +92,6 @@ def provenance(
     *, ref: Reference, parsed: ParsedManifest, files: dict[str, str], evaluation: EvalFacts | None
 ) -> Statement:
     """The SLSA provenance statement of an artifact (a release or a checkpoint)."""
-    from trainops import __version__
 
     lineage = parsed.lineage()
     external: dict[str, Any] = {"pipeline": lineage.pipeline, "repository": ref.repo_url}
@@ -118,7 +118,6 @@ def provenance(
 
 def statement_json(statement: Statement) -> bytes:
     """An unsigned statement (provenance without a signing key), canonical JSON."""
-    from trainops.registry.artifact import canonical_json
 
     return canonical_json(statement.as_json())
 

@@ -26,6 +26,7 @@ from trainops.errors import InputError
 from trainops.manifest.stages import SigningSpec
 from trainops.registry import media
 from trainops.signing.keys import KEYLESS_REFUSED, PublicKey, ecdsa_hash, load_private_key, public_key_of
+from trainops.signing.pkcs11 import open_token
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
@@ -118,7 +119,6 @@ def open_signer(spec: SigningSpec, *, root: Path) -> Signer:
 
 
 def _pkcs11_signer(uri: str) -> Signer:
-    from trainops.signing.pkcs11 import open_token
 
     token, public = open_token(uri)
     return Signer(public=public_key_of(public, uri), token=token)

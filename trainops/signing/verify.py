@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainops.errors import IntegrityError
+from trainops.errors import GateFailedError, IntegrityError
 from trainops.registry import media
 from trainops.registry.context import ProgressSink, Registries
+from trainops.registry.pulling import pull
 from trainops.registry.reference import Reference
 from trainops.registry.store import Resolved, resolve
 from trainops.signing.attest import artifact_files, eval_facts
@@ -137,7 +138,6 @@ def verify_release(
     registries: Registries, *, ref: Reference, public: PublicKey, progress: ProgressSink | None = None
 ) -> VerifyResult:
     """Check a release's signature and provenance with public, and pull its files (verified)."""
-    from trainops.registry.pulling import pull
 
     found = resolve(registries, ref=ref)
     if found.parsed.kind != "model" and found.parsed.artifact_type != media.MODEL_ARTIFACT:
@@ -170,7 +170,6 @@ def pull_verified(
     """Pull an artifact only if its model signature verifies with public: checked on the
     manifest first, so nothing reaches dest unless it is signed; then every byte pulled is
     checked against the (signed) layer digests."""
-    from trainops.registry.pulling import pull
 
     found = resolve(registries, ref=ref)
     check_signature(registries, found=found, public=public)
@@ -181,7 +180,6 @@ def require_signed(registries: Registries, *, release: str, spec: SigningSpec, r
     """release.signing.required at rollout start: the release's model signature must verify
     with the manifest's public key, else GateFailedError (exit 8) naming what failed. The
     fingerprint of the key that verified."""
-    from trainops.errors import GateFailedError
 
     public = verification_key(spec, root=root)
     found = resolve(registries, ref=registries.ref(release))

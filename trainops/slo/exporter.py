@@ -29,6 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
+from trainops.checkpoint.metrics import read_metrics
+
 log = logging.getLogger(__name__)
 TOKENS_KEYS = ("tokens_per_second", "tokens_per_sec", "tokens_per_s")
 LOSS_KEYS = ("train_loss", "loss")
@@ -203,7 +205,6 @@ def checkpoint_pushed(metrics: TrainingMetrics, directory: Path, *, name: str, s
     """What a pod's checkpoint sidecar knows of the run (it does not see the trainer's output):
     each checkpoint it pushed is progress — its step, its loss when the checkpoint records one
     (trainer_state.json's metrics, metrics.json) — and the checkpoint age starts over."""
-    from trainops.checkpoint.metrics import read_metrics
 
     values = read_metrics(directory / name)
     metrics.progress(step, loss=next((values[k] for k in LOSS_KEYS if k in values), None))

@@ -31,7 +31,9 @@ from trainops.errors import InputError
 from trainops.faults import incidents as records
 from trainops.faults.incidents import Incident
 from trainops.manifest import Manifest
+from trainops.manifest.slo_catalog import resolve
 from trainops.registry.context import Registries
+from trainops.rollout.context import serve_context
 
 FAULT = "slo-burn"
 SOURCE = "alertmanager"
@@ -115,7 +117,6 @@ def _subject(
         if not run:
             raise BadAlert(f"alert of {slo_name} has no run label: it names no run")
         return "run", run
-    from trainops.rollout.context import serve_context
     from trainops.rollout.flows import read_state
 
     service = alert.labels.get("service", "")
@@ -134,7 +135,6 @@ def _subject(
 def _plan(manifest: Manifest, payload: WebhookPayload, known: dict[str, Incident]) -> tuple[list[_Planned], int]:
     """Every alert checked and its subject named before anything is written; an alert recorded
     before (its fingerprint) keeps the subject it was recorded against (the canary may be gone)."""
-    from trainops.manifest.slo_catalog import resolve
 
     catalog = resolve(manifest.pipeline)
     pipeline = manifest.pipeline.metadata.name

@@ -12,8 +12,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainops.errors import TrainopsError
+from trainops.errors import NotFoundError, TrainopsError
+from trainops.rollout.slo_status import status
 from trainops.ui import api, graph, incidents, queries
+from trainops.ui.download import download_route
 from trainops.ui.security import Guard
 from trainops.ui.views import Browser, Views, served_pools, serving, status_of
 
@@ -95,7 +97,6 @@ class Pages(Views):
     def rollout(self, request: Request, db: Any) -> Response:
         """The release served by the manifest's spec.rollout, as the GitOps repo says and,
         started with a kubeconfig, as Argo CD and Argo Rollouts report it (read-only)."""
-        from trainops.errors import NotFoundError
         from trainops.rollout import rollout_status
 
         b = self.browser
@@ -106,8 +107,6 @@ class Pages(Views):
 
     def slo(self, request: Request, db: Any) -> Response:
         """Each SLO of the manifest's spec.slo as Prometheus has it now (trainops.rollout.slo_status)."""
-        from trainops.errors import NotFoundError
-        from trainops.rollout.slo_status import status
 
         b = self.browser
         if b.manifest is None or b.manifest.pipeline.spec.slo is None:
@@ -137,8 +136,6 @@ def create_app(browser: Browser) -> Starlette:
     from starlette.responses import JSONResponse
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
-
-    from trainops.ui.download import download_route
 
     pages = Pages(browser)
     document = api.openapi()

@@ -15,6 +15,8 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from trainops.errors import TrainopsError
+from trainops.registry.lineage import Graph, Node
+from trainops.rollout.lineage import add_rollouts as served_by
 from trainops.ui.models import GraphEdge, GraphNode, LineageGraph
 from trainops.ui.queries import DIGEST, TAG_OF, artifact_row
 
@@ -111,8 +113,6 @@ def add_rollouts(found: LineageGraph, *, manifest: Manifest) -> LineageGraph:
     """The graph plus a node per rollout commit that served one of its releases (model
     artifacts), linked to each release it served; unchanged when the manifest sets no
     rollout, or (logged) when the GitOps history cannot be read."""
-    from trainops.registry.lineage import Graph, Node
-    from trainops.rollout.lineage import add_rollouts as served_by
 
     releases = {n.id: Node(digest=n.id, ref=n.label, kind=n.kind) for n in found.nodes if n.kind == "model"}
     served = Graph(root=found.root, direction="down", nodes=releases)

@@ -10,6 +10,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from trainops import clock
+from trainops.errors import NotFoundError
+from trainops.faults import incidents as records
 from trainops.registry import media
 from trainops.ui.models import IncidentList, IncidentRow, NodeIncidents
 
@@ -90,8 +92,6 @@ def incidents(
 def run_report(db: sqlite3.Connection, registries: Registries, *, run: str) -> RunReport:
     """The post-incident report of a run whose incidents the index holds (read from their
     repository: trainops.faults.query.report_from)."""
-    from trainops.errors import NotFoundError
-    from trainops.faults import incidents as records
     from trainops.faults.query import report_from
 
     rows = [r for r in _rows(db) if r.run_id == run]

@@ -25,8 +25,10 @@ from typing import Any
 
 from trainops.errors import NotFoundError, TrainopsError
 from trainops.registry import media
-from trainops.registry.artifact import ParsedManifest
-from trainops.registry.backends.base import Descriptor, ManifestData
+from trainops.registry.artifact import ParsedManifest, parse_manifest
+from trainops.registry.backends.base import Descriptor, ManifestData, sha256_digest
+from trainops.registry.chunks.index import files_of, is_chunked
+from trainops.registry.chunks.sharing import shared_bytes
 from trainops.registry.context import Registries
 from trainops.registry.lineage import parse_artifact
 from trainops.registry.listing import list_registry, tagged_manifests
@@ -127,7 +129,6 @@ class RefreshResult:
 
 
 def _row_of(parsed: ParsedManifest, data: ManifestData, config: str | None, pruned: bool) -> dict[str, Any]:
-    from trainops.registry.chunks.index import files_of
 
     lineage = parsed.lineage()
     files = files_of(parsed, parsed.digest[:19])  # a chunked artifact's files, not its packs
@@ -154,7 +155,6 @@ def _row_of(parsed: ParsedManifest, data: ManifestData, config: str | None, prun
 
 def _small_json(registries: Registries, repo: Reference, blob: Descriptor | None) -> str | None:
     """A blob as text when it is small (≤ CONFIG_LIMIT) and verified against its digest, else None."""
-    from trainops.registry.backends.base import sha256_digest
 
     if blob is None or blob.size > CONFIG_LIMIT:
         return None
@@ -201,9 +201,6 @@ def _provenance_text(registries: Registries, repo: Reference, parsed: ParsedMani
 def _shared_with_parent(registries: Registries, repo: Reference, parsed: ParsedManifest) -> int | None:
     """Bytes a chunked artifact shares with its first lineage parent, chunk by chunk, when
     that parent is in the same repository (chunk indexes read once, cached by digest)."""
-    from trainops.registry.artifact import parse_manifest
-    from trainops.registry.chunks.index import is_chunked
-    from trainops.registry.chunks.sharing import shared_bytes
 
     parents = parsed.lineage().parents
     if not parents or not is_chunked(parsed):

@@ -17,6 +17,7 @@ from trainops.errors import InputError, NotFoundError
 from trainops.registry import media
 from trainops.registry.artifact import parse_manifest
 from trainops.registry.backends.base import ManifestData
+from trainops.registry.chunks.index import files_of
 from trainops.registry.inspect import FileInfo, diff_files
 from trainops.registry.media import PRUNED_TAG_PREFIX
 from trainops.signing.provenance import dependency_text
@@ -124,7 +125,6 @@ def artifact_row(db: sqlite3.Connection, digest: str, repository: str | None) ->
 
 
 def _files(manifest_text: str, digest: str) -> list[FileRow]:
-    from trainops.registry.chunks.index import files_of
 
     parsed = parse_manifest(ManifestData(manifest_text.encode(), "", digest))
     return [

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainops.errors import TrainopsError, UsageError
+from trainops.errors import NotFoundError, TrainopsError, UsageError
+from trainops.projectdir import no_manifest
 from trainops.registry.context import Registries
 from trainops.registry.digestcache import cache_dir
 from trainops.ui.app import create_app
@@ -52,9 +53,6 @@ def prepare(
     would have nothing to show), one with data is served at once and refreshed meanwhile.
     A manifest whose spec.rollout is set adds the rollouts that served releases to graphs."""
     if not urls:
-        from trainops.errors import NotFoundError
-        from trainops.projectdir import no_manifest
-
         raise NotFoundError(f"no registry to browse, and {no_manifest()}", hint="pass --registry URL, or -f FILE")
     loopback = is_loopback(host)
     if not loopback and not token:

@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from trainops.errors import InputError, NotFoundError, TrainopsError
+from trainops.manifest.common import duration_seconds
 from trainops.registry.context import Registries
+from trainops.rollout.lineage import pool_history
+from trainops.templating import template_root
 from trainops.ui import graph
 from trainops.ui.index import Index
 from trainops.ui.models import LineageGraph
@@ -41,7 +44,6 @@ class Browser:
 
     def drain_after(self) -> tuple[int, float]:
         """train.faults.drainAfter of the manifest it was started with (else 3 in 24 h)."""
-        from trainops.manifest.common import duration_seconds
 
         train = self.manifest.pipeline.spec.train if self.manifest is not None else None
         if train is None:
@@ -104,7 +106,6 @@ def served_pools(browser: Browser, digest: str) -> PoolsNote | None:
         or manifest.pipeline.spec.rollout.disaggregation is None
     ):
         return None
-    from trainops.rollout.lineage import pool_history
 
     try:
         found = pool_history(manifest, digest)
@@ -123,8 +124,6 @@ def status_of(err: TrainopsError) -> int:
 
 def _environment() -> Any:
     import jinja2
-
-    from trainops.templating import template_root
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_root() / "ui")),

@@ -10,6 +10,7 @@ from typing import Any
 from trainops.errors import InputError
 from trainops.pipeline.executors.base import StageContext
 from trainops.pipeline.stage import Outcome, Output
+from trainops.rollout.resolve import resolve_release
 
 PROVIDERS = {"eval": "trainops.eval", "release": "trainops.release", "rollout": "trainops.rollout"}
 
@@ -84,7 +85,6 @@ def release_stage(ctx: StageContext) -> Outcome:
 def _taken_off(ctx: StageContext) -> tuple[str, Any]:
     """The release the rollout stage serves, pinned, and the GitOps history's word on it
     (serve.Abandoned when it was rolled back or aborted and not served since, else None)."""
-    from trainops.rollout.resolve import resolve_release
 
     serve = _provider("rollout")
     model = ctx.optional("release", "model")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainops.errors import CommandFailedError, InputError, NotFoundError, RemoteError
+from trainops.image.pinned import training_image
 from trainops.manifest import Manifest
 from trainops.pipeline.executors.base import StageContext
 from trainops.pipeline.keys import run_environment
@@ -64,7 +65,6 @@ def image_skip(ctx: StageContext) -> Outcome | None:
 def image_stage(ctx: StageContext) -> Outcome:
     """train.image pinned to its digest, or the manifest's image built and pushed."""
     from trainops.image.api import build_image
-    from trainops.image.pinned import training_image
 
     train = ctx.manifest.pipeline.spec.train
     if train is not None and train.image:

@@ -45,8 +45,10 @@ from trainops.registry.backends.base import (
     ManifestData,
     Progress,
     StaleUpload,
+    check_range,
     iter_file,
     no_progress,
+    read_exact,
     sha256_digest,
 )
 from trainops.registry.reference import DIGEST_RE, RegistryRoot
@@ -225,7 +227,6 @@ class LocalBackend(Backend):
 
     def read_range(self, repo: str, digest: str, offset: int, length: int) -> bytes:
         """A seek and a read of the blob file."""
-        from trainops.registry.backends.base import check_range, read_exact
 
         check_range(offset, length)
         try:

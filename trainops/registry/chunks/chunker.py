@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from trainops.errors import InputError
+from trainops.modelfiles.safetensors import read_file_header
 from trainops.registry.chunks.table import ChunkTable
 
 if TYPE_CHECKING:
@@ -60,8 +61,6 @@ def segments(path: Path, size: int, mode: str = "tensors") -> list[tuple[int, in
     """(start, end) spans of the file that chunks never cross: the safetensors header and
     each tensor's bytes (in file order) for a valid safetensors file, else the whole file."""
     if mode == "tensors" and path.name.endswith(".safetensors"):
-        from trainops.modelfiles.safetensors import read_file_header
-
         try:
             header = read_file_header(path)
         except InputError:

@@ -36,6 +36,7 @@ from typing import Any
 
 from trainops.errors import NotFoundError
 from trainops.registry.artifact import ParsedManifest
+from trainops.registry.backends import open_backend
 from trainops.registry.backends.base import Backend
 from trainops.registry.context import Registries
 from trainops.registry.lineage import forget_manifest, scan_registry
@@ -114,7 +115,6 @@ def collect(
 
 
 def _repositories(registries: Registries, root: RegistryRoot) -> list[str]:
-    from trainops.registry.backends import open_backend
 
     lister = open_backend(root, insecure=registries.insecure, insecure_registries=registries.insecure_registries)
     try:

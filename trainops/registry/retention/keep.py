@@ -29,6 +29,7 @@ from trainops.errors import ExistsError, TrainopsError
 from trainops.registry import media
 from trainops.registry.artifact import ParsedManifest
 from trainops.registry.context import Registries
+from trainops.registry.lineage import scan_registry
 from trainops.registry.reference import Reference, RegistryRoot, parse_reference
 from trainops.registry.retention import tombstone
 from trainops.registry.retention.protect import FORCE_HINT, Override, is_release
@@ -196,7 +197,6 @@ def kept_by_others(registries: Registries, root: RegistryRoot, candidates: Colle
     every tagged artifact under root that is not a candidate nor bookkeeping (the stage
     records of `trainops run`), the releases, and what they need — a checkpoint's own
     parents aside. artifact → reason."""
-    from trainops.registry.lineage import scan_registry
 
     graph = Graph.of(scan_registry(registries, root))
     tagged: dict[Node, str | None] = {

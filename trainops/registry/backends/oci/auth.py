@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from trainops.errors import RemoteError
 from trainops.registry.backends.oci.http import Transport, TransportError
@@ -135,7 +136,6 @@ def fetch_token(
     transport: Transport, challenge: dict[str, str], scope: str, creds: Credentials | None, host: str
 ) -> Token:
     """A Bearer token from the realm of a WWW-Authenticate challenge, with its lifetime."""
-    from urllib.parse import urlencode
 
     realm = challenge.get("realm")
     if not realm:

@@ -18,17 +18,19 @@ on every streamed body. What requests gave and this keeps:
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.client
 import json
 import os
 import select
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 from trainops import interrupt
 
@@ -161,7 +163,6 @@ _FAILURES = (OSError, http.client.HTTPException, TransportError)
 
 
 def _transport_error(err: BaseException) -> TransportError:
-    import ssl
 
     if isinstance(err, TransportError):
         return err
@@ -222,8 +223,6 @@ class Transport:
 
     def _tls_context(self) -> Any:
         if self._tls is None:
-            import ssl
-
             bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
             context = ssl.create_default_context(cafile=bundle or None)
             if not bundle:
@@ -500,8 +499,6 @@ def _proxy_for(scheme: str, netloc: str) -> str | None:
 def _proxy_auth(parts: Any) -> dict[str, str]:
     if not parts.username:
         return {}
-    import base64
-    from urllib.parse import unquote
 
     raw = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
     return {"Proxy-Authorization": "Basic " + base64.b64encode(raw).decode()}

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from trainops.errors import ExistsError, NotFoundError, RemoteError, TrainopsError
+from trainops.retry import RETRY_STATUS, Backoff, RetryPolicy, retry_after_seconds
 
 DEFAULT_MAX_ATTEMPTS = 6  # botocore "standard" retries: throttling, 5xx, dropped connections
 
@@ -98,13 +99,11 @@ class _RetryHook:
     the next attempt (botocore then sleeps and resends, rewinding the body), or None."""
 
     def __init__(self, attempts: int, endpoint: str) -> None:
-        from trainops.retry import RetryPolicy
 
         self.policy = RetryPolicy(attempts=attempts, base=0.2)
         self.endpoint = endpoint
 
     def __call__(self, *, response: Any, caught_exception: Any, request_dict: Any, operation: Any, **_: Any) -> Any:
-        from trainops.retry import Backoff, retry_after_seconds
 
         reason, retry_after = _transient(response, caught_exception)
         if reason is None:
@@ -122,8 +121,6 @@ def _transient(response: Any, caught: Any) -> tuple[str | None, str | None]:
     """(why, Retry-After) of a failed attempt worth retrying: a dropped connection, or a
     throttling/5xx answer; (None, None) for success and for failures a retry cannot fix."""
     from botocore import exceptions as bx
-
-    from trainops.retry import RETRY_STATUS
 
     if caught is not None:
         retryable = (bx.ConnectionError, bx.HTTPClientError, bx.ConnectionClosedError, bx.ReadTimeoutError)
