@@ -4,10 +4,11 @@ values the test sets.
 `VllmExporter` serves vLLM's metric names with coarse buckets: its latency histograms grow on
 every scrape by `per_scrape` requests that each took `latency` seconds, so
 `histogram_quantile(0.95, … rate(…_bucket[…]))` measures `latency` (interpolated inside its
-bucket), and `vllm:num_requests_running` is a gauge. It can carry extra labels on every
-series (`labels`): the cluster tests run one per serving ReplicaSet, standing in for the
-vLLM pods that kwok simulates (they serve nothing), labelled with the ReplicaSet's
-pod-template hash and `source="kwok-stand-in"`.
+bucket), `vllm:request_success_total` counts them as finished (`finished_reason="stop"`, none
+aborted: the availability SLI has its series), and `vllm:num_requests_running` is a gauge.
+It can carry extra labels on every series (`labels`): the cluster tests run one per serving
+ReplicaSet, standing in for the vLLM pods that kwok simulates (they serve nothing), labelled
+with the ReplicaSet's pod-template hash and `source="kwok-stand-in"`.
 
 `VllmStandIn` is one engine replica's /metrics as vLLM's v1 Prometheus logger writes it (the
 series of vllm/v1/metrics/loggers.py: `vllm:time_to_first_token_seconds`,
@@ -56,6 +57,9 @@ class VllmExporter:
             lines = [
                 "# TYPE vllm:num_requests_running gauge",
                 f"vllm:num_requests_running{{{self._labels}}} {self.running}",
+                "# TYPE vllm:request_success_total counter",
+                f'vllm:request_success_total{{{self._labels},finished_reason="stop"}} {self._total}',
+                f'vllm:request_success_total{{{self._labels},finished_reason="abort"}} 0',
             ]
             for name in HISTOGRAMS:
                 lines.append(f"# TYPE {name} histogram")

@@ -1,7 +1,8 @@
 """Canary analysis carried out by Argo Rollouts against a real Prometheus.
 
-The AnalysisTemplate trainops renders from rollout.analysis.thresholds runs as an
-AnalysisRun; Prometheus scrapes one exporter per serving ReplicaSet with vLLM's metric names
+The AnalysisTemplate trainops renders from rollout.analysis.thresholds (and from the SLOs of
+spec.slo.serving: one metric per SLO, the canary's burn rate where it burns faster than the
+stable) runs as an AnalysisRun; Prometheus scrapes one exporter per serving ReplicaSet with vLLM's metric names
 (trainops_testing/serving_metrics.py: kwok pods serve nothing, so the series are labelled
 `source="kwok-stand-in"`). The canary's time to first token is over the threshold: the
 AnalysisRun fails, the controller aborts, and trainops reports it and refuses to promote.
@@ -24,11 +25,13 @@ from trainops_testing.argo_live import (
     Live,
     app_synced,
     healthy_stable,
+    serving_overlay,
     serving_project,
     start_args,
     wait,
 )
 from trainops_testing.cli import run
+from trainops_testing.projects import make_project
 from trainops_testing.prometheus import Prometheus
 from trainops_testing.serving_metrics import ReplicaSetExporters
 
@@ -42,6 +45,14 @@ def prometheus(tmp_path: Path) -> Iterator[Prometheus]:
     prom.start()
     yield prom
     prom.stop()
+
+
+def _serve_v1(project: Any, live: Live, argo: ArgoStack) -> str:
+    """v1 started, Argo CD bootstrapped and synced, v1 Healthy as the stable: its pod-template hash."""
+    assert run(*project.cli(*start_args("v1"))).code == 0
+    live.bootstrap(project)
+    wait(lambda: app_synced(live), timeout=SYNC, what="Argo CD to sync the serving path", argo=argo)
+    return wait(lambda: healthy_stable(live), timeout=SYNC, what="v1 Healthy and stable", argo=argo)
 
 
 def _status(project: Any, argo: ArgoStack) -> dict[str, Any]:
@@ -64,10 +75,7 @@ def test_slow_canary_fails_the_analysis_and_the_controller_aborts(
         latency_for=lambda release: SLOW if "model:v2@" in release else FAST,
     ).start()
     try:
-        assert run(*project.cli(*start_args("v1"))).code == 0
-        live.bootstrap(project)
-        wait(lambda: app_synced(live), timeout=SYNC, what="Argo CD to sync the serving path", argo=argo)
-        v1 = wait(lambda: healthy_stable(live), timeout=SYNC, what="v1 Healthy and stable", argo=argo)
+        v1 = _serve_v1(project, live, argo)
 
         assert run(*project.cli(*start_args("v2"))).code == 0
         ro = wait(lambda: _aborted(live), timeout=SYNC, what="the controller to abort the canary", argo=argo)
@@ -137,10 +145,7 @@ def test_auto_promote_reads_the_users_kubeconfig_and_follows_the_controllers_ver
     exporters = ReplicaSetExporters(get=live.get, prometheus=prometheus, rollout=NAME, namespace=NAMESPACE,
                                     latency_for=lambda release: FAST).start()  # fmt: skip
     try:
-        assert run(*project.cli(*start_args("v1"))).code == 0
-        live.bootstrap(project)
-        wait(lambda: app_synced(live), timeout=SYNC, what="Argo CD to sync the serving path", argo=argo)
-        wait(lambda: healthy_stable(live), timeout=SYNC, what="v1 Healthy and stable", argo=argo)
+        _serve_v1(project, live, argo)
         assert run(*project.cli(*start_args("v2"))).code == 0
         done = run(*project.cli("rollout", "promote", "--auto", "-o", "json"), env={"KUBECONFIG": str(argo.kubeconfig)})
         assert done.code == 0, done.stderr
@@ -155,3 +160,62 @@ def test_auto_promote_reads_the_users_kubeconfig_and_follows_the_controllers_ver
         wait(lambda: healthy_stable(live), timeout=SYNC, what="v2 Healthy and stable", argo=argo)
     finally:
         exporters.stop()
+
+
+def _v2_slow(release: str) -> float:
+    return SLOW if "model:v2@" in release else FAST
+
+
+SLO_METRICS = ["slo-tiny-llm-availability", "slo-tiny-llm-ttft"]  # the example's availability, and TTFT
+
+
+def _slo_project(root: Path, repo: str, prometheus: str) -> Any:
+    """No thresholds: the SLOs alone judge the canary, the analysis asking the harness Prometheus."""
+    data = serving_overlay(repo)
+    data["spec"]["slo"] = {
+        "prometheus": prometheus,
+        "scrapeInterval": "1s",
+        "evaluationInterval": "1s",
+        "canaryWindow": "10s",
+        "serving": [{"model": "tiny-llm", "latency": [{"metric": "ttft", "objective": 99, "threshold": "1s"}]}],
+        "training": None,
+    }
+    return make_project(root, data)
+
+
+@pytest.mark.parametrize("regressed", [True, False], ids=["regressed", "healthy"])
+def test_the_slo_analysis_aborts_a_canary_burning_its_budget_and_passes_a_healthy_one(
+    argo: ArgoStack, gitops_http: str, prometheus: Prometheus, tmp_path: Path, regressed: bool
+) -> None:
+    project = _slo_project(tmp_path / "project", gitops_http, prometheus.url)
+    live = Live(argo)
+    exporters = ReplicaSetExporters(get=live.get, prometheus=prometheus, rollout=NAME, namespace=NAMESPACE,
+                                    latency_for=_v2_slow if regressed else lambda release: FAST).start()  # fmt: skip
+    try:
+        v1 = _serve_v1(project, live, argo)
+        template = live.get(f"analysistemplate/{NAME}-analysis")["spec"]["metrics"]
+        assert [m["name"] for m in template] == SLO_METRICS  # the SLOs' metrics alone
+
+        assert run(*project.cli(*start_args("v2"))).code == 0
+        done = wait(lambda: _finished_run(live), timeout=SYNC, what="the SLO AnalysisRun to finish", argo=argo)
+        exporters.check()
+        results = {r["name"]: r for r in done["status"]["metricResults"]}
+        assert sorted(results) == SLO_METRICS
+        assert results["slo-tiny-llm-availability"]["phase"] == "Successful", results  # no request failed
+        burn = float(results["slo-tiny-llm-ttft"]["measurements"][-1]["value"].strip("[]"))
+        if not regressed:
+            assert done["status"]["phase"] == "Successful" and burn == 0, results
+            assert not (live.rollout().get("status") or {}).get("abort")
+            return
+        assert done["status"]["phase"] == "Failed" and results["slo-tiny-llm-ttft"]["phase"] == "Failed", results
+        assert burn > 1  # every canary request over the 1 s threshold: 100× the 1% budget
+        ro = wait(lambda: _aborted(live), timeout=SYNC, what="the controller to abort the canary", argo=argo)
+        assert ro["status"]["stableRS"] == v1
+    finally:
+        exporters.stop()
+
+
+def _finished_run(live: Live) -> dict[str, Any] | None:
+    runs = live.get("analysisruns")["items"]
+    done = [r for r in runs if (r.get("status") or {}).get("phase") in ("Successful", "Failed", "Error")]
+    return max(done, key=lambda r: r["metadata"]["creationTimestamp"]) if done else None
