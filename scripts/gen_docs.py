@@ -597,6 +597,10 @@ def environment_page() -> str:
         "command it runs (in a pod, an sbatch job or a local run alike); *image*: trainops'",
         "standard images read it.",
         "",
+        "Variables that only this project's development scripts and tests read (where the test",
+        "cluster's components come from, whether the cluster tests run) are not trainops' and are",
+        "documented with them, in [Cluster components](../development/cluster-components.md).",
+        "",
         "| variable | for | what it does |",
         "| --- | --- | --- |",
     ]
