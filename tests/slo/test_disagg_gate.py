@@ -27,11 +27,11 @@ from trainops.manifest.disagg import LABEL_ROLE
 from trainops.rollout.context import LABEL_TRACK, serve_context
 from trainops.rollout.render import build_tree
 from trainops.rollout.slo_gate import SloJudgement, judge
+from trainops_testing.engine_metrics import VllmStandIn
 from trainops_testing.projects import slo_overlay
 from trainops_testing.prometheus import Prometheus
 from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 from trainops_testing.serving_metrics import monitor_targets
-from trainops_testing.vllm import VllmStandIn
 
 WINDOW = 3.0  # spec.slo.canaryWindow of the overlay
 
@@ -115,6 +115,7 @@ def test_a_slow_canary_prefill_fails_ttft_and_pages(pairs: Pairs) -> None:
     pairs.engines["canary", "prefill"].ttft = 2.5  # every canary prompt over the 1 s TTFT threshold
     wait_for(lambda: _firing(pairs, "tiny-llm-ttft") == ["tiny-llm-canary"], timeout=60,
              what="the canary's TTFT page")  # fmt: skip
+    _wait_recorded(pairs, "tiny-llm-ttft")
     assert pairs.recorded("tiny-llm-ttft", "tiny-llm-stable") == 0
     judged = pairs.judged(lambda j: not j["tiny-llm-ttft"].ok, "the gate failing the canary's TTFT")
     ttft = judged["tiny-llm-ttft"]
