@@ -1,7 +1,7 @@
 """Service levels end to end: how long a latency regression takes to page and to abort the canary,
 and what the SLO rules cost Prometheus.
 
-On loopback, real parts: two vLLM stand-ins (trainops_testing/vllm.py: vLLM's metric names and
+On loopback, real parts: two vLLM stand-ins (trainops_testing/engine_metrics.py: vLLM's metric names and
 bucket edges; stable and canary), Debian's Prometheus scraping them every second and evaluating
 the rules trainops renders for the manifest's SLOs (every second), prometheus-alertmanager
 (group_wait 0) delivering to `trainops alerts serve`, and a GitOps repository with v1 stable
@@ -49,10 +49,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from harness import docresult  # noqa: E402
 
+from trainops_testing.engine_metrics import VllmStandIn  # noqa: E402
 from trainops_testing.projects import IMAGE, make_project, slo_overlay  # noqa: E402
 from trainops_testing.prometheus import Alertmanager, Prometheus  # noqa: E402
 from trainops_testing.services import LOOPBACK, free_port, git_env  # noqa: E402
-from trainops_testing.vllm import VllmStandIn  # noqa: E402
 
 TOKEN = "bench-token"
 TIMEOUT = 120.0

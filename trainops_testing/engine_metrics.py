@@ -1,5 +1,5 @@
-"""Stand-ins of vLLM's Prometheus exporter, each on a free loopback port in a thread, serving
-values the test sets.
+"""Stand-ins of the serving engines' Prometheus exporters (vLLM, SGLang), each on a free loopback
+port in a thread, serving values the test sets.
 
 `VllmExporter` serves vLLM's metric names with coarse buckets: its latency histograms grow on
 every scrape by `per_scrape` requests that each took `latency` seconds, so
@@ -16,6 +16,12 @@ series of vllm/v1/metrics/loggers.py: `vllm:time_to_first_token_seconds`,
 edges, `vllm:request_success_total` by finished_reason, labels model_name and engine). Every
 scrape adds `per_scrape` finished requests whose TTFT is `ttft`, each token `itl` apart — the
 test sets them; nothing is sampled, so the SLIs are exact.
+
+`SglangStandIn` is the same for one SGLang server, as its TokenizerMetricsCollector writes it
+(python/sglang/srt/metrics/collector.py: `sglang:time_to_first_token_seconds`,
+`sglang:inter_token_latency_seconds`, `sglang:e2e_request_latency_seconds` with SGLang's default
+bucket edges, the counters `sglang:num_requests_total` and `sglang:num_aborted_requests_total`,
+labels model_name and engine_type).
 """
 
 from __future__ import annotations
@@ -109,24 +115,31 @@ class _Histogram:
         return out
 
 
-class VllmStandIn:
-    """/metrics of one vLLM replica on a free loopback port, in a thread."""
+class _StandIn:
+    """/metrics of one engine replica on a free loopback port, in a thread: every scrape adds
+    `per_scrape` finished requests (`failed_per_scrape` of them failed)."""
 
-    def __init__(self, model: str = "tiny-llm") -> None:
-        self.labels = f'engine="0",model_name="{model}"'
+    prefix = ""
+    edges: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]] = ((), (), ())
+
+    def __init__(self, labels: str) -> None:
+        self.labels = labels
         self.ttft = 0.2
         self.itl = 0.02
         self.per_scrape = 50
         self.failed_per_scrape = 0
         self.scrapes = 0
-        self._ttft = _Histogram("vllm:time_to_first_token_seconds", TTFT_EDGES)
-        self._itl = _Histogram("vllm:inter_token_latency_seconds", ITL_EDGES)
-        self._e2e = _Histogram("vllm:e2e_request_latency_seconds", E2E_EDGES)
-        self._finished = {"stop": 0, "length": 0, "abort": 0}
+        ttft, itl, e2e = self.edges
+        self._ttft = _Histogram(f"{self.prefix}:time_to_first_token_seconds", ttft)
+        self._itl = _Histogram(f"{self.prefix}:inter_token_latency_seconds", itl)
+        self._e2e = _Histogram(f"{self.prefix}:e2e_request_latency_seconds", e2e)
         self._lock = threading.Lock()
         self.server = serve_metrics_text(self.render)
         self.port = self.server.server_address[1]
         self.target = f"{LOOPBACK}:{self.port}"
+
+    def counters(self, finished: int, failed: int) -> list[str]:
+        raise NotImplementedError
 
     def render(self) -> str:
         with self._lock:
@@ -135,12 +148,7 @@ class VllmStandIn:
             self._ttft.observe(self.ttft, n)
             self._itl.observe(self.itl, n * (TOKENS - 1))
             self._e2e.observe(self.ttft + self.itl * (TOKENS - 1), n)
-            self._finished["stop"] += n - self.failed_per_scrape
-            self._finished["abort"] += self.failed_per_scrape
-            lines = ["# HELP vllm:request_success_total Count of successfully processed requests.",
-                     "# TYPE vllm:request_success_total counter"]  # fmt: skip
-            lines += [f'vllm:request_success_total{{{self.labels},finished_reason="{r}"}} {c}.0'
-                      for r, c in self._finished.items()]  # fmt: skip
+            lines = self.counters(n - self.failed_per_scrape, self.failed_per_scrape)
             for histogram in (self._ttft, self._itl, self._e2e):
                 lines += histogram.lines(self.labels)
         return "\n".join(lines) + "\n"
@@ -148,3 +156,56 @@ class VllmStandIn:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class VllmStandIn(_StandIn):
+    """/metrics of one vLLM replica: failed requests are `finished_reason="abort"`."""
+
+    prefix = "vllm"
+    edges = (TTFT_EDGES, ITL_EDGES, E2E_EDGES)
+
+    def __init__(self, model: str = "tiny-llm") -> None:
+        self._finished = {"stop": 0, "length": 0, "abort": 0}
+        super().__init__(f'engine="0",model_name="{model}"')
+
+    def counters(self, finished: int, failed: int) -> list[str]:
+        self._finished["stop"] += finished
+        self._finished["abort"] += failed
+        lines = ["# HELP vllm:request_success_total Count of successfully processed requests.",
+                 "# TYPE vllm:request_success_total counter"]  # fmt: skip
+        return lines + [f'vllm:request_success_total{{{self.labels},finished_reason="{r}"}} {c}.0'
+                        for r, c in self._finished.items()]  # fmt: skip
+
+
+# SGLang's default bucket edges (python/sglang/srt/metrics/collector.py), written here as SGLang writes them
+SGLANG_TTFT_EDGES = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
+                     400.0)  # fmt: skip
+SGLANG_ITL_EDGES = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2,
+                    0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)  # fmt: skip
+SGLANG_E2E_EDGES = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
+                    400.0, 600.0, 1200.0, 1800.0, 2400.0)  # fmt: skip
+
+
+class SglangStandIn(_StandIn):
+    """/metrics of one SGLang server: every request counted in `sglang:num_requests_total` (an
+    aborted one finishes too), the failed ones also in `sglang:num_aborted_requests_total`."""
+
+    prefix = "sglang"
+    edges = (SGLANG_TTFT_EDGES, SGLANG_ITL_EDGES, SGLANG_E2E_EDGES)
+
+    def __init__(self, model: str = "tiny-llm", engine_type: str = "unified") -> None:
+        self._requests = 0
+        self._aborted = 0
+        super().__init__(f'engine_type="{engine_type}",model_name="{model}"')
+
+    def counters(self, finished: int, failed: int) -> list[str]:
+        self._requests += finished + failed
+        self._aborted += failed
+        return [
+            "# HELP sglang:num_requests_total Number of requests processed.",
+            "# TYPE sglang:num_requests_total counter",
+            f"sglang:num_requests_total{{{self.labels}}} {self._requests}.0",
+            "# HELP sglang:num_aborted_requests_total Number of requests aborted.",
+            "# TYPE sglang:num_aborted_requests_total counter",
+            f"sglang:num_aborted_requests_total{{{self.labels}}} {self._aborted}.0",
+        ]

@@ -1,7 +1,7 @@
 """Prometheus and Alertmanager as real processes (Debian's `prometheus`,
 `prometheus-alertmanager`) on free loopback ports — the one home of both for tests and
 benchmarks — and `serve_metrics_text`, the /metrics endpoint the exporters' stand-ins
-(trainops_testing.vllm) serve from.
+(trainops_testing.engine_metrics) serve from.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """vLLM's /metrics for the serving pods of the simulated cluster, scraped by a real Prometheus.
 
 kwok runs no containers, so the serving pods of a Rollout answer nothing. In their place,
-one exporter per serving ReplicaSet of the Rollout (trainops_testing/prometheus.py's
+one exporter per serving ReplicaSet of the Rollout (trainops_testing/engine_metrics.py's
 VllmExporter: vLLM's real metric names) runs on loopback, and Prometheus discovers them
 through a file_sd targets file that this class rewrites as ReplicaSets come and go. Every
 series is labelled as a ServiceMonitor on the stable and canary Services would label it
@@ -24,12 +24,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from trainops_testing.engine_metrics import VllmExporter
 from trainops_testing.prometheus import Prometheus
 from trainops_testing.services import (
     LOOPBACK,
     ServiceError,
 )
-from trainops_testing.vllm import VllmExporter
 
 RELEASE_ANNOTATION = "trainops.dev/release"
 HASH_LABEL = "rollouts-pod-template-hash"

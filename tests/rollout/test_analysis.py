@@ -13,10 +13,10 @@ import yaml
 
 from tests.gitops.helpers import git, tip
 from trainops_testing.cli import run
+from trainops_testing.engine_metrics import VllmExporter
 from trainops_testing.projects import EXAMPLE, IMAGE, Project, make_project
 from trainops_testing.prometheus import Prometheus, has_data
 from trainops_testing.services import ServiceError, free_port, require, wait_for
-from trainops_testing.vllm import VllmExporter
 
 P95 = "histogram_quantile(0.95, sum(rate(vllm:e2e_request_latency_seconds_bucket[5s])) by (le)) * 1000"
 RUNNING = "sum(vllm:num_requests_running)"

@@ -27,10 +27,10 @@ from trainops.manifest import load_manifest
 from trainops.rollout.render import rule_file_of
 from trainops.ui.alert_receiver import Receiver
 from trainops_testing.cli import run
+from trainops_testing.engine_metrics import VllmStandIn
 from trainops_testing.projects import IMAGE, Project, make_project, slo_overlay
 from trainops_testing.prometheus import Alertmanager, Prometheus
 from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
-from trainops_testing.vllm import VllmStandIn
 
 TOKEN = "s3cret-alert-token"
 
