@@ -31,7 +31,6 @@ def _quietly(read: Callable[[], list[_T]]) -> list[_T]:
 
 
 def _manifest_path(file: str | None) -> Path | None:
-
     return Path(file) if file else find_manifest()
 
 
@@ -39,7 +38,6 @@ def environments(file: str | None, incomplete: str) -> list[str]:
     """The names under the manifest's `environments:` (read as YAML: no validation on Tab)."""
 
     def read() -> list[str]:
-
         path = _manifest_path(file)
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) if path else None
         names = (doc or {}).get("environments") or {}

@@ -426,7 +426,6 @@ class Watcher:
         return record
 
     def _same_files(self, existing: ParsedManifest, path: Path) -> bool:
-
         theirs = {view.path: view.digest for view in files_of(existing, existing.digest[:19])}
         try:
             files = scan_tree(path)

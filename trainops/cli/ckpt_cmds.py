@@ -17,8 +17,10 @@ import click
 from trainops import podenv
 from trainops.cli import options
 from trainops.cli.options import output_option, wide_option
-from trainops.cli.output import echo_json
+from trainops.cli.output import echo_columns, echo_json
 from trainops.clock import display
+from trainops.errors import NotFoundError, RemoteError, UsageError
+from trainops.podenv import PodEnvironment
 from trainops.units import format_size as _size
 
 if TYPE_CHECKING:
@@ -150,9 +152,7 @@ def watch(
     Prints one line per checkpoint pushed. Without --once it runs until SIGTERM/SIGINT
     (or until --until-pid's process exits), then scans a last time and exits 0.
     """
-    from trainops.errors import UsageError
     from trainops.manifest.common import parse_seconds
-    from trainops.podenv import PodEnvironment
     from trainops.supervise import idle_until, stop_when
 
     if until_pid is not None and scan_mode is not None:
@@ -220,8 +220,6 @@ def _watch(
     from trainops.checkpoint.retention import retention_override
     from trainops.checkpoint.watch import sidecar_image, sidecar_lineage
     from trainops.cli.progress import transfer_progress
-    from trainops.errors import RemoteError, UsageError
-    from trainops.podenv import PodEnvironment
     from trainops.signing.attest import checkpoint_attester
 
     pod = PodEnvironment.read()
@@ -249,8 +247,6 @@ def _watch(
                               on_event=_printer(output, metrics, directory))  # fmt: skip
             if once:
                 if not directory.is_dir():  # a running watcher waits for the trainer to create it
-                    from trainops.errors import NotFoundError
-
                     raise NotFoundError(f"{directory} is not a directory", hint="pass the checkpoint directory")
                 watcher.scan(final=True)
                 return
@@ -306,7 +302,6 @@ def ls(repo: str | None, file: str | None, env: str | None, insecure: bool, outp
     if not infos:
         click.echo(f"no checkpoint in {repository.repo_url}")
         return
-    from trainops.cli.output import echo_columns
 
     narrow = ("tag", "metrics", "created", "digest")
     columns = ("tag", "step", "run", "metrics", "created", "digest") if wide else narrow
@@ -329,7 +324,6 @@ def _ckpt_row(i: CheckpointInfo, *, wide: bool) -> tuple[str, ...]:
 def latest(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Print the newest checkpoint of REPO (by step) as a pinned reference."""
     from trainops.checkpoint import latest_checkpoint
-    from trainops.errors import NotFoundError
 
     with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)
@@ -386,7 +380,6 @@ def pull(
     from trainops.checkpoint import restore_latest, restore_ref
     from trainops.checkpoint.shards import requested
     from trainops.cli.progress import transfer_progress
-    from trainops.errors import UsageError
 
     ranks = requested(rank=rank, node_rank=node_rank, nproc_per_node=nproc_per_node, world_size=world_size)
     if ranks is None and node_rank is not None:  # auto, and the environment names no node
@@ -438,7 +431,6 @@ def prune(
     """Apply retention to REPO: keep the newest N and the best K by a metric, remove the
     other step-N checkpoints (defaults: train.checkpoint.keep of trainops.yaml)."""
     from trainops.checkpoint.retention import apply_retention, retention_override
-    from trainops.errors import UsageError
 
     with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)

@@ -12,7 +12,8 @@ import click
 from trainops import runid
 from trainops.cli import options
 from trainops.cli.options import manifest_options, output_option
-from trainops.cli.output import command_stdout, echo_json
+from trainops.cli.output import command_stdout, echo_columns, echo_folded, echo_json, screen_width
+from trainops.clock import display
 
 
 @click.group("eval")
@@ -21,8 +22,6 @@ def eval_group() -> None:
 
 
 def _gate_table(result: Any) -> None:
-    from trainops.cli.output import echo_columns, echo_folded
-
     echo_folded(f"eval of {result.checkpoint}")
     rows = []
     for gate in result.gates:
@@ -122,8 +121,6 @@ def ls_cmd(checkpoint: str | None, file: str | None, env: str | None, insecure: 
     if not entries:
         click.echo(f"no evaluation of {found.ref}")
         return
-    from trainops.cli.output import echo_columns, echo_folded, screen_width
-    from trainops.clock import display
 
     echo_folded(f"evaluations of {found.ref}", wide=wide)
     rows = []

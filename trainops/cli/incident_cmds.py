@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from trainops import clock
 from trainops.cli import options
 from trainops.cli.options import manifest_options, output_option
 from trainops.cli.output import duration_text, echo_columns, echo_json, phases_text, screen_width
@@ -27,7 +28,6 @@ def incidents() -> None:
 @output_option
 def ls_cmd(file: str | None, env: str | None, run_id: str | None, insecure: bool, output: str) -> None:
     """The incidents of RUN (default: of every run), oldest first, and the count per node."""
-    from trainops import clock
     from trainops.faults.query import list_incidents
 
     result = list_incidents(options.load(file, env), run_id=run_id, insecure=insecure)
@@ -54,7 +54,6 @@ def ls_cmd(file: str | None, env: str | None, run_id: str | None, insecure: bool
 @output_option
 def show_cmd(file: str | None, env: str | None, incident_id: str, insecure: bool, output: str) -> None:
     """One incident: class, evidence lines, node, action, detection and recovery."""
-    from trainops import clock
     from trainops.faults.ettr import phases
     from trainops.faults.query import show_incident
 
@@ -146,7 +145,6 @@ def _class_text(row: ClassRow) -> None:
 def report_cmd(file: str | None, env: str | None, run_id: str, insecure: bool, output: str) -> None:
     """RUN's post-incident report: each incident's signal, diagnosis, action and recovery,
     with the evidence, the time of each and the seconds between, and the run's ETTR."""
-    from trainops import clock
     from trainops.faults.query import run_report
 
     report = run_report(options.load(file, env), run_id=run_id, insecure=insecure)

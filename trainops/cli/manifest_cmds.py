@@ -9,7 +9,9 @@ import click
 
 from trainops.cli import options
 from trainops.cli.options import manifest_options, output_option, wide_option
-from trainops.cli.output import echo_json
+from trainops.cli.output import echo_columns, echo_json, fields_text, screen_width
+from trainops.errors import ManifestError
+from trainops.units import fold_reference
 
 if TYPE_CHECKING:
     from trainops.cluster.access import ClusterAccess
@@ -53,7 +55,6 @@ def validate(
     fieldValidation=Strict (nothing is stored), and spec.cluster.topology is checked against
     the nodes' labels. Each refusal is reported at the manifest field the object came from.
     """
-    from trainops.errors import ManifestError
     from trainops.pipeline.validate import validate as validate_project
     from trainops.projectdir import manifest_path, shown
 
@@ -107,8 +108,6 @@ def plan(file: str | None, env: str | None, output: str, wide: bool) -> None:
     if output == "json":
         echo_json(result)
         return
-    from trainops.cli.output import echo_columns, fields_text, screen_width
-    from trainops.units import fold_reference
 
     title = f"{result.pipeline}" + (f" (env {result.env})" if result.env else "")
     first = max(len("stage"), *(len(stage.name) for stage in result.stages))

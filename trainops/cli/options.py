@@ -5,11 +5,14 @@ the two ways a command opens its project (the manifest, or the registries it nam
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+from trainops.errors import UsageError
 
 if TYPE_CHECKING:
     from trainops.manifest import Manifest
@@ -133,7 +136,6 @@ def run_id_option(help_text: str) -> Callable[[F], F]:
 
 def _bump_verbosity(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
     """`-v` after a subcommand says more, as it does before it (`trainops push -v …`)."""
-    import logging
 
     if value:
         root = logging.getLogger()
@@ -258,7 +260,6 @@ def registries(file: str | None, env: str | None, insecure: bool) -> Registries:
 
 def key_values(values: tuple[str, ...], what: str) -> dict[str, str]:
     """KEY=VALUE options → a dict; a malformed one is a usage error naming the option."""
-    from trainops.errors import UsageError
 
     out: dict[str, str] = {}
     for item in values:

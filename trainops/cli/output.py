@@ -3,10 +3,16 @@ data readable at 80 columns (`--wide` for more). The shared options are in cli/o
 
 from __future__ import annotations
 
+import io
+import os
+import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import click
+
+from trainops.units import fold_reference
 
 
 def echo_json(result: Any) -> None:
@@ -21,8 +27,6 @@ def console(*, wide: bool = False) -> Any:
 
     On a terminal, its width; piped (CI logs, files), $COLUMNS if set, else 80 columns
     (or 400 with --wide, so nothing folds)."""
-    import os
-    import sys
 
     from rich.console import Console
 
@@ -36,8 +40,6 @@ def console(*, wide: bool = False) -> Any:
 def command_stdout(output: str) -> Any:
     """Where a command trainops runs for the user writes its stdout: ours, except under
     `-o json`, where stdout carries the result alone and the command's output goes to stderr."""
-    import io
-    import sys
 
     if output != "json":
         return None
@@ -51,9 +53,7 @@ def command_stdout(output: str) -> Any:
 def screen_width() -> int:
     """The width plain text is laid out to, as console() sizes a table: a terminal's own
     width; piped, $COLUMNS if set, else 80. Without rich, which hot paths do not import."""
-    import os
     import shutil
-    import sys
 
     if sys.stdout.isatty():
         return shutil.get_terminal_size().columns
@@ -97,7 +97,6 @@ def echo_columns(
 def _fold_last_column(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]], width: int) -> list[tuple[str, ...]]:
     """rows with their last cell (prose, references) folded between words or a reference's
     parts to the room the other columns leave, when that is at least 20 columns."""
-    from trainops.units import fold_reference
 
     lead = [max([len(h), *(len(p) for r in rows for p in r[i].split("\n"))]) for i, h in enumerate(headers[:-1])]
     room = width - sum(lead) - 2 * len(lead)
@@ -112,9 +111,6 @@ def fields_text(fields: Sequence[tuple[str, str]], *, wide: bool = False, indent
     line folds under its column between its parts (a reference's `/` and `:`, a sentence's
     spaces: never mid-name; a part too long for the column, a digest, goes on a line of its
     own with a shallower indent); --wide keeps each value on one line."""
-    import re
-
-    from trainops.units import fold_reference
 
     if not fields:
         return []
@@ -140,7 +136,6 @@ def fields_text(fields: Sequence[tuple[str, str]], *, wide: bool = False, indent
 
 def folded(text: str, *, indent: int, hang: int = 2, wide: bool = False) -> list[str]:
     """text indented by `indent`, folded like `echo_folded`, its further lines `hang` deeper."""
-    from trainops.units import fold_reference
 
     parts = (text if wide else fold_reference(text, max(20, screen_width() - indent - hang))).split("\n")
     return [" " * indent + parts[0], *(" " * (indent + hang) + part for part in parts[1:])]
@@ -149,7 +144,6 @@ def folded(text: str, *, indent: int, hang: int = 2, wide: bool = False) -> list
 def echo_folded(text: str, *, wide: bool = False, err: bool = False) -> None:
     """A line for people (a heading, a summary, a note) folded at the screen's width between
     words or a reference's parts, never mid-name; --wide keeps it on one line."""
-    from trainops.units import fold_reference
 
     click.echo(text if wide else fold_reference(text, screen_width()), err=err)
 

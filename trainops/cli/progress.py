@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from trainops.units import format_size
+
 
 class RichProgress:
     def __init__(self, progress: Any) -> None:
@@ -25,8 +27,6 @@ class _Null:
 def _binary_column_class() -> Any:
     from rich.progress import ProgressColumn, Task
     from rich.text import Text
-
-    from trainops.units import format_size
 
     class BinaryTransferColumn(ProgressColumn):
         """`12.0 MiB/1.0 GiB 85.3 MiB/s`: rich's DownloadColumn counts in decimal MB; trainops

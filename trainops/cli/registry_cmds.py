@@ -9,8 +9,9 @@ import click
 
 from trainops.cli import options
 from trainops.cli.options import key_values, output_option, wide_option
-from trainops.cli.output import echo_json, fields_text, folded, lineage_text
+from trainops.cli.output import echo_columns, echo_json, fields_text, folded, lineage_text, screen_width
 from trainops.clock import display
+from trainops.errors import UsageError
 from trainops.units import format_size as _size
 from trainops.units import natural_key
 
@@ -81,7 +82,6 @@ def push(
 
     A release tag moves only with --force --reason; a directory's model.sig is kept as its signature."""
     from trainops.cli.progress import transfer_progress
-    from trainops.errors import UsageError
     from trainops.signing.imported import push_tree
 
     try:
@@ -172,7 +172,6 @@ def pull(
 ) -> None:
     """Pull the artifact REF into DEST; every file is verified before it appears."""
     from trainops.cli.progress import transfer_progress
-    from trainops.errors import UsageError
     from trainops.registry import pulling
 
     if verify_signature != (key is not None):
@@ -254,8 +253,6 @@ def lineage(
     if output == "json" or fmt == "json":
         echo_json(graph)
     elif fmt == "tree":
-        from trainops.cli.output import screen_width
-
         click.echo(to_tree(graph, width=screen_width()))  # folded to the screen, or 80 piped
     else:
         click.echo({"mermaid": to_mermaid, "dot": to_dot}[fmt](graph))
@@ -313,8 +310,6 @@ def ls(
         if names:
             click.echo("\n".join(names))
     else:
-        from trainops.cli.output import echo_columns, screen_width
-
         cut = None if wide else 19
         rows = [
             (t.tag, t.kind or "", display(t.created), _size(t.size or 0), (t.digest or "")[:cut]) for t in listing.tags

@@ -9,6 +9,8 @@ import click
 from trainops.cli import options
 from trainops.cli.options import manifest_options, output_option, wide_option
 from trainops.cli.output import command_stdout, echo_columns, echo_folded, echo_json, fields_text, screen_width
+from trainops.clock import display
+from trainops.errors import UsageError
 from trainops.units import format_size
 
 
@@ -41,7 +43,6 @@ def create_cmd(
     Exits 8 when release.requireGates refuses it, 5 when the tag exists with other content.
     """
     from trainops.cli.progress import transfer_progress
-    from trainops.errors import UsageError
     from trainops.registry.context import Registries
     from trainops.release import create_release
 
@@ -99,7 +100,6 @@ def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, 
     if not infos:
         click.echo(f"no release in {repository.repo_url}")
         return
-    from trainops.clock import display
 
     rows = []
     for i in infos:
@@ -168,8 +168,6 @@ def verify_cmd(
             from trainops.projectdir import find_manifest
 
             if file is None and find_manifest() is None:
-                from trainops.errors import UsageError
-
                 raise UsageError("no key to verify with: pass --key PUBLIC.pem, or -f a manifest with release.signing")
             manifest = options.load(file, env)
             spec = manifest.pipeline.spec.release

@@ -9,8 +9,9 @@ import click
 
 from trainops.cli import options
 from trainops.cli.options import manifest_options, output_option, render_out_option, wide_option
-from trainops.cli.output import echo_json, fields_text
+from trainops.cli.output import echo_columns, echo_json, fields_text
 from trainops.clock import display
+from trainops.errors import UsageError
 
 if TYPE_CHECKING:
     from trainops.cluster.access import ClusterAccess
@@ -123,7 +124,6 @@ def promote_cmd(
     warns that the cluster was not checked. With a cluster so read and traffic argo-rollouts,
     --auto waits for each committed step's AnalysisRun in the cluster instead of measuring
     Prometheus itself."""
-    from trainops.errors import UsageError
     from trainops.rollout import auto_promote, promote
 
     if full and auto:
@@ -249,7 +249,6 @@ def history_cmd(file: str | None, env: str | None, limit: int, output: str, wide
     if not items:
         click.echo("no rollout commits yet")
         return
-    from trainops.cli.output import echo_columns
 
     rows = [(i.commit if wide else i.commit[:12], display(i.date), i.action, i.version, i.step) for i in items]
     echo_columns("", ("commit", "date", "action", "version", "step"), rows)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +15,8 @@ import click
 
 from trainops.cli import options
 from trainops.cli.options import manifest_options, output_option
-from trainops.cli.output import echo_json
+from trainops.cli.output import echo_columns, echo_json, screen_width
+from trainops.errors import UsageError
 
 
 class _Lines:
@@ -72,8 +74,6 @@ def _force_options(func: Any) -> Any:
 
     @functools.wraps(func)
     def command(*args: Any, force: bool, reason: str | None, **kwargs: Any) -> Any:
-        from trainops.errors import UsageError
-
         if force and not (reason and reason.strip()):
             raise UsageError("--force needs --reason TEXT: say why the release is rolled out again")
         if reason and not force:
@@ -127,14 +127,11 @@ def _cluster_options(func: Any) -> Any:
 
 def _short(text: str) -> str:
     """References with their digest cut to 12 hex digits, for an 80-column table."""
-    import re
 
     return re.sub(r"(sha256:[0-9a-f]{12})[0-9a-f]{52}", r"\1", text)
 
 
 def _print_run(result: Any) -> None:
-    from trainops.cli.output import echo_columns, screen_width
-
     rows = []
     for stage in result.stages:
         status = {"runs": "runs", "cached": "cached", "ran": "ran"}.get(stage.status, stage.status)

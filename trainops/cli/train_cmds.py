@@ -17,7 +17,7 @@ from trainops.cli.options import (
     output_option,
     render_out_option,
 )
-from trainops.cli.output import duration_text, echo_json, phases_text
+from trainops.cli.output import duration_text, echo_columns, echo_json, phases_text
 
 if TYPE_CHECKING:
     from trainops.cluster.access import ClusterAccess
@@ -340,8 +340,6 @@ def _slurm_status(statuses: list[Any], run_id: str | None) -> None:
 
 
 def _local_status(runs: list[Any], run_id: str | None) -> None:
-    from trainops.cli.output import echo_columns
-
     if run_id is None:
         rows = [
             (

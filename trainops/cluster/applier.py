@@ -52,7 +52,6 @@ def tracking_id(repo: str, branch: str, path: str) -> str:
 
 
 def _objects(files: dict[str, bytes]) -> list[dict[str, Any]]:
-
     own = APPLICATION_FILE.split("/", 1)[0] + "/"
     out = []
     for name in sorted(files):

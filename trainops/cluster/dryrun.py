@@ -339,7 +339,6 @@ def _template_pods(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _template_refusals(cluster: Cluster, manifest: Manifest, item: Sent, items: Sequence[Sent]) -> list[Problem]:
-
     problems = []
     pods = _template_pods(item.obj)
     if _kind(item.obj) == _TRAINJOB:  # its pods are its runtime's template, filled in by the TrainJob

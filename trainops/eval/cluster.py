@@ -71,7 +71,6 @@ class EvalSubmitResult:
 
 
 def _image(manifest: Manifest, registries: Registries, image: str | None) -> str:
-
     text = image or eval_spec(manifest).image
     return cluster_image(training_image(manifest, registries, image=text))
 

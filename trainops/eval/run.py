@@ -153,7 +153,6 @@ def require_passed(result: EvalResult) -> None:
 
 
 def _run_command(spec: EvalSpec, *, cwd: Path, env: dict[str, str], stdout: int | IO[Any] | None) -> None:
-
     timeout = duration_seconds(spec.timeout) if spec.timeout else None
     started = time.monotonic()
     try:

@@ -54,7 +54,6 @@ def _require_run(registries: Registries, repository: Reference, run_id: str) -> 
 
 
 def show_incident(manifest: Manifest, *, incident_id: str, insecure: bool = False) -> Incident:
-
     if not records.is_incident_tag(incident_id, None):
         hint = "ids look like RUN.N: `trainops incidents ls`"
         raise NotFoundError(f"{incident_id!r} is not an incident id", hint=hint)

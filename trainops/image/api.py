@@ -366,7 +366,6 @@ def _push_layer_image(
 
 
 def _config_digest(manifest_bytes: bytes) -> str | None:
-
     try:
         return str(json.loads(manifest_bytes)["config"]["digest"])
     except (ValueError, KeyError, TypeError):
@@ -384,7 +383,6 @@ def _local_name(target: Reference, pipeline: str) -> str:
 
 
 def _build_docker(inputs: _Inputs, push: bool) -> BuildResult:
-
     engine = Engine.connect()
     try:
         return _docker_with(engine, inputs, push)

@@ -99,7 +99,6 @@ def burn_windows(slo: Slo, *, scrape_seconds: float) -> list[tuple[str, float, i
 
 
 def _model_names(pipeline: object) -> list[str]:
-
     assert isinstance(pipeline, Pipeline)
     rollout = pipeline.spec.rollout
     return [] if rollout is None else [rollout.served_name(pipeline.metadata.name)]

@@ -489,7 +489,6 @@ class ReleaseSpec(StrictModel):
 
     @model_validator(mode="after")
     def _known_placeholders(self) -> ReleaseSpec:
-
         for _, field, _, _ in string.Formatter().parse(self.tag):
             if field is not None and field not in TAG_PLACEHOLDERS:
                 raise ValueError(f"unknown placeholder {{{field}}} in tag; use {', '.join(TAG_PLACEHOLDERS)}")

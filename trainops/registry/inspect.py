@@ -63,7 +63,6 @@ class ArtifactInfo:
 
 
 def show(registries: Registries, *, ref: Reference) -> ArtifactInfo:
-
     found = resolve(registries, ref=ref)
     parsed = found.parsed
     lineage = parsed.lineage()
@@ -99,7 +98,6 @@ def show(registries: Registries, *, ref: Reference) -> ArtifactInfo:
 
 
 def _chunked_info(registries: Registries, found: Resolved, parent: str | None) -> ChunkedInfo:
-
     packs = packs_of(found.parsed)
     backend, repo = registries.backend(found.ref), found.ref.repository
     shared = None

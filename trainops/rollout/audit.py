@@ -83,7 +83,6 @@ def rollout_status(manifest: Manifest, *, access: ClusterAccess | None = None) -
 
 
 def _live(manifest: Manifest, access: ClusterAccess) -> LiveState:
-
     return read_live(manifest, access)
 
 

@@ -73,7 +73,6 @@ class ServeContext:
 
 
 def serve_context(manifest: Manifest) -> ServeContext:
-
     rollout = manifest.pipeline.spec.rollout
     if rollout is None:
         raise InputError(

@@ -67,7 +67,6 @@ def slo_interval(manifest: Manifest) -> float:
 
 
 def _matchers(manifest: Manifest, model: str, track: str) -> str:
-
     return track_matchers(manifest, serve_context(manifest).name, model, track)
 
 
@@ -91,7 +90,6 @@ def analysis_query(manifest: Manifest, slo: Slo, window: str) -> str:
 
 
 def _value(url: str, query: str, slo: str) -> float | None:
-
     data = prometheus_query(url, query)
     result = data.get("result") or []
     if len(result) > 1:

@@ -63,7 +63,6 @@ def _number(raw: object) -> float | None:
 
 
 def slo_status(slo: Slo, *, url: str, scrape_seconds: float) -> SloStatus:
-
     windows = windows_of(slo, scrape_seconds)
     query = f'{{__name__=~"{RECORD}.+",slo="{slo.name}"}}'
     data = prometheus_query(url, query, consequence="the SLOs' status cannot be read")

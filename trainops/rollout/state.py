@@ -34,7 +34,6 @@ class Served:
 
     @property
     def reference(self) -> Reference:
-
         return parse_reference(self.release)
 
     @property

@@ -83,7 +83,6 @@ def checkpoint_attester(manifest: Manifest | None, registries: Registries) -> Ca
         return None
 
     def attest_checkpoint(ref: Reference) -> None:
-
         attest(registries, found=resolve(registries, ref=ref), signer=signer, created=now_utc())
 
     return attest_checkpoint

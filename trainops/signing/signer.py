@@ -119,6 +119,5 @@ def open_signer(spec: SigningSpec, *, root: Path) -> Signer:
 
 
 def _pkcs11_signer(uri: str) -> Signer:
-
     token, public = open_token(uri)
     return Signer(public=public_key_of(public, uri), token=token)

@@ -129,7 +129,6 @@ class RefreshResult:
 
 
 def _row_of(parsed: ParsedManifest, data: ManifestData, config: str | None, pruned: bool) -> dict[str, Any]:
-
     lineage = parsed.lineage()
     files = files_of(parsed, parsed.digest[:19])  # a chunked artifact's files, not its packs
     return {

@@ -125,7 +125,6 @@ def artifact_row(db: sqlite3.Connection, digest: str, repository: str | None) ->
 
 
 def _files(manifest_text: str, digest: str) -> list[FileRow]:
-
     parsed = parse_manifest(ManifestData(manifest_text.encode(), "", digest))
     return [
         FileRow(path=f.path, size=f.size, media_type=f.media_type, digest=f.digest, chunked=f.chunked)

@@ -115,7 +115,6 @@ def collect(
 
 
 def _repositories(registries: Registries, root: RegistryRoot) -> list[str]:
-
     lister = open_backend(root, insecure=registries.insecure, insecure_registries=registries.insecure_registries)
     try:
         return lister.list_repositories()

@@ -163,7 +163,6 @@ _FAILURES = (OSError, http.client.HTTPException, TransportError)
 
 
 def _transport_error(err: BaseException) -> TransportError:
-
     if isinstance(err, TransportError):
         return err
     if isinstance(err, (ssl.SSLError, ssl.CertificateError)):

@@ -99,12 +99,10 @@ class _RetryHook:
     the next attempt (botocore then sleeps and resends, rewinding the body), or None."""
 
     def __init__(self, attempts: int, endpoint: str) -> None:
-
         self.policy = RetryPolicy(attempts=attempts, base=0.2)
         self.endpoint = endpoint
 
     def __call__(self, *, response: Any, caught_exception: Any, request_dict: Any, operation: Any, **_: Any) -> Any:
-
         reason, retry_after = _transient(response, caught_exception)
         if reason is None:
             return None
