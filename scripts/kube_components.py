@@ -6,7 +6,7 @@
 Each component's binaries ``bin/<name>-<version>`` (versions: scripts/kube-versions.env) come
 from, in order: the cache (``--cache``, default $TRAINOPS_KUBE_CACHE or
 /var/cache/trainops-kube); a directory of prebuilt archives ``<component>-<version>.tar.zst``
-(``--prebuilt``, default $TRAINOPS_KUBE_PREBUILT); a source build (scripts/build-kube.sh,
+(``--prebuilt``, default $TRAINOPS_KUBE_PREBUILT); a source build (scripts/kube_build.py,
 scripts/build-cosign.sh) unless ``--no-build``. Every binary is checked against the sha256 sums
 pinned in scripts/kube-sums.txt, in the cache too. An archive or a build is unpacked into a
 directory inside the cache, checked, and only then renamed into bin/: a refused one leaves the
@@ -251,7 +251,7 @@ def absent_note(prebuilt: Path, comp: Component) -> str:
 def build_command(comp: Component) -> list[str]:
     if comp.name == "cosign":
         return ["bash", str(HERE / "build-cosign.sh")]
-    return ["bash", str(HERE / "build-kube.sh"), comp.name]
+    return [sys.executable, str(HERE / "kube_build.py"), comp.name]
 
 
 def build_needs(comp: Component) -> str:

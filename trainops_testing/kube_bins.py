@@ -19,16 +19,21 @@ INSTALL = "scripts/kube_components.py"
 SKIP_ENV = "TRAINOPS_SKIP_KUBE"
 
 
-def _components() -> object:
-    """scripts/kube_components.py, the one home of the components, their versions and binaries."""
-    name = "kube_components"
+def script(name: str) -> object:
+    """scripts/<name>.py as module ``name`` (scripts/ is not a package; its modules import
+    each other by these names, as they do when run)."""
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "kube_components.py")
+        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def _components() -> object:
+    """scripts/kube_components.py, the one home of the components, their versions and binaries."""
+    return script("kube_components")
 
 
 COMPONENTS: dict[str, tuple[str, tuple[str, ...]]] = _components().COMPONENTS  # type: ignore[attr-defined]
