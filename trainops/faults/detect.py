@@ -33,7 +33,7 @@ from trainops.faults.signals import (
     most_specific,
     nan_signal,
 )
-from trainops.faults.straggler import Detector, Settings, Straggler
+from trainops.faults.straggler import Arrivals, Detector, LastToArrive, Settings, Straggler
 from trainops.manifest.common import duration_seconds
 
 if TYPE_CHECKING:
@@ -112,6 +112,7 @@ class Monitor:
         inspector = list(policy.slow_node.nccl_inspector) if policy is not None else []
         self.inspector = InspectorFiles(inspector) if inspector else None
         self.nccl_stragglers = Detector(_straggler_settings(policy))  # fed by the NCCL Inspector's collectives
+        self.arrivals = Arrivals(_straggler_settings(policy))  # …and by who arrives last at them
 
     # -- feeding ------------------------------------------------------------------------
     def on_line(self, line: str, stream: str = "stdout") -> None:
@@ -164,12 +165,25 @@ class Monitor:
         return self.trust.stale(self.files)
 
     def _read_inspector(self) -> None:
-        """The NCCL Inspector's new collectives: each rank's progress in its widest communicator."""
+        """The NCCL Inspector's new collectives: each rank's progress in its widest communicator,
+        and each collective's ranks for who arrived last; a JSON-mode file silent while the
+        others grow leaves its ranks out, and the arrivals seen so far with them."""
         if self.inspector is None:
             return
-        fresh, bad = self.inspector.poll()
+        fresh, bad, read = self.inspector.poll()
         for name, why in bad:
             self.trust.once(f"inspector/{name}", f"{name}: not NCCL Inspector output ({why}): skipped")
+        stale = self.trust.stale(self.inspector.lines)
+        with self.lock:
+            for item in read:
+                if item.exec_us is not None:
+                    host = item.host.split(".")[0] if item.host else None
+                    key = (item.comm, item.collective, item.sn)
+                    self.arrivals.collective(item.rank, key, item.nranks, item.exec_us / 1e6, node=host)
+            if stale:
+                self.arrivals.forget()
+                for rank in stale:
+                    self.nccl_stragglers.forget(rank)
         for item in fresh:
             host = item.host.split(".")[0] if item.host else None
             report = RankReport(item.rank, item.sn, host, item.at.timestamp() if item.at is not None else None)
@@ -177,7 +191,7 @@ class Monitor:
             with self.lock:
                 self.nccl_stragglers.step(item.rank, item.sn, at, node=host)
 
-    def _straggler(self, stale: set[int]) -> tuple[Straggler, Source] | None:
+    def _straggler(self, stale: set[int]) -> tuple[Straggler | LastToArrive, Source] | None:
         """The straggler worth leaving, by the trainer's progress or by NCCL's collectives (both
         detectors checked every tick: their hysteresis counts checks), on a node trusted."""
         self._read_inspector()
@@ -185,9 +199,10 @@ class Monitor:
             for rank in stale:
                 self.stragglers.forget(rank)
             now = clock.now()
-            verdicts: list[tuple[Straggler | None, Source]] = [
+            verdicts: list[tuple[Straggler | LastToArrive | None, Source]] = [
                 (self.stragglers.check(now), "progress"),
                 (self.nccl_stragglers.check(now), "nccl"),
+                (self.arrivals.check(now), "nccl"),
             ]
         for slow, source in verdicts:
             if slow is None:

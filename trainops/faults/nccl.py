@@ -11,6 +11,16 @@ collective's sequence number in its communicator), `timestamp` (UTC) and `messag
 communicator (the most ranks: the world's) is `coll_sn` at `timestamp`, a second source for the
 straggler detector beside the trainer's lines; the bandwidths are the evidence.
 
+In its default JSON mode (`NCCL_INSPECTOR_PROM_DUMP=0`) the Inspector appends to
+`<NCCL_INSPECTOR_DUMP_DIR>/<hostname>-pid<pid>.log`, one JSON object a line, a record of every
+collective of every communicator: `{"header": {"id", "rank", "n_ranks", "nnodes"}, "metadata":
+{"dump_timestamp_us", "hostname", "pid", …}, "coll_perf": {"coll", "coll_sn",
+"coll_exec_time_us", "coll_busbw_gbs", "coll_algobw_gbs", …}}` (records of other kinds — P2P
+operations, dump statistics — have no `coll_perf` and are passed over). `InspectorFiles`
+follows such files (any pattern not ending in `.prom`) from their start; with a record of
+every rank for the same collective, the straggler detector's `Arrivals` sees which rank its
+peers waited for (trainops.faults.straggler).
+
 **Flight recorder** (PyTorch's ProcessGroupNCCL, `TORCH_NCCL_TRACE_BUFFER_SIZE` > 0 with
 `TORCH_NCCL_DUMP_ON_TIMEOUT=1`): on a collective timeout each rank writes its ring buffer to
 `<TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank>` (default `/tmp/nccl_trace_rank_<rank>`), a pickle (or
@@ -32,9 +42,11 @@ import pickle
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
+
+from trainops.faults.progress import ProgressFiles
 
 METRICS = ("nccl_algorithm_bandwidth_gbs", "nccl_bus_bandwidth_gbs", "nccl_collective_exec_time_microseconds")
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\}\s+(\S+)(?:\s+\d+)?$")
@@ -109,6 +121,52 @@ def parse_inspector(text: str) -> list[Collective] | str:
     return out
 
 
+def parse_record(text: str) -> Collective | str | None:
+    """One line of the Inspector's JSON output: a rank's collective, None for a record of
+    another kind (no `coll_perf`), or why the line is not a record."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return "not JSON"
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    perf, header, meta = record.get("coll_perf"), record.get("header"), record.get("metadata") or {}
+    if perf is None:
+        return None
+    if not isinstance(perf, dict) or not isinstance(header, dict) or not isinstance(meta, dict):
+        return "coll_perf, header and metadata are not objects"
+    rank, nranks, sn = header.get("rank"), header.get("n_ranks"), perf.get("coll_sn")
+    took = perf.get("coll_exec_time_us")
+    if not (_integer(rank) and _integer(nranks) and _integer(sn)):
+        return "no integer header.rank, header.n_ranks and coll_perf.coll_sn"
+    if isinstance(took, bool) or not isinstance(took, (int, float)) or took < 0:
+        return "no coll_perf.coll_exec_time_us (microseconds)"
+    stamp = meta.get("dump_timestamp_us")
+    at = (
+        datetime.fromtimestamp(stamp / 1e6, timezone.utc)
+        if isinstance(stamp, (int, float)) and not isinstance(stamp, bool)
+        else None
+    )
+    host = meta.get("hostname")
+    bus, algo = perf.get("coll_busbw_gbs"), perf.get("coll_algobw_gbs")
+    return Collective(
+        rank=rank,
+        host=host if isinstance(host, str) and host else None,
+        comm=str(header.get("id", "?")),
+        nranks=nranks,
+        collective=str(perf.get("coll", "?")),
+        sn=sn,
+        at=at,
+        bus_gbs=float(bus) if isinstance(bus, (int, float)) else None,
+        algo_gbs=float(algo) if isinstance(algo, (int, float)) else None,
+        exec_us=float(took),
+    )
+
+
+def _integer(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _utc(text: str | None) -> datetime | None:
     if not text:
         return None
@@ -121,18 +179,32 @@ def _utc(text: str | None) -> datetime | None:
 
 
 class InspectorFiles:
-    """The Inspector's files matching `patterns`, read again whenever one changes."""
+    """The Inspector's files matching `patterns`: Prometheus files (`*.prom`) read again
+    whenever one changes, JSON-mode files followed line by line."""
 
     def __init__(self, patterns: list[str]) -> None:
-        self.patterns = patterns
+        self.patterns = [p for p in patterns if p.endswith(".prom")]
+        self.lines = ProgressFiles([p for p in patterns if not p.endswith(".prom")])
         self.seen: dict[str, tuple[float, int]] = {}
         self.latest: dict[int, Collective] = {}  # rank → its last collective in its widest communicator
 
-    def poll(self) -> tuple[list[Collective], list[tuple[str, str]]]:
-        """The ranks' new progress (their widest communicator's last collective), and the
-        files that could not be read: (file, why)."""
+    def poll(self) -> tuple[list[Collective], list[tuple[str, str]], list[Collective]]:
+        """The ranks' new progress (their widest communicator's last collective), the files
+        that could not be read — (file, why) — and every collective read."""
         fresh: list[Collective] = []
         bad: list[tuple[str, str]] = []
+        read: list[Collective] = []
+        records: list[Collective] = []
+        for name, number, text in self.lines.poll():
+            record = parse_record(text)
+            if isinstance(record, str):
+                bad.append((name, f"line {number}: {record}"))
+            elif record is not None:
+                self.lines.files[name].ranks.add(record.rank)
+                records.append(record)
+        if records:
+            read += records
+            fresh += self._advance(records)
         for pattern in self.patterns:
             for name in sorted(glob.glob(pattern)):
                 try:
@@ -148,8 +220,9 @@ class InspectorFiles:
                 if isinstance(found, str):
                     bad.append((name, found))
                     continue
+                read += found
                 fresh += self._advance(found)
-        return fresh, bad
+        return fresh, bad, read
 
     def _advance(self, samples: list[Collective]) -> list[Collective]:
         widest: dict[int, Collective] = {}

@@ -75,9 +75,10 @@ class SlowNode(StrictModel):
     )
     nccl_inspector: list[str] = Field(
         default_factory=list,
-        description="The NCCL Inspector's Prometheus files (glob patterns, e.g. "
-        "<NCCL_INSPECTOR_DUMP_DIR>/nccl_inspector_metrics_*.prom): each rank's collectives, a second source "
-        "of its progress, and their bandwidth as evidence.",
+        description="The NCCL Inspector's files (glob patterns): its Prometheus files "
+        "(<NCCL_INSPECTOR_DUMP_DIR>/nccl_inspector_metrics_*.prom) or its JSON-mode files "
+        "(<NCCL_INSPECTOR_DUMP_DIR>/*-pid*.log): each rank's collectives, a second source of its progress, "
+        "their bandwidth as evidence, and (JSON mode) which rank its peers wait for at each collective.",
     )
 
 
