@@ -42,7 +42,6 @@ DRILLS = (("nccl-timeout", ()), ("xid", ("--xid", "13")), ("hang", ()), ("xid", 
 # --kill: every fault is the trainer SIGKILLed on its healthy node (the node-lost drill), which
 # the supervisor must restart in place after asking slurmctld, not requeue away from the node
 KILLS = (("node-lost", ()),)
-DONE = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
 STEPS_PER_SECOND_GUESS = 40
 
 
@@ -80,31 +79,6 @@ def _project(base: Path, *, steps: int, ckpt_every: int) -> Path:
     )
 
 
-def _submit(root: Path, env: dict[str, str]) -> tuple[str, str]:
-    data = json.loads(
-        tinyllm.trainops("train", "submit", "-f", str(root / "trainops.yaml"), "--env", "bench", "-o", "json", env=env)
-    )
-    return str(data["jobId"]), str(data["runId"])
-
-
-def _wall(cluster: SlurmCluster, job: str) -> float:
-    from datetime import datetime
-
-    info = cluster.job(job)
-    if info.get("JobState") != "COMPLETED":
-        raise RuntimeError(f"job {job} ended {info.get('JobState')}: {info.get('Comment')}")
-    # Slurm's times are local and to the second, both in the same zone
-    return (datetime.fromisoformat(info["EndTime"]) - datetime.fromisoformat(info["StartTime"])).total_seconds()
-
-
-def _wait(cluster: SlurmCluster, job: str, *, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while cluster.job(job).get("JobState") not in DONE:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"job {job} did not finish in {timeout:.0f} s")
-        time.sleep(1)
-
-
 def _faulted(
     cluster: SlurmCluster,
     root: Path,
@@ -114,7 +88,7 @@ def _faulted(
     timeout: float,
     drills: tuple[tuple[str, tuple[str, ...]], ...] = DRILLS,
 ) -> tuple[str, str, int]:
-    job, run_id = _submit(root, env)
+    job, run_id = tinyllm.submit(root, env)
     while cluster.job(job).get("JobState") != "RUNNING":
         time.sleep(0.5)
     node = cluster.job(job)["NodeList"]
@@ -122,7 +96,7 @@ def _faulted(
         (root / f"kern-{name}.log").touch()
     faults, next_at = 0, time.monotonic() + every
     deadline = time.monotonic() + timeout
-    while cluster.job(job).get("JobState") not in DONE:
+    while cluster.job(job).get("JobState") not in tinyllm.DONE:
         if time.monotonic() > deadline:
             raise RuntimeError(f"faulted job {job} did not finish in {timeout:.0f} s")
         if time.monotonic() >= next_at:
@@ -167,18 +141,18 @@ def measure(
             faulted = _project(base / "faulted", steps=steps, ckpt_every=ckpt_every)
             if side_by_side:
                 # both runs at once, one per node, on the same shared machine: they see the same load
-                plain_job, _ = _submit(_project(base / "plain", steps=steps, ckpt_every=ckpt_every), env)
+                plain_job, _ = tinyllm.submit(_project(base / "plain", steps=steps, ckpt_every=ckpt_every), env)
                 job, run_id, faults = _faulted(
                     cluster, faulted, env, every=every, timeout=expected * 8 + 120, drills=KILLS if kill else DRILLS
                 )
-                _wait(cluster, plain_job, timeout=expected * 6 + 120)
-                t0 = _wall(cluster, plain_job)
+                tinyllm.wait(cluster, plain_job, timeout=expected * 6 + 120)
+                t0 = tinyllm.wall(cluster, plain_job)
             else:
                 if baseline is None:
                     plain = _project(base / "plain", steps=steps, ckpt_every=ckpt_every)
-                    plain_job, _ = _submit(plain, env)
-                    _wait(cluster, plain_job, timeout=expected * 6 + 120)
-                    t0 = _wall(cluster, plain_job)
+                    plain_job, _ = tinyllm.submit(plain, env)
+                    tinyllm.wait(cluster, plain_job, timeout=expected * 6 + 120)
+                    t0 = tinyllm.wall(cluster, plain_job)
                 else:
                     t0 = baseline
                 # a fault every `every` seconds, or every third of the undisturbed run when that is
@@ -187,7 +161,7 @@ def measure(
                 job, run_id, faults = _faulted(
                     cluster, faulted, env, every=every, timeout=t0 * 3 + 120, drills=KILLS if kill else DRILLS
                 )
-            t1 = _wall(cluster, job)
+            t1 = tinyllm.wall(cluster, job)
             status = json.loads(
                 tinyllm.trainops(
                     "train",
