@@ -35,9 +35,9 @@ def test_validate_render_passes_on_the_example() -> None:
         assert f"render ({where}): {serving}" in lines
     # the disaggregated environment: each release a prefill+decode pair, its pool and endpoint picker
     disagg = (
-        "serving (vllm, gateway-api): 21 objects checked against the CRDs (Deployment 2, Application 1, "
+        "serving (vllm, gateway-api): 23 objects checked against the CRDs (Deployment 2, Application 1, "
         "DisaggregatedSet 2, HTTPRoute 1, InferencePool 2, PrometheusRule 1, ServiceMonitor 2, Role 2, "
-        "RoleBinding 2, ConfigMap 1, Service 3, ServiceAccount 2)"
+        "RoleBinding 2, ConfigMap 1, Service 5, ServiceAccount 2)"
     )
     assert f"render (env disagg): {disagg}" in lines
 
