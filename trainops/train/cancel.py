@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from trainops.errors import NotFoundError, RemoteError
 from trainops.manifest import Manifest
 from trainops.render.names import LABEL_RUN_ID
@@ -32,7 +34,6 @@ class CancelResult:
 
 def _run_ids(files: dict[str, bytes]) -> dict[str, set[str]]:
     """Each train/ YAML file of the tree → the run-id labels of the objects in it."""
-    import yaml
 
     out: dict[str, set[str]] = {}
     for name, data in sorted(files.items()):

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from trainops.errors import NotFoundError, RemoteError
 from trainops.manifest import Manifest
 from trainops.train.cancel import ACTION_TRAILER, commit_files, read_run
@@ -72,8 +74,6 @@ def exclude_nodes(obj: Any, nodes: list[str]) -> int:
 
 
 def _excluded_files(files: dict[str, bytes], names: list[str], nodes: list[str]) -> dict[str, bytes]:
-    import yaml
-
     out = {}
     templates = 0
     for name in names:

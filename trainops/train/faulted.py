@@ -16,16 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainops.errors import CommandFailedError
 from trainops.faults.detect import Monitor
 from trainops.faults.ettr import compute
 from trainops.faults.hang import HEARTBEAT_ENV, ProgressClock
-from trainops.faults.session import Decision, FaultSession
+from trainops.faults.session import Decision, FaultSession, this_node
+from trainops.faults.timeline import run_log_path
 from trainops.manifest import Manifest
 from trainops.manifest.common import duration_seconds
+from trainops.registry.context import Registries
 from trainops.serialize import FLATTEN
 from trainops.slo.exporter import TrainingMetrics, serve_metrics
 from trainops.supervise import Supervision
-from trainops.train.local import LocalRunOptions, LocalRunResult, run_local
+from trainops.train.local import LocalRunOptions, LocalRunResult, default_checkpoint_dir, run_local
 
 if TYPE_CHECKING:
     from trainops.checkpoint import PushedCheckpoint
@@ -81,7 +84,6 @@ def run_supervised(
 ) -> SupervisedRun:
     """Start the trainer until it completes or a fault needs more than a restart in place.
     Every start is `run_local` with `options` (whose ckpt_dir is set) and the supervision."""
-    from trainops.registry.context import Registries
 
     assert options.ckpt_dir is not None
     ckpt_dir = options.ckpt_dir
@@ -182,7 +184,6 @@ class LocalSupervisedRun:
 
     def raise_for_failure(self, *, hint: str) -> None:
         """A fault ended the run: exit 9 with the diagnosis; else the last start's verdict."""
-        from trainops.errors import CommandFailedError
 
         if self.action is not None and self.fault != "code-error":  # a plain failure: the command's status says it
             elsewhere = " (it needs another node: run it there)" if self.action != "stop" else ""
@@ -211,9 +212,6 @@ def run_local_supervised(
     decision). Each fault is an incident in the registry; the timeline gives `train status` ETTR.
     The trainer's output is kept too, at run_log_path (`train logs`); on_start and on_restore
     as run_local's, at each start."""
-    from trainops.faults.session import this_node
-    from trainops.faults.timeline import run_log_path
-    from trainops.train.local import default_checkpoint_dir
 
     train = manifest.require_train()
     ckpt_dir = (options.ckpt_dir or default_checkpoint_dir(manifest)).resolve()

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.cluster.access import ClusterAccess
-from trainops.cluster.client import Cluster
+from trainops.cluster.client import Cluster, connect
 from trainops.errors import NotFoundError, RemoteError, TrainopsError
 from trainops.manifest import Manifest
 from trainops.manifest.stages import TrainSpec
@@ -427,7 +427,6 @@ def manifest_runs(
     manifest: Manifest, *, run_id: str | None = None, access: ClusterAccess | None = None
 ) -> list[RunState]:
     """run_states for the manifest's training job, with the user's kubeconfig."""
-    from trainops.cluster.client import connect
     from trainops.faults.query import open_unschedulable
 
     train = _train(manifest)
@@ -447,7 +446,6 @@ def manifest_runs(
 
 def manifest_logs(manifest: Manifest, *, run_id: str, access: ClusterAccess | None = None) -> list[PodLog]:
     """run_logs for the manifest's training job, with the user's kubeconfig."""
-    from trainops.cluster.client import connect
 
     train = _train(manifest)
     with connect(access) as cluster:

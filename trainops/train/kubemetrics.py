@@ -22,7 +22,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from trainops import clock
+from trainops.errors import TrainopsError
 from trainops.faults.ettr import from_incidents
+from trainops.render.names import LABEL_ROLE, LABEL_RUN_ID
 from trainops.slo.exporter import LOSS_KEYS, MetricsServer, TrainingMetrics, serve_metrics
 
 if TYPE_CHECKING:
@@ -85,8 +87,6 @@ class RunMetrics:
             self._checkpoint()
 
     def _log(self, cluster: Cluster, state: RunState) -> None:
-        from trainops.errors import TrainopsError
-
         pod = _leader(cluster, state)
         if pod is None:
             return
@@ -137,7 +137,6 @@ class RunMetrics:
 def _leader(cluster: Cluster, state: RunState) -> dict[str, Any] | None:
     """The pod whose log has the run's metrics lines: the leader's (role leader), else the first
     by name (an indexed job's index 0), of those running."""
-    from trainops.render.names import LABEL_ROLE, LABEL_RUN_ID
 
     pods = [
         p

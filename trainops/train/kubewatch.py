@@ -25,6 +25,7 @@ run's pods run again, on other nodes.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -34,19 +35,26 @@ from typing import TYPE_CHECKING, Any
 
 from trainops import clock
 from trainops.cluster.access import ClusterAccess
+from trainops.cluster.client import connect
+from trainops.cluster.nodes import cordon_node, node_events, node_health
+from trainops.errors import NotFoundError, TrainopsError, UsageError
 from trainops.faults import incidents as records
 from trainops.faults.actions import action_for
 from trainops.faults.catalog import bucket_for
 from trainops.faults.incidents import Incident
 from trainops.faults.session import decide
-from trainops.faults.signals import MEANINGS, Signal, classify_line
+from trainops.faults.signals import MEANINGS, Signal, classify_line, most_specific
+from trainops.registry.context import Registries
+from trainops.render.names import LABEL_RUN_ID
+from trainops.train.cancel import cancel_run
+from trainops.train.exclude import restart_excluding
+from trainops.train.kube_jobs import job_kinds, run_states
 from trainops.train.kubemetrics import RunMetrics
 
 if TYPE_CHECKING:
     from trainops.cluster.client import Cluster
     from trainops.cluster.nodes import Cordon
     from trainops.manifest import Manifest
-    from trainops.registry.context import Registries
     from trainops.registry.reference import Reference
     from trainops.train.exclude import RestartResult
     from trainops.train.kube_jobs import RunState
@@ -91,7 +99,6 @@ def _event_evidence(node: str, event: dict[str, Any], now: datetime) -> Evidence
 
 def node_evidence(cluster: Cluster, node: str, *, now: datetime) -> list[Evidence]:
     """What the API server says is wrong with one node (the module docstring's signals)."""
-    from trainops.cluster.nodes import node_events, node_health
 
     health = node_health(cluster, node)
     if not health.exists or not health.ready:
@@ -132,7 +139,6 @@ class KubeWatch:
     def _past(self) -> list[Incident]:
         """The run's incidents so far (its ETTR's), or none when the registry cannot say: the watch
         starts all the same (said once; recording an incident needs the registry, not watching)."""
-        from trainops.errors import TrainopsError
 
         try:
             return records.list_incidents(self.registries, repository=self.repository, run_id=self.run_id)
@@ -142,8 +148,6 @@ class KubeWatch:
             return []
 
     def state(self) -> RunState:
-        from trainops.train.kube_jobs import run_states
-
         states = run_states(
             self.cluster, train=self.train, pipeline=self.manifest.pipeline.metadata.name, run_id=self.run_id
         )
@@ -152,7 +156,6 @@ class KubeWatch:
     def check(self, *, prune_timeout: float, interval: float) -> RunState | None:
         """One look: the run's pods and nodes; act on new evidence; close recovered incidents.
         The run's state, or None while its job is away (between the two restart commits)."""
-        from trainops.errors import NotFoundError
 
         self.report = _replace(self.report, checks=self.report.checks + 1)
         try:
@@ -179,8 +182,6 @@ class KubeWatch:
         return state
 
     def _act(self, node: str, fresh: list[Evidence], state: RunState, *, prune_timeout: float, interval: float) -> None:
-        from trainops.faults.signals import most_specific
-
         chosen = most_specific([e.signal for e in fresh])
         assert chosen is not None
         first = min(e.at for e in fresh if e.signal.fault == chosen.fault)
@@ -222,15 +223,12 @@ class KubeWatch:
 
     def _carry_out(self, incident: Incident, state: RunState, *, prune_timeout: float, interval: float) -> str:
         """What the action did, in words."""
-        from trainops.cluster.nodes import cordon_node
 
         node = str(incident.node)
         summary = f"{incident.fault} on {node}: {incident.detail}"
         if incident.action == "restart":
             return f"{incident.action_note}: left to the job's own restart policy ({state.kind})"
         if incident.action == "stop":
-            from trainops.train.cancel import cancel_run
-
             cancelled = cancel_run(self.manifest, run_id=self.run_id)
             self.stopped = True
             return f"{incident.action_note}: run cancelled through git ({str(cancelled.commit)[:12]})"
@@ -247,9 +245,6 @@ class KubeWatch:
     def _restart(
         self, incident: Incident, state: RunState, summary: str, *, prune_timeout: float, interval: float
     ) -> RestartResult:
-        from trainops.train.exclude import restart_excluding
-        from trainops.train.kube_jobs import job_kinds
-
         self.excluded.add(str(incident.node))
         self.nodes -= self.excluded
         kinds = job_kinds(self.train)
@@ -276,7 +271,6 @@ class KubeWatch:
         """After a restart through git, pods of the run the scheduler cannot place for
         STUCK_AFTER seconds are an incident of their own (class unschedulable), closed when a
         pod of the run runs."""
-        from trainops.render.names import LABEL_RUN_ID
 
         if not self.report.restarts or (self.stuck is None and state.finished):
             return
@@ -327,7 +321,6 @@ class KubeWatch:
         on a node not excluded (pods left terminating on a lost node do not count)."""
         if not self.open:
             return
-        from trainops.render.names import LABEL_RUN_ID
 
         pods = self.cluster.list("v1", "Pod", namespace=state.namespace, selector=f"{LABEL_RUN_ID}={self.run_id}")
         for incident in self.open:
@@ -369,8 +362,6 @@ def _unschedulable_line(pod: dict[str, Any]) -> str | None:
 
 
 def _replace(report: WatchReport, **fields: Any) -> WatchReport:
-    import dataclasses
-
     return dataclasses.replace(report, **fields)
 
 
@@ -398,9 +389,6 @@ def watch_run(
     """Watch RUN until its job finishes (or `timeout` seconds, or one look with `once`), with
     the user's kubeconfig; the module docstring says what is read and done. `on_nodes` hears
     the run's state each time the set of nodes watched changes (the first look included)."""
-    from trainops.cluster.client import connect
-    from trainops.errors import UsageError
-    from trainops.registry.context import Registries
 
     scheduler = manifest.require_train().scheduler
     if scheduler in ("local", "slurm"):

@@ -30,14 +30,17 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from trainops import podenv
-from trainops.errors import InputError, TrainopsError
+from trainops.errors import CommandFailedError, ExistsError, InputError, RemoteError, TrainopsError
+from trainops.gitinfo import git_state
+from trainops.image.pinned import training_image
 from trainops.interrupt import Interrupted
 from trainops.manifest import Manifest
 from trainops.registry.context import ProgressSink, Registries
 from trainops.registry.lineage_data import Environment, Lineage, Parent
 from trainops.registry.reference import Reference
+from trainops.render.env import process_env
 from trainops.render.image import cluster_image
-from trainops.supervise import Supervision, run_command
+from trainops.supervise import Supervision, run_command, status_text
 
 if TYPE_CHECKING:
     from trainops.checkpoint import PushedCheckpoint, Watcher
@@ -68,8 +71,6 @@ class LocalRunResult:
     def raise_for_failure(self, *, hint: str) -> None:
         """The one verdict on a run: the command failed (exit 9, with its status; `hint` says
         what to do next), or its last checkpoints did not reach the registry (exit 6)."""
-        from trainops.errors import CommandFailedError, RemoteError
-        from trainops.supervise import status_text
 
         if self.signal in STOP_SIGNALS and self.stopped is None:
             raise self.interrupted()
@@ -105,7 +106,6 @@ class LocalRunResult:
 
 def pinned_image(manifest: Manifest, *, image: str, insecure: bool = False) -> Any:
     """--image as the run names it: pinned to its digest (a tag is resolved now)."""
-    from trainops.image.pinned import training_image
 
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
         return training_image(manifest, registries, image=image)
@@ -129,8 +129,6 @@ def local_environment(
 ) -> tuple[dict[str, str], list[str]]:
     """The command's environment: the caller's, then the pod contract; and the secretEnv
     names the caller's environment does not provide (locally their values come from it)."""
-    from trainops.gitinfo import git_state
-    from trainops.render.env import process_env
 
     train = manifest.require_train()
     git = git_state(manifest.root)
@@ -213,7 +211,6 @@ def _watcher(
 ) -> Watcher:
     """Step 3's watcher: pushes the run's complete checkpoints with its lineage, keeps retention."""
     from trainops.checkpoint import WatchConfig, Watcher
-    from trainops.gitinfo import git_state
     from trainops.signing.attest import checkpoint_attester
 
     policy = manifest.require_train().checkpoint
@@ -356,7 +353,6 @@ def run_local(
 def _refuse_foreign_checkpoints(registries: Registries, *, repository: Reference, run_id: str) -> None:
     """With resume: none a run starts at step 0, so its step-N tags would meet another run's."""
     from trainops.checkpoint import latest_checkpoint
-    from trainops.errors import ExistsError
 
     newest = latest_checkpoint(registries, repository=repository)
     if newest is not None and newest.run_id != run_id:

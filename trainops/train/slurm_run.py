@@ -42,9 +42,13 @@ from trainops.faults.hang import HEARTBEAT_ENV, ProgressClock
 from trainops.manifest import Manifest
 from trainops.manifest.common import duration_seconds
 from trainops.manifest.stages import TrainSpec
-from trainops.render.env import RDZV_PORT
+from trainops.registry.context import Registries
+from trainops.registry.reference import parse_reference
+from trainops.render.env import RDZV_PORT, launch_argv
+from trainops.render.image import pin_image
 from trainops.serialize import FLATTEN
 from trainops.slurm.client import SlurmHost, control
+from trainops.slurm.nodes import allocation_nodes, check_node, drain_node, requeue_excluding
 from trainops.train.local import LocalRunOptions, LocalRunResult
 
 if TYPE_CHECKING:
@@ -92,7 +96,6 @@ def srun_argv(train: TrainSpec, *, run_id: str, head: str, container: Container 
     """train.command on every node of the allocation, one task per node (torchrun for python;
     any other command with RANK, WORLD_SIZE, LOCAL_RANK and NODE_RANK of its task), in
     `container` when there is one."""
-    from trainops.render.env import launch_argv
 
     command = launch_argv(list(train.command), train=train, endpoint=f"{head}:{RDZV_PORT}", run_id=run_id)
     if command[0] != "torchrun":
@@ -104,9 +107,7 @@ def srun_argv(train: TrainSpec, *, run_id: str, head: str, container: Container 
 def container_for(manifest: Manifest, *, image: str, run_dir: Path, ckpt_dir: Path, insecure: bool) -> Container:
     """The container of a pyxis job: `image` (pinned by the sbatch script), the checkpoint
     and run directories, and each dataset with a mountPath, pulled into the run directory."""
-    from trainops.registry.context import Registries
     from trainops.registry.pulling import pull
-    from trainops.render.image import pin_image
 
     train = manifest.require_train()
     pinned = pin_image(image, field="--image")
@@ -123,7 +124,6 @@ def container_for(manifest: Manifest, *, image: str, run_dir: Path, ckpt_dir: Pa
 
 def _image_ref(image: PinnedImage) -> Reference:
     """The pinned image as the lineage of the checkpoints records it."""
-    from trainops.registry.reference import parse_reference
 
     return parse_reference(image.ref if not image.pullable else f"oci://{image.ref}")
 
@@ -150,7 +150,6 @@ def run_slurm(
 ) -> SlurmRunResult:
     """Supervise this allocation's training (module docstring), in the container of `image`
     (pyxis) when one is named; restart, requeue, drain or fail."""
-    from trainops.slurm.nodes import allocation_nodes, check_node
     from trainops.train.faulted import Watch, run_supervised
 
     job_id = os.environ.get("SLURM_JOB_ID")
@@ -240,7 +239,6 @@ def _conclude(supervised: SupervisedRun, *, job_id: str, restart: int, result: L
 
 def _requeue(job_id: str, decision: Decision) -> str:
     """Drain the node (hardware) and requeue the job without it (node fault); what was done."""
-    from trainops.slurm.nodes import drain_node, requeue_excluding
 
     assert decision.diagnosis is not None
     node = decision.diagnosis.node

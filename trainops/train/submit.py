@@ -14,14 +14,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainops import runid
-from trainops.errors import InputError
+from trainops.errors import InputError, ManifestError
+from trainops.gitinfo import git_state
+from trainops.gitops import write_tree
 from trainops.gitops.target import gitops_url
 from trainops.image.pinned import training_image
 from trainops.manifest import Manifest
 from trainops.manifest.stages import TrainSpec
 from trainops.registry.context import Registries
 from trainops.registry.reference import Reference
+from trainops.render.directory import write_rendered
 from trainops.render.image import cluster_image
+from trainops.render.names import object_name
+from trainops.train.slurm_jobs import submit_job
 
 if TYPE_CHECKING:
     from trainops.cluster.access import ClusterAccess
@@ -68,7 +73,6 @@ class _Run:
 
 
 def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: bool) -> _Run:
-    from trainops.gitinfo import git_state
     from trainops.render import render_all
 
     train = manifest.require_train()
@@ -103,7 +107,6 @@ def render_tree(
     `out` must be new, empty, or a tree trainops rendered before (it holds the marker file);
     it is replaced as a whole, so files of an earlier render that this one lacks go away.
     """
-    from trainops.render.directory import write_rendered
 
     run = _render(manifest, image=image, run_id=run_id, insecure=insecure)
     marker = f"run {run_id}\nimage {run.image}\n"
@@ -147,7 +150,6 @@ def submit(
     held until the commit, which names the job, is pushed; nothing is committed if sbatch
     refuses it).
     """
-    from trainops.gitops import write_tree
 
     run = _render(manifest, image=image, run_id=run_id, insecure=insecure)
     if access is not None and manifest.require_train().scheduler != "slurm":
@@ -182,9 +184,6 @@ def submit(
 
     job_id = None
     if train.scheduler == "slurm":
-        from trainops.render.names import object_name
-        from trainops.train.slurm_jobs import submit_job
-
         script = next(item.text for item in rendered.files if item.path.endswith(".sh"))
         job = submit_job(manifest, script=script, run_id=run_id, job_name=object_name(name, run_id), commit=commit)
         result, job_id = job.commit, job.job_id
@@ -208,7 +207,6 @@ def submit(
 def _check_cluster(manifest: Manifest, access: ClusterAccess) -> None:
     from trainops.cluster.client import connect
     from trainops.cluster.controllers import controller_problems
-    from trainops.errors import ManifestError
 
     with connect(access) as cluster:
         problems = controller_problems(cluster, manifest)

@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from trainops.errors import NotFoundError, UsageError
+from trainops.faults.timeline import kept_output, run_log_path
 from trainops.manifest import Manifest
+from trainops.slurm.record import submitted_here
+from trainops.train.cancel import cancel_run
 
 if TYPE_CHECKING:
     from trainops.cluster.access import ClusterAccess
@@ -121,13 +124,10 @@ class LocalTarget(_Rendered):
 
     def output_path(self, run_id: str) -> Path:
         """Where the supervisor of a local run keeps its output (both streams of every start)."""
-        from trainops.faults.timeline import run_log_path
 
         return run_log_path(self.manifest, run_id)
 
     def logs(self, run_id: str) -> list[LogPart]:
-        from trainops.faults.timeline import kept_output
-
         kept = kept_output(self.manifest, run_id)
         if kept is None:
             raise NotFoundError(
@@ -184,8 +184,6 @@ class KubernetesTarget(_Rendered):
         ]
 
     def cancel(self, run_id: str) -> CancelResult:
-        from trainops.train.cancel import cancel_run
-
         return cancel_run(self.manifest, run_id=run_id)
 
     def watch(self, run_id: str, options: WatchOptions, on_nodes: OnNodes | None = None) -> WatchReport:
@@ -226,7 +224,6 @@ def target_for(
     4. without RUN or a cluster named (--kubeconfig, --context), runs submitted to Slurm from
        here make it Slurm's.
     """
-    from trainops.slurm.record import submitted_here
 
     scheduler = manifest.require_train().scheduler
     if run_id is not None and submitted_here(manifest, run_id=run_id):
@@ -244,6 +241,5 @@ def _ran_here(manifest: Manifest, run_id: str, *, records: bool) -> bool:
     """RUN is a `train run --local` run: its output is kept here (or, with `records`, the
     registry keeps its timeline, which names no Slurm job)."""
     from trainops.faults.query import is_local_run
-    from trainops.faults.timeline import run_log_path
 
     return run_log_path(manifest, run_id).is_file() or (records and is_local_run(manifest, run_id=run_id))
