@@ -47,7 +47,7 @@ def environments(file: str | None, incomplete: str) -> list[str]:
 
 
 def _load(file: str | None, env: str | None) -> Manifest | None:
-    from trainops.manifest import load_manifest
+    from trainops.manifest import load_manifest  # lazy: loads pydantic
 
     path = _manifest_path(file)
     return load_manifest(path, env=env) if path else None
@@ -58,7 +58,7 @@ def references(file: str | None, env: str | None, incomplete: str) -> list[str]:
     repositories of the manifest's registry, named as short references (`team/model:`)."""
 
     def read() -> list[str]:
-        from trainops.registry import listing
+        from trainops.registry import listing  # lazy: loads concurrent.futures
 
         manifest = _load(file, env)
         if manifest is None:
@@ -81,9 +81,9 @@ def run_ids(file: str | None, env: str | None, incomplete: str) -> list[str]:
     run from this project."""
 
     def read() -> list[str]:
-        from trainops.faults import timeline
-        from trainops.faults.incidents import all_tags, incidents_repository, is_incident_tag
-        from trainops.slurm.record import RECORD, runs_dir
+        from trainops.faults import timeline  # lazy: loads pydantic
+        from trainops.faults.incidents import all_tags, incidents_repository, is_incident_tag  # lazy: loads pydantic
+        from trainops.slurm.record import RECORD, runs_dir  # lazy: loads pydantic
 
         manifest = _load(file, env)
         if manifest is None:
@@ -112,7 +112,7 @@ def incident_ids(file: str | None, env: str | None, incomplete: str) -> list[str
     """The incidents the registry records (`RUN.N`)."""
 
     def read() -> list[str]:
-        from trainops.faults.incidents import all_tags, incidents_repository, is_incident_tag
+        from trainops.faults.incidents import all_tags, incidents_repository, is_incident_tag  # lazy: loads pydantic
 
         manifest = _load(file, env)
         if manifest is None:

@@ -74,7 +74,7 @@ def parallel(func: Callable[[T], R], items: Iterable[T], jobs: int, *, on_interr
     """func over items in up to `jobs` threads, results in order. Ctrl-C cancels every
     worker at once (cancel()) and raises Interrupted(on_interrupt): what was left, and how
     to resume."""
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor  # lazy: loads concurrent.futures
 
     items = list(items)
     if jobs <= 1 or len(items) <= 1:

@@ -23,7 +23,7 @@ def template_root() -> Path:
 
 @lru_cache(maxsize=1)
 def _environment() -> Any:
-    import jinja2
+    import jinja2  # lazy: loads jinja2
 
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_root())),
@@ -35,7 +35,7 @@ def _environment() -> Any:
 
 def render_template(name: str, /, **values: Any) -> str:
     """Render templates/<name> with values; a missing value is an error, never an empty string."""
-    import jinja2
+    import jinja2  # lazy: loads jinja2
 
     try:
         return str(_environment().get_template(name).render(**values))

@@ -34,7 +34,7 @@ NODE_RANK_ENV = podenv.NODE_RANK
 
 
 def _repository(opened: Any, given: str | None, given_as: str = "REPO") -> Any:
-    from trainops.checkpoint.catalog import checkpoint_repository
+    from trainops.checkpoint.catalog import checkpoint_repository  # lazy: loads concurrent.futures
 
     return checkpoint_repository(opened.registries, manifest=opened.manifest, given=given, given_as=given_as)
 
@@ -152,8 +152,8 @@ def watch(
     Prints one line per checkpoint pushed. Without --once it runs until SIGTERM/SIGINT
     (or until --until-pid's process exits), then scans a last time and exits 0.
     """
-    from trainops.manifest.common import parse_seconds
-    from trainops.supervise import idle_until, stop_when
+    from trainops.manifest.common import parse_seconds  # lazy: loads pydantic
+    from trainops.supervise import idle_until, stop_when  # lazy: loads subprocess
 
     if until_pid is not None and scan_mode is not None:
         raise UsageError("--until-pid cannot be combined with --once or --until-signal")
@@ -189,7 +189,7 @@ def watch(
 @contextlib.contextmanager
 def _serving(address: str | None, pod: podenv.PodEnvironment, run_id: str | None, idle: bool) -> Iterator[Any]:
     """--metrics-address: the run's metrics while the watcher runs (an idle one serves no series)."""
-    from trainops.slo.exporter import NoSeries, TrainingMetrics, serve_metrics
+    from trainops.slo.exporter import NoSeries, TrainingMetrics, serve_metrics  # lazy: loads ssl, socketserver
 
     metrics = TrainingMetrics(pipeline=pod.pipeline or "", run_id=run_id or pod.run_id or "")
     server = serve_metrics(NoSeries() if idle else metrics, address)
@@ -216,11 +216,11 @@ def _watch(
     output: str,
     metrics: Any = None,
 ) -> None:
-    from trainops.checkpoint import WatchConfig, Watcher
-    from trainops.checkpoint.retention import retention_override
-    from trainops.checkpoint.watch import sidecar_image, sidecar_lineage
-    from trainops.cli.progress import transfer_progress
-    from trainops.signing.attest import checkpoint_attester
+    from trainops.checkpoint import WatchConfig, Watcher  # lazy: loads pydantic
+    from trainops.checkpoint.retention import retention_override  # lazy: loads pydantic
+    from trainops.checkpoint.watch import sidecar_image, sidecar_lineage  # lazy: loads pydantic
+    from trainops.cli.progress import transfer_progress  # lazy: `trainops --help` loads no trainops.cli.progress
+    from trainops.signing.attest import checkpoint_attester  # lazy: loads pydantic
 
     pod = PodEnvironment.read()
     run_id = run_id or pod.run_id
@@ -261,11 +261,11 @@ def _watch(
 def _printer(output: str, metrics: Any = None, directory: Path | None = None) -> Callable[[Any], None]:
     def show(event: Any) -> None:
         if metrics is not None and directory is not None and event.kind == "pushed" and event.checkpoint is not None:
-            from trainops.slo.exporter import checkpoint_pushed
+            from trainops.slo.exporter import checkpoint_pushed  # lazy: loads ssl, socketserver
 
             checkpoint_pushed(metrics, directory, name=event.checkpoint.name, step=event.checkpoint.step)
         if output == "json":
-            from trainops.serialize import dumps
+            from trainops.serialize import dumps  # lazy: `trainops --help` loads no trainops.serialize
 
             click.echo(dumps(event, indent=None), err=event.kind in ("error", "skipped"))
             return
@@ -291,7 +291,7 @@ def _printer(output: str, metrics: Any = None, directory: Path | None = None) ->
 @wide_option
 def ls(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
     """List the checkpoints of REPO by step: tag, step, metrics, created, digest (--wide: run too)."""
-    from trainops.checkpoint import list_checkpoints
+    from trainops.checkpoint import list_checkpoints  # lazy: loads concurrent.futures
 
     with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)
@@ -323,7 +323,7 @@ def _ckpt_row(i: CheckpointInfo, *, wide: bool) -> tuple[str, ...]:
 @output_option
 def latest(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Print the newest checkpoint of REPO (by step) as a pinned reference."""
-    from trainops.checkpoint import latest_checkpoint
+    from trainops.checkpoint import latest_checkpoint  # lazy: loads concurrent.futures
 
     with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)
@@ -377,9 +377,9 @@ def pull(
     With --rank (or --node-rank) and --world-size, only that rank's shards and the shared
     files are pulled (Megatron's mp_rank_*, DeepSpeed's per-rank files, DCP's __R_*.distcp by
     its .metadata); files DEST already holds with the same digests are not downloaded again."""
-    from trainops.checkpoint import restore_latest, restore_ref
-    from trainops.checkpoint.shards import requested
-    from trainops.cli.progress import transfer_progress
+    from trainops.checkpoint import restore_latest, restore_ref  # lazy: loads tempfile, sqlite3
+    from trainops.checkpoint.shards import requested  # lazy: `trainops --help` loads no trainops.checkpoint
+    from trainops.cli.progress import transfer_progress  # lazy: `trainops --help` loads no trainops.cli.progress
 
     ranks = requested(rank=rank, node_rank=node_rank, nproc_per_node=nproc_per_node, world_size=world_size)
     if ranks is None and node_rank is not None:  # auto, and the environment names no node
@@ -430,7 +430,7 @@ def prune(
 ) -> None:
     """Apply retention to REPO: keep the newest N and the best K by a metric, remove the
     other step-N checkpoints (defaults: train.checkpoint.keep of trainops.yaml)."""
-    from trainops.checkpoint.retention import apply_retention, retention_override
+    from trainops.checkpoint.retention import apply_retention, retention_override  # lazy: loads pydantic
 
     with options.opened(file, env, insecure) as ctx:
         repository = _repository(ctx, repo)

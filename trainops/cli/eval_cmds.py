@@ -70,9 +70,9 @@ def run_cmd(
     Exits 8 when a gate fails (the report is pushed, verdict failed), 9 when the command
     crashes, times out or writes anything but one JSON object of numbers (nothing pushed).
     """
-    from trainops.cli.progress import transfer_progress
-    from trainops.eval import require_passed, run_eval
-    from trainops.registry.context import Registries
+    from trainops.cli.progress import transfer_progress  # lazy: `trainops --help` loads no trainops.cli.progress
+    from trainops.eval import require_passed, run_eval  # lazy: loads pydantic
+    from trainops.registry.context import Registries  # lazy: `trainops --help` loads no trainops.registry
 
     manifest = options.load(file, env)
     with (
@@ -105,10 +105,10 @@ def run_cmd(
 @options.wide_option
 def ls_cmd(checkpoint: str | None, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
     """List the evaluations of CKPT (default: eval.checkpoint), oldest first."""
-    from trainops.eval import list_evals
-    from trainops.eval.run import eval_spec
-    from trainops.eval.select import resolve_checkpoint
-    from trainops.registry.context import Registries
+    from trainops.eval import list_evals  # lazy: loads pydantic
+    from trainops.eval.run import eval_spec  # lazy: loads pydantic
+    from trainops.eval.select import resolve_checkpoint  # lazy: loads pydantic
+    from trainops.registry.context import Registries  # lazy: `trainops --help` loads no trainops.registry
 
     manifest = options.load(file, env)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
@@ -155,8 +155,8 @@ def render_cmd(
 ) -> None:
     """Print the eval of CKPT as a Kubernetes Job (Volcano when train.scheduler is volcano)
     running `trainops eval run` in the image; the checkpoint is pinned by digest."""
-    from trainops.eval.cluster import render_eval
-    from trainops.registry.context import Registries
+    from trainops.eval.cluster import render_eval  # lazy: loads pydantic
+    from trainops.registry.context import Registries  # lazy: `trainops --help` loads no trainops.registry
 
     manifest = options.load(file, env)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:
@@ -192,8 +192,8 @@ def submit_cmd(
     output: str,
 ) -> None:
     """Commit the eval Job of CKPT to <spec.gitops.path>-eval in the GitOps repository."""
-    from trainops.eval.cluster import submit_eval
-    from trainops.registry.context import Registries
+    from trainops.eval.cluster import submit_eval  # lazy: loads pydantic
+    from trainops.registry.context import Registries  # lazy: `trainops --help` loads no trainops.registry
 
     manifest = options.load(file, env)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:

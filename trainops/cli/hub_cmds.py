@@ -48,9 +48,9 @@ def import_cmd(
 
     REVISION is a branch, tag or commit (default main). HF_TOKEN, HF_ENDPOINT,
     HF_HUB_OFFLINE and the HF cache are honoured."""
-    from trainops.cli.progress import transfer_progress
-    from trainops.hub.hfapi import parse_repo_spec
-    from trainops.hub.importer import import_model
+    from trainops.cli.progress import transfer_progress  # lazy: `trainops --help` loads no trainops.cli.progress
+    from trainops.hub.hfapi import parse_repo_spec  # lazy: `trainops --help` loads no trainops.hub
+    from trainops.hub.importer import import_model  # lazy: loads tempfile, sqlite3
 
     repo_id, revision = parse_repo_spec(repo_spec)
     with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
@@ -107,9 +107,9 @@ def export_cmd(
     The files are pulled verified; a model card (README.md) is written from the
     lineage unless the artifact has one. A branch that moved since the upload
     started is refused (exit 5)."""
-    from trainops.cli.progress import transfer_progress
-    from trainops.hub.exporter import export_model
-    from trainops.hub.hfapi import parse_repo_spec
+    from trainops.cli.progress import transfer_progress  # lazy: `trainops --help` loads no trainops.cli.progress
+    from trainops.hub.exporter import export_model  # lazy: loads tempfile, sqlite3
+    from trainops.hub.hfapi import parse_repo_spec  # lazy: `trainops --help` loads no trainops.hub
 
     repo, at = parse_repo_spec(repo_id)
     if at:

@@ -21,7 +21,7 @@ def image() -> None:
 @output_option
 def render(file: str | None, env: str | None, output: str) -> None:
     """Print the Dockerfile the docker builder would build from the image section."""
-    from trainops.image.api import render_image
+    from trainops.image.api import render_image  # lazy: loads pydantic
 
     rendered = render_image(options.load(file, env))
     if output == "json":
@@ -50,8 +50,8 @@ def _log(enabled: bool) -> Any:
 def build(file: str | None, env: str | None, push: bool, builder: str | None, insecure: bool, output: str) -> None:
     """Build the image (or reuse it when its inputs digest is already tagged), tagged with the
     git commit and the inputs digest."""
-    from trainops.cli.progress import transfer_progress
-    from trainops.image.api import build_image
+    from trainops.cli.progress import transfer_progress  # lazy: `trainops --help` loads no trainops.cli.progress
+    from trainops.image.api import build_image  # lazy: loads pydantic
 
     manifest = options.load(file, env)
     text = output == "text"

@@ -28,7 +28,7 @@ def incidents() -> None:
 @output_option
 def ls_cmd(file: str | None, env: str | None, run_id: str | None, insecure: bool, output: str) -> None:
     """The incidents of RUN (default: of every run), oldest first, and the count per node."""
-    from trainops.faults.query import list_incidents
+    from trainops.faults.query import list_incidents  # lazy: loads pydantic
 
     result = list_incidents(options.load(file, env), run_id=run_id, insecure=insecure)
     if output == "json":
@@ -54,8 +54,8 @@ def ls_cmd(file: str | None, env: str | None, run_id: str | None, insecure: bool
 @output_option
 def show_cmd(file: str | None, env: str | None, incident_id: str, insecure: bool, output: str) -> None:
     """One incident: class, evidence lines, node, action, detection and recovery."""
-    from trainops.faults.ettr import phases
-    from trainops.faults.query import show_incident
+    from trainops.faults.ettr import phases  # lazy: loads pydantic
+    from trainops.faults.query import show_incident  # lazy: loads pydantic
 
     found = show_incident(options.load(file, env), incident_id=incident_id, insecure=insecure)
     if output == "json":
@@ -98,7 +98,7 @@ def classes_cmd(file: str | None, env: str | None, fault: str | None, output: st
     what resolves it (restart-app, reset-gpu, drain-service, fix-app: NVIDIA's resolution
     buckets). With CLASS: its Xids with NVIDIA's bucket, the DCGM signals that come before
     it, and the lines it shows in."""
-    from trainops.faults.actions import action_table, class_row
+    from trainops.faults.actions import action_table, class_row  # lazy: loads pydantic
 
     policy = options.load(file, env).require_train().faults
     if fault is not None:
@@ -123,7 +123,7 @@ def classes_cmd(file: str | None, env: str | None, fault: str | None, output: st
 
 
 def _class_text(row: ClassRow) -> None:
-    from trainops.faults.catalog import BUCKET_MEANINGS
+    from trainops.faults.catalog import BUCKET_MEANINGS  # lazy: loads pydantic
 
     click.echo(f"{row.fault}: {row.meaning}")
     click.echo(f"  action      {row.action}" + ("" if row.action == row.default else f" (default {row.default})"))
@@ -145,7 +145,7 @@ def _class_text(row: ClassRow) -> None:
 def report_cmd(file: str | None, env: str | None, run_id: str, insecure: bool, output: str) -> None:
     """RUN's post-incident report: each incident's signal, diagnosis, action and recovery,
     with the evidence, the time of each and the seconds between, and the run's ETTR."""
-    from trainops.faults.query import run_report
+    from trainops.faults.query import run_report  # lazy: loads pydantic
 
     report = run_report(options.load(file, env), run_id=run_id, insecure=insecure)
     if output == "json":
@@ -181,7 +181,7 @@ def dcgm_counters_cmd(output: str) -> None:
     `trainops incidents dcgm-counters > counters.csv`. With -o json: each field, whether
     dcgm-exporter's defaults have it, and the fault classes its rise comes before.
     """
-    from trainops.faults.catalog import counters, counters_csv
+    from trainops.faults.catalog import counters, counters_csv  # lazy: loads pydantic
 
     if output == "json":
         echo_json(counters())
@@ -224,7 +224,7 @@ def drill_cmd(
     returning when done. On a cluster, run it on the node: `srun --jobid=JOB --overlap -w
     NODE trainops drill …`.
     """
-    from trainops.faults.drill import Throttle, inject
+    from trainops.faults.drill import Throttle, inject  # lazy: loads pydantic
 
     result = inject(
         options.load(file, env),

@@ -55,8 +55,9 @@ def validate(
     fieldValidation=Strict (nothing is stored), and spec.cluster.topology is checked against
     the nodes' labels. Each refusal is reported at the manifest field the object came from.
     """
+    # lazy: `trainops --help` loads no trainops.cluster
     from trainops.pipeline.validate import validate as validate_project
-    from trainops.projectdir import manifest_path, shown
+    from trainops.projectdir import manifest_path, shown  # lazy: `trainops --help` loads no trainops.projectdir
 
     path = manifest_path(file)
     result = validate_project(path=path, env=env, render=render, crds=crds, cluster=access)
@@ -102,7 +103,7 @@ def _render_summary(check: Any) -> str:
 @wide_option
 def plan(file: str | None, env: str | None, output: str, wide: bool) -> None:
     """Show the stages the manifest defines, what each consumes and produces, and where it runs."""
-    from trainops.pipeline.plan import plan_pipeline
+    from trainops.pipeline.plan import plan_pipeline  # lazy: loads pydantic
 
     result = plan_pipeline(manifest=options.load(file, env))
     if output == "json":
@@ -126,7 +127,7 @@ def plan(file: str | None, env: str | None, output: str, wide: bool) -> None:
 @click.command()
 def schema() -> None:
     """Print the JSON Schema of trainops.yaml (for editors and CI)."""
-    from trainops.manifest.schema import pipeline_json_schema
+    from trainops.manifest.schema import pipeline_json_schema  # lazy: loads pydantic
 
     echo_json(pipeline_json_schema())
 

@@ -26,7 +26,7 @@ def _completer(read: Callable[..., list[str]], *, env: bool = True) -> Callable[
     and --env given so far on the command line."""
 
     def complete(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
-        from click.shell_completion import CompletionItem
+        from click.shell_completion import CompletionItem  # lazy: `trainops --help` loads no click.shell_completion
 
         given = ctx.params
         names = read(given.get("file"), given.get("env"), incomplete) if env else read(given.get("file"), incomplete)
@@ -37,28 +37,28 @@ def _completer(read: Callable[..., list[str]], *, env: bool = True) -> Callable[
 
 def complete_env(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
     """--env: the manifest's environments."""
-    from trainops import completion
+    from trainops import completion  # lazy: `trainops --help` loads no trainops.completion
 
     return _completer(completion.environments, env=False)(ctx, param, incomplete)
 
 
 def complete_reference(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
     """A reference: the registry's repositories, then a repository's tags."""
-    from trainops import completion
+    from trainops import completion  # lazy: `trainops --help` loads no trainops.completion
 
     return _completer(completion.references)(ctx, param, incomplete)
 
 
 def complete_run(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
     """RUN: the runs the registry and this project recorded."""
-    from trainops import completion
+    from trainops import completion  # lazy: `trainops --help` loads no trainops.completion
 
     return _completer(completion.run_ids)(ctx, param, incomplete)
 
 
 def complete_incident(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
     """An incident id: those the registry records."""
-    from trainops import completion
+    from trainops import completion  # lazy: `trainops --help` loads no trainops.completion
 
     return _completer(completion.incident_ids)(ctx, param, incomplete)
 
@@ -100,6 +100,7 @@ def override_options(func: F) -> F:
 
     @functools.wraps(func)
     def command(*args: Any, force: bool, reason: str | None, **kwargs: Any) -> Any:
+        # lazy: `trainops --help` loads no trainops.registry
         from trainops.registry.retention.protect import override_from
 
         return func(*args, override=override_from(force=force, reason=reason), **kwargs)
@@ -195,7 +196,7 @@ def cluster_options(cluster_help: str) -> Callable[[F], F]:
 def _access_options(func: F, *, cluster_help: str | None) -> F:
     @functools.wraps(func)
     def command(*args: Any, kubeconfig: str | None, context: str | None, cluster: bool = False, **kwargs: Any) -> Any:
-        from trainops.cluster.access import ClusterAccess
+        from trainops.cluster.access import ClusterAccess  # lazy: `trainops --help` loads no trainops.cluster
 
         return func(*args, access=ClusterAccess.named(kubeconfig, context, cluster=cluster), **kwargs)
 
@@ -241,15 +242,15 @@ def registry_options(func: F) -> F:
 
 def load(file: str | None, env: str | None) -> Manifest:
     """The manifest -f names (else the nearest trainops.yaml), with --env's overlay."""
-    from trainops.manifest import load_manifest
-    from trainops.projectdir import manifest_path
+    from trainops.manifest import load_manifest  # lazy: loads pydantic
+    from trainops.projectdir import manifest_path  # lazy: `trainops --help` loads no trainops.projectdir
 
     return load_manifest(manifest_path(file), env=env)
 
 
 def opened(file: str | None, env: str | None, insecure: bool) -> Opened:
     """The manifest if there is one (-f, else the nearest trainops.yaml) and its registries."""
-    from trainops.registry.context import open_registries
+    from trainops.registry.context import open_registries  # lazy: `trainops --help` loads no trainops.registry
 
     return open_registries(file=file, env=env, insecure=insecure)
 

@@ -17,7 +17,7 @@ from trainops.units import fold_reference
 
 def echo_json(result: Any) -> None:
     """Print a result as JSON, through the one serialization home (camelCase by construction)."""
-    from trainops.serialize import dumps
+    from trainops.serialize import dumps  # lazy: `trainops --help` loads no trainops.serialize
 
     click.echo(dumps(result))
 
@@ -28,7 +28,7 @@ def console(*, wide: bool = False) -> Any:
     On a terminal, its width; piped (CI logs, files), $COLUMNS if set, else 80 columns
     (or 400 with --wide, so nothing folds)."""
 
-    from rich.console import Console
+    from rich.console import Console  # lazy: loads rich
 
     width: int | None = None
     if not sys.stdout.isatty():
@@ -53,7 +53,7 @@ def command_stdout(output: str) -> Any:
 def screen_width() -> int:
     """The width plain text is laid out to, as console() sizes a table: a terminal's own
     width; piped, $COLUMNS if set, else 80. Without rich, which hot paths do not import."""
-    import shutil
+    import shutil  # lazy: `trainops --help` loads no bz2
 
     if sys.stdout.isatty():
         return shutil.get_terminal_size().columns

@@ -25,8 +25,8 @@ class _Null:
 
 
 def _binary_column_class() -> Any:
-    from rich.progress import ProgressColumn, Task
-    from rich.text import Text
+    from rich.progress import ProgressColumn, Task  # lazy: loads rich
+    from rich.text import Text  # lazy: loads rich
 
     class BinaryTransferColumn(ProgressColumn):
         """`12.0 MiB/1.0 GiB 85.3 MiB/s`: rich's DownloadColumn counts in decimal MB; trainops
@@ -52,8 +52,8 @@ def transfer_progress(enabled: bool = True) -> Iterator[Any]:
     if not enabled or not sys.stderr.isatty():
         yield _Null()
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.console import Console  # lazy: loads rich
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn  # lazy: loads rich
 
     columns = (
         TextColumn("{task.description}", table_column=None),

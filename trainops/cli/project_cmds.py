@@ -30,7 +30,7 @@ NEXT = (
 @output_option
 def init(directory: Path, name: str | None, force: bool, ci: str, output: str) -> None:
     """Scaffold trainops.yaml, .gitignore, a CI workflow and a runnable minimal trainer in DIRECTORY."""
-    from trainops.scaffold import init_project
+    from trainops.scaffold import init_project  # lazy: loads subprocess, tempfile
 
     result = init_project(directory=directory, name=name, force=force, ci=ci)
     if output == "json":
@@ -60,7 +60,7 @@ def completion(shell: str) -> None:
     zsh:   eval "$(trainops completion zsh)"    (in ~/.zshrc)
     fish:  trainops completion fish > ~/.config/fish/completions/trainops.fish
     """
-    from click.shell_completion import get_completion_class
+    from click.shell_completion import get_completion_class  # lazy: `trainops --help` loads no click.shell_completion
 
     root = click.get_current_context().find_root().command
     cls = get_completion_class(shell)

@@ -81,15 +81,15 @@ def push(
     """Push PATH (a file or a directory tree) as an artifact to REF; print its digest.
 
     A release tag moves only with --force --reason; a directory's model.sig is kept as its signature."""
-    from trainops.cli.progress import transfer_progress
-    from trainops.signing.imported import push_tree
+    from trainops.cli.progress import transfer_progress  # lazy: `trainops --help` loads no trainops.cli.progress
+    from trainops.signing.imported import push_tree  # lazy: loads tempfile, sqlite3
 
     try:
         metric_values = {k: float(v) for k, v in key_values(metrics, "--metric").items()}
     except ValueError:
         raise UsageError("--metric values must be numbers, as in --metric val_loss=1.93") from None
     with options.registries(file, env, insecure) as registries:
-        from trainops.registry.parents import source_lineage
+        from trainops.registry.parents import source_lineage  # lazy: loads tempfile, sqlite3
 
         lineage = source_lineage(
             registries,
@@ -101,7 +101,7 @@ def push(
         )
         model = None
         if kind == "model" and path.is_dir():
-            from trainops.registry.tensors import model_config
+            from trainops.registry.tensors import model_config  # lazy: loads tempfile, sqlite3
 
             model = model_config(path)
         with transfer_progress(output == "text") as progress:
@@ -171,15 +171,15 @@ def pull(
     output: str,
 ) -> None:
     """Pull the artifact REF into DEST; every file is verified before it appears."""
-    from trainops.cli.progress import transfer_progress
-    from trainops.registry import pulling
+    from trainops.cli.progress import transfer_progress  # lazy: `trainops --help` loads no trainops.cli.progress
+    from trainops.registry import pulling  # lazy: loads tempfile, sqlite3
 
     if verify_signature != (key is not None):
         raise UsageError("--verify-signature and --key PUBLIC.pem go together")
     with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         if key is not None:
-            from trainops.signing.keys import load_public_key
-            from trainops.signing.verify import pull_verified
+            from trainops.signing.keys import load_public_key  # lazy: `trainops --help` loads no trainops.signing
+            from trainops.signing.verify import pull_verified  # lazy: loads pydantic
 
             public = load_public_key(key)
             result = pull_verified(
@@ -235,8 +235,8 @@ def lineage(
     A commit's graph always walks down: commit → image → checkpoints → eval reports →
     releases → the rollout commits that served them (with spec.rollout).
     """
-    from trainops.pipeline.lineage import walk_lineage
-    from trainops.registry.lineage import to_dot, to_mermaid, to_tree
+    from trainops.pipeline.lineage import walk_lineage  # lazy: loads tempfile, sqlite3
+    from trainops.registry.lineage import to_dot, to_mermaid, to_tree  # lazy: loads tempfile, sqlite3
 
     opened = options.opened(file, env, insecure)
     with opened.registries as registries:
@@ -294,7 +294,7 @@ def ls(
     """List repositories of a registry (URL, default: the manifest's), or the tags of REPO."""
 
     with options.registries(file, env, insecure) as registries:
-        from trainops.registry import listing as listing_mod
+        from trainops.registry import listing as listing_mod  # lazy: loads concurrent.futures
 
         listing = listing_mod.ls(registries, target=target, records=show_all, details=long_)
     listing.tags.sort(key=lambda t: natural_key(t.tag))
@@ -330,7 +330,7 @@ def ls(
 def show(ref: str, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
     """Show an artifact: files, sizes, digests, kind, annotations, lineage and referrers;
     for a model or checkpoint also its tensors (read from the safetensors headers only)."""
-    from trainops.registry.tensors import show as show_artifact
+    from trainops.registry.tensors import show as show_artifact  # lazy: loads tempfile, sqlite3
 
     with options.registries(file, env, insecure) as registries:
         shown = show_artifact(registries, ref=registries.ref(ref))
@@ -427,7 +427,7 @@ def tag(
 
     DST is REPO:TAG, or a bare TAG in SRC's repository (as crane tag). A tag that names a
     release moves only with --force --reason."""
-    from trainops.registry import store
+    from trainops.registry import store  # lazy: loads tempfile, sqlite3
 
     with options.registries(file, env, insecure) as registries:
         source = registries.ref(src)
@@ -460,8 +460,8 @@ def copy(
     output: str,
 ) -> None:
     """Copy an artifact, with its referrers (signatures, eval reports), between any two registries; digest unchanged."""
-    from trainops.cli.progress import transfer_progress
-    from trainops.registry import store
+    from trainops.cli.progress import transfer_progress  # lazy: `trainops --help` loads no trainops.cli.progress
+    from trainops.registry import store  # lazy: loads tempfile, sqlite3
 
     with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         result = store.copy(
@@ -488,7 +488,7 @@ def copy(
 @output_option
 def diff(a: str, b: str, file: str | None, env: str | None, insecure: bool, output: str) -> None:
     """Files added, removed and modified between artifacts A and B."""
-    from trainops.registry.inspect import diff as diff_artifacts
+    from trainops.registry.inspect import diff as diff_artifacts  # lazy: loads tempfile, sqlite3
 
     with options.registries(file, env, insecure) as registries:
         result = diff_artifacts(registries, a=registries.ref(a), b=registries.ref(b))
@@ -518,7 +518,7 @@ def rm(ref: str, override: Override | None, file: str | None, env: str | None, i
     """Remove a tag (REPO:TAG) or a manifest with its tags (REPO@sha256:…).
 
     A release needs --force --reason; one the manifest's GitOps repo serves is never removed."""
-    from trainops.rollout.protect import remove_unless_served
+    from trainops.rollout.protect import remove_unless_served  # lazy: loads pydantic
 
     with options.opened(file, env, insecure) as opened:
         registries = opened.registries
@@ -562,7 +562,7 @@ def gc(
     Never removed: what the manifest's GitOps repo serves, releases (unless --force
     --reason), and what a kept artifact needs (lineage parents, eval reports, signatures,
     provenance). Safe while pushes run: a repository with a push in flight is left whole."""
-    from trainops.rollout.protect import collect_unless_served
+    from trainops.rollout.protect import collect_unless_served  # lazy: loads pydantic
 
     with options.opened(file, env, insecure) as ctx:
         result = collect_unless_served(

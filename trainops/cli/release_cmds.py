@@ -42,9 +42,9 @@ def create_cmd(
 
     Exits 8 when release.requireGates refuses it, 5 when the tag exists with other content.
     """
-    from trainops.cli.progress import transfer_progress
-    from trainops.registry.context import Registries
-    from trainops.release import create_release
+    from trainops.cli.progress import transfer_progress  # lazy: `trainops --help` loads no trainops.cli.progress
+    from trainops.registry.context import Registries  # lazy: `trainops --help` loads no trainops.registry
+    from trainops.release import create_release  # lazy: loads pydantic
 
     if reason is not None and not force:
         raise UsageError("--reason goes with --force")
@@ -89,7 +89,7 @@ def create_cmd(
 @wide_option
 def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
     """List the releases of REPO (default: the manifest's release.repository), newest first."""
-    from trainops.release import list_releases, release_repository
+    from trainops.release import list_releases, release_repository  # lazy: loads pydantic
 
     with options.registries(file, env, insecure) as registries:
         repository = registries.ref(repo) if repo else release_repository(options.load(file, env), registries)
@@ -119,7 +119,7 @@ def ls_cmd(repo: str | None, file: str | None, env: str | None, insecure: bool, 
 def show_cmd(ref: str, file: str | None, env: str | None, insecure: bool, output: str, wide: bool) -> None:
     """Show RELEASE (a reference, or a version as `release ls` prints it): version,
     checkpoint, eval, override, model config and files."""
-    from trainops.release import show_named_release
+    from trainops.release import show_named_release  # lazy: loads tempfile, sqlite3
 
     with options.opened(file, env, insecure) as ctx:
         info = show_named_release(ctx, ref)
@@ -157,15 +157,17 @@ def verify_cmd(
 
     Exits 7 naming every check that failed (a file, a key, a field of the provenance).
     """
-    from trainops.cli.progress import transfer_progress
+    from trainops.cli.progress import transfer_progress  # lazy: `trainops --help` loads no trainops.cli.progress
+
+    # lazy: `trainops --help` loads no trainops.signing
     from trainops.signing.keys import load_public_key, verification_key
-    from trainops.signing.verify import verify_release
+    from trainops.signing.verify import verify_release  # lazy: loads pydantic
 
     with options.registries(file, env, insecure) as registries, transfer_progress(output == "text") as progress:
         if key is not None:
             public = load_public_key(key)
         else:
-            from trainops.projectdir import find_manifest
+            from trainops.projectdir import find_manifest  # lazy: `trainops --help` loads no trainops.projectdir
 
             if file is None and find_manifest() is None:
                 raise UsageError("no key to verify with: pass --key PUBLIC.pem, or -f a manifest with release.signing")

@@ -68,7 +68,7 @@ def render_cmd(
     output: str,
 ) -> None:
     """Render the serving objects of RELEASE (default: rollout.model) for rollout.engine × rollout.traffic."""
-    from trainops.rollout import render_rollout
+    from trainops.rollout import render_rollout  # lazy: loads pydantic
 
     result = render_rollout(options.load(file, env), release=release, image=image, out=out, insecure=insecure)
     for warning in result.warnings:
@@ -95,7 +95,7 @@ def start_cmd(
 ) -> None:
     """Commit the first canary step of RELEASE (default: the newest release of
     release.repository); stable: the release served now."""
-    from trainops.rollout import start_rollout
+    from trainops.rollout import start_rollout  # lazy: loads pydantic
 
     _print_action(start_rollout(options.load(file, env), release=release, image=image, insecure=insecure), output)
 
@@ -124,7 +124,7 @@ def promote_cmd(
     warns that the cluster was not checked. With a cluster so read and traffic argo-rollouts,
     --auto waits for each committed step's AnalysisRun in the cluster instead of measuring
     Prometheus itself."""
-    from trainops.rollout import auto_promote, promote
+    from trainops.rollout import auto_promote, promote  # lazy: loads pydantic
 
     if full and auto:
         raise UsageError("promote takes --full or --auto, not both")
@@ -139,7 +139,7 @@ def promote_cmd(
 @output_option
 def abort_cmd(file: str | None, env: str | None, output: str) -> None:
     """Return all traffic to the stable release (a commit)."""
-    from trainops.rollout import abort
+    from trainops.rollout import abort  # lazy: loads pydantic
 
     _print_action(abort(options.load(file, env)), output)
 
@@ -156,7 +156,7 @@ def abort_cmd(file: str | None, env: str | None, output: str) -> None:
 @output_option
 def rollback_cmd(file: str | None, env: str | None, to: str | None, output: str) -> None:
     """Make an earlier release stable again: its serving tree, byte for byte, in a new commit."""
-    from trainops.rollout import rollback
+    from trainops.rollout import rollback  # lazy: loads pydantic
 
     _print_action(rollback(options.load(file, env), to=to), output)
 
@@ -174,7 +174,7 @@ def status_cmd(
     wide: bool,
 ) -> None:
     """What the GitOps repo serves now; with a kubeconfig, also what Argo CD and Argo Rollouts did with it."""
-    from trainops.rollout import rollout_status
+    from trainops.rollout import rollout_status  # lazy: loads pydantic
 
     status = rollout_status(options.load(file, env), access=access)
     if output == "json":
@@ -194,7 +194,7 @@ def status_cmd(
 
 
 def _live_lines(live: Any) -> list[str]:
-    from trainops.rollout.live import analysis_text
+    from trainops.rollout.live import analysis_text  # lazy: loads pydantic
 
     lines = [f"cluster: {live.server}"]
     lines += [f"  missing: {what}" for what in live.missing]
@@ -240,7 +240,7 @@ def _live_lines(live: Any) -> list[str]:
 @wide_option
 def history_cmd(file: str | None, env: str | None, limit: int, output: str, wide: bool) -> None:
     """The rollout commits, newest first, from their trailers."""
-    from trainops.rollout import rollout_history
+    from trainops.rollout import rollout_history  # lazy: loads pydantic
 
     items = rollout_history(options.load(file, env), limit=limit)
     if output == "json":

@@ -39,7 +39,7 @@ class _Live:
         self.live.update(self._table())
 
     def _table(self) -> Any:
-        from rich.table import Table
+        from rich.table import Table  # lazy: loads rich
 
         table = Table(box=None, pad_edge=False)
         table.add_column("stage")
@@ -55,15 +55,15 @@ def _progress() -> Iterator[Any]:
     if not sys.stderr.isatty():
         yield _Lines()
         return
-    from rich.console import Console
-    from rich.live import Live
+    from rich.console import Console  # lazy: loads rich
+    from rich.live import Live  # lazy: loads rich
 
     with Live(console=Console(stderr=True), transient=False, refresh_per_second=8) as live:
         yield _Live(live)
 
 
 def _options(**kw: Any) -> Any:
-    from trainops.pipeline.run import RunOptions
+    from trainops.pipeline.run import RunOptions  # lazy: loads pydantic
 
     return RunOptions(**kw)
 
@@ -184,8 +184,8 @@ def run_cmd(
 ) -> None:
     """Run the manifest's stages as one flow; a stage whose output for its key is in the
     registry is skipped and its output reused (a release taken off: see --force)."""
-    from trainops.cluster.access import ClusterAccess
-    from trainops.pipeline.run import run_pipeline
+    from trainops.cluster.access import ClusterAccess  # lazy: `trainops --help` loads no trainops.cluster
+    from trainops.pipeline.run import run_pipeline  # lazy: loads pydantic
 
     manifest = options.load(file, env)
     run_options = _options(
@@ -252,8 +252,8 @@ def ci_cmd(
     variables; a git hook passes its oldrev and newrev as they are. The summary goes to
     --summary, else $GITHUB_STEP_SUMMARY when set.
     """
-    from trainops.pipeline.ci import run_ci
-    from trainops.pipeline.cireport import junit_xml, markdown_summary
+    from trainops.pipeline.ci import run_ci  # lazy: loads pydantic
+    from trainops.pipeline.cireport import junit_xml, markdown_summary  # lazy: loads pydantic
 
     manifest = options.load(file, env)
     with _progress() as sink:

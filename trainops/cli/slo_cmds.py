@@ -24,7 +24,7 @@ def _percent(value: float | None) -> str:
 @output_option
 def status_cmd(file: str | None, env: str | None, prometheus: str | None, output: str) -> None:
     """Each SLO's SLI now, error budget left and burn rates, per model Service or run."""
-    from trainops.rollout.slo_status import status
+    from trainops.rollout.slo_status import status  # lazy: loads pydantic
 
     report = status(options.load(file, env), prometheus=prometheus)
     if output == "json":
@@ -49,7 +49,7 @@ def rules_cmd(file: str | None, env: str | None) -> None:
     """The SLOs' rules as a plain Prometheus rule file (rule_files:), for a Prometheus without the operator."""
     import yaml
 
-    from trainops.rollout.render import rule_file_of
+    from trainops.rollout.render import rule_file_of  # lazy: loads pydantic
 
     click.echo(yaml.safe_dump(rule_file_of(options.load(file, env)), sort_keys=False, width=1000), nl=False)
 
@@ -69,7 +69,7 @@ def alerts() -> None:
 @options.insecure_option
 def serve_cmd(file: str | None, env: str | None, host: str, port: int, token: str | None, insecure: bool) -> None:
     """Receive Alertmanager's webhook (POST /alerts, Bearer token) and record each SLO alert as an incident."""
-    from trainops.ui.alert_receiver import Receiver
+    from trainops.ui.alert_receiver import Receiver  # lazy: loads pydantic
 
     receiver = Receiver(options.load(file, env), host=host, port=port, token=token, insecure=insecure)
     click.echo(f"receiving Alertmanager notifications at {receiver.url} (Ctrl-C stops)", err=True)

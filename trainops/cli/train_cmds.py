@@ -60,7 +60,7 @@ def render_cmd(
     output: str,
 ) -> None:
     """Render the training job (and the tenants' queues) for the manifest's scheduler."""
-    from trainops.train.target import manifest_target
+    from trainops.train.target import manifest_target  # lazy: loads pydantic
 
     target = manifest_target(options.load(file, env))
     result: Any = target.render(run_id=runid.given_or_new(run_id, "run"), image=image, insecure=insecure, out=out)
@@ -100,7 +100,7 @@ def submit_cmd(
     Trainer controller and has the runtime it names: if not, the error says what to install,
     and nothing is committed.
     """
-    from trainops.train.target import manifest_target
+    from trainops.train.target import manifest_target  # lazy: loads pydantic
 
     target = manifest_target(options.load(file, env), access)
     result = target.submit(run_id=runid.given_or_new(run_id, "run"), image=image, insecure=insecure)
@@ -179,7 +179,7 @@ def run_cmd(
             manifest, run_id=run_id, ckpt_dir=ckpt_dir, image=image, interval=interval, insecure=insecure, output=output
         )
         return
-    from trainops.train.faulted import run_local_supervised
+    from trainops.train.faulted import run_local_supervised  # lazy: loads pydantic
 
     rid = runid.given_or_new(run_id, "local")
     _say_start(manifest, rid)
@@ -203,7 +203,7 @@ def _local_options(
     insecure: bool,
     output: str,
 ) -> Any:
-    from trainops.train.local import LocalRunOptions, pinned_image
+    from trainops.train.local import LocalRunOptions, pinned_image  # lazy: loads pydantic
 
     return LocalRunOptions(
         ckpt_dir=ckpt_dir,
@@ -218,7 +218,7 @@ def _local_options(
 def _say_start(manifest: Any, run_id: str) -> None:
     """The run's id as it starts (on stderr, whatever -o): what `drill`, `train status` and
     `train logs` follow it by, and where its output is kept."""
-    from trainops.train.target import LocalTarget
+    from trainops.train.target import LocalTarget  # lazy: loads pydantic
 
     click.echo(
         f"trainops: run {run_id} starts; its output is kept in {LocalTarget(manifest).output_path(run_id)} "
@@ -262,7 +262,7 @@ def _run_slurm(
     insecure: bool,
     output: str,
 ) -> None:
-    from trainops.train.slurm_run import run_slurm
+    from trainops.train.slurm_run import run_slurm  # lazy: loads pydantic
 
     if not run_id or ckpt_dir is None:
         raise click.UsageError("--slurm needs --run-id and --ckpt-dir (the sbatch script passes them)")
@@ -307,7 +307,7 @@ def status_cmd(
     the GitOps controller applied, read from the API server with the kubeconfig (phase, pods,
     nodes, restarts; the PodGroup's or Workload's conditions while it waits).
     """
-    from trainops.train.target import target_for
+    from trainops.train.target import target_for  # lazy: loads pydantic
 
     target = target_for(options.load(file, env), run_id=run_id, access=access, records=True)
     found = target.status(run_id)
@@ -408,7 +408,7 @@ def _kube_status(states: list[Any], run_id: str | None) -> None:
 def logs_cmd(file: str | None, env: str | None, run_id: str, access: ClusterAccess | None) -> None:
     """Print the output of RUN: a local run's (kept by its supervisor), its Slurm job's file,
     or its pods' logs from the API server."""
-    from trainops.train.target import target_for
+    from trainops.train.target import target_for  # lazy: loads pydantic
 
     target = target_for(options.load(file, env), run_id=run_id, access=access)
     for part in target.logs(run_id):
@@ -430,7 +430,7 @@ def cancel_cmd(file: str | None, env: str | None, run_id: str, output: str) -> N
     Either way the trainer gets SIGTERM (it saves, the last checkpoint is pushed). On
     Kubernetes the commit carries `Trainops-Action: cancel`; the GitOps controller prunes the job.
     """
-    from trainops.train.target import target_for
+    from trainops.train.target import target_for  # lazy: loads pydantic
 
     target = target_for(options.load(file, env), run_id=run_id)
     cancelled: Any = target.cancel(run_id)
@@ -484,7 +484,7 @@ def watch_cmd(
     outside git, since a broken GPU must take no work before the next sync), stop (the run is
     cancelled through git). Each incident is recorded in the registry (`trainops incidents`).
     """
-    from trainops.train.target import WatchOptions, target_for
+    from trainops.train.target import WatchOptions, target_for  # lazy: loads pydantic
 
     target = target_for(options.load(file, env), run_id=run_id, access=access)
 

@@ -58,7 +58,7 @@ def ui(
     insecure: bool,
 ) -> None:
     """Browse repositories, artifacts, lineage and training curves (read-only)."""
-    from trainops.ui.server import prepare, serve
+    from trainops.ui.server import prepare, serve  # lazy: loads pydantic
 
     opened = options.opened(file, env, insecure)
     registries = opened.registries
@@ -76,7 +76,7 @@ def ui(
     url = f"http://{shown}:{port}/"
     _say_serving(prepared, url=url, token=token)
     if open_browser:
-        import webbrowser
+        import webbrowser  # lazy: loads webbrowser
 
         webbrowser.open(url)
     serve(prepared, host=host, port=port, refresh_seconds=refresh_seconds)

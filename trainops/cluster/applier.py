@@ -66,7 +66,7 @@ def _key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 def _previous_commit(repo: str, branch: str, path: str, commit: str) -> str | None:
-    from trainops.gitops import history
+    from trainops.gitops import history  # lazy: loads subprocess
 
     entries = [e.commit for e in history(repo=repo, branch=branch, path=path, limit=200)]
     if commit not in entries:
@@ -95,7 +95,7 @@ def apply_object(
 def sync(cluster: Cluster, *, repo: str, branch: str, path: str, commit: str | None = None) -> SyncResult:
     """Apply the tree under `path` at `commit` (default: the branch tip) and prune what the
     previous commit touching `path` held and this one does not (see the module docstring)."""
-    from trainops.gitops import read_tree
+    from trainops.gitops import read_tree  # lazy: loads subprocess
 
     snapshot = read_tree(repo=repo, branch=branch, path=path, commit=commit)
     tracking = tracking_id(repo, branch, path)

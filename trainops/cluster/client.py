@@ -67,8 +67,8 @@ class ObjectRefused(InputError):
 
 
 def _load_config(access: ClusterAccess) -> Any:
-    from lightkube.config.kubeconfig import KubeConfig
-    from lightkube.core.exceptions import ConfigError
+    from lightkube.config.kubeconfig import KubeConfig  # lazy: loads lightkube
+    from lightkube.core.exceptions import ConfigError  # lazy: loads lightkube
 
     path, context = access.path, access.context
     if not path.is_file():
@@ -94,9 +94,9 @@ def connect(access: ClusterAccess | None = None, *, timeout: float = 10.0) -> Cl
     access = access or ClusterAccess()
     path = access.path
     config = _load_config(access)
-    from httpx2 import Timeout
-    from lightkube.config.client_adapter import Client, ConnectionParams
-    from lightkube.core.exceptions import ConfigError
+    from httpx2 import Timeout  # lazy: loads httpx2
+    from lightkube.config.client_adapter import Client, ConnectionParams  # lazy: loads lightkube
+    from lightkube.core.exceptions import ConfigError  # lazy: loads lightkube
 
     try:
         http = Client(config, ConnectionParams(timeout=Timeout(timeout), trust_env=True))
@@ -148,7 +148,7 @@ class Cluster:
         content_type: str = "application/json",
     ) -> Any:
         """One REST call; the response (httpx2.Response) when it is 2xx or 404, else an error."""
-        import httpx2
+        import httpx2  # lazy: loads httpx2
 
         backoff = Backoff(f"{method} {self.server}{path}", policy=_POLICY)
         headers = {"Content-Type": content_type} if body is not None else {}

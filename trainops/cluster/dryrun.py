@@ -106,7 +106,7 @@ def _origin(manifest: Manifest, obj: dict[str, Any], source: str) -> tuple[str |
 def rendered_objects(manifest: Manifest) -> list[Sent]:
     """The training job, tenants and eval Job `validate --render` checks offline for this
     manifest (one environment); the serving objects are trainops.rollout.check.serving_sent."""
-    from trainops.render.api import render_for_check
+    from trainops.render.api import render_for_check  # lazy: loads subprocess
 
     spec = manifest.pipeline.spec
     sent: list[Sent] = []
@@ -120,7 +120,7 @@ def rendered_objects(manifest: Manifest) -> list[Sent]:
 
 def _eval(manifest: Manifest) -> list[Sent]:
     """The eval Job (and its manifest ConfigMap) for a placeholder checkpoint and image."""
-    from trainops.render.api import PLACEHOLDER_DIGEST, placeholder_image
+    from trainops.render.api import PLACEHOLDER_DIGEST, placeholder_image  # lazy: loads subprocess
 
     pipeline = manifest.pipeline
     assert pipeline.spec.train is not None and pipeline.spec.eval is not None

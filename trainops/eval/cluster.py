@@ -79,7 +79,7 @@ def render_eval(
     *, manifest: Manifest, registries: Registries, checkpoint: str | None, run_id: str, image: str | None = None
 ) -> EvalRender:
     """The eval Job (and its manifest ConfigMap) for one checkpoint, pinned and validated."""
-    from trainops.render.evaljob import EvalJobInput, eval_objects
+    from trainops.render.evaljob import EvalJobInput, eval_objects  # lazy: loads ssl, socketserver
 
     spec = eval_spec(manifest)
     pipeline = manifest.pipeline

@@ -137,7 +137,7 @@ def save_record(
     annotations: dict[str, str],
 ) -> Reference:
     """A small record artifact (kind `other`): one canonical-JSON layer of media_type, tagged."""
-    from trainops.registry.store import bytes_source, leased, upload_if_missing
+    from trainops.registry.store import bytes_source, leased, upload_if_missing  # lazy: loads sqlite3
 
     backend = registries.backend(ref)
     created = clock.now_utc()
@@ -179,8 +179,8 @@ def read(registries: Registries, *, repository: Reference, incident_id: str) -> 
 
 def read_file(registries: Registries, *, ref: Reference) -> tuple[bytes, str]:
     """The one file of a small record artifact (digest-checked, size-capped), and its pinned ref."""
-    from trainops.registry.records import record_file
-    from trainops.registry.store import resolve
+    from trainops.registry.records import record_file  # lazy: loads sqlite3
+    from trainops.registry.store import resolve  # lazy: loads sqlite3
 
     found = resolve(registries, ref=ref)
     return record_file(registries, found=found, what="a fault record", limit=MAX_RECORD), str(found.ref)

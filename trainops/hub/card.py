@@ -73,7 +73,7 @@ def _resolve(registries: Registries, node: Node) -> Resolved | None:
 def _eval_facts(registries: Registries, node: Node) -> EvalFacts:
     """An eval ancestor's verdict, metrics and gates, from its report (trainops.eval);
     a report that cannot be read leaves only what the lineage node knows."""
-    from trainops.eval.report import read_report
+    from trainops.eval.report import read_report  # lazy: loads pydantic
 
     try:
         entry = read_report(registries, ref=registries.ref(node.ref).with_tag(None).with_digest(node.digest))

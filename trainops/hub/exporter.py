@@ -76,7 +76,7 @@ def prepare_export(
 
 def operations(prepared: Prepared) -> list[Any]:
     """One CommitOperationAdd per file, path in the repository = path in the artifact."""
-    from huggingface_hub import CommitOperationAdd
+    from huggingface_hub import CommitOperationAdd  # lazy: loads huggingface_hub
 
     return [
         CommitOperationAdd(path_in_repo=rel, path_or_fileobj=str(prepared.directory / rel)) for rel in prepared.files
@@ -85,7 +85,7 @@ def operations(prepared: Prepared) -> list[Any]:
 
 def _head(api: Any, repo_id: str, revision: str) -> str | None:
     """The commit the branch points at now (None: a new repository with no commit)."""
-    from huggingface_hub import errors as hf
+    from huggingface_hub import errors as hf  # lazy: loads huggingface_hub
 
     try:
         sha = api.repo_info(repo_id, repo_type="model", revision=revision).sha
@@ -101,7 +101,7 @@ def upload(
     prepared: Prepared, *, repo_id: str, revision: str, private: bool, create_pr: bool, settings: HubSettings
 ) -> ExportResult:
     """Create the repository if needed; one commit on top of the head read before it."""
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi  # lazy: loads huggingface_hub
 
     api = HfApi(endpoint=settings.endpoint, token=settings.token)
     with hub_errors(f"export to {repo_id}@{revision}", settings=settings):

@@ -82,8 +82,8 @@ def _status(err: BaseException) -> int | None:
 @contextmanager
 def hub_errors(what: str, *, settings: HubSettings) -> Iterator[None]:
     """Run Hub calls; map huggingface_hub's exceptions to one-line TrainopsErrors about `what`."""
-    from huggingface_hub import constants
-    from huggingface_hub import errors as hf
+    from huggingface_hub import constants  # lazy: loads huggingface_hub
+    from huggingface_hub import errors as hf  # lazy: loads huggingface_hub
 
     constants.HF_HUB_OFFLINE = settings.offline  # its HTTP layer asks this flag, read at import
     try:

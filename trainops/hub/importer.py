@@ -96,8 +96,8 @@ def download_snapshot(
         found = cache_lookup(cache=Path(settings.cache), repo_id=repo_id, revision=revision)
         if found is not None:
             return found
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.utils.tqdm import disable_progress_bars
+    from huggingface_hub import snapshot_download  # lazy: loads huggingface_hub
+    from huggingface_hub.utils.tqdm import disable_progress_bars  # lazy: loads tqdm
 
     disable_progress_bars()  # library code prints nothing; its own bars would go to stderr
     what = f"{repo_id}@{revision}" if revision else repo_id
@@ -121,7 +121,7 @@ def cached_snapshot(*, cache: Path, repo_id: str, revision: str | None, settings
     found = cache_lookup(cache=cache, repo_id=repo_id, revision=revision)
     if found is not None:
         return found
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # lazy: loads huggingface_hub
 
     what = f"{repo_id}@{revision or 'main'} in {cache}"
     with hub_errors(what, settings=settings):

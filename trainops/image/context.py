@@ -50,7 +50,7 @@ class PatternSet:
     """
 
     def __init__(self, patterns: Iterable[str], origin: str, *, negatable: bool = True) -> None:
-        from docker.utils.build import PatternMatcher
+        from docker.utils.build import PatternMatcher  # lazy: loads docker
 
         lines = [p.strip() for p in patterns if p.strip()]
         if not negatable and any(p.startswith("!") for p in lines):
@@ -210,7 +210,7 @@ def _symlink(full: Path, rel: str) -> ContextEntry:
 
 def hash_entries(selection: Selection) -> Selection:
     """The selection with every file's sha256 (from the digest cache when unchanged)."""
-    from trainops.registry.digestcache import DigestCache
+    from trainops.registry.digestcache import DigestCache  # lazy: loads sqlite3
 
     cache = DigestCache()
     hashed: list[ContextEntry] = []

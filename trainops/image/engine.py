@@ -50,7 +50,7 @@ class Engine:
 
     @classmethod
     def connect(cls, timeout: int = 3600) -> Engine:
-        import docker
+        import docker  # lazy: loads docker
 
         host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
         try:
@@ -69,7 +69,7 @@ class Engine:
 
     # -- images ------------------------------------------------------------------------
     def image_id(self, name: str) -> str | None:
-        import docker
+        import docker  # lazy: loads docker
 
         try:
             return str(self.api.inspect_image(name)["Id"])
@@ -85,7 +85,7 @@ class Engine:
         found = self.image_id(name)
         if found:
             return found
-        import docker
+        import docker  # lazy: loads docker
 
         log(f"pulling {name}\n")
         try:
@@ -103,7 +103,7 @@ class Engine:
         return found
 
     def tag(self, image: str, repository: str, tag: str) -> None:
-        import docker
+        import docker  # lazy: loads docker
 
         try:
             self.api.tag(image, repository, tag=tag)
@@ -191,7 +191,7 @@ class Engine:
 
     def push(self, repository: str, tag: str, log: Log) -> str:
         """Push repository:tag; return the manifest digest the registry holds."""
-        import docker
+        import docker  # lazy: loads docker
 
         digest = ""
         try:
@@ -217,7 +217,7 @@ class Engine:
 
     def export(self, name: str) -> Iterator[bytes]:
         """The image as a docker-archive tar stream (`docker save`)."""
-        import docker
+        import docker  # lazy: loads docker
 
         try:
             chunks: Iterator[bytes] = self.api.get_image(name, chunk_size=STREAM_CHUNK)

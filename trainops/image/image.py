@@ -211,7 +211,7 @@ def ensure_blobs(
     progress: Callable[[str, int], Callable[[int], None]],
 ) -> tuple[int, int]:
     """Make the base's blobs present in dst (the Store's copy_blobs). Returns (moved, bytes)."""
-    from trainops.registry.store import copy_blobs
+    from trainops.registry.store import copy_blobs  # lazy: loads tempfile, sqlite3
 
     class _Sink:
         def add(self, name: str, total: int) -> Callable[[int], None]:

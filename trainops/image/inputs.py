@@ -60,7 +60,7 @@ class Provenance:
 
 
 def provenance(path: Path) -> Provenance:
-    from trainops.gitinfo import git_state
+    from trainops.gitinfo import git_state  # lazy: loads subprocess
 
     git = git_state(path)
     explicit = os.environ.get("SOURCE_DATE_EPOCH", "").strip()

@@ -16,8 +16,8 @@ from trainops.registry.reference import Reference
 
 def pin_image(registries: Registries, text: str, *, what: str = "image") -> Reference:
     """The image `text` names, pinned to its digest (a tag is resolved in its registry now)."""
-    from trainops.image.api import base_reference
-    from trainops.registry.store import resolve
+    from trainops.image.api import base_reference  # lazy: loads tarfile, sqlite3
+    from trainops.registry.store import resolve  # lazy: loads sqlite3
 
     ref = base_reference(text, registries)
     if ref.digest:
@@ -34,8 +34,8 @@ def image_for_commit(
     registries: Registries, *, repository: Reference, root: Path, what: str = "image", build_hint: str
 ) -> Reference:
     """The image built for the git commit of the working tree at `root`, pinned."""
-    from trainops.gitinfo import git_state
-    from trainops.registry.store import resolve
+    from trainops.gitinfo import git_state  # lazy: loads subprocess
+    from trainops.registry.store import resolve  # lazy: loads sqlite3
 
     git = git_state(root)
     if git is None:
@@ -55,7 +55,7 @@ def image_for_commit(
 def training_image(manifest: Manifest, registries: Registries, *, image: str | None = None) -> Reference:
     """The training image pinned to a digest: `image` (--image), else train.image, else the
     image the manifest's image section builds, found by its git-commit tag."""
-    from trainops.image.api import target_repository
+    from trainops.image.api import target_repository  # lazy: loads tarfile, sqlite3
 
     train = manifest.pipeline.spec.train
     text = image or (train.image if train is not None else None)

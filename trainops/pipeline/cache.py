@@ -101,7 +101,7 @@ def save(
     lineage: Lineage,
 ) -> StageRecord:
     """Push the record of a stage that finished (after its outputs are in the registry)."""
-    from trainops.registry.store import push, tag
+    from trainops.registry.store import push, tag  # lazy: loads sqlite3
 
     body = [to_data(o) for o in outputs]
     parents = [Parent(digest=o.digest, ref=o.ref, relation="parent") for o in outputs if o.ref]

@@ -54,7 +54,7 @@ def source_digest(*, manifest: Manifest) -> SourceDigest:
     else the manifest's directory without trainops' and git's own files and Python's bytecode
     caches (a trainer importing the project writes them, which must not change the key):
     paths, modes and sha256 of every file."""
-    from trainops.image.context import hash_entries, select_context
+    from trainops.image.context import hash_entries, select_context  # lazy: loads tarfile
 
     image = manifest.pipeline.spec.image
     root = manifest.local_path(image.context) if image is not None else manifest.root

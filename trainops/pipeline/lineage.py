@@ -33,12 +33,12 @@ def walk_lineage(
     records of `trainops run` too."""
     root = registries.root(scan) if scan else None
     if target.startswith(GIT_PREFIX):
-        from trainops.rollout.lineage import lineage_from_commit
+        from trainops.rollout.lineage import lineage_from_commit  # lazy: loads pydantic
 
         repo_dir = manifest.root if manifest is not None else Path.cwd()
         same = None
         if manifest is not None:
-            from trainops.pipeline.ci import same_content
+            from trainops.pipeline.ci import same_content  # lazy: loads pydantic
 
             def same(commit: str) -> Iterator[str]:
                 return same_content(manifest, commit)
@@ -54,7 +54,7 @@ def walk_lineage(
         )
     ref = registries.ref(target)
     if manifest is not None and manifest.pipeline.spec.rollout is not None:
-        from trainops.rollout.lineage import lineage_with_rollouts
+        from trainops.rollout.lineage import lineage_with_rollouts  # lazy: loads pydantic
 
         return lineage_with_rollouts(registries, manifest, ref=ref, direction=direction, scan=root, records=records)
     return lineage_graph(registries, ref=ref, direction=direction, scan=root, records=records)

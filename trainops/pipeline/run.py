@@ -178,8 +178,8 @@ def named_inputs(manifest: Manifest, window: list[str]) -> list[tuple[str, str, 
 
 def check_references(manifest: Manifest, registries: Registries, window: list[str]) -> None:
     """Every reference the manifest names as a stage input exists, before anything runs."""
-    from trainops.image.api import base_reference
-    from trainops.registry.store import resolve
+    from trainops.image.api import base_reference  # lazy: loads tarfile, sqlite3
+    from trainops.registry.store import resolve  # lazy: loads sqlite3
 
     for stage, name, text in named_inputs(manifest, window):
         try:
@@ -312,7 +312,7 @@ class _Flow:
         )
 
     def _lineage(self) -> Lineage:
-        from trainops.gitinfo import git_state
+        from trainops.gitinfo import git_state  # lazy: loads subprocess
 
         git = git_state(self.manifest.root)
         return Lineage(

@@ -63,7 +63,7 @@ def validate(
     """Check the manifest (the base and each environment, or just `env`); with `render` (or
     `crds`, or a `cluster`) and a valid manifest, render each target and check its objects
     strictly; with `cluster`, also dry-run apply them there and check spec.cluster.topology."""
-    from trainops.manifest import check_manifest
+    from trainops.manifest import check_manifest  # lazy: loads pydantic
 
     report = check_manifest(path, env=env)
     targets: list[str | None] = [env] if env else [None, *report.environments]
@@ -78,9 +78,9 @@ def validate(
 
 def _cluster_checks(path: Path, targets: list[str | None], cluster: ClusterAccess) -> list[ClusterCheck]:
     """Each target's objects (train, tenants, eval Job and serving) dry-run applied on the cluster."""
-    from trainops.cluster.dryrun import Sent, check_against_cluster, rendered_objects
-    from trainops.manifest import Manifest
-    from trainops.rollout.check import serving_sent
+    from trainops.cluster.dryrun import Sent, check_against_cluster, rendered_objects  # lazy: loads pydantic
+    from trainops.manifest import Manifest  # lazy: loads pydantic
+    from trainops.rollout.check import serving_sent  # lazy: loads pydantic
 
     def everything(manifest: Manifest) -> list[Sent]:
         rollout = manifest.pipeline.spec.rollout is not None
@@ -91,9 +91,9 @@ def _cluster_checks(path: Path, targets: list[str | None], cluster: ClusterAcces
 
 def _render_checks(path: Path, env: str | None, targets: list[str | None], crds: Path | None) -> list[RenderCheck]:
     """check_render (and check_serving, with spec.rollout) for the base spec and each environment (or just env)."""
-    from trainops.manifest import load_manifest
-    from trainops.render import check_render
-    from trainops.rollout.check import check_serving
+    from trainops.manifest import load_manifest  # lazy: loads pydantic
+    from trainops.render import check_render  # lazy: loads pydantic
+    from trainops.rollout.check import check_serving  # lazy: loads pydantic
 
     checks = []
     for target in targets:

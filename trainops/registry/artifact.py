@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     """The pydantic ArtifactConfig loads on first use: nothing but its schema needs it."""
     if name == "ArtifactConfig":
-        from trainops.registry import models
+        from trainops.registry import models  # lazy: loads pydantic
 
         return models.ArtifactConfig
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

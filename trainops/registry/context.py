@@ -117,7 +117,7 @@ def open_registries(*, file: str | None, env: str | None = None, insecure: bool 
     if path is None and env is not None:
         raise NotFoundError(f"--env {env} needs a manifest: {no_manifest()}", hint="pass -f FILE")
     if path is not None:
-        from trainops.manifest import load_manifest
+        from trainops.manifest import load_manifest  # lazy: loads pydantic
 
         manifest = load_manifest(path, env=env)
     return Opened(manifest, Registries.for_manifest(manifest, insecure=insecure))

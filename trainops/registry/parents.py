@@ -36,7 +36,7 @@ def source_lineage(
     """The lineage `trainops push` records for a file or tree: the git commit and remote of the
     repository holding it (if any), the run, step and metrics given, and the parents pinned.
     No pydantic: a re-push is a few stats and a HEAD."""
-    from trainops.gitinfo import git_state
+    from trainops.gitinfo import git_state  # lazy: loads subprocess
 
     git = git_state(source if source.is_dir() else source.parent)
     return Lineage(

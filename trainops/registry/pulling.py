@@ -181,7 +181,7 @@ def _pull_plan(
         plan.append((rel, Descriptor(view.media_type, view.digest, view.size, notes)))
     if not is_chunked(parsed):
         return plan, {}
-    from trainops.registry.chunks.rebuild import recipes
+    from trainops.registry.chunks.rebuild import recipes  # lazy: loads concurrent.futures
 
     backend = registries.backend(found.ref)
     return plan, recipes(backend, found.ref.repository, parsed, views, str(found.ref))
@@ -204,7 +204,7 @@ def _stage_blobs(
     unique = {layer.digest: (rel, layer) for rel, layer in plan}
     reader = None
     if recipes:
-        from trainops.registry.chunks.rebuild import PackReader, rebuild
+        from trainops.registry.chunks.rebuild import PackReader, rebuild  # lazy: loads concurrent.futures
 
         reader = PackReader(backend, found.ref.repository, staging)
 
@@ -248,7 +248,7 @@ def _stage_blobs(
 def _unpacked(plan: list[tuple[str, Descriptor]], staging: Path, where: str) -> dict[str, Path]:
     """relpath → the staged, verified file to place there: its blob, or the file a ModelPack
     tar layer (modctl's) holds, taken out and checked here, before anything is placed."""
-    from trainops.registry.modelpack import unpack
+    from trainops.registry.modelpack import unpack  # lazy: loads tarfile
 
     sources: dict[str, Path] = {}
     for rel, layer in plan:

@@ -196,7 +196,7 @@ def _docker_hub(location: str, repo: str) -> tuple[str, str]:
     """Docker Hub names as Docker reads them: docker-py resolves the index name
     (index.docker.io is docker.io), and a one-component name is an official image
     (`ubuntu` is `library/ubuntu`)."""
-    from docker.auth import INDEX_NAME, resolve_repository_name
+    from docker.auth import INDEX_NAME, resolve_repository_name  # lazy: loads docker
 
     index, remote = resolve_repository_name(f"{location}/{repo}")
     if index != INDEX_NAME:

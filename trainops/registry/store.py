@@ -125,7 +125,7 @@ def leased(backend: Backend, repo: str) -> AbstractContextManager[None]:
     """Around every span from a first blob check to the manifest that references the blobs:
     a lease on the repository, so `registry gc` deletes none of its blobs meanwhile
     (trainops.registry.retention.lease has the protocol)."""
-    from trainops.registry.retention.lease import writing
+    from trainops.registry.retention.lease import writing  # lazy: loads socket
 
     return writing(backend, repo)
 
@@ -164,7 +164,7 @@ def _push_chunked(
 ) -> ChunkedResult:
     """The large files in the chunked form, deduplicated against the lineage parents (a
     file with nothing to dedup against goes as the uploader sends plain files)."""
-    from trainops.registry.chunks.pushing import push_files
+    from trainops.registry.chunks.pushing import push_files  # lazy: loads concurrent.futures
 
     def whole(entry: FileEntry) -> tuple[str, int, bool]:
         outcome = uploader.transfer(entry)
@@ -265,7 +265,7 @@ def _split(files: list[FileEntry], dedup: str) -> tuple[list[FileEntry], list[Fi
     """(files pushed one blob each, files pushed chunked)."""
     if dedup != "chunks":
         return files, []
-    from trainops.registry.chunks.pushing import CHUNKED_MIN
+    from trainops.registry.chunks.pushing import CHUNKED_MIN  # lazy: loads concurrent.futures
 
     return [f for f in files if f.size < CHUNKED_MIN], [f for f in files if f.size >= CHUNKED_MIN]
 

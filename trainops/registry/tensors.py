@@ -111,7 +111,7 @@ def _header(
 ) -> SafetensorsHeader:
     """A safetensors header from its layer: the file itself, or the file inside a ModelPack
     tar layer (modctl's), read in place after the tar's header blocks."""
-    from trainops.registry import media, modelpack
+    from trainops.registry import media, modelpack  # lazy: loads tarfile
 
     packed = media.packing(media_type)
     if packed is None:

@@ -71,7 +71,7 @@ def show_named_release(ctx: Opened, text: str) -> ReleaseInfo:
     """The release `text` names: a reference, or a version as `release ls` prints it
     (`step-30`), a tag of the manifest's release repository when there is a manifest."""
     if ctx.manifest is not None and TAG_RE.match(text) and not any(c in text for c in ":/@"):
-        from trainops.release.create import release_repository
+        from trainops.release.create import release_repository  # lazy: loads pydantic
 
         return show_release(ctx.registries, ref=release_repository(ctx.manifest, ctx.registries).with_tag(text))
     return show_release(ctx.registries, ref=ctx.registries.ref(text))

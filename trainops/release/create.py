@@ -237,7 +237,7 @@ def expand_tag(template: str, checkpoint: Resolved) -> str:
 
 
 def _who(manifest: Manifest) -> str:
-    from trainops.gitinfo import git_user
+    from trainops.gitinfo import git_user  # lazy: loads subprocess
 
     return git_user(manifest.root) or os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
 
@@ -245,7 +245,7 @@ def _who(manifest: Manifest) -> str:
 def image_parent(manifest: Manifest, registries: Registries, digest: str | None) -> Parent | None:
     """The training image a checkpoint recorded (its imageDigest), as a parent, when it is in
     the repository the manifest builds images to (or train.image's); else None."""
-    from trainops.image.api import base_reference
+    from trainops.image.api import base_reference  # lazy: loads tarfile
 
     if digest is None:
         return None

@@ -30,6 +30,7 @@ def run_export(
     stdout: int | IO[Any] | None = None,
 ) -> Path:
     """Run release.export on source; the directory it wrote."""
+    # lazy: loads subprocess
     from trainops.supervise import run_command  # the one process supervisor
 
     output = scratch / "export"

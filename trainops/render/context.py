@@ -89,7 +89,7 @@ class RunContext:
 def checkpoint_repository(spec: PipelineSpec, pipeline: str, train: TrainSpec) -> str:
     """The manifest's checkpoint repository (checkpoint.catalog's one rule) as a URL for the pods;
     a repository without a scheme lives under spec.registry."""
-    from trainops.checkpoint.catalog import declared_repository, require_repository
+    from trainops.checkpoint.catalog import declared_repository, require_repository  # lazy: loads concurrent.futures
 
     text, where = declared_repository(spec, pipeline=pipeline, train=train)
     if not text.startswith(_SCHEMES):

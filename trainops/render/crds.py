@@ -242,6 +242,7 @@ def strict_schema(node: Any, *, branch: bool = False) -> Any:
 
 
 def _closed(validator: Any, value: Any, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    # lazy: loads jsonschema
     from jsonschema import ValidationError  # type: ignore[import-untyped,unused-ignore]
 
     if not value or not isinstance(instance, dict):
@@ -261,7 +262,7 @@ def _closed(validator: Any, value: Any, instance: Any, schema: dict[str, Any]) -
 
 
 def _list_type(validator: Any, value: Any, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
-    from jsonschema import ValidationError
+    from jsonschema import ValidationError  # lazy: loads jsonschema
 
     if not isinstance(instance, list) or value not in ("map", "set"):
         return
@@ -290,7 +291,7 @@ def _list_type(validator: Any, value: Any, instance: Any, schema: dict[str, Any]
 
 @lru_cache(maxsize=1)
 def _validator_class() -> Any:
-    from jsonschema import Draft4Validator, validators
+    from jsonschema import Draft4Validator, validators  # lazy: loads jsonschema
 
     return validators.extend(Draft4Validator, {CLOSED: _closed, "x-kubernetes-list-type": _list_type})
 

@@ -58,7 +58,7 @@ def prometheus_query(
 ) -> dict[str, Any]:
     """The `data` of an instant query; a Prometheus that does not answer is retried (trainops.retry,
     said on stderr), then RemoteError saying `consequence`; a refused query is an InputError."""
-    import requests
+    import requests  # lazy: loads requests
 
     backoff = Backoff(f"Prometheus {url}", policy=RetryPolicy(attempts=TRIES, base=1.0, cap=4.0))
     while True:

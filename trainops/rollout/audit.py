@@ -88,8 +88,8 @@ def _live(manifest: Manifest, access: ClusterAccess) -> LiveState:
 
 def rollout_history(manifest: Manifest, *, limit: int = 50) -> list[HistoryItem]:
     """The rollout commits of this pipeline under the serving path, newest first."""
-    from trainops.gitops import history
-    from trainops.gitops.remote import parse_remote
+    from trainops.gitops import history  # lazy: loads subprocess
+    from trainops.gitops.remote import parse_remote  # lazy: loads subprocess
 
     repo = gitops_repo(manifest)
     local = parse_remote(repo.url).local
@@ -176,7 +176,7 @@ def _served_as_stable(items: list[HistoryItem], to: str | None, current: Rollout
 def rollback(manifest: Manifest, *, to: str | None = None, limit: int = 500, max_attempts: int = 5) -> ActionResult:
     """Make an earlier release stable again (the one before the current stable, or `to`):
     a new commit whose serving tree is byte-identical to the one that served it before."""
-    from trainops.gitops import read_tree
+    from trainops.gitops import read_tree  # lazy: loads subprocess
 
     ctx = serve_context(manifest)
     before, _ = read_state(manifest)

@@ -75,7 +75,7 @@ class Repo:
 
 
 def gitops_repo(manifest: Manifest) -> Repo:
-    from trainops.gitops.target import gitops_url
+    from trainops.gitops.target import gitops_url  # lazy: loads subprocess
 
     url, create = gitops_url(manifest)
     return Repo(url, manifest.pipeline.spec.gitops.branch, serving_path(manifest), create)
@@ -83,8 +83,8 @@ def gitops_repo(manifest: Manifest) -> Repo:
 
 def read_state(manifest: Manifest) -> tuple[RolloutState, str | None]:
     """The state at the branch tip, and the tip's commit (None: nothing committed yet)."""
-    from trainops.gitops import read_tree
-    from trainops.gitops.remote import parse_remote
+    from trainops.gitops import read_tree  # lazy: loads subprocess
+    from trainops.gitops.remote import parse_remote  # lazy: loads subprocess
 
     repo = gitops_repo(manifest)
     local = parse_remote(repo.url).local
@@ -131,7 +131,7 @@ def commit_files(
     max_attempts: int = 5,
 ) -> ActionResult:
     """Commit `files` as the serving tree of `after`, if the tip still holds `before`."""
-    from trainops.gitops import write_tree
+    from trainops.gitops import write_tree  # lazy: loads subprocess
 
     repo = gitops_repo(manifest)
     served = after.canary or after.stable
@@ -215,7 +215,7 @@ def start_rollout(
         pinned = resolve_release(registries, release) if release is not None else newest_release(manifest, registries)
         signing = manifest.pipeline.spec.release.signing if manifest.pipeline.spec.release else None
         if signing is not None and signing.required:
-            from trainops.signing.verify import require_signed
+            from trainops.signing.verify import require_signed  # lazy: loads sqlite3
 
             require_signed(registries, release=pinned, spec=signing, root=manifest.root)
         served = Served(pinned, resolve_image(manifest, registries, image=image))

@@ -58,7 +58,7 @@ def _pool_at(files: dict[str, bytes], pool: str) -> tuple[str, str, int] | None:
     """(pool, revision, weight) of the pool `<name>-<track>` in a committed serving tree (KServe's
     pool of the track's LLMInferenceService where trainops renders none), None when there is none."""
 
-    from trainops.rollout.disagg import LABEL_REVISION
+    from trainops.rollout.disagg import LABEL_REVISION  # lazy: loads ssl, socketserver
 
     def docs(name: str) -> list[dict[str, Any]]:
         text = files.get(name)
@@ -68,7 +68,7 @@ def _pool_at(files: dict[str, bytes], pool: str) -> tuple[str, str, int] | None:
     if pool in pools:
         revision = str(pools[pool]["spec"]["selector"]["matchLabels"].get(LABEL_REVISION, "-"))
     else:  # KServe's LLMInferenceService of the track: its pool is KServe's, named after it
-        from trainops.rollout.disagg import KSERVE_POOL_SUFFIX
+        from trainops.rollout.disagg import KSERVE_POOL_SUFFIX  # lazy: loads ssl, socketserver
 
         track = pool.rsplit("-", 1)[1]
         found = [d for d in docs("llminferenceservice.yaml") if d["metadata"]["labels"].get(LABEL_TRACK) == track]
@@ -87,9 +87,9 @@ def _pool_at(files: dict[str, bytes], pool: str) -> tuple[str, str, int] | None:
 def pool_history(manifest: Manifest, digest: str, *, limit: int = 1000) -> list[PoolServed]:
     """The pools that served the release `digest` (a model's), oldest first, read from each rollout
     commit's tree; [] unless the rollout is disaggregated."""
-    from trainops.gitops import read_tree
-    from trainops.rollout.audit import rollout_history
-    from trainops.rollout.flows import gitops_repo
+    from trainops.gitops import read_tree  # lazy: loads subprocess
+    from trainops.rollout.audit import rollout_history  # lazy: loads ssl, socketserver
+    from trainops.rollout.flows import gitops_repo  # lazy: loads ssl, socketserver
 
     rollout = manifest.pipeline.spec.rollout
     if rollout is None or rollout.disaggregation is None:
@@ -115,8 +115,8 @@ def pool_history(manifest: Manifest, digest: str, *, limit: int = 1000) -> list[
 
 def add_rollouts(graph: Graph, manifest: Manifest, *, limit: int = 1000) -> int:
     """Add the rollout commits that served the graph's models; how many were added."""
-    from trainops.rollout.audit import rollout_history
-    from trainops.rollout.render import serving_path
+    from trainops.rollout.audit import rollout_history  # lazy: loads ssl, socketserver
+    from trainops.rollout.render import serving_path  # lazy: loads ssl, socketserver
 
     models = {digest for digest, node in graph.nodes.items() if node.kind == "model"}
     if not models or manifest.pipeline.spec.rollout is None:
@@ -165,14 +165,14 @@ def commit_of(rev: str, *, repo_dir: Path) -> str:
             f"{GIT_PREFIX}{rev} is not a git revision",
             hint="give git:<sha> (7 to 40 hex digits), git:HEAD, or git:<branch or tag>",
         )
-    from trainops.gitinfo import resolve_commit
+    from trainops.gitinfo import resolve_commit  # lazy: loads subprocess
 
     full = resolve_commit(repo_dir, rev)
     if full:
         return full
     if _HEX.match(rev.lower()):
         return rev.lower()
-    from trainops.gitinfo import in_repository
+    from trainops.gitinfo import in_repository  # lazy: loads subprocess
 
     if not in_repository(repo_dir):
         raise NotFoundError(

@@ -28,9 +28,9 @@ POLL = 1.0  # seconds between reads of the cluster while waiting for the control
 
 def read_live(manifest: Manifest, access: ClusterAccess | None = None) -> LiveState:
     """The pipeline's Applications, Rollout, HTTPRoute weights and last AnalysisRun, read live."""
-    from trainops.cluster.argo import live_state
-    from trainops.cluster.client import connect
-    from trainops.rollout.traffic import step_position
+    from trainops.cluster.argo import live_state  # lazy: loads ssl
+    from trainops.cluster.client import connect  # lazy: loads ssl
+    from trainops.rollout.traffic import step_position  # lazy: loads ssl, socketserver
 
     ctx = serve_context(manifest)
     argocd = manifest.pipeline.spec.gitops.argocd
@@ -102,7 +102,7 @@ def wait_step_verdict(
     sleep: Callable[[float], None] = time.sleep,
 ) -> StepVerdict:
     """Wait until Argo CD synced `commit` and the step's AnalysisRun (or an abort) gave a verdict."""
-    from trainops.rollout.render import serving_path
+    from trainops.rollout.render import serving_path  # lazy: loads ssl, socketserver
 
     path = serving_path(manifest)
     deadline = time.monotonic() + timeout

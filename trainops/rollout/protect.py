@@ -27,7 +27,7 @@ def served_releases(registries: Registries, manifest: Manifest | None) -> Served
     """The releases the manifest's GitOps repository serves (none without a manifest or a rollout)."""
     if manifest is None or manifest.pipeline.spec.rollout is None:
         return Served()
-    from trainops.rollout.flows import gitops_repo, read_state
+    from trainops.rollout.flows import gitops_repo, read_state  # lazy: loads ssl, socketserver
 
     state, commit = read_state(manifest)
     if commit is None:

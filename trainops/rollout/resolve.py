@@ -16,7 +16,7 @@ def resolve_release(registries: Registries, text: str) -> str:
     modctl's models);
     a reference to something else is refused, one that does not exist is NotFoundError.
     """
-    from trainops.registry.store import resolve
+    from trainops.registry.store import resolve  # lazy: loads sqlite3
 
     if not text or not text.strip():
         raise InputError("no release given", hint="name the release to serve: REPOSITORY:TAG or …@sha256:…")
@@ -39,7 +39,7 @@ def resolve_release(registries: Registries, text: str) -> str:
 def newest_release(manifest: Manifest, registries: Registries) -> str:
     """The newest release of the manifest's release.repository, pinned (what `rollout start`
     serves when it is given none, as `release create` releases release.source)."""
-    from trainops.release import list_releases, release_repository
+    from trainops.release import list_releases, release_repository  # lazy: loads sqlite3, concurrent.futures
 
     repository = release_repository(manifest, registries)
     found = list_releases(registries, repository=repository)

@@ -140,8 +140,8 @@ def eval_gate(manifest: Manifest, release: str, *, insecure: bool = False) -> Ev
     """The eval the release was made with (its annotation), against today's eval.gates. A release
     forced past its gate fails; one with no eval recorded (a model pushed outside `release
     create`) passes with a note: nothing to re-check."""
-    from trainops.eval.report import read_report
-    from trainops.registry.store import resolve as resolve_ref
+    from trainops.eval.report import read_report  # lazy: loads sqlite3
+    from trainops.registry.store import resolve as resolve_ref  # lazy: loads sqlite3
 
     ref = parse_reference(release)
     with Registries.for_manifest(manifest, insecure=insecure) as registries:

@@ -49,7 +49,7 @@ def split_signature(files: Sequence[FileEntry]) -> tuple[list[FileEntry], bytes 
 def check_signed_files(bundle: bytes, files: Sequence[FileEntry], *, where: str) -> None:
     """The signature's statement names exactly these files with their digests, or InputError
     naming each that differs (the signature itself is checked at verification, with a key)."""
-    from trainops.signing.model_sig import check_bundle_shape, mismatches
+    from trainops.signing.model_sig import check_bundle_shape, mismatches  # lazy: loads pydantic
 
     try:
         data = check_bundle_shape(bundle, where)
@@ -74,7 +74,7 @@ def check_signed_files(bundle: bytes, files: Sequence[FileEntry], *, where: str)
 
 def attach_signature(registries: Registries, *, ref: Reference, bundle: bytes, created: str) -> str:
     """Attach a pre-existing model signature to the pushed model; the referrer's ref."""
-    from trainops.signing.model_sig import bundle_key_hint
+    from trainops.signing.model_sig import bundle_key_hint  # lazy: loads pydantic
 
     found = resolve(registries, ref=ref)
     record = push_record(

@@ -58,7 +58,7 @@ def require_model_signing() -> None:
 
 def ecdsa_hash(key: Any) -> Any:
     """The hash ECDSA uses with a key, by curve size, as model signing and Sigstore pair them."""
-    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives import hashes  # lazy: loads cryptography
 
     return {256: hashes.SHA256(), 384: hashes.SHA384(), 521: hashes.SHA512()}[key.curve.key_size]
 
@@ -77,7 +77,7 @@ def _read(path: Path, what: str) -> bytes:
 
 
 def _check_curve(key: Any, source: str) -> None:
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric import ec  # lazy: loads cryptography
 
     if not isinstance(key, ec.EllipticCurvePublicKey):
         kind = type(key).__name__.removeprefix("_").replace("PublicKey", "")
@@ -93,7 +93,7 @@ def _check_curve(key: Any, source: str) -> None:
 
 
 def public_key_of(key: Any, source: str) -> PublicKey:
-    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives import serialization  # lazy: loads cryptography
 
     _check_curve(key, source)
     pem = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
@@ -102,7 +102,7 @@ def public_key_of(key: Any, source: str) -> PublicKey:
 
 def load_public_key(path: Path) -> PublicKey:
     """A PEM public key file (or the public half of a PEM private key file)."""
-    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives import serialization  # lazy: loads cryptography
 
     data = _read(path, "public key")
     if b"PRIVATE KEY" in data:
@@ -128,7 +128,7 @@ class PrivateKey:
 
 def load_private_key(path: Path) -> PrivateKey:
     """The private key at path, decrypted with $TRAINOPS_SIGNING_PASSPHRASE when it needs one."""
-    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives import serialization  # lazy: loads cryptography
 
     data = _read(path, "signing key")
     secret = os.environ.get(PASSPHRASE_ENV)

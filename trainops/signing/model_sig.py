@@ -85,8 +85,8 @@ def verified_files(bundle: bytes, *, public: PublicKey, where: str) -> dict[str,
     checked the signature with `public`; IntegrityError with the reason otherwise."""
     check_bundle_shape(bundle, where)
     require_model_signing()
-    from cryptography.exceptions import InvalidSignature
-    from model_signing._signing import sign_ec_key, sign_sigstore_pb
+    from cryptography.exceptions import InvalidSignature  # lazy: loads cryptography
+    from model_signing._signing import sign_ec_key, sign_sigstore_pb  # lazy: loads model_signing
 
     with tempfile.TemporaryDirectory(prefix="trainops-verify-") as scratch:
         key_path, sig_path = Path(scratch) / "key.pub", Path(scratch) / media.MODEL_SIGNATURE_FILE

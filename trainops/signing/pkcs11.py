@@ -44,8 +44,8 @@ def open_token(uri: str) -> tuple[Any, Any]:
         ) from None
 
     require_model_signing()
-    from model_signing._signing import sign_pkcs11
-    from model_signing._signing.pkcs11uri import Pkcs11URI
+    from model_signing._signing import sign_pkcs11  # lazy: loads model_signing
+    from model_signing._signing.pkcs11uri import Pkcs11URI  # lazy: loads model_signing
 
     parsed = Pkcs11URI()  # type: ignore[no-untyped-call]
     pin: str | None = None

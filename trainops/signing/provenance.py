@@ -142,8 +142,8 @@ def open_envelope(bundle: bytes, *, public: PublicKey | None, where: str) -> dic
 
 
 def _check_dsse(public: PublicKey, encoded: bytes, sig: bytes, where: str) -> None:
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.exceptions import InvalidSignature  # lazy: loads cryptography
+    from cryptography.hazmat.primitives.asymmetric import ec  # lazy: loads cryptography
 
     try:
         public.key.verify(sig, encoded, ec.ECDSA(ecdsa_hash(public.key)))

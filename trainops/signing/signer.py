@@ -86,7 +86,7 @@ class Signer:
         """The Sigstore bundle (JSON bytes) of the statement, signed."""
         if self.token is not None:
             return _token_sign(self.token, statement)
-        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.asymmetric import ec  # lazy: loads cryptography
 
         payload = json.dumps(statement.as_json(), indent=2, sort_keys=True).encode()
         signature = self.key.sign(pae(media.IN_TOTO, payload), ec.ECDSA(ecdsa_hash(self.key)))
@@ -94,6 +94,7 @@ class Signer:
 
 
 def _token_sign(token: Any, statement: Statement) -> bytes:
+    # lazy: loads in_toto_attestation
     from in_toto_attestation.v1 import statement as intoto  # type: ignore[import-untyped]
 
     subjects = [intoto.ResourceDescriptor(name=n, digest={"sha256": h}).pb for n, h in statement.subjects]

@@ -67,7 +67,7 @@ METRICS_PORT = "metrics"
 def pod_metrics_port(spec: PipelineSpec) -> int | None:
     """The port the run's pods serve their metrics on (the sidecar's), or None: no training SLOs
     on a Kubernetes scheduler, or no train.metricsAddress."""
-    from trainops.slo.exporter import port_of
+    from trainops.slo.exporter import port_of  # lazy: loads ssl, socketserver
 
     train = spec.train
     if train is None or train.scheduler in ("local", "slurm") or spec.slo is None or spec.slo.training is None:

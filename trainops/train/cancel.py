@@ -66,8 +66,8 @@ class RunTree:
 
 def read_run(manifest: Manifest, *, run_id: str) -> RunTree:
     """The GitOps path and RUN's job files in it; NotFoundError naming the runs it holds."""
-    from trainops.gitops import read_tree
-    from trainops.gitops.target import gitops_url
+    from trainops.gitops import read_tree  # lazy: loads subprocess
+    from trainops.gitops.target import gitops_url  # lazy: loads subprocess
 
     gitops = manifest.pipeline.spec.gitops
     repo, _ = gitops_url(manifest)
@@ -87,7 +87,7 @@ def commit_files(
 ) -> Any:
     """Commit `files` as the path's whole content, only if the path still holds `expected`
     (the write's result says `stale` otherwise: nothing committed)."""
-    from trainops.gitops import write_tree
+    from trainops.gitops import write_tree  # lazy: loads subprocess
 
     return write_tree(
         repo=tree.repo,

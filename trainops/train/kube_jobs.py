@@ -427,7 +427,7 @@ def manifest_runs(
     manifest: Manifest, *, run_id: str | None = None, access: ClusterAccess | None = None
 ) -> list[RunState]:
     """run_states for the manifest's training job, with the user's kubeconfig."""
-    from trainops.faults.query import open_unschedulable
+    from trainops.faults.query import open_unschedulable  # lazy: loads statistics
 
     train = _train(manifest)
     with connect(access) as cluster:

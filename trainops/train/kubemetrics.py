@@ -110,6 +110,7 @@ class RunMetrics:
             self.lines = self.lines or self.metrics.step != before
 
     def _checkpoint(self) -> None:
+        # lazy: loads concurrent.futures
         from trainops.checkpoint.catalog import checkpoint_repository, latest_checkpoint
 
         try:

@@ -183,7 +183,7 @@ def _restore(
 ) -> _Restored:
     """Step 1: bring the checkpoint to resume from into the directory (checkpoint.resume);
     nothing for a fresh start."""
-    from trainops.checkpoint import restore_latest, restore_ref
+    from trainops.checkpoint import restore_latest, restore_ref  # lazy: loads sqlite3, concurrent.futures
 
     if options.fresh:
         return _Restored(None, "a fresh start: nothing restored")
@@ -210,8 +210,8 @@ def _watcher(
     progress: ProgressSink | None,
 ) -> Watcher:
     """Step 3's watcher: pushes the run's complete checkpoints with its lineage, keeps retention."""
-    from trainops.checkpoint import WatchConfig, Watcher
-    from trainops.signing.attest import checkpoint_attester
+    from trainops.checkpoint import WatchConfig, Watcher  # lazy: loads sqlite3, concurrent.futures
+    from trainops.signing.attest import checkpoint_attester  # lazy: loads sqlite3
 
     policy = manifest.require_train().checkpoint
     git = git_state(manifest.root)
@@ -299,7 +299,7 @@ def run_local(
     error every caller reports). on_start: the step and checkpoint the command resumes from
     (None: from scratch), just before it starts; on_restore: what was restored, and why.
     """
-    from trainops.checkpoint.catalog import checkpoint_repository
+    from trainops.checkpoint.catalog import checkpoint_repository  # lazy: loads concurrent.futures
 
     if not (argv := list(options.command or manifest.require_train().command)):
         raise InputError("train.command is empty", hint="set train.command to the training program")
@@ -352,7 +352,7 @@ def run_local(
 
 def _refuse_foreign_checkpoints(registries: Registries, *, repository: Reference, run_id: str) -> None:
     """With resume: none a run starts at step 0, so its step-N tags would meet another run's."""
-    from trainops.checkpoint import latest_checkpoint
+    from trainops.checkpoint import latest_checkpoint  # lazy: loads concurrent.futures
 
     newest = latest_checkpoint(registries, repository=repository)
     if newest is not None and newest.run_id != run_id:

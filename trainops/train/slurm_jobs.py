@@ -185,7 +185,7 @@ def _host(record: RunRecord) -> SlurmHost:
 def job_status(manifest: Manifest, *, run_id: str | None = None) -> list[JobStatus]:
     """The state of one run's job (unknown run: not found) with its ETTR, or of every run
     submitted from here."""
-    from trainops.faults.query import run_ettr
+    from trainops.faults.query import run_ettr  # lazy: loads statistics
 
     if run_id is None:
         return [_status(record, show_job(_host(record), record.job_id)) for record in all_records(manifest)]
@@ -199,7 +199,7 @@ def job_status(manifest: Manifest, *, run_id: str | None = None) -> list[JobStat
 def _unschedulable_incident(manifest: Manifest, status: JobStatus, fields: dict[str, str]) -> str | None:
     """A job its exclusions leave nowhere to start is an incident of its own (class
     unschedulable), recorded the first time `train status` sees it; closed once the job runs."""
-    from trainops.faults.query import close_unschedulable, record_unschedulable
+    from trainops.faults.query import close_unschedulable, record_unschedulable  # lazy: loads statistics
 
     if status.unschedulable is None:
         if status.state == "RUNNING" and status.started is not None:

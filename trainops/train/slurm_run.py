@@ -107,7 +107,7 @@ def srun_argv(train: TrainSpec, *, run_id: str, head: str, container: Container 
 def container_for(manifest: Manifest, *, image: str, run_dir: Path, ckpt_dir: Path, insecure: bool) -> Container:
     """The container of a pyxis job: `image` (pinned by the sbatch script), the checkpoint
     and run directories, and each dataset with a mountPath, pulled into the run directory."""
-    from trainops.registry.pulling import pull
+    from trainops.registry.pulling import pull  # lazy: loads sqlite3
 
     train = manifest.require_train()
     pinned = pin_image(image, field="--image")
@@ -150,7 +150,7 @@ def run_slurm(
 ) -> SlurmRunResult:
     """Supervise this allocation's training (module docstring), in the container of `image`
     (pyxis) when one is named; restart, requeue, drain or fail."""
-    from trainops.train.faulted import Watch, run_supervised
+    from trainops.train.faulted import Watch, run_supervised  # lazy: loads ssl, socketserver
 
     job_id = os.environ.get("SLURM_JOB_ID")
     if not job_id:

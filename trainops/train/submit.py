@@ -73,7 +73,7 @@ class _Run:
 
 
 def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: bool) -> _Run:
-    from trainops.render import render_all
+    from trainops.render import render_all  # lazy: loads ssl, socketserver
 
     train = manifest.require_train()
     if train.scheduler == "local":
@@ -84,7 +84,7 @@ def _render(manifest: Manifest, *, image: str | None, run_id: str, insecure: boo
     runid.check(run_id)
     pinned = None
     if image is None and _bare_metal(train):
-        from trainops.render.api import placeholder_image
+        from trainops.render.api import placeholder_image  # lazy: loads ssl, socketserver
 
         text = placeholder_image(manifest)  # no container: the job runs no image
     else:
@@ -115,8 +115,8 @@ def render_tree(
 
 
 def _require_job_kind(train: TrainSpec, access: ClusterAccess) -> None:
-    from trainops.cluster.client import connect
-    from trainops.train.kube_jobs import required_kinds
+    from trainops.cluster.client import connect  # lazy: loads ssl
+    from trainops.train.kube_jobs import required_kinds  # lazy: loads ssl, socketserver
 
     with connect(access) as cluster:
         cluster.require_served(
@@ -205,8 +205,8 @@ def submit(
 
 
 def _check_cluster(manifest: Manifest, access: ClusterAccess) -> None:
-    from trainops.cluster.client import connect
-    from trainops.cluster.controllers import controller_problems
+    from trainops.cluster.client import connect  # lazy: loads ssl
+    from trainops.cluster.controllers import controller_problems  # lazy: loads ssl
 
     with connect(access) as cluster:
         problems = controller_problems(cluster, manifest)

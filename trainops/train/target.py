@@ -91,14 +91,14 @@ class _Rendered:
     def render(
         self, *, run_id: str, image: str | None, insecure: bool, out: Path | None
     ) -> RenderedText | RenderTreeResult:
-        from trainops.train.submit import render_text, render_tree
+        from trainops.train.submit import render_text, render_tree  # lazy: loads subprocess
 
         if out is None:
             return render_text(self.manifest, run_id=run_id, image=image, insecure=insecure)
         return render_tree(self.manifest, out=out, run_id=run_id, image=image, insecure=insecure)
 
     def submit(self, *, run_id: str, image: str | None, insecure: bool) -> SubmitResult:
-        from trainops.train.submit import submit
+        from trainops.train.submit import submit  # lazy: loads subprocess
 
         return submit(self.manifest, run_id=run_id, image=image, insecure=insecure, access=self.access)
 
@@ -116,7 +116,7 @@ class LocalTarget(_Rendered):
     nothing: ClassVar[str] = "no local runs recorded (`trainops train run --local` records each)"
 
     def status(self, run_id: str | None) -> list[LocalRunStatus]:
-        from trainops.faults.query import local_runs, local_status
+        from trainops.faults.query import local_runs, local_status  # lazy: loads statistics
 
         if run_id is None:
             return list(local_runs(self.manifest))
@@ -148,12 +148,12 @@ class SlurmTarget(_Rendered):
     nothing: ClassVar[str] = "no runs submitted from here (trainops train submit)"
 
     def status(self, run_id: str | None) -> list[JobStatus]:
-        from trainops.train.slurm_jobs import job_status
+        from trainops.train.slurm_jobs import job_status  # lazy: loads subprocess
 
         return list(job_status(self.manifest, run_id=run_id))
 
     def logs(self, run_id: str) -> list[LogPart]:
-        from trainops.train.slurm_jobs import job_logs
+        from trainops.train.slurm_jobs import job_logs  # lazy: loads subprocess
 
         log = job_logs(self.manifest, run_id=run_id)
         return [
@@ -161,7 +161,7 @@ class SlurmTarget(_Rendered):
         ]
 
     def cancel(self, run_id: str) -> JobStatus:
-        from trainops.train.slurm_jobs import cancel_job
+        from trainops.train.slurm_jobs import cancel_job  # lazy: loads subprocess
 
         return cancel_job(self.manifest, run_id=run_id)
 
@@ -171,12 +171,12 @@ class KubernetesTarget(_Rendered):
     nothing: ClassVar[str] = "no runs of this pipeline in the cluster"
 
     def status(self, run_id: str | None) -> list[RunState]:
-        from trainops.train.kube_jobs import manifest_runs
+        from trainops.train.kube_jobs import manifest_runs  # lazy: loads ssl, socketserver
 
         return list(manifest_runs(self.manifest, run_id=run_id, access=self.access))
 
     def logs(self, run_id: str) -> list[LogPart]:
-        from trainops.train.kube_jobs import manifest_logs
+        from trainops.train.kube_jobs import manifest_logs  # lazy: loads ssl, socketserver
 
         return [
             LogPart(item.text or None, source=f"pod {item.pod} ({item.container})", missing="(no log lines)")
@@ -187,7 +187,7 @@ class KubernetesTarget(_Rendered):
         return cancel_run(self.manifest, run_id=run_id)
 
     def watch(self, run_id: str, options: WatchOptions, on_nodes: OnNodes | None = None) -> WatchReport:
-        from trainops.train.kubewatch import watch_run
+        from trainops.train.kubewatch import watch_run  # lazy: loads ssl, socketserver
 
         return watch_run(
             self.manifest,
@@ -240,6 +240,6 @@ def target_for(
 def _ran_here(manifest: Manifest, run_id: str, *, records: bool) -> bool:
     """RUN is a `train run --local` run: its output is kept here (or, with `records`, the
     registry keeps its timeline, which names no Slurm job)."""
-    from trainops.faults.query import is_local_run
+    from trainops.faults.query import is_local_run  # lazy: loads statistics
 
     return run_log_path(manifest, run_id).is_file() or (records and is_local_run(manifest, run_id=run_id))

@@ -117,7 +117,7 @@ def _subject(
         if not run:
             raise BadAlert(f"alert of {slo_name} has no run label: it names no run")
         return "run", run
-    from trainops.rollout.flows import read_state
+    from trainops.rollout.flows import read_state  # lazy: loads ssl, socketserver
 
     service = alert.labels.get("service", "")
     name = serve_context(manifest).name

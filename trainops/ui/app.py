@@ -29,7 +29,7 @@ STATIC = Path(__file__).resolve().parent / "static"
 
 
 def _api_handler(browser: Browser, endpoint: api.Endpoint) -> Any:
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse  # lazy: loads starlette
 
     def handle(request: Request) -> Response:
         args: dict[str, Any] = {**request.query_params, **request.path_params}
@@ -97,7 +97,7 @@ class Pages(Views):
     def rollout(self, request: Request, db: Any) -> Response:
         """The release served by the manifest's spec.rollout, as the GitOps repo says and,
         started with a kubeconfig, as Argo CD and Argo Rollouts report it (read-only)."""
-        from trainops.rollout import rollout_status
+        from trainops.rollout import rollout_status  # lazy: loads ssl, socketserver
 
         b = self.browser
         if b.manifest is None or b.manifest.pipeline.spec.rollout is None:
@@ -132,10 +132,10 @@ def _pretty(text: str | None) -> str | None:
 
 def create_app(browser: Browser) -> Starlette:
     """The Starlette app of a Browser (serve it with uvicorn, or test it in-process)."""
-    from starlette.applications import Starlette
-    from starlette.responses import JSONResponse
-    from starlette.routing import Mount, Route
-    from starlette.staticfiles import StaticFiles
+    from starlette.applications import Starlette  # lazy: loads starlette
+    from starlette.responses import JSONResponse  # lazy: loads starlette
+    from starlette.routing import Mount, Route  # lazy: loads starlette
+    from starlette.staticfiles import StaticFiles  # lazy: loads starlette
 
     pages = Pages(browser)
     document = api.openapi()

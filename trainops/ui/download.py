@@ -55,8 +55,8 @@ def fetch_verified(browser: Browser, *, repository: str, digest: str) -> Path:
 
 
 def download_route(browser: Browser, views: Views) -> Any:
-    from starlette.background import BackgroundTask
-    from starlette.responses import FileResponse
+    from starlette.background import BackgroundTask  # lazy: loads starlette
+    from starlette.responses import FileResponse  # lazy: loads starlette
 
     def handle(request: Request) -> Response:
         digest = request.path_params["digest"]

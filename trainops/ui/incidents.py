@@ -92,7 +92,7 @@ def incidents(
 def run_report(db: sqlite3.Connection, registries: Registries, *, run: str) -> RunReport:
     """The post-incident report of a run whose incidents the index holds (read from their
     repository: trainops.faults.query.report_from)."""
-    from trainops.faults.query import report_from
+    from trainops.faults.query import report_from  # lazy: loads statistics
 
     rows = [r for r in _rows(db) if r.run_id == run]
     if not rows:

@@ -190,7 +190,7 @@ def _report_text(registries: Registries, repo: Reference, parsed: ParsedManifest
 def _provenance_text(registries: Registries, repo: Reference, parsed: ParsedManifest) -> str | None:
     """A provenance record's in-toto statement as JSON (out of its DSSE envelope, unverified:
     the browser has no key; `trainops release verify` checks it)."""
-    from trainops.signing.provenance import peek_statement
+    from trainops.signing.provenance import peek_statement  # lazy: loads pydantic
 
     text = _small_json(registries, repo, parsed.layers[0]) if len(parsed.layers) == 1 else None
     statement = None if text is None else peek_statement(text.encode(), parsed.layers[0].media_type)

@@ -91,7 +91,7 @@ def _refresh_loop(browser: Browser, interval: float, stop: threading.Event, now:
 def serve(prepared: Prepared, *, host: str, port: int, refresh_seconds: float = 30.0) -> None:
     """Serve until interrupted, refreshing the index every refresh_seconds (0: never, except
     once at start when prepare found an index with data and did not refresh it)."""
-    import uvicorn
+    import uvicorn  # lazy: loads uvicorn
 
     stop = threading.Event()
     stale = prepared.first_refresh is None

@@ -75,7 +75,7 @@ def serving(browser: Browser, digest: str) -> Serving | None:
     no rollout or serves other releases."""
     if browser.manifest is None or browser.manifest.pipeline.spec.rollout is None:
         return None
-    from trainops.rollout import rollout_status
+    from trainops.rollout import rollout_status  # lazy: loads ssl, socketserver
 
     try:
         status = rollout_status(browser.manifest, access=browser.cluster)
@@ -123,7 +123,7 @@ def status_of(err: TrainopsError) -> int:
 
 
 def _environment() -> Any:
-    import jinja2
+    import jinja2  # lazy: loads jinja2
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_root() / "ui")),
@@ -145,7 +145,7 @@ class Views:
         self.env = _environment()
 
     def render(self, name: str, status: int = 200, **values: Any) -> Response:
-        from starlette.responses import HTMLResponse
+        from starlette.responses import HTMLResponse  # lazy: loads starlette
 
         html = self.env.get_template(name).render(urls=self.browser.urls, **values)
         return HTMLResponse(html, status_code=status)

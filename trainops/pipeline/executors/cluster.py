@@ -40,8 +40,8 @@ def image_stage(ctx: StageContext) -> Outcome:
 
 def submitted_run(ctx: StageContext) -> str | None:
     """The run id of an earlier submit of this very stage key, from the GitOps history."""
-    from trainops.gitops import history
-    from trainops.gitops.target import gitops_url
+    from trainops.gitops import history  # lazy: loads subprocess
+    from trainops.gitops.target import gitops_url  # lazy: loads subprocess
 
     gitops = ctx.manifest.pipeline.spec.gitops
     repo, _ = gitops_url(ctx.manifest)
@@ -56,7 +56,7 @@ def submitted_run(ctx: StageContext) -> str | None:
 
 
 def train_stage(ctx: StageContext) -> Outcome:
-    from trainops.train.submit import submit
+    from trainops.train.submit import submit  # lazy: loads subprocess
 
     image = ctx.input("image", "image")
     run_id = submitted_run(ctx)
@@ -82,10 +82,10 @@ def wait_for_job(ctx: StageContext, *, run_id: str) -> Output:
     A failed job is a CommandFailedError (exit 9) with the scheduler's or the job's reason; a
     job that completed without pushing a checkpoint is a RemoteError naming the repository.
     """
-    from trainops.checkpoint import list_checkpoints
-    from trainops.checkpoint.catalog import checkpoint_repository
-    from trainops.cluster.client import connect
-    from trainops.train.kube_jobs import RunState, wait_finished
+    from trainops.checkpoint import list_checkpoints  # lazy: loads concurrent.futures
+    from trainops.checkpoint.catalog import checkpoint_repository  # lazy: loads concurrent.futures
+    from trainops.cluster.client import connect  # lazy: loads ssl
+    from trainops.train.kube_jobs import RunState, wait_finished  # lazy: loads ssl, socketserver
 
     train = ctx.manifest.pipeline.spec.train
     assert train is not None  # the train stage exists only with a train section
@@ -126,8 +126,8 @@ def wait_for_job(ctx: StageContext, *, run_id: str) -> Output:
 def wait_for_checkpoints(ctx: StageContext, *, run_id: str) -> Output:
     """Poll the checkpoint repository until the run's newest checkpoint stops changing for
     ctx.quiet seconds; RemoteError after ctx.timeout."""
-    from trainops.checkpoint import list_checkpoints
-    from trainops.checkpoint.catalog import checkpoint_repository
+    from trainops.checkpoint import list_checkpoints  # lazy: loads concurrent.futures
+    from trainops.checkpoint.catalog import checkpoint_repository  # lazy: loads concurrent.futures
 
     repository = checkpoint_repository(ctx.registries, manifest=ctx.manifest)
     deadline = time.monotonic() + ctx.timeout

@@ -32,7 +32,7 @@ def engine_problem() -> str | None:
     host = os.environ.get("DOCKER_HOST")
     if not host and not Path(DEFAULT_SOCKET).exists():
         return f"no container engine: DOCKER_HOST is unset and {DEFAULT_SOCKET} does not exist"
-    from trainops.image.engine import Engine
+    from trainops.image.engine import Engine  # lazy: loads tarfile
 
     try:
         Engine.connect(timeout=10).close()
@@ -64,7 +64,7 @@ def image_skip(ctx: StageContext) -> Outcome | None:
 
 def image_stage(ctx: StageContext) -> Outcome:
     """train.image pinned to its digest, or the manifest's image built and pushed."""
-    from trainops.image.api import build_image
+    from trainops.image.api import build_image  # lazy: loads tarfile, sqlite3
 
     train = ctx.manifest.pipeline.spec.train
     if train is not None and train.image:
@@ -101,7 +101,7 @@ def train_stage(ctx: StageContext) -> Outcome:
     """train.command here with the checkpoint watcher (trainops.train.local.run_local).
     Its output is the newest checkpoint this run wrote: a run that wrote none (it resumed at
     its last step) fails, and no earlier checkpoint stands in for it."""
-    from trainops.train.local import LocalRunOptions, run_local
+    from trainops.train.local import LocalRunOptions, run_local  # lazy: loads subprocess
 
     image = image_of(ctx)
     environment = None if image else run_environment()
@@ -138,7 +138,7 @@ def _written(ctx: StageContext, result: LocalRunResult) -> Output:
     """The newest checkpoint this stage's run wrote: pushed now, or — resumed after a
     failure — by an earlier attempt of the same run (the same inputs). Never one an older
     run wrote for other inputs, nor a killed run's left behind in the directory."""
-    from trainops.registry.store import resolve
+    from trainops.registry.store import resolve  # lazy: loads sqlite3
 
     floor = -1 if result.resumed_step is None else result.resumed_step
     written = [item for item in result.pushed if item.step > floor]
@@ -164,8 +164,8 @@ def _written(ctx: StageContext, result: LocalRunResult) -> Output:
 
 
 def _newest(ctx: StageContext) -> Output:
-    from trainops.checkpoint import latest_checkpoint
-    from trainops.checkpoint.catalog import checkpoint_repository
+    from trainops.checkpoint import latest_checkpoint  # lazy: loads concurrent.futures
+    from trainops.checkpoint.catalog import checkpoint_repository  # lazy: loads concurrent.futures
 
     repository = checkpoint_repository(ctx.registries, manifest=ctx.manifest)
     info = latest_checkpoint(ctx.registries, repository=repository)
@@ -179,7 +179,7 @@ def _newest(ctx: StageContext) -> Output:
 
 def _train_run(ctx: StageContext) -> str | None:
     """The run that wrote the train stage's output (None without a train stage)."""
-    from trainops.registry.store import resolve
+    from trainops.registry.store import resolve  # lazy: loads sqlite3
 
     output = ctx.optional("train", "checkpoint")
     if output is None or output.ref is None:
@@ -201,9 +201,9 @@ def checkpoint_selection(manifest: Manifest) -> str:
 def checkpoint_stage(ctx: StageContext) -> Outcome:
     """The checkpoint the next stages take: the newest the training pushed, the best by the
     retention metric, or a reference, pinned to its digest."""
-    from trainops.checkpoint import list_checkpoints
-    from trainops.checkpoint.catalog import checkpoint_repository
-    from trainops.registry.store import resolve
+    from trainops.checkpoint import list_checkpoints  # lazy: loads concurrent.futures
+    from trainops.checkpoint.catalog import checkpoint_repository  # lazy: loads concurrent.futures
+    from trainops.registry.store import resolve  # lazy: loads sqlite3
 
     choice = checkpoint_selection(ctx.manifest)
     if choice == "latest":

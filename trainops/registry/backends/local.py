@@ -184,7 +184,7 @@ class LocalBackend(Backend):
     def ingest_file(self, repo: str, path: Path, progress: Progress = no_progress) -> tuple[str, int, bool] | None:
         """Copy and hash in one pass (hashing on a second thread), then rename into place;
         a partial copy an interrupted push left of this very file is continued."""
-        from trainops.registry.digestcache import file_identity
+        from trainops.registry.digestcache import file_identity  # lazy: loads sqlite3
 
         with self._partial(repo, file_identity(path)) as (out, part, _):
             writer = DigestWriter(out, "", None)

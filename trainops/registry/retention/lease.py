@@ -124,7 +124,7 @@ def writing(backend: Backend, repo: str, *, wait: float | None = None) -> Iterat
 
 
 def _wait_for_gc(backend: Backend, repo: str, wait: float) -> None:
-    from trainops.retry import Backoff, RetryPolicy
+    from trainops.retry import Backoff, RetryPolicy  # lazy: loads email
 
     backoff = Backoff(f"writing to {repo}", policy=RetryPolicy(attempts=1000, base=0.05, cap=2.0, budget=wait))
     while (held := backend.gc_lock(repo)) is not None and held.touched >= time.time() - LOCK_TTL:

@@ -44,7 +44,7 @@ HUB_API = "registry-1.docker.io"  # where Docker Hub's Distribution API is serve
 
 def is_docker_hub(host: str) -> bool:
     """docker.io and index.docker.io name Docker Hub, as docker-py resolves index names."""
-    from docker.auth import INDEX_NAME, resolve_index_name
+    from docker.auth import INDEX_NAME, resolve_index_name  # lazy: loads docker
 
     return host == HUB_API or resolve_index_name(host) == INDEX_NAME
 
@@ -56,8 +56,8 @@ def load_credentials(host: str) -> Credentials | None:
     `auths` entries (legacy URL keys included; Docker Hub's is https://index.docker.io/v1/),
     `credHelpers` and `credsStore`. Loaded only when a registry asks for credentials.
     """
-    from docker.auth import INDEX_NAME, load_config
-    from docker.errors import DockerException
+    from docker.auth import INDEX_NAME, load_config  # lazy: loads docker
+    from docker.errors import DockerException  # lazy: loads docker
 
     path = docker_config_path()
     if not path.is_file():

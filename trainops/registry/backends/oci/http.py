@@ -485,7 +485,7 @@ def _proxy_for(scheme: str, netloc: str) -> str | None:
     """The proxy the environment names for this URL (requests' rules), or None."""
     if not any(key.lower().endswith("_proxy") for key in os.environ):
         return None
-    import urllib.request
+    import urllib.request  # lazy: loads tempfile, urllib.request
 
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(scheme) or proxies.get("all")

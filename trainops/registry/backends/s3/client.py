@@ -69,9 +69,9 @@ def make_client(*, max_pool_connections: int, max_attempts: int | None) -> Any:
     """A boto3 S3 client from the standard chain, with a pool for parallel parts. Retries
     (throttling, 5xx, dropped connections) are trainops.retry's: each one is logged with its
     reason and wait, Retry-After is honoured, and the waiting is bounded."""
-    import boto3
-    import botocore.session
-    from botocore.config import Config
+    import boto3  # lazy: loads boto3
+    import botocore.session  # lazy: loads urllib3
+    from botocore.config import Config  # lazy: loads urllib3
 
     core = botocore.session.get_session()  # reads the AWS_* variables and ~/.aws/config
     session = boto3.session.Session(botocore_session=core, region_name=os.environ.get("AWS_REGION") or None)
@@ -118,7 +118,7 @@ class _RetryHook:
 def _transient(response: Any, caught: Any) -> tuple[str | None, str | None]:
     """(why, Retry-After) of a failed attempt worth retrying: a dropped connection, or a
     throttling/5xx answer; (None, None) for success and for failures a retry cannot fix."""
-    from botocore import exceptions as bx
+    from botocore import exceptions as bx  # lazy: loads botocore
 
     if caught is not None:
         retryable = (bx.ConnectionError, bx.HTTPClientError, bx.ConnectionClosedError, bx.ReadTimeoutError)
@@ -139,7 +139,7 @@ def endpoint_of(client: Any) -> str:
 
 def translate(exc: BaseException, *, op: str, bucket: str, key: str, endpoint: str) -> TrainopsError | None:
     """The TrainopsError for a botocore exception (None for others); says what to do next."""
-    from botocore import exceptions as bx
+    from botocore import exceptions as bx  # lazy: loads botocore
 
     where = f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
     if isinstance(exc, bx.ClientError):
@@ -183,8 +183,8 @@ def translate(exc: BaseException, *, op: str, bucket: str, key: str, endpoint: s
 
 def is_stream_error(exc: BaseException) -> bool:
     """A connection dropped or timed out while a response body was being read."""
-    from botocore import exceptions as bx
-    from urllib3 import exceptions as ux
+    from botocore import exceptions as bx  # lazy: loads botocore
+    from urllib3 import exceptions as ux  # lazy: loads urllib3
 
     return isinstance(exc, (bx.HTTPClientError, bx.IncompleteReadError, ux.ProtocolError, ux.ReadTimeoutError))
 
