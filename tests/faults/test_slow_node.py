@@ -85,6 +85,24 @@ def _incidents(project: Path, run_id: str) -> list[Incident]:
         return records.list_incidents(registries, repository=repo, run_id=run_id)
 
 
+def _stopped(project: Path, rank: int) -> bool:
+    """A process of the run in `project` with RANK=`rank` is stopped (the drill's SIGSTOP)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if f"RANK={rank}".encode() not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            if not Path(os.readlink(proc / "cwd")).is_relative_to(project.resolve()):
+                continue
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state == "T":
+            return True
+    return False
+
+
 def _throttled(project: Path, run_id: str) -> tuple[subprocess.Popen[str], str, str, float]:
     """Train `run_id` with rank 1 throttled 2× from its start; the trainer, its output and
     the seconds from the drill's start to the supervisor's end."""
@@ -106,7 +124,10 @@ def _throttled(project: Path, run_id: str) -> tuple[subprocess.Popen[str], str, 
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            time.sleep(0.5)  # a drill that found no rank-1 process has exited by now
+            # it holds once rank 1 is seen stopped; one that found no rank-1 process exits (under
+            # load that takes it more than half a second: a fixed wait took it for holding)
+            wait_for(lambda: drill.poll() is not None or _stopped(project, 1), timeout=30,
+                     what="the drill to stop rank 1 or exit", interval=0.05)  # fmt: skip
             return drill.poll() is None
 
         wait_for(throttling, timeout=60, what="the slow-node drill on rank 1", interval=0.5)
