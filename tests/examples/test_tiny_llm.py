@@ -188,7 +188,8 @@ def test_short_run_writes_checkpoints_and_learns(short_run: tuple[Path, Run]) ->
     *intervals, final = records
     assert [r["step"] for r in intervals] == [50, 100, 150, 200, 250, 300]
     for record in intervals:
-        assert set(record) == {"step", "train_loss", "val_loss"}
+        assert set(record) == {"step", "train_loss", "val_loss", "tokens_per_second"}
+        assert record["tokens_per_second"] > 0
     assert final["final"] is True and final["step"] == 300
     assert final["checkpoint"] == "step-000300"
 

@@ -4,6 +4,7 @@ them and evaluates the training SLOs' rules: a run that slows down past its step
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import yaml
 
 from trainops.manifest import load_manifest
 from trainops.rollout.render import rule_file_of
+from trainops.slo.exporter import MetricsServer, TrainingMetrics
 from trainops_testing.prometheus import Prometheus
 from trainops_testing.services import LOOPBACK, ServiceError, free_port, wait_for
 
@@ -110,3 +112,18 @@ def test_a_supervised_run_exports_its_metrics_and_a_slow_down_pages(tmp_path: Pa
     assert f"the run's Prometheus metrics: http://{LOOPBACK}:{port}/metrics" in err
     with pytest.raises(requests.ConnectionError):  # the supervisor stopped serving with the run
         requests.get(f"http://{LOOPBACK}:{port}/metrics", timeout=5)
+
+
+def test_a_run_serving_every_address_names_its_host() -> None:
+    """train.metricsAddress 0.0.0.0:PORT (a Slurm batch host scraped from elsewhere): the URL said
+    in the job's log names the host, where a Prometheus can reach it, not 0.0.0.0."""
+    metrics = TrainingMetrics(pipeline="paced", run_id=RUN)
+    metrics.progress(7)
+    server = MetricsServer(metrics, "0.0.0.0:0")
+    try:
+        port = server.server.server_address[1]
+        assert server.url == f"http://{socket.gethostname()}:{port}/metrics"
+        text = requests.get(server.url, timeout=5).text
+    finally:
+        server.close()
+    assert f'trainops_train_step{{pipeline="paced",run="{RUN}"}} 7.0' in text

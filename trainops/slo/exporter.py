@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from trainops.checkpoint.metrics import read_metrics
 log = logging.getLogger(__name__)
 TOKENS_KEYS = ("tokens_per_second", "tokens_per_sec", "tokens_per_s")
 LOSS_KEYS = ("train_loss", "loss")
+WILDCARDS = ("", "0.0.0.0", "::")
 POD_HOST = "0.0.0.0"  # in a pod: every address of the pod's own network, where Prometheus scrapes it
 
 
@@ -176,7 +178,9 @@ class MetricsServer:
 
         self.server = ThreadingHTTPServer((host, int(port)), Handler)
         bound = self.server.server_address
-        shown = f"[{host}]" if ":" in host else host
+        # every address of the host (a Slurm batch host's, a pod's): announced by its name,
+        # an address a Prometheus elsewhere can scrape (0.0.0.0 is none)
+        shown = socket.gethostname() if host in WILDCARDS else f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{bound[1]}/metrics"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()

@@ -161,6 +161,7 @@ def run(cfg: TrainConfig) -> int:
     previous_handlers = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     log_losses: list[float] = []
     ckpt_losses: list[float] = []
+    interval = (time.perf_counter(), 0)  # (start, input tokens) of the log interval
     last_saved: str | None = ckpt.name if ckpt else None
     val_cache: tuple[int, float] | None = None
 
@@ -215,6 +216,7 @@ def run(cfg: TrainConfig) -> int:
             lr = lr_at(step, cfg.lr, cfg.warmup_steps, cfg.lr_decay_steps, cfg.min_lr_ratio)
             optimizer.step(params, grads, lr)
             step += 1
+            interval = (interval[0], interval[1] + len(idx) * cfg.context)
             log_losses.append(batch_loss)
             ckpt_losses.append(batch_loss)
             last = step == cfg.max_steps
@@ -225,7 +227,11 @@ def run(cfg: TrainConfig) -> int:
                 train_loss = float(np.mean(log_losses))
                 last_metrics["train_loss"] = train_loss
                 log_losses = []
-                emit({"step": step, "train_loss": train_loss, "val_loss": val_loss_now()})
+                now = time.perf_counter()
+                tokens_per_second = interval[1] / max(now - interval[0], 1e-9)
+                emit({"step": step, "train_loss": train_loss, "val_loss": val_loss_now(),
+                      "tokens_per_second": round(tokens_per_second, 1)})  # fmt: skip
+                interval = (time.perf_counter(), 0)
             if step % cfg.ckpt_every == 0 or last:
                 write_checkpoint()
         if stop.signum is not None and last_saved != checkpoint_name(step) and step > 0:
