@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.request
@@ -60,3 +61,45 @@ def test_serves_what_it_indexed(tmp_path: Path) -> None:
         proc.wait(timeout=20)
         log.close()
     assert "indexed 5 repositories" in (tmp_path / "ui.log").read_text()
+
+
+def test_port_zero_serves_where_it_says_and_a_taken_port_is_one_line(tmp_path: Path) -> None:
+    url = f"file://{tmp_path / 'registry'}"
+    with Registries(default_registry=url) as registries:
+        fill(registries, url, tmp_path / "work")
+    env = {**os.environ, "TRAINOPS_CACHE_DIR": str(tmp_path / "cache")}
+    log_path = tmp_path / "ui.log"
+    log = log_path.open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainops.cli.main", "ui", "--registry", url, "--port", "0", "--refresh", "0"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    said: list[str] = []
+
+    def serving() -> bool:
+        said[:] = re.findall(r"serving http://127\.0\.0\.1:(\d+)/ ", log_path.read_text())
+        return bool(said)
+
+    try:
+        wait_for(serving, timeout=60, what="trainops ui saying its port", proc=proc, log_path=log_path)
+        port = int(said[0])
+        assert port != 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/repositories", timeout=5) as resp:
+            assert len(json.load(resp)["repositories"]) == 5
+        taken = run(
+            "ui",
+            "--registry",
+            url,
+            "--port",
+            str(port),
+            "--refresh",
+            "0",
+            env={"TRAINOPS_CACHE_DIR": str(tmp_path / "cache")},
+        )
+        assert taken.code == 2, taken.stderr
+        assert f"cannot listen on 127.0.0.1:{port}" in taken.last_error_line and "--port" in taken.last_error_line
+        assert "Traceback" not in taken.stderr
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()

@@ -24,7 +24,13 @@ if TYPE_CHECKING:
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="Address to bind; anything but loopback needs --token."
 )
-@click.option("--port", default=8321, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
+@click.option(
+    "--port",
+    default=8321,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to bind (0: a free one; stderr says which).",
+)
 @click.option("--token", envvar="TRAINOPS_UI_TOKEN", default=None, help="Require this token (env TRAINOPS_UI_TOKEN).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in the default web browser.")
 @click.option(
@@ -73,13 +79,16 @@ def ui(
         cluster=access,
     )
     shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{port}/"
-    _say_serving(prepared, url=url, token=token)
-    if open_browser:
-        import webbrowser  # lazy: loads webbrowser
 
-        webbrowser.open(url)
-    serve(prepared, host=host, port=port, refresh_seconds=refresh_seconds)
+    def listening(bound: int) -> None:
+        url = f"http://{shown}:{bound}/"
+        _say_serving(prepared, url=url, token=token)
+        if open_browser:
+            import webbrowser  # lazy: loads webbrowser
+
+            webbrowser.open(url)
+
+    serve(prepared, host=host, port=port, refresh_seconds=refresh_seconds, on_listening=listening)
 
 
 def _say_serving(prepared: Any, *, url: str, token: str | None) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,11 +90,40 @@ def _refresh_loop(browser: Browser, interval: float, stop: threading.Event, now:
         now = True
 
 
-def serve(prepared: Prepared, *, host: str, port: int, refresh_seconds: float = 30.0) -> None:
+def listen(host: str, port: int) -> socket.socket:
+    """The browser's listening socket on host:port (port 0: a free one)."""
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as err:
+        raise UsageError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as err:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {err.strerror or err}",
+                         hint="pick another --port (0: a free one)") from None  # fmt: skip
+    return sock
+
+
+def serve(
+    prepared: Prepared,
+    *,
+    host: str,
+    port: int,
+    refresh_seconds: float = 30.0,
+    on_listening: Callable[[int], None] | None = None,
+) -> None:
     """Serve until interrupted, refreshing the index every refresh_seconds (0: never, except
-    once at start when prepare found an index with data and did not refresh it)."""
+    once at start when prepare found an index with data and did not refresh it). Once it
+    listens, on_listening gets the port (the free one port 0 picked)."""
     import uvicorn  # lazy: loads uvicorn
 
+    sock = listen(host, port)
+    if on_listening is not None:
+        on_listening(int(sock.getsockname()[1]))
     stop = threading.Event()
     stale = prepared.first_refresh is None
     if refresh_seconds > 0 or stale:
@@ -100,6 +131,10 @@ def serve(prepared: Prepared, *, host: str, port: int, refresh_seconds: float = 
             target=_refresh_loop, args=(prepared.browser, refresh_seconds, stop, stale), daemon=True, name="ui-refresh"
         ).start()
     try:
-        uvicorn.run(create_app(prepared.browser), host=host, port=port, log_level="warning", server_header=False)
+        config = uvicorn.Config(create_app(prepared.browser), log_level="warning", server_header=False)
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # Ctrl-C: stopped, as asked (uvicorn re-raises the signal it caught)
+        pass
     finally:
         stop.set()
+        sock.close()
