@@ -127,3 +127,15 @@ def test_a_run_serving_every_address_names_its_host() -> None:
     finally:
         server.close()
     assert f'trainops_train_step{{pipeline="paced",run="{RUN}"}} 7.0' in text
+
+
+def test_the_run_is_rank_zeros_lines_not_the_other_ranks_progress() -> None:
+    """Under srun every task's output reaches the supervisor: the other ranks' progress lines
+    (`{"rank": 1, "step": …}`, for the straggler detector) neither move the step back nor set it."""
+    metrics = TrainingMetrics(pipeline="paced", run_id=RUN)
+    metrics.on_line('{"rank":0,"step":400,"node":"n1"}')
+    metrics.on_line('{"rank":1,"step":380,"node":"n2"}')
+    metrics.on_line('{"rank":1,"step":420,"node":"n2"}')
+    assert metrics.step == 400
+    metrics.on_line('{"step":420,"train_loss":1.5,"tokens_per_second":9000.0}')
+    assert (metrics.step, metrics.loss, metrics.tokens_per_second) == (420, 1.5, 9000.0)

@@ -96,6 +96,8 @@ class TrainingMetrics:
         step = data.get("step") if isinstance(data, dict) else None
         if isinstance(step, bool) or not isinstance(step, int):
             return
+        if data.get("rank", 0) != 0:  # another rank's progress (a Slurm job's other tasks): the run is rank 0's
+            return
         tokens = next((float(data[k]) for k in TOKENS_KEYS if _is_number(data.get(k))), None)
         self.progress(step, loss=next((float(data[k]) for k in LOSS_KEYS if _is_number(data.get(k))), None),
                       tokens_per_second=tokens)  # fmt: skip
