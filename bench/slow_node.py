@@ -9,7 +9,7 @@ the same machine load (one after the other, a shared machine's load drifts betwe
    raised (false positives: must be none);
 2. **left slow**: rank 1 throttled 2x for the whole run (`trainops drill slow-node`, a stop/
    continue duty cycle of one half), train.faults.slowNode.moveCost 1 h, so trainops only
-   names it — T_slow, what tolerating it costs;
+   tolerates it — T_slow, what tolerating it costs;
 3. **acted**: the same throttle, moveCost `--move-cost`: trainops tolerates the straggler
    until it has cost that much, then requeues the job with its node excluded; the job
    starts again on its other node and the seventh, spare one from the newest checkpoint —
