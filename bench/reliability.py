@@ -41,8 +41,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from harness import docresult  # noqa: E402
-
 from trainops_testing.services import DistributionRegistry, MotoS3, git_env  # noqa: E402
 
 PY = sys.executable
@@ -362,6 +360,10 @@ def cells(rows: list[Row]) -> list[list[str]]:
 
 
 def main() -> int:
+    # here, not at the top: bench/harness is on the path only when this file runs as a script,
+    # and tests/reliability/test_kill_matrix.py imports this module for run_matrix
+    from harness import docresult
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 trial per cell, 2 MiB artifacts (about a minute)")
     parser.add_argument("--trials", type=int, default=8)
