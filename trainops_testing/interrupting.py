@@ -16,6 +16,9 @@ import atexit, os, runpy, signal, sys, time
 from trainops import interrupt
 from trainops.cli import progress
 limit, done = int(os.environ.get("TRAINOPS_TEST_INTERRUPT_AFTER") or 0), [0]
+# Ctrl-C as a terminal delivers it: a process started in the background by a shell without job
+# control (CI's `cmd &`, nohup) inherits SIGINT ignored, and Python then raises nothing on it
+signal.signal(signal.SIGINT, signal.default_int_handler)
 report = os.environ.get("TRAINOPS_TEST_WRITTEN")
 def add(self, name, total):
     def advance(n):
