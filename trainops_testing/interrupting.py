@@ -12,8 +12,7 @@ from __future__ import annotations
 import sys
 
 HOOK = """
-import atexit, os, runpy, signal, sys, time
-from trainops import interrupt
+import atexit, os, runpy, signal, sys
 from trainops.cli import progress
 limit, done = int(os.environ.get("TRAINOPS_TEST_INTERRUPT_AFTER") or 0), [0]
 # Ctrl-C as a terminal delivers it: a process started in the background by a shell without job
@@ -25,13 +24,6 @@ def add(self, name, total):
         done[0] += n
         if limit and done[0] >= limit > done[0] - n:
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, from a worker thread: the main one gets it
-            # hold this transfer where Ctrl-C came, as a person's keypress would find it: in
-            # the main thread the wait ends at once with the KeyboardInterrupt; in a worker
-            # it lasts until the main thread has cancelled the transfers (a busy machine once
-            # let the whole file finish first, and the command exit 0)
-            deadline = time.monotonic() + 30
-            while not interrupt.cancelled() and time.monotonic() < deadline:
-                time.sleep(0.01)
     return advance
 progress._Null.add = add
 def written():
