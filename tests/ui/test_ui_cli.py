@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from trainops.registry.context import Registries
+from trainops_testing import interrupting
 from trainops_testing.cli import REPO, run
 from trainops_testing.services import free_port, wait_for
 from ui.helpers import fill
@@ -70,8 +72,8 @@ def test_port_zero_serves_where_it_says_and_a_taken_port_is_one_line(tmp_path: P
     env = {**os.environ, "TRAINOPS_CACHE_DIR": str(tmp_path / "cache")}
     log_path = tmp_path / "ui.log"
     log = log_path.open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trainops.cli.main", "ui", "--registry", url, "--port", "0", "--refresh", "0"],
+    proc = subprocess.Popen(  # SIGINT as a terminal delivers it, even when this runs in the background
+        interrupting.command("ui", "--registry", url, "--port", "0", "--refresh", "0"),
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     said: list[str] = []
@@ -99,6 +101,9 @@ def test_port_zero_serves_where_it_says_and_a_taken_port_is_one_line(tmp_path: P
         assert taken.code == 2, taken.stderr
         assert f"cannot listen on 127.0.0.1:{port}" in taken.last_error_line and "--port" in taken.last_error_line
         assert "Traceback" not in taken.stderr
+        proc.send_signal(signal.SIGINT)  # Ctrl-C stops it with the exit code every command has for it
+        assert proc.wait(timeout=20) == 130
+        assert "Traceback" not in log_path.read_text()
     finally:
         proc.terminate()
         proc.wait(timeout=20)

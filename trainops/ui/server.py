@@ -132,9 +132,7 @@ def serve(
         ).start()
     try:
         config = uvicorn.Config(create_app(prepared.browser), log_level="warning", server_header=False)
-        uvicorn.Server(config).run(sockets=[sock])
-    except KeyboardInterrupt:  # Ctrl-C: stopped, as asked (uvicorn re-raises the signal it caught)
-        pass
+        uvicorn.Server(config).run(sockets=[sock])  # Ctrl-C: uvicorn re-raises it once stopped (exit 130)
     finally:
         stop.set()
         sock.close()
