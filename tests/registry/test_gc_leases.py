@@ -14,6 +14,7 @@ import os
 import random
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -232,6 +233,39 @@ def test_the_blobs_of_a_killed_first_push_go_with_its_lease(target: Target, tmp_
 
 
 @BOTH
+def test_gc_goes_on_when_another_deleting_path_removed_its_garbage_first(
+    target: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention (or `registry rm`) deletes manifests without gc's lock: between gc's scan and
+    its delete, the untagged manifest gc found may be removed by another deleting path. The
+    interleaving is forced at the backend's delete_manifest: the manifest is already gone,
+    as wanted, and gc goes on to sweep its blobs instead of failing the run."""
+    registries = target.registries
+    garbage = _garbage(target, tmp_path)
+    keep_src = make_tree(tmp_path / "kept", {"weights.bin": os.urandom(3000)})
+    store.push(registries, source=keep_src, ref=registries.ref("team/ckpt:kept"), kind="checkpoint")
+    ref = registries.ref("team/ckpt")
+    backend = registries.backend(ref)
+    original = backend.delete_manifest
+    first: list[str] = []
+
+    def delete_manifest(repo: str, digest: str) -> None:
+        if not first:
+            first.append(digest)
+            with Registries(default_registry=target.url) as other:  # another process's removal
+                removal.remove(other, ref=other.ref(f"team/ckpt@{digest}"))
+        original(repo, digest)
+
+    monkeypatch.setattr(backend, "delete_manifest", delete_manifest)
+    done = collect(registries, root=registries.root())
+    assert first == [garbage]
+    assert garbage not in backend.list_manifests(ref.repository)
+    assert done.removed_manifests == []  # the other path removed it, not this run
+    assert done.removed_blobs >= 1  # its blobs are swept all the same
+    assert _pulls_whole(registries, "team/ckpt:kept", keep_src, tmp_path / "pulled")
+
+
+@BOTH
 def test_pushes_retention_and_gc_at_once_leave_every_tag_whole(target: Target, tmp_path: Path) -> None:
     """Three pushers (step-N checkpoints; one file's content drawn from a pool of four, so
     pushes find blobs that earlier, pruned checkpoints left as garbage), retention keeping
@@ -241,7 +275,7 @@ def test_pushes_retention_and_gc_at_once_leave_every_tag_whole(target: Target, t
     pool = [os.urandom(2048) for _ in range(4)]
     sources: dict[str, Path] = {}
     stop = threading.Event()
-    errors: list[BaseException] = []
+    errors: list[str] = []  # which thread raised, with its traceback
     runs: list[Any] = []
 
     def pusher(index: int) -> None:
@@ -260,22 +294,23 @@ def test_pushes_retention_and_gc_at_once_leave_every_tag_whole(target: Target, t
             while not stop.wait(0.05):
                 runs.append(action(registries))
 
-    def guarded(func: Callable[..., None], *args: Any) -> Callable[[], None]:
+    def guarded(who: str, func: Callable[..., None], *args: Any) -> Callable[[], None]:
         def run() -> None:
             try:
                 func(*args)
-            except BaseException as err:
-                errors.append(err)
+            except BaseException:
+                errors.append(f"{who}: {traceback.format_exc()}")
 
         return run
 
     retention = guarded(
+        "retention",
         keeper,
         lambda r: apply_retention(r, repository=r.ref("team/ckpt"), keep=Retention(last=3)),
     )
-    gc = guarded(keeper, lambda r: collect(r, root=r.root()))
+    gc = guarded("gc", keeper, lambda r: collect(r, root=r.root()))
     background = [threading.Thread(target=retention), threading.Thread(target=gc)]
-    writers = [threading.Thread(target=guarded(pusher, i)) for i in range(pushers)]
+    writers = [threading.Thread(target=guarded(f"pusher {i}", pusher, i)) for i in range(pushers)]
     for thread in background + writers:
         thread.start()
     for thread in writers:

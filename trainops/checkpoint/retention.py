@@ -25,7 +25,6 @@ from trainops.checkpoint.catalog import KIND, STEP_TAG, CheckpointInfo, info_of,
 from trainops.errors import NotFoundError, RemoteError, UsageError
 from trainops.manifest.stages import Retention
 from trainops.registry.context import Registries
-from trainops.registry.lineage import forget_manifest
 from trainops.registry.reference import Reference
 from trainops.registry.retention import removal, tombstone
 from trainops.registry.retention.keep import Kept, kept_by_others, neighbourhood
@@ -139,6 +138,5 @@ def apply_retention(
 def _remove_manifest(registries: Registries, repository: Reference, digest: str) -> None:
     """Delete an untagged checkpoint manifest. It may be gone already (a registry that
     deletes the manifest with its last tag), and a registry may refuse deletes."""
-    with contextlib.suppress(NotFoundError, RemoteError):
-        registries.backend(repository).delete_manifest(repository.repository, digest)
-    forget_manifest(digest)
+    with contextlib.suppress(RemoteError):
+        removal.delete_manifest(registries.backend(repository), repository.repository, digest)

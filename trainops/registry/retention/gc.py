@@ -21,6 +21,11 @@ pushes are removed once older than the grace period; so are their unfinished upl
 On oci:// gc removes artifacts only; the registry's own garbage collector reclaims blobs
 (and must itself run when no push is in flight, as Distribution's requires).
 
+Retention and `registry rm` delete without the gc lock (a delete takes away nothing a push
+relies on): a manifest one of them removed after gc's scan is gone when gc comes to it,
+which is what gc wanted; gc goes on (trainops.registry.retention.removal.delete_manifest)
+and does not count it as its own.
+
 Not covered by the leases: lineage parents in other repositories (a push names its parent
 by digest before its lease; gc may remove a parent that no kept artifact needs), and
 blobs a copy mounts from another repository of the registry (gc may remove a source blob
@@ -39,8 +44,9 @@ from trainops.registry.artifact import ParsedManifest
 from trainops.registry.backends import open_backend
 from trainops.registry.backends.base import Backend
 from trainops.registry.context import Registries
-from trainops.registry.lineage import forget_manifest, scan_registry
+from trainops.registry.lineage import scan_registry
 from trainops.registry.reference import Reference, RegistryRoot
+from trainops.registry.retention import removal
 from trainops.registry.retention.keep import Graph, Guard, Kept, Node, guarded_roots, needed
 from trainops.registry.retention.lease import GcLocks
 
@@ -100,13 +106,13 @@ def collect(
         for ref, parsed, _ in scanned:
             if (ref.repo_url, parsed.digest) in kept or ref.repository not in locks.usable:
                 continue
+            if not dry_run:
+                locks.check()
+                if not removal.delete_manifest(registries.backend(ref), ref.repository, parsed.digest):
+                    continue  # retention or `registry rm` removed it since the scan: not this run's
             for name in sorted(tags.get((ref.repository, parsed.digest), [])):
                 result.removed_tags.append(f"{ref.repo_url}:{name}")
             result.removed_manifests.append(f"{ref.repo_url}@{parsed.digest}")
-            if not dry_run:
-                locks.check()
-                registries.backend(ref).delete_manifest(ref.repository, parsed.digest)
-                forget_manifest(parsed.digest)
         for repo in sorted(locks.usable):  # with those that hold no manifest (a first push, killed)
             ref = Reference(root.scheme, root.location, repo)
             _drop_stale_leases(registries.backend(ref), repo, locks.stale.get(repo, []), result)
