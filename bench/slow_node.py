@@ -21,7 +21,7 @@ Slurm's own requeue delay is skipped (the job is let start at once, as an operat
 `scontrol update StartTime=now` would): what is measured is trainops' share.
 
     python bench/slow_node.py             # 60,000 steps each, moveCost 30 s
-    python bench/slow_node.py --quick     # the undisturbed and the acted run (5 nodes), 12,000 steps, moveCost 4 s
+    python bench/slow_node.py --quick     # the undisturbed and the acted run (5 nodes), 4,000 steps, moveCost 4 s
     python bench/slow_node.py --doc       # also write docs/operations/results/slow_node.json
 """
 
@@ -171,11 +171,11 @@ def result(cluster: SlurmCluster, arm: Arm, env: dict[str, str]) -> Run:
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the undisturbed and the acted run, short (CI)")
-    parser.add_argument("--steps", type=int, default=None, help="steps of each run (default 60,000; quick 12,000)")
+    parser.add_argument("--steps", type=int, default=None, help="steps of each run (default 60,000; quick 4,000)")
     parser.add_argument("--move-cost", default=None, help="train.faults.slowNode.moveCost of the acted run")
     parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/slow_node.json")
     args = parser.parse_args()
-    steps = args.steps or (12000 if args.quick else 60000)
+    steps = args.steps or (4000 if args.quick else 60000)
     move_cost = args.move_cost or ("4s" if args.quick else "30s")
     load = docresult.Load()
     # (name, moveCost, throttled): each its own project and job, all at once
