@@ -17,7 +17,7 @@ a restart (deletion, recreation, scheduling), not image pulls or a trainer's sta
 jobs run one after the other on the same nodes; the load average is printed with them.
 
     python bench/restart.py              # 16-pod jobs, 5 failures each
-    python bench/restart.py --quick      # 4-pod jobs, 2 failures each (CI)
+    python bench/restart.py --quick      # 2-pod jobs (a leader, a worker), 1 failure each (CI)
 """
 
 from __future__ import annotations
@@ -130,17 +130,17 @@ def _restart_once(api: KubeApi, name: str, selector: str, replaced: str, pods: i
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="4-pod jobs, 2 failures each (CI)")
-    parser.add_argument("--pods", type=int, help="pods (nodes) per job (default 16; 4 with --quick)")
-    parser.add_argument("--failures", type=int, help="failures per job (default 5; 2 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="2-pod jobs, 1 failure each (CI)")
+    parser.add_argument("--pods", type=int, help="pods (nodes) per job (default 16; 2 with --quick)")
+    parser.add_argument("--failures", type=int, help="failures per job (default 5; 1 with --quick)")
     parser.add_argument("--doc", action="store_true", help="also write docs/operations/results/restart.json")
     args = parser.parse_args()
     load = docresult.Load()
     if os.environ.get("TRAINOPS_SKIP_KUBE") == "1":
         print("restart: TRAINOPS_SKIP_KUBE=1: skipped (no simulated cluster on this machine)")
         return 0
-    pods = args.pods or (4 if args.quick else 16)
-    failures = args.failures or (2 if args.quick else 5)
+    pods = args.pods or (2 if args.quick else 16)
+    failures = args.failures or (1 if args.quick else 5)
     cases = [
         Case("JobSet, RestartJob: every child Job recreated", "kueue", "RestartJob"),
         Case("JobSet, RestartTask: the failed child Job recreated", "kueue", "RestartTask"),
