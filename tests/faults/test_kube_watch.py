@@ -399,6 +399,10 @@ def test_a_restart_that_leaves_the_run_nowhere_to_go_is_an_incident_of_its_own(
         for node in others:  # a node is free again: the pods run, the incident is closed
             _cordon(cluster.api, node, False)
         wait_for(lambda: stuck()[0].recovered is not None, timeout=120, what="the unschedulable incident closed")
+        # closed by the pods placed after it was seen, not by one that had kept running meanwhile
+        # (on the node left, or on the lost one until the pod GC removes it)
+        [closed] = stuck()
+        assert closed.recovered is not None and clock.parse(closed.recovered) >= clock.parse(closed.detected), closed
         report = _finish(cluster, watcher, "x3")
         assert gitops.errors == []
     assert [i["fault"] for i in report["incidents"]] == ["node-lost", "unschedulable"]

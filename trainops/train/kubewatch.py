@@ -269,23 +269,25 @@ class KubeWatch:
 
     def _unschedulable(self, state: RunState) -> None:
         """After a restart through git, pods of the run the scheduler cannot place for
-        STUCK_AFTER seconds are an incident of their own (class unschedulable), closed when a
-        pod of the run runs."""
+        STUCK_AFTER seconds are an incident of their own (class unschedulable), closed when
+        the run is whole again: none of its pods pending any more."""
 
         if not self.report.restarts or (self.stuck is None and state.finished):
             return
         pods = self.cluster.list("v1", "Pod", namespace=state.namespace, selector=f"{LABEL_RUN_ID}={self.run_id}")
-        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
-        if self.stuck is not None and running:
-            started = min(_when((p.get("status") or {}).get("startTime"), clock.now()) for p in running)
-            done = self.stuck.model_copy(update={"recovered": clock.iso(started)})
-            records.save(self.registries, repository=self.repository, incident=done)
-            self._replace_incident(done)
-            self.stuck, self.stuck_since = None, None
+        if self.stuck is not None:
+            started = _whole_since(pods, excluded=self.excluded)
+            if started is not None:
+                # not before it was seen stuck (startTime has whole seconds)
+                recovered = max(started, clock.parse(self.stuck.detected))
+                done = self.stuck.model_copy(update={"recovered": clock.iso(recovered)})
+                records.save(self.registries, repository=self.repository, incident=done)
+                self._replace_incident(done)
+                self.stuck, self.stuck_since = None, None
             return
         evidence = [line for p in pods if (line := _unschedulable_line(p)) is not None]
-        if not evidence or self.stuck is not None:
-            self.stuck_since = None if not evidence else self.stuck_since
+        if not evidence:
+            self.stuck_since = None
             return
         self.stuck_since = self.stuck_since if self.stuck_since is not None else time.monotonic()
         if time.monotonic() - self.stuck_since < STUCK_AFTER:
@@ -347,6 +349,27 @@ class KubeWatch:
 
 
 STUCK_AFTER = 10.0  # seconds a restarted run's pods may wait for a node before it is an incident
+
+
+def _whole_since(pods: list[dict[str, Any]], *, excluded: set[str]) -> datetime | None:
+    """When the run's last pod started, once none of them is pending (None while one is, or
+    none runs). Pods going away, or left on an excluded node (one lost keeps its pods until
+    the pod GC removes them), are not the run's any more; a pod that ran and ended counts."""
+
+    current = [
+        p
+        for p in pods
+        if not (p.get("metadata") or {}).get("deletionTimestamp")
+        and (p.get("spec") or {}).get("nodeName") not in excluded
+    ]
+    phases = [(p.get("status") or {}).get("phase") for p in current]
+    if "Pending" in phases or not any(phase in ("Running", "Succeeded") for phase in phases):
+        return None
+    return max(
+        _when((p.get("status") or {}).get("startTime"), clock.now())
+        for p, phase in zip(current, phases, strict=True)
+        if phase in ("Running", "Succeeded")
+    )
 
 
 def _unschedulable_line(pod: dict[str, Any]) -> str | None:
