@@ -298,12 +298,14 @@ def kueue_holds_then_admits(
         seen: list[RunState] = []
 
         def held() -> bool:
+            # the Workload's condition (Kueue's) and the job's phase (a RayJob's is KubeRay's
+            # status, written by another controller, maybe later) both
             seen[:] = run_states(cluster, train=spec, pipeline="tiny-llm", run_id="big")
-            return bool(seen[0].reason and "QuotaReserved" in seen[0].reason)
+            return seen[0].phase == "Suspended" and bool(seen[0].reason and "QuotaReserved" in seen[0].reason)
 
-        wait_for(held, timeout=60, what=f"the big {kind}'s Workload waiting for quota", interval=0.5)
+        wait_for(held, timeout=60, what=f"the big {kind} suspended, its Workload waiting for quota", interval=0.5)
     state = seen[0]
-    assert state.phase == "Suspended" and "insufficient" in str(state.reason), state
+    assert "insufficient" in str(state.reason), state
     assert sim.api.get(api_version, kind, job["metadata"]["name"], ns)["spec"]["suspend"] is True
     assert run_pods(sim.api, ns, "big") == []  # not one pod: all or nothing
 

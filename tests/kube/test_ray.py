@@ -110,9 +110,15 @@ def test_the_operator_makes_the_cluster_kwok_runs_it_and_trainops_reads_and_ends
     synced = _sync(git_remote, sim)
     assert [a.split(" ")[0] for a in synced.applied] == ["RayJob"]
 
-    # RayJob → RayCluster → head + 2 workers placed (8 GPUs each: 3 nodes) → submitter Job → its pod
-    state = _wait(project, "r1", lambda s: len(s.pods) == 4 and all(p.node and p.phase == "Running" for p in s.pods))
-    assert state.kind == "ray.io/v1 RayJob" and state.phase == "Running"
+    # RayJob → RayCluster → head + 2 workers placed (8 GPUs each: 3 nodes) → submitter Job → its
+    # pod; and the RayJob saying so (KubeRay writes jobDeploymentStatus Running once it has made
+    # the submitter Job, whose pod may run before that write)
+    state = _wait(
+        project,
+        "r1",
+        lambda s: s.phase == "Running" and len(s.pods) == 4 and all(p.node and p.phase == "Running" for p in s.pods),
+    )
+    assert state.kind == "ray.io/v1 RayJob"
     roles = _roles(state, sim)
     assert sorted(roles) == ["leader", "submitter", "worker"] and len(roles["worker"]) == 2
     assert len(set(roles["leader"] + roles["worker"])) == 3
