@@ -6,6 +6,7 @@ fails the test with the install command; it never skips.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from trainops_testing import planted
 from trainops_testing.services import (
     DistributionRegistry,
     MotoS3,
@@ -22,11 +24,46 @@ from trainops_testing.services import (
     build_busybox_image,
 )
 
+# Fixtures that start a cluster or an engine: a test that uses one costs tens of seconds.
+SERVICE_FIXTURES = frozenset({"kube_cluster", "kube_cluster_factory", "slurm_cluster", "slurm_nodes_cluster", "podman"})
+SERVICE_WEIGHT = 20  # a service test weighs as much as this many other tests
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked `after_all` run after every other test collected, whatever their
-    folder's name: the planted-secrets scan reads what all the others wrote."""
-    items.sort(key=lambda item: item.get_closest_marker("after_all") is not None)  # stable
+
+def _file(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def _file_weights(items: list[pytest.Item]) -> dict[str, int]:
+    weights: dict[str, int] = {}
+    for item in items:
+        heavy = not SERVICE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+        weights[_file(item)] = weights.get(_file(item), 0) + (SERVICE_WEIGHT if heavy else 1)
+    return weights
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The heaviest files first (tests that start clusters and engines weigh most), so that
+    parallel workers (scripts/run-tests.sh: pytest-xdist, a file to a worker, in this order)
+    end together rather than one worker running the slow files alone at the end. Tests
+    marked `after_all` run after every other test collected, whatever their folder's name:
+    the planted-secrets scan reads what all the others wrote. A worker of a parallel run
+    leaves them out, since the others may still be writing: scripts/run-tests.sh runs them
+    once every worker has ended."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        after = [item for item in items if item.get_closest_marker("after_all")]
+        if after:
+            items[:] = [item for item in items if not item.get_closest_marker("after_all")]
+            config.hook.pytest_deselected(items=after)
+    weights = _file_weights(items)
+    items.sort(key=lambda item: (item.get_closest_marker("after_all") is not None, -weights[_file(item)]))  # stable
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _planted_record(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """At the end of the session, what it planted (trainops_testing/planted.py) is recorded in
+    its temporary directory: the scan after a parallel run reads every worker's record."""
+    yield
+    planted.record(tmp_path_factory.getbasetemp())
 
 
 def _start(service: DistributionRegistry | MotoS3 | PodmanService) -> None:
@@ -108,8 +145,6 @@ def git_remote(tmp_path: Path) -> Path:
 def _kube_skipped() -> None:
     """TRAINOPS_SKIP_KUBE=1 skips the cluster tests on purpose (a machine without Go); any
     other missing piece fails with the command that builds it."""
-    import os
-
     if os.environ.get("TRAINOPS_SKIP_KUBE") == "1":
         pytest.skip("TRAINOPS_SKIP_KUBE=1: the simulated Kubernetes cluster is not built here")
 

@@ -8,10 +8,16 @@ build must leave out) are declared with ``source(path)``. The last test of the s
 (tests/leaks, marked after_all) scans every file the session wrote — rendered trees, image
 layers and configs, artifacts, registry storage, logs, git objects — and fails on any
 planted value found outside a declared source.
+
+When the suite runs in several processes (pytest-xdist workers, scripts/run-tests.sh), each
+process plants values of its own: each writes them, with its declared sources, to a record in
+its temporary directory when it ends (``record``), and the scan, run once every worker has
+ended, reads every record under the run's root (``recorded``).
 """
 
 from __future__ import annotations
 
+import json
 import secrets as _random
 from pathlib import Path
 
@@ -38,3 +44,30 @@ def planted() -> dict[str, str]:
 
 def sources() -> set[Path]:
     return set(_SOURCES)
+
+
+RECORD = "planted-secrets.json"  # a declared source itself: it holds the values on purpose
+
+
+def record(directory: Path) -> Path | None:
+    """Write this process's planted values and declared sources to ``directory/RECORD``
+    (nothing when it planted none)."""
+    if not _PLANTED:
+        return None
+    path = Path(directory) / RECORD
+    path.write_text(json.dumps({"secrets": _PLANTED, "sources": sorted(str(p) for p in _SOURCES)}))
+    return path
+
+
+def recorded(root: Path) -> tuple[dict[str, str], set[Path]]:
+    """Every value planted by this process or by a process that recorded under ``root``, each
+    named ``NAME`` or ``NAME@DIR`` (DIR: the recording process's directory, as values differ
+    per process), and every declared source, records included."""
+    values = planted()
+    sources = set(_SOURCES)
+    for path in sorted(Path(root).rglob(RECORD)):
+        data = json.loads(path.read_text())
+        values.update({f"{name}@{path.parent.name}": value for name, value in data["secrets"].items()})
+        sources.update(Path(p) for p in data["sources"])
+        sources.add(path.resolve())
+    return values, sources

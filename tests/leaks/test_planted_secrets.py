@@ -1,5 +1,7 @@
 """The last test of the suite (marked `after_all`: tests/conftest.py orders it after every
-other test collected): no planted secret in anything the session wrote.
+other test collected; a parallel run leaves it out, and scripts/run-tests.sh runs it once every
+worker has ended, on their root, named by TRAINOPS_LEAKS_ROOT): no planted secret in anything
+the session wrote.
 
 Every test that hands trainops a credential takes it from trainops_testing/planted.py. Here every file
 under the session's temporary root is read — rendered trees, registry storage (Distribution's
@@ -11,8 +13,10 @@ each planted value must appear only in the files the tests declared as its sourc
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
+import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,14 +76,17 @@ def _git_objects(git_dir: Path) -> Iterator[bytes]:
     proc.wait()
 
 
-@pytest.mark.after_all
-def test_no_planted_secret_outside_its_source(tmp_path_factory: pytest.TempPathFactory) -> None:
-    values = planted.planted()
-    if not values:
-        pytest.skip("no test of this session planted a secret")  # a subset run that handled no credentials
+def _root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's temporary root, or that of the parallel run before this one: workers of
+    a pytest-xdist run each write under a directory of their own, and scripts/run-tests.sh
+    scans their root once they have all ended."""
+    earlier = os.environ.get("TRAINOPS_LEAKS_ROOT")
+    return Path(earlier) if earlier else tmp_path_factory.getbasetemp()
+
+
+def _scan(root: Path, values: dict[str, str], sources: set[Path]) -> tuple[int, list[str]]:
+    """How many files were read, and each planted value found outside its sources."""
     needles = {name: value.encode() for name, value in values.items()}
-    root = tmp_path_factory.getbasetemp()
-    sources = planted.sources()
     leaks: list[str] = []
     scanned = 0
     for dirpath, _, filenames in os.walk(root):
@@ -97,5 +104,40 @@ def test_no_planted_secret_outside_its_source(tmp_path_factory: pytest.TempPathF
         leaks += [
             f"{which} in a git object of {git_dir}" for which in sorted(_contains(_git_objects(git_dir), needles))
         ]
+    return scanned, leaks
+
+
+def test_every_workers_record_is_scanned_and_its_sources_kept() -> None:
+    """Two workers planted the same name with values of their own, each recorded with its
+    sources: each value is found in a file that is not a source, and in none that is. (Made
+    outside the session's root, which the real scan reads.)"""
+    with tempfile.TemporaryDirectory() as scratch:
+        _two_workers(Path(scratch))
+
+
+def _two_workers(tmp_path: Path) -> None:
+    for worker in ("popen-gw0", "popen-gw1"):
+        directory = tmp_path / worker
+        directory.mkdir()
+        value = f"planted-token-{worker}-{os.urandom(6).hex()}"
+        (directory / "config.json").write_text(value)  # declared: holds it on purpose
+        (directory / "rendered.yaml").write_text(f"env: {value}\n")  # a leak
+        record = {"secrets": {"token": value}, "sources": [str((directory / "config.json").resolve())]}
+        (directory / planted.RECORD).write_text(json.dumps(record))
+    values, sources = planted.recorded(tmp_path)
+    scanned, leaks = _scan(tmp_path, values, sources)
+    assert scanned == 2
+    assert sorted(leaks) == [
+        f"token@popen-gw0 in {tmp_path / 'popen-gw0' / 'rendered.yaml'}",
+        f"token@popen-gw1 in {tmp_path / 'popen-gw1' / 'rendered.yaml'}",
+    ]
+
+
+@pytest.mark.after_all
+def test_no_planted_secret_outside_its_source(tmp_path_factory: pytest.TempPathFactory) -> None:
+    values, sources = planted.recorded(_root(tmp_path_factory))
+    if not values:
+        pytest.skip("no test of this session planted a secret")  # a subset run that handled no credentials
+    scanned, leaks = _scan(_root(tmp_path_factory), values, sources)
     assert scanned > 0
     assert not leaks, f"planted secrets leaked ({len(leaks)}): {leaks[:10]}"
