@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import filecmp
 import hashlib
 import json
 import os
 import threading
+import traceback
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,7 +18,8 @@ from tests.registry.conftest import Target, make_tree
 from trainops.errors import InputError, NotFoundError, RemoteError
 from trainops.registry import listing as listing_mod
 from trainops.registry import pulling, store
-from trainops.registry.backends.base import ManifestData
+from trainops.registry.backends import local
+from trainops.registry.backends.base import BlobSource, ManifestData, sha256_digest
 from trainops.registry.context import Registries
 from trainops.registry.inspect import diff, show
 from trainops.registry.lineage import lineage_graph, to_dot, to_mermaid, to_tree
@@ -247,25 +251,60 @@ def test_concurrent_pushes_to_one_repository(target: Target, tmp_path: Path) -> 
     reg = target.registries
     trees = [_checkpoint(tmp_path / f"t{i}", i) for i in range(6)]
     results: dict[int, str] = {}
-    errors: list[BaseException] = []
+    errors: list[str] = []  # each with its traceback, so that a failure says where
 
     def work(i: int) -> None:
         try:
             results[i] = store.push(reg, source=trees[i], ref=reg.ref(f"m/c:t{i}"), kind="checkpoint", jobs=2).digest
             store.push(reg, source=trees[i], ref=reg.ref("m/c:latest"), kind="checkpoint", jobs=2)
-        except BaseException as err:
-            errors.append(err)
+        except BaseException:
+            errors.append(traceback.format_exc())
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert not errors
+    assert not errors, "\n".join(errors)
     latest = pulling.pull(reg, ref=reg.ref("m/c:latest"), dest=tmp_path / "latest")
     assert latest.digest in results.values()
     for i, digest in results.items():
         assert store.resolve(reg, ref=reg.ref(f"m/c:t{i}")).manifest.digest == digest
+
+
+@pytest.mark.parametrize("target", ["file"], indirect=True)
+def test_a_blob_another_writer_publishes_while_this_one_waits_for_its_partial(
+    target: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers of one blob into one file:// repository use the partial file named after
+    its digest. The interleaving is forced at the backend's lock of that file: this writer
+    has opened it, another writer (another backend, as another process's) then uploads the
+    whole blob through the same file, renames it into blobs/ and lets go, and only then is
+    it locked here. The upload succeeds (the blob is there, whole), the published blob is
+    not written through, and no partial is left."""
+    registries = target.registries
+    ref = registries.ref("m/c")
+    backend = registries.backend(ref)
+    data = os.urandom(3000)
+    (tmp_path / "blob").write_bytes(data)
+    source = BlobSource(digest=sha256_digest(data), size=len(data), path=tmp_path / "blob")
+    real_flock = fcntl.flock
+    other: list[str] = []
+
+    def flock(fd: int, operation: int) -> None:
+        if operation & fcntl.LOCK_NB and not other:
+            other.append(source.digest)
+            with Registries(default_registry=target.url) as another:
+                another.backend(ref).upload_blob(ref.repository, source)
+        real_flock(fd, operation)
+
+    shim = SimpleNamespace(flock=flock, LOCK_EX=fcntl.LOCK_EX, LOCK_NB=fcntl.LOCK_NB, LOCK_UN=fcntl.LOCK_UN)
+    monkeypatch.setattr(local, "fcntl", shim)
+    backend.upload_blob(ref.repository, source)
+    assert other == [source.digest]
+    assert backend.blob_size(ref.repository, source.digest) == len(data)
+    assert backend.read_range(ref.repository, source.digest, 0, len(data)) == data
+    assert backend.stale_uploads(ref.repository, started_before=float("inf")) == []
 
 
 def test_unchanged_repush_writes_no_manifest(target: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,8 @@ while it is hashed, the file's identity: device, inode, path, size, mtime), so a
 was interrupted (Ctrl-C, a kill) and runs again continues it: the bytes it holds are
 compared with the source (a read, no write), the rest is copied, and the whole is hashed
 and verified as a fresh copy is. A partial another process is writing (its lock) is left
-alone: that push copies into a file of its own.
+alone: that push copies into a file of its own, and so is one another process renamed
+into blobs/ between this one's open and its lock (the file is checked to be still there).
 """
 
 from __future__ import annotations
@@ -129,7 +130,10 @@ class LocalBackend(Backend):
         fh = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o644), "r+b")
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = _still_at(fh, path)
         except BlockingIOError:
+            held = False
+        if not held:  # another writer has it, or renamed it into blobs/ between our open and our lock
             fh.close()
             path = self._tmp(repo)
             fh = path.open("w+b")
@@ -170,6 +174,10 @@ class LocalBackend(Backend):
             progress(source.size)
             return
         with self._partial(repo, source.digest) as (out, part, _):
+            if self.blob_size(repo, source.digest) == source.size:  # another writer stored it meanwhile
+                part.unlink(missing_ok=True)
+                progress(source.size)
+                return
             writer = DigestWriter(out, source.digest, source.size)
             with source.open() as src:
                 _continue(src, writer, progress)
@@ -523,6 +531,16 @@ def _media_type(data: bytes) -> str | None:
 def _tag_of(entry: dict[str, Any]) -> str | None:
     tag = (entry.get("annotations") or {}).get(media.A_REF_NAME)
     return str(tag) if tag is not None else None
+
+
+def _still_at(fh: BinaryIO, path: Path) -> bool:
+    """Whether the open file fh is still the file at path (not renamed away meanwhile)."""
+    try:
+        here = path.stat()
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fh.fileno())
+    return (mine.st_dev, mine.st_ino) == (here.st_dev, here.st_ino)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
