@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every benchmark in bench/ in its quick mode (seconds, small data): a change that breaks a
 # benchmark fails CI. Uses the development venv (scripts/dev-venv.sh); needs the system
-# packages of scripts/install-test-deps.sh. Writes no results.
+# packages of scripts/install-test-deps.sh. Writes none of the results the docs are made from
+# (a few quick modes leave scratch output in bench/results/, which git ignores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # the development venv: the benchmarks import trainops_testing, which a user's install (such
