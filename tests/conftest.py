@@ -37,7 +37,8 @@ def _file_weights(items: list[pytest.Item]) -> dict[str, int]:
     weights: dict[str, int] = {}
     for item in items:
         heavy = not SERVICE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
-        weights[_file(item)] = weights.get(_file(item), 0) + (SERVICE_WEIGHT if heavy else 1)
+        file = _file(item)
+        weights[file] = weights.get(file, 0) + (SERVICE_WEIGHT if heavy else 1)
     return weights
 
 

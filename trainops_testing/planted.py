@@ -38,14 +38,6 @@ def source(path: Path) -> Path:
     return path
 
 
-def planted() -> dict[str, str]:
-    return dict(_PLANTED)
-
-
-def sources() -> set[Path]:
-    return set(_SOURCES)
-
-
 RECORD = "planted-secrets.json"  # a declared source itself: it holds the values on purpose
 
 
@@ -60,12 +52,14 @@ def record(directory: Path) -> Path | None:
 
 
 def recorded(root: Path) -> tuple[dict[str, str], set[Path]]:
-    """Every value planted by this process or by a process that recorded under ``root``, each
-    named ``NAME`` or ``NAME@DIR`` (DIR: the recording process's directory, as values differ
-    per process), and every declared source, records included."""
-    values = planted()
+    """Every value planted by this process or by a process that recorded under ``root`` (in
+    root itself, or in a worker's directory just below it), each named ``NAME`` or
+    ``NAME@DIR`` (DIR: the recording process's directory, as values differ per process), and
+    every declared source, records included."""
+    values = dict(_PLANTED)
     sources = set(_SOURCES)
-    for path in sorted(Path(root).rglob(RECORD)):
+    root = Path(root)
+    for path in sorted([*root.glob(RECORD), *root.glob(f"*/{RECORD}")]):  # not a walk: the scan walks
         data = json.loads(path.read_text())
         values.update({f"{name}@{path.parent.name}": value for name, value in data["secrets"].items()})
         sources.update(Path(p) for p in data["sources"])

@@ -112,32 +112,28 @@ def test_every_workers_record_is_scanned_and_its_sources_kept() -> None:
     sources: each value is found in a file that is not a source, and in none that is. (Made
     outside the session's root, which the real scan reads.)"""
     with tempfile.TemporaryDirectory() as scratch:
-        _two_workers(Path(scratch))
-
-
-def _two_workers(tmp_path: Path) -> None:
-    for worker in ("popen-gw0", "popen-gw1"):
-        directory = tmp_path / worker
-        directory.mkdir()
-        value = f"planted-token-{worker}-{os.urandom(6).hex()}"
-        (directory / "config.json").write_text(value)  # declared: holds it on purpose
-        (directory / "rendered.yaml").write_text(f"env: {value}\n")  # a leak
-        record = {"secrets": {"token": value}, "sources": [str((directory / "config.json").resolve())]}
-        (directory / planted.RECORD).write_text(json.dumps(record))
-    values, sources = planted.recorded(tmp_path)
-    scanned, leaks = _scan(tmp_path, values, sources)
-    assert scanned == 2
-    assert sorted(leaks) == [
-        f"token@popen-gw0 in {tmp_path / 'popen-gw0' / 'rendered.yaml'}",
-        f"token@popen-gw1 in {tmp_path / 'popen-gw1' / 'rendered.yaml'}",
-    ]
+        root = Path(scratch)
+        for worker in ("popen-gw0", "popen-gw1"):
+            (root / worker).mkdir()
+            value = f"planted-token-{worker}-{os.urandom(6).hex()}"
+            (root / worker / "config.json").write_text(value)  # declared: holds it on purpose
+            (root / worker / "rendered.yaml").write_text(f"env: {value}\n")  # a leak
+            record = {"secrets": {"token": value}, "sources": [str((root / worker / "config.json").resolve())]}
+            (root / worker / planted.RECORD).write_text(json.dumps(record))
+        scanned, leaks = _scan(root, *planted.recorded(root))
+        assert scanned == 2
+        assert sorted(leaks) == [
+            f"token@popen-gw0 in {root / 'popen-gw0' / 'rendered.yaml'}",
+            f"token@popen-gw1 in {root / 'popen-gw1' / 'rendered.yaml'}",
+        ]
 
 
 @pytest.mark.after_all
 def test_no_planted_secret_outside_its_source(tmp_path_factory: pytest.TempPathFactory) -> None:
-    values, sources = planted.recorded(_root(tmp_path_factory))
+    root = _root(tmp_path_factory)
+    values, sources = planted.recorded(root)
     if not values:
         pytest.skip("no test of this session planted a secret")  # a subset run that handled no credentials
-    scanned, leaks = _scan(_root(tmp_path_factory), values, sources)
+    scanned, leaks = _scan(root, values, sources)
     assert scanned > 0
     assert not leaks, f"planted secrets leaked ({len(leaks)}): {leaks[:10]}"
