@@ -42,21 +42,35 @@ def _file_weights(items: list[pytest.Item]) -> dict[str, int]:
     return weights
 
 
+def _leave_out(config: pytest.Config, items: list[pytest.Item], *, out: Callable[[pytest.Item], bool]) -> None:
+    left = [item for item in items if out(item)]
+    if left:
+        items[:] = [item for item in items if not out(item)]
+        config.hook.pytest_deselected(items=left)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The heaviest files first (tests that start clusters and engines weigh most), so that
     parallel workers (scripts/run-tests.sh: pytest-xdist, a file to a worker, in this order)
     end together rather than one worker running the slow files alone at the end. Tests
     marked `after_all` run after every other test collected, whatever their folder's name:
-    the planted-secrets scan reads what all the others wrote. A worker of a parallel run
-    leaves them out, since the others may still be writing: scripts/run-tests.sh runs them
-    once every worker has ended."""
+    the planted-secrets scan reads what all the others wrote.
+
+    A worker of a parallel run leaves out `after_all` tests, since the others may still be
+    writing, and `alone` tests, which compare the pace of processes on this machine and so
+    cannot share it with other workers: scripts/run-tests.sh runs the `alone` tests in one
+    process once every worker has ended (TRAINOPS_TESTS_ALONE=1 keeps only them), then the
+    `after_all` ones."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        after = [item for item in items if item.get_closest_marker("after_all")]
-        if after:
-            items[:] = [item for item in items if not item.get_closest_marker("after_all")]
-            config.hook.pytest_deselected(items=after)
+        _leave_out(config, items, out=lambda item: _marked(item, "after_all") or _marked(item, "alone"))
+    elif os.environ.get("TRAINOPS_TESTS_ALONE") == "1":
+        _leave_out(config, items, out=lambda item: not _marked(item, "alone") or _marked(item, "after_all"))
     weights = _file_weights(items)
-    items.sort(key=lambda item: (item.get_closest_marker("after_all") is not None, -weights[_file(item)]))  # stable
+    items.sort(key=lambda item: (_marked(item, "after_all"), -weights[_file(item)]))  # stable
+
+
+def _marked(item: pytest.Item, name: str) -> bool:
+    return item.get_closest_marker(name) is not None
 
 
 @pytest.fixture(scope="session", autouse=True)

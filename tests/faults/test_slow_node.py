@@ -24,7 +24,7 @@ from trainops.manifest import load_manifest
 from trainops.registry.context import Registries
 from trainops_testing.services import wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # three ranks at one pace: none may be starved by other tests
 
 RANKS = 3
 LAUNCH = (
