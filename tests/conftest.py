@@ -61,10 +61,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     cannot share it with other workers: scripts/run-tests.sh runs the `alone` tests in one
     process once every worker has ended (TRAINOPS_TESTS_ALONE=1 keeps only them), then the
     `after_all` ones."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        _leave_out(config, items, out=lambda item: _marked(item, "after_all") or _marked(item, "alone"))
-    elif os.environ.get("TRAINOPS_TESTS_ALONE") == "1":
+    if os.environ.get("TRAINOPS_TESTS_ALONE") == "1":  # first: a caller's `-n` must not drop them
         _leave_out(config, items, out=lambda item: not _marked(item, "alone") or _marked(item, "after_all"))
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        _leave_out(config, items, out=lambda item: _marked(item, "after_all") or _marked(item, "alone"))
     weights = _file_weights(items)
     items.sort(key=lambda item: (_marked(item, "after_all"), -weights[_file(item)]))  # stable
 

@@ -49,3 +49,5 @@ def test_a_worker_leaves_out_alone_and_after_all_tests(tmp_path: Path) -> None:
 def test_the_alone_pass_keeps_only_alone_tests(tmp_path: Path) -> None:
     ids = _collected(tmp_path, TRAINOPS_TESTS_ALONE="1")
     assert ids and _files(ids) == {ALONE}, ids
+    # a caller's `-n` in run-tests.sh's arguments makes the alone pass parallel too: still them
+    assert _collected(tmp_path, TRAINOPS_TESTS_ALONE="1", PYTEST_XDIST_WORKER="gw0") == ids
