@@ -47,7 +47,7 @@ def delete_manifest(backend: Backend, repo: str, digest: str) -> bool:
     try:
         backend.delete_manifest(repo, digest)
     except NotFoundError:
-        return False
-    finally:
         forget_manifest(digest)
+        return False
+    forget_manifest(digest)  # not when the registry refused: the manifest is still there
     return True
